@@ -1,0 +1,1 @@
+//! postbox-server
