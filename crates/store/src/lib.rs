@@ -1,1 +1,86 @@
-//! postbox-store
+//! The item store: DynamoDB's data model, operations and change streams.
+//!
+//! [`ItemStore`] and [`ChangeStreams`] are the contract every backend
+//! fulfils; they know nothing of any backend. [`api`] holds the requests and
+//! responses in DynamoDB's own shapes. The `embedded` module is the default
+//! backend: one durable local file.
+
+pub mod api;
+mod error;
+
+use std::future::Future;
+use std::time::Duration;
+
+pub use error::StoreError;
+
+use api::*;
+
+/// Result of a store call.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// DynamoDB's item operations and table control plane.
+///
+/// Architecture Invariant: a call that returned `Ok` for a write is durable
+/// (survives kill -9 and power loss) and its change-stream record, if the
+/// table has a stream, was committed in the same commit.
+pub trait ItemStore: Send + Sync + 'static {
+    fn create_table(&self, input: CreateTableInput) -> impl Future<Output = StoreResult<TableDescription>> + Send;
+    fn describe_table(&self, table_name: &str) -> impl Future<Output = StoreResult<TableDescription>> + Send;
+    fn delete_table(&self, table_name: &str) -> impl Future<Output = StoreResult<TableDescription>> + Send;
+    fn list_tables(&self) -> impl Future<Output = StoreResult<Vec<String>>> + Send;
+    fn update_time_to_live(
+        &self,
+        table_name: &str,
+        spec: TimeToLiveSpecification,
+    ) -> impl Future<Output = StoreResult<TimeToLiveSpecification>> + Send;
+    /// The TTL attribute, if TTL is enabled.
+    fn describe_time_to_live(&self, table_name: &str) -> impl Future<Output = StoreResult<Option<String>>> + Send;
+
+    fn get_item(&self, input: GetItemInput) -> impl Future<Output = StoreResult<GetItemOutput>> + Send;
+    fn put_item(&self, input: PutItemInput) -> impl Future<Output = StoreResult<WriteOutput>> + Send;
+    fn update_item(&self, input: UpdateItemInput) -> impl Future<Output = StoreResult<WriteOutput>> + Send;
+    fn delete_item(&self, input: DeleteItemInput) -> impl Future<Output = StoreResult<WriteOutput>> + Send;
+    fn query(&self, input: QueryInput) -> impl Future<Output = StoreResult<QueryOutput>> + Send;
+    fn scan(&self, input: ScanInput) -> impl Future<Output = StoreResult<QueryOutput>> + Send;
+    fn batch_get_item(&self, input: BatchGetItemInput) -> impl Future<Output = StoreResult<BatchGetItemOutput>> + Send;
+    fn batch_write_item(&self, input: BatchWriteItemInput)
+    -> impl Future<Output = StoreResult<BatchWriteItemOutput>> + Send;
+    fn transact_write_items(&self, input: TransactWriteItemsInput) -> impl Future<Output = StoreResult<()>> + Send;
+    fn transact_get_items(
+        &self,
+        input: TransactGetItemsInput,
+    ) -> impl Future<Output = StoreResult<TransactGetItemsOutput>> + Send;
+}
+
+/// Change streams: one ordered record per committed change of a
+/// stream-enabled table, and named readers with durable checkpoints.
+pub trait ChangeStreams: Send + Sync + 'static {
+    /// Records of `table_name`'s stream with sequence numbers greater than
+    /// `after` (0 = from the oldest retained), at most `limit`, in order.
+    /// Errors with `TrimmedData` when `after` is older than the retention.
+    fn read_stream(
+        &self,
+        table_name: &str,
+        after: u64,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<StreamRecord>>> + Send;
+    /// The newest sequence number of the stream (0 when empty).
+    fn stream_head(&self, table_name: &str) -> impl Future<Output = StoreResult<u64>> + Send;
+    /// Waits until the stream has a record after `after`, or `timeout` passes,
+    /// without polling. Returns whether new records exist.
+    fn wait_for_records(
+        &self,
+        table_name: &str,
+        after: u64,
+        timeout: Duration,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
+    /// The durable checkpoint of reader `reader` on `table_name`'s stream.
+    fn checkpoint(&self, table_name: &str, reader: &str) -> impl Future<Output = StoreResult<Option<u64>>> + Send;
+    /// Durably moves reader `reader`'s checkpoint to `sequence_number`.
+    fn set_checkpoint(
+        &self,
+        table_name: &str,
+        reader: &str,
+        sequence_number: u64,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+}

@@ -1,0 +1,536 @@
+//! The store's requests and responses, shaped exactly like DynamoDB's.
+//!
+//! Field names are DynamoDB's (PascalCase on the wire), so the wire endpoint
+//! is a thin layer of (de)serialisation, and a backend on real DynamoDB maps
+//! them one to one onto the AWS SDK. Parameters Postbox accepts but ignores
+//! (capacity reporting, billing) are kept so unmodified clients can send them.
+
+use std::collections::BTreeMap;
+
+use postbox_item::{AttributeValue, Item};
+use serde::{Deserialize, Serialize};
+
+/// `#name` placeholders to attribute names.
+pub type Names = BTreeMap<String, String>;
+/// `:value` placeholders to values.
+pub type Values = BTreeMap<String, AttributeValue>;
+
+/// HASH or RANGE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum KeyType {
+    Hash,
+    Range,
+}
+
+/// One element of a table's key schema.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct KeySchemaElement {
+    pub attribute_name: String,
+    pub key_type: KeyType,
+}
+
+/// S, N or B: the type of a key attribute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScalarType {
+    S,
+    N,
+    B,
+}
+
+/// Declares the type of a key attribute.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct AttributeDefinition {
+    pub attribute_name: String,
+    pub attribute_type: ScalarType,
+}
+
+/// What a change-stream record carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum StreamViewType {
+    KeysOnly,
+    NewImage,
+    OldImage,
+    NewAndOldImages,
+}
+
+/// Whether a table has a change stream, and its view type.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct StreamSpecification {
+    pub stream_enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_view_type: Option<StreamViewType>,
+}
+
+/// CreateTable.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct CreateTableInput {
+    pub table_name: String,
+    pub key_schema: Vec<KeySchemaElement>,
+    pub attribute_definitions: Vec<AttributeDefinition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub billing_mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioned_throughput: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_specification: Option<StreamSpecification>,
+}
+
+/// A table as DescribeTable reports it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TableDescription {
+    pub table_name: String,
+    pub table_arn: String,
+    pub table_status: String,
+    /// Seconds since the Unix epoch.
+    pub creation_date_time: f64,
+    pub key_schema: Vec<KeySchemaElement>,
+    pub attribute_definitions: Vec<AttributeDefinition>,
+    pub item_count: u64,
+    pub table_size_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub billing_mode_summary: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_specification: Option<StreamSpecification>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_stream_arn: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_stream_label: Option<String>,
+}
+
+/// The TTL setting of UpdateTimeToLive / DescribeTimeToLive.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TimeToLiveSpecification {
+    pub enabled: bool,
+    pub attribute_name: String,
+}
+
+/// What a write returns in `Attributes`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ReturnValue {
+    #[default]
+    None,
+    AllOld,
+    UpdatedOld,
+    AllNew,
+    UpdatedNew,
+}
+
+/// Whether a failed condition returns the item as it was.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ReturnValuesOnConditionCheckFailure {
+    AllOld,
+    #[default]
+    None,
+}
+
+/// GetItem.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct GetItemInput {
+    pub table_name: String,
+    pub key: Item,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection_expression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_names: Option<Names>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consistent_read: Option<bool>,
+}
+
+/// GetItem's answer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct GetItemOutput {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<Item>,
+}
+
+/// PutItem.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct PutItemInput {
+    pub table_name: String,
+    pub item: Item,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition_expression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_names: Option<Names>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_values: Option<Values>,
+    #[serde(default)]
+    pub return_values: ReturnValue,
+    #[serde(default)]
+    pub return_values_on_condition_check_failure: ReturnValuesOnConditionCheckFailure,
+}
+
+/// UpdateItem.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct UpdateItemInput {
+    pub table_name: String,
+    pub key: Item,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_expression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition_expression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_names: Option<Names>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_values: Option<Values>,
+    #[serde(default)]
+    pub return_values: ReturnValue,
+    #[serde(default)]
+    pub return_values_on_condition_check_failure: ReturnValuesOnConditionCheckFailure,
+}
+
+/// DeleteItem.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct DeleteItemInput {
+    pub table_name: String,
+    pub key: Item,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition_expression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_names: Option<Names>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_values: Option<Values>,
+    #[serde(default)]
+    pub return_values: ReturnValue,
+    #[serde(default)]
+    pub return_values_on_condition_check_failure: ReturnValuesOnConditionCheckFailure,
+}
+
+/// The answer of PutItem, UpdateItem and DeleteItem.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct WriteOutput {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributes: Option<Item>,
+}
+
+/// ALL_ATTRIBUTES, ALL_PROJECTED_ATTRIBUTES, SPECIFIC_ATTRIBUTES or COUNT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Select {
+    AllAttributes,
+    AllProjectedAttributes,
+    SpecificAttributes,
+    Count,
+}
+
+/// Query.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct QueryInput {
+    pub table_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_condition_expression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter_expression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection_expression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_names: Option<Names>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_values: Option<Values>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan_index_forward: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusive_start_key: Option<Item>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select: Option<Select>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consistent_read: Option<bool>,
+}
+
+/// Scan.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ScanInput {
+    pub table_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter_expression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection_expression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_names: Option<Names>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_values: Option<Values>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusive_start_key: Option<Item>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select: Option<Select>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_segments: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consistent_read: Option<bool>,
+}
+
+/// The answer of Query and Scan.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct QueryOutput {
+    /// Absent when `Select` is COUNT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<Vec<Item>>,
+    pub count: u64,
+    pub scanned_count: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_evaluated_key: Option<Item>,
+}
+
+/// The keys and projection of one table in BatchGetItem.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct KeysAndAttributes {
+    pub keys: Vec<Item>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection_expression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_names: Option<Names>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consistent_read: Option<bool>,
+}
+
+/// BatchGetItem (at most 100 keys).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct BatchGetItemInput {
+    pub request_items: BTreeMap<String, KeysAndAttributes>,
+}
+
+/// BatchGetItem's answer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct BatchGetItemOutput {
+    pub responses: BTreeMap<String, Vec<Item>>,
+    pub unprocessed_keys: BTreeMap<String, serde_json::Value>,
+}
+
+/// A put inside BatchWriteItem.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct PutRequest {
+    pub item: Item,
+}
+
+/// A delete inside BatchWriteItem.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct DeleteRequest {
+    pub key: Item,
+}
+
+/// One write of BatchWriteItem: exactly one of the two is set.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct WriteRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub put_request: Option<PutRequest>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_request: Option<DeleteRequest>,
+}
+
+/// BatchWriteItem (at most 25 writes, no conditions).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct BatchWriteItemInput {
+    pub request_items: BTreeMap<String, Vec<WriteRequest>>,
+}
+
+/// BatchWriteItem's answer; the embedded store processes everything.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct BatchWriteItemOutput {
+    pub unprocessed_items: BTreeMap<String, serde_json::Value>,
+}
+
+/// A condition on an item inside a transaction, with no write.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ConditionCheck {
+    pub table_name: String,
+    pub key: Item,
+    pub condition_expression: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_names: Option<Names>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_values: Option<Values>,
+    #[serde(default)]
+    pub return_values_on_condition_check_failure: ReturnValuesOnConditionCheckFailure,
+}
+
+/// A put inside a transaction.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TransactPut {
+    pub table_name: String,
+    pub item: Item,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition_expression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_names: Option<Names>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_values: Option<Values>,
+    #[serde(default)]
+    pub return_values_on_condition_check_failure: ReturnValuesOnConditionCheckFailure,
+}
+
+/// An update inside a transaction.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TransactUpdate {
+    pub table_name: String,
+    pub key: Item,
+    pub update_expression: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition_expression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_names: Option<Names>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_values: Option<Values>,
+    #[serde(default)]
+    pub return_values_on_condition_check_failure: ReturnValuesOnConditionCheckFailure,
+}
+
+/// A delete inside a transaction.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TransactDelete {
+    pub table_name: String,
+    pub key: Item,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition_expression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_names: Option<Names>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_values: Option<Values>,
+    #[serde(default)]
+    pub return_values_on_condition_check_failure: ReturnValuesOnConditionCheckFailure,
+}
+
+/// One action of TransactWriteItems: exactly one field is set.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TransactWriteItem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition_check: Option<ConditionCheck>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub put: Option<TransactPut>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete: Option<TransactDelete>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<TransactUpdate>,
+}
+
+/// TransactWriteItems: at most 100 actions and 4 MB, one action per item, all
+/// or nothing.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TransactWriteItemsInput {
+    pub transact_items: Vec<TransactWriteItem>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_request_token: Option<String>,
+}
+
+/// A read inside TransactGetItems.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TransactGet {
+    pub table_name: String,
+    pub key: Item,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection_expression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_attribute_names: Option<Names>,
+}
+
+/// One read of TransactGetItems.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TransactGetItem {
+    pub get: TransactGet,
+}
+
+/// TransactGetItems: at most 100 reads, one consistent snapshot.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TransactGetItemsInput {
+    pub transact_items: Vec<TransactGetItem>,
+}
+
+/// One answer of TransactGetItems (empty when the item does not exist).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ItemResponse {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<Item>,
+}
+
+/// TransactGetItems' answer, in request order.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TransactGetItemsOutput {
+    pub responses: Vec<ItemResponse>,
+}
+
+/// Why one action of a cancelled transaction failed; `Code` is "None" for
+/// actions that were fine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct CancellationReason {
+    pub code: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<Item>,
+}
+
+/// INSERT, MODIFY or REMOVE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum EventName {
+    Insert,
+    Modify,
+    Remove,
+}
+
+/// One committed change of a stream-enabled table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StreamRecord {
+    /// Position in the table's stream; strictly increasing in commit order.
+    pub sequence_number: u64,
+    pub event_name: EventName,
+    /// Milliseconds since the Unix epoch at commit.
+    pub approximate_creation_time_ms: u64,
+    pub keys: Item,
+    pub new_image: Option<Item>,
+    pub old_image: Option<Item>,
+    pub view_type: StreamViewType,
+    /// Set when the TTL sweeper, not a client, removed the item.
+    pub ttl_removal: bool,
+    /// Size of keys and images, as DynamoDB reports `SizeBytes`.
+    pub size_bytes: u64,
+}
+
