@@ -1,0 +1,152 @@
+"""One endpoint under test: a DynamoDB client and a DynamoDB Streams client on one URL.
+
+The clients are ordinary boto3 low-level clients with dummy credentials. Two settings differ
+from the defaults, for the same reason: the server, not the SDK, must be what is tested.
+Client-side parameter validation is off, so a request that breaks a documented limit reaches
+the server; retries are off, so an error is seen as the server first gave it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from . import outcome as oc
+from . import wire
+
+CONFIG = Config(
+    parameter_validation=False,
+    retries={"total_max_attempts": 1, "mode": "standard"},
+    connect_timeout=5,
+    read_timeout=30,
+    max_pool_connections=32,
+)
+
+
+class Endpoint:
+    def __init__(self, name: str, url: str):
+        self.name = name
+        self.url = url
+        session = boto3.session.Session(
+            aws_access_key_id="conformance",
+            aws_secret_access_key="conformance",
+            region_name="us-east-1",
+        )
+        self.ddb = session.client("dynamodb", endpoint_url=url, config=CONFIG)
+        self.streams = session.client("dynamodbstreams", endpoint_url=url, config=CONFIG)
+
+    # Raw calls -------------------------------------------------------------------------------
+
+    def raw(self, client: Any, op: str, params: dict) -> dict:
+        """Calls an operation with params already in boto3's form; raises ClientError."""
+        shape = client.meta.service_model.operation_model(op).input_shape
+        return wire.from_boto(client._make_api_call(op, wire.to_boto(shape, params)))
+
+    def call(self, op: str, params: dict, names: dict[str, str], **normalise: bool) -> oc.Outcome:
+        """Runs one step and returns its normalised outcome (success or error)."""
+        reverse = {v: k for k, v in names.items()}
+        try:
+            response = self.raw(self.ddb, op, wire.physical_names(params, names))
+        except ClientError as err:
+            result = oc.failure(wire.from_boto(err.response))
+            return oc.Outcome(wire.logical_names(result.value, reverse), wire.logical_names(result.message, reverse))
+        except (BotoCoreError, ValueError) as err:
+            return oc.client_failure(err)
+        return oc.Outcome(wire.logical_names(oc.success(op, response, **normalise).value, reverse))
+
+    # Tables ----------------------------------------------------------------------------------
+
+    def create_table(self, physical: str, request: dict) -> oc.Outcome:
+        try:
+            response = self.raw(self.ddb, "CreateTable", {"TableName": physical, **request})
+        except ClientError as err:
+            return oc.failure(err.response)
+        except (BotoCoreError, ValueError) as err:
+            return oc.client_failure(err)
+        status = response.get("TableDescription", {}).get("TableStatus")
+        deadline = time.monotonic() + 60
+        while status != "ACTIVE" and time.monotonic() < deadline:
+            time.sleep(0.05)
+            status = self.raw(self.ddb, "DescribeTable", {"TableName": physical})["Table"].get("TableStatus")
+        if status != "ACTIVE":
+            return oc.Outcome({"error": "TableNotActive"}, f"{physical} still {status} after 60 s")
+        return oc.Outcome({"ok": {}})
+
+    def delete_table(self, physical: str) -> None:
+        try:
+            self.raw(self.ddb, "DeleteTable", {"TableName": physical})
+        except (ClientError, BotoCoreError):
+            pass  # a table the case already deleted, or a server that is gone; nothing to clean
+
+    def scan_all(self, physical: str) -> oc.Outcome:
+        """Every item of a table, following LastEvaluatedKey, with strongly consistent reads."""
+        items: list[dict] = []
+        params: dict[str, Any] = {"TableName": physical, "ConsistentRead": True}
+        try:
+            while True:
+                page = self.raw(self.ddb, "Scan", params)
+                items.extend(page.get("Items", []))
+                if not page.get("LastEvaluatedKey"):
+                    break
+                params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        except ClientError as err:
+            return oc.failure(err.response)
+        except (BotoCoreError, ValueError) as err:
+            return oc.client_failure(err)
+        return oc.final_scan(items)
+
+    # Streams ---------------------------------------------------------------------------------
+
+    def read_stream(self, physical: str) -> oc.Outcome:
+        """All records of the table's latest stream, from TRIM_HORIZON of every shard."""
+        try:
+            table = self.raw(self.ddb, "DescribeTable", {"TableName": physical})["Table"]
+            arn = table.get("LatestStreamArn")
+            if not arn:
+                return oc.Outcome({"ok": {"stream": None, "records": []}})
+            shards, view = self._shards(arn)
+            records: list[dict] = []
+            for shard in shards:
+                records.extend(self._shard_records(arn, shard["ShardId"]))
+        except ClientError as err:
+            return oc.failure(err.response)
+        except (BotoCoreError, ValueError) as err:
+            return oc.client_failure(err)
+        return oc.stream_records(view, records)
+
+    def _shards(self, arn: str) -> tuple[list[dict], dict]:
+        shards: list[dict] = []
+        params: dict[str, Any] = {"StreamArn": arn}
+        while True:
+            description = self.raw(self.streams, "DescribeStream", params)["StreamDescription"]
+            shards.extend(description.get("Shards", []))
+            last = description.get("LastEvaluatedShardId")
+            if not last:
+                break
+            params["ExclusiveStartShardId"] = last
+        view = {"StreamViewType": description.get("StreamViewType"), "KeySchema": description.get("KeySchema")}
+        # Parents before children: shards sorted by the first sequence number they hold.
+        shards.sort(key=lambda s: int(s.get("SequenceNumberRange", {}).get("StartingSequenceNumber", "0") or 0))
+        return shards, view
+
+    def _shard_records(self, arn: str, shard_id: str) -> list[dict]:
+        iterator = self.raw(
+            self.streams,
+            "GetShardIterator",
+            {"StreamArn": arn, "ShardId": shard_id, "ShardIteratorType": "TRIM_HORIZON"},
+        ).get("ShardIterator")
+        records: list[dict] = []
+        # An open shard hands out a next iterator forever; an empty page means we are caught up.
+        for _ in range(10_000):
+            if not iterator:
+                break
+            page = self.raw(self.streams, "GetRecords", {"ShardIterator": iterator})
+            records.extend(page.get("Records", []))
+            if not page.get("Records"):
+                break
+            iterator = page.get("NextShardIterator")
+        return records

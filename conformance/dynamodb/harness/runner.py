@@ -1,0 +1,136 @@
+"""Runs cases on the reference and the target and compares what they answered."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from itertools import zip_longest
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from . import outcome as oc
+from . import wire
+from .corpus import Case, Step
+from .endpoint import Endpoint
+
+
+@dataclass
+class Mismatch:
+    case: str
+    step: str
+    reference: oc.Outcome
+    target: oc.Outcome
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    mismatches: list[Mismatch] = field(default_factory=list)
+    # Steps whose reference outcome is not what the case file's "expect" says it exercises.
+    unexpected: list[tuple[str, str, oc.Outcome]] = field(default_factory=list)
+    outcomes: list[tuple[str, oc.Outcome, oc.Outcome]] = field(default_factory=list)
+
+
+class Runner:
+    def __init__(self, reference: Endpoint, target: Endpoint, perturb=None):
+        self.reference = reference
+        self.target = target
+        self.run_id = uuid.uuid4().hex[:8]
+        # perturb(case_name) -> bool: corrupt the target's outcomes of that case (self-test).
+        self.perturb = perturb or (lambda name: False)
+
+    def run_all(self, cases: list[Case], jobs: int) -> list[CaseResult]:
+        numbered = list(enumerate(cases))
+        if jobs <= 1:
+            return [self.run_case(i, c) for i, c in numbered]
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            return list(pool.map(lambda ic: self.run_case(*ic), numbered))
+
+    def run_case(self, index: int, case: Case) -> CaseResult:
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", case.name)[:80]
+        names = {}
+        for side in ("r", "t"):
+            names[side] = {t.name: f"cf-{self.run_id}-{side}{index:04d}-{slug}-{t.name}" for t in case.tables}
+        # With both sides on one server (reference against itself) the two must not collide.
+        ref = _Side(self.reference, names["r"])
+        tgt = _Side(self.target, names["t"])
+        result = CaseResult(case)
+        try:
+            ref_out, tgt_out = ref.run(case), tgt.run(case)
+        finally:
+            ref.cleanup(case)
+            tgt.cleanup(case)
+        perturbed = self.perturb(case.name)
+        missing = ("(missing)", None, oc.Outcome({"missing": "this side stopped earlier"}))
+        for (title, step, r), (_, _, t) in zip_longest(ref_out, tgt_out, fillvalue=missing):
+            if perturbed:
+                t = _perturbed(t)
+                perturbed = False
+            result.outcomes.append((title, r, t))
+            if r.canonical() != t.canonical():
+                result.mismatches.append(Mismatch(case.name, title, r, t))
+            if step is not None and step.expect and not oc.matches_expectation(r, step.expect):
+                result.unexpected.append((title, step.expect, r))
+        return result
+
+
+class _Side:
+    """One endpoint's run of one case, under that side's physical table names."""
+
+    def __init__(self, endpoint: Endpoint, names: dict[str, str]):
+        self.endpoint = endpoint
+        self.names = names
+        self.reverse = {v: k for k, v in names.items()}
+
+    def run(self, case: Case) -> list[tuple[str, Step | None, oc.Outcome]]:
+        out: list[tuple[str, Step | None, oc.Outcome]] = []
+        for table in case.tables:
+            created = self.endpoint.create_table(self.names[table.name], table.request)
+            if "ok" not in created.value:
+                out.append((f"create table {table.name}", None, self._logical(created)))
+                return out  # nothing after this would mean anything
+        if case.items:
+            out.append(("setup items", None, self._logical(self._setup(case))))
+        for step in case.steps:
+            out.append((step.title(), step, self._logical(self._step(step))))
+        for table in case.tables:
+            scan = self.endpoint.scan_all(self.names[table.name])
+            out.append((f"final scan of {table.name}", None, self._logical(scan)))
+        return out
+
+    def _setup(self, case: Case) -> oc.Outcome:
+        """Puts the case's items; only the ones that failed are in the outcome."""
+        failures = []
+        for table, items in case.items.items():
+            for item in items:
+                put = self.endpoint.call("PutItem", {"TableName": table, "Item": item}, self.names)
+                if "ok" not in put.value:
+                    failures.append({"item": item, "outcome": put.value})
+        return oc.Outcome({"setup_failures": failures})
+
+    def _step(self, step: Step) -> oc.Outcome:
+        if step.op == "Stream":
+            return self.endpoint.read_stream(self.names.get(step.table, step.table))
+        return self.endpoint.call(
+            step.op, step.params, self.names, keep_last_key=step.keep_last_key, keep_order=step.keep_order
+        )
+
+    def _logical(self, outcome: oc.Outcome) -> oc.Outcome:
+        return oc.Outcome(
+            wire.logical_names(outcome.value, self.reverse),
+            wire.logical_names(outcome.message, self.reverse) if outcome.message else None,
+        )
+
+    def cleanup(self, case: Case) -> None:
+        for table in case.tables:
+            self.endpoint.delete_table(self.names[table.name])
+
+
+def _perturbed(outcome: oc.Outcome) -> oc.Outcome:
+    """A deliberately wrong copy of an outcome, to prove that differences are reported."""
+    value = dict(outcome.value)
+    if "error" in value:
+        value["error"] = value["error"] + "Perturbed"
+    else:
+        value["perturbed"] = True
+    return oc.Outcome(value, outcome.message)

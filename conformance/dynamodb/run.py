@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Differential conformance run: the same DynamoDB requests against a reference and a target.
+
+    run.py --reference http://127.0.0.1:8000 --target http://127.0.0.1:8001 [--filter NAME]
+
+Prints every mismatch (case, step, both outcomes, both error messages), then
+``known differences: K`` and, last, ``cases: N, mismatches: M``. Exits 0 iff every mismatch
+belongs to a case listed in known-differences.md. See README.md beside this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def ensure_boto3() -> None:
+    """Re-executes under the shared venv (scripts/python-env.sh) when boto3 is not importable."""
+    try:
+        import boto3  # noqa: F401
+    except ImportError:
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        venv_python = Path(os.environ.get("POSTBOX_VENV") or cache / "postbox" / "venv") / "bin" / "python"
+        if venv_python.exists() and Path(sys.executable) != venv_python:
+            os.execv(str(venv_python), [str(venv_python), *sys.argv])
+        sys.exit("run.py needs boto3: run scripts/python-env.sh once (it creates the venv this script uses)")
+
+
+ensure_boto3()
+sys.path.insert(0, str(HERE))
+
+from harness.corpus import CorpusError, load_corpus  # noqa: E402
+from harness.endpoint import Endpoint  # noqa: E402
+from harness.known import load_known  # noqa: E402
+from harness.runner import Runner  # noqa: E402
+
+
+def main() -> int:
+    args = parse_args()
+    try:
+        cases = load_corpus(Path(args.cases))
+    except CorpusError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.filter:
+        cases = [c for c in cases if any(selects(f, c.name) for f in args.filter)]
+    if args.list:
+        for case in cases:
+            print(case.name)
+        return 0
+    if not cases:
+        print("error: no case matches the filter", file=sys.stderr)
+        return 2
+
+    known = load_known(Path(args.known))
+    perturb_glob = args.perturb or os.environ.get("CONFORMANCE_PERTURB")
+    runner = Runner(
+        Endpoint("reference", args.reference),
+        Endpoint("target", args.target),
+        perturb=(lambda name: selects(perturb_glob, name)) if perturb_glob else None,
+    )
+    started = time.monotonic()
+    results = runner.run_all(cases, args.jobs)
+    elapsed = time.monotonic() - started
+
+    mismatches = known_count = 0
+    unknown_cases = set()
+    unexpected = 0
+    for result in results:
+        if args.show:
+            show(result)
+        if args.verbose:
+            print(f"{'MISMATCH' if result.mismatches else 'ok      '} {result.case.name}")
+        cover = next((k for k in known if k.covers(result.case.name)), None)
+        for mismatch in result.mismatches:
+            mismatches += 1
+            if cover:
+                known_count += 1
+            else:
+                unknown_cases.add(result.case.name)
+            report(mismatch, cover)
+        for title, expect, outcome in result.unexpected:
+            unexpected += 1
+            print(f"EXPECTATION {result.case.name} / {title}: the case says {expect}, the reference gave")
+            print(f"  {json.dumps(outcome.value, sort_keys=True)}")
+            if outcome.message:
+                print(f"  message: {outcome.message}")
+
+    print(f"ran {len(cases)} cases in {elapsed:.1f}s (reference {args.reference}, target {args.target}, run {runner.run_id})")
+    if unexpected:
+        print(f"expectations not met by the reference: {unexpected}")
+    print(f"known differences: {known_count}")
+    print(f"cases: {len(cases)}, mismatches: {mismatches}")
+    if unknown_cases:
+        return 1
+    if args.strict and unexpected:
+        return 1
+    return 0
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reference", help="endpoint URL of the reference (DynamoDB Local)")
+    parser.add_argument("--target", help="endpoint URL of the implementation under test")
+    parser.add_argument("--cases", default=str(HERE / "cases"), help="directory of case files (default: %(default)s)")
+    parser.add_argument(
+        "--filter",
+        action="append",
+        metavar="NAME",
+        help="run only cases whose name contains NAME (or matches it as a glob); repeatable",
+    )
+    parser.add_argument("--known", default=str(HERE / "known-differences.md"), help="known differences file")
+    parser.add_argument("--jobs", type=int, default=4, help="cases run concurrently (default: %(default)s)")
+    parser.add_argument(
+        "--perturb",
+        metavar="GLOB",
+        help="corrupt the target's first outcome in matching cases, to check that a difference is caught "
+        "(also $CONFORMANCE_PERTURB)",
+    )
+    parser.add_argument("--show", action="store_true", help="print every outcome of both sides")
+    parser.add_argument("--list", action="store_true", help="list the selected cases and exit")
+    parser.add_argument("--strict", action="store_true", help="also fail when the reference contradicts an 'expect'")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print one line per case")
+    args = parser.parse_args()
+    if not args.list and not (args.reference and args.target):
+        parser.error("--reference and --target are required")
+    return args
+
+
+def selects(pattern: str, name: str) -> bool:
+    if any(ch in pattern for ch in "*?["):
+        return fnmatch.fnmatchcase(name, pattern)
+    return pattern in name
+
+
+def report(mismatch, cover) -> None:
+    print(f"MISMATCH {mismatch.case} / {mismatch.step}")
+    for side, outcome in (("reference", mismatch.reference), ("target", mismatch.target)):
+        print(f"  {side + ':':<10} {json.dumps(outcome.value, sort_keys=True)}")
+        if outcome.message:
+            print(f"  {'':<10} message: {outcome.message}")
+    if cover:
+        print(f"  known difference: {cover.what}")
+
+
+def show(result) -> None:
+    print(f"== {result.case.name}")
+    for title, ref, tgt in result.outcomes:
+        same = ref.canonical() == tgt.canonical()
+        print(f"  {title}: {'same' if same else 'DIFFERENT'}")
+        print(f"    reference: {json.dumps(ref.value, sort_keys=True)}")
+        if ref.message:
+            print(f"               message: {ref.message}")
+        if not same:
+            print(f"    target:    {json.dumps(tgt.value, sort_keys=True)}")
+            if tgt.message:
+                print(f"               message: {tgt.message}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
