@@ -1,1 +1,108 @@
-fn main() {}
+//! `postbox`: the command line of Postbox.
+//!
+//! With no subcommand it serves the embedded default, so `cargo run` on a
+//! fresh clone starts a working store with no configuration.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
+
+#[derive(Parser)]
+#[command(name = "postbox", version, about = "Postbox: an event engine with a DynamoDB-compatible embedded store")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the embedded store over the DynamoDB and DynamoDB Streams wire
+    /// protocols (the default when no subcommand is given).
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Directory holding the store's file (created if missing).
+    #[arg(long, default_value = "postbox-data", env = "POSTBOX_DATA")]
+    data: PathBuf,
+    /// Address to listen on; use port 0 to pick a free one.
+    #[arg(long, default_value = "127.0.0.1:8000", env = "POSTBOX_LISTEN")]
+    listen: SocketAddr,
+}
+
+impl Default for ServeArgs {
+    fn default() -> ServeArgs {
+        ServeArgs { data: PathBuf::from("postbox-data"), listen: SocketAddr::from(([127, 0, 0, 1], 8000)) }
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("POSTBOX_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = match cli.command.unwrap_or(Command::Serve(ServeArgs::default())) {
+        Command::Serve(args) => runtime.block_on(serve(args)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(args: ServeArgs) -> Result<(), String> {
+    std::fs::create_dir_all(&args.data)
+        .map_err(|e| format!("cannot create the data directory {}: {e}", args.data.display()))?;
+    let file = args.data.join("postbox.redb");
+    let store = EmbeddedStore::open(&file, EmbeddedOptions::default())
+        .map_err(|e| format!("cannot open the store {}: {e}", file.display()))?;
+    let (listener, addr) =
+        postbox_server::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    // One line on stdout that scripts can wait for and parse.
+    println!("postbox listening on http://{addr} (data: {})", file.display());
+    tracing::info!(%addr, data = %file.display(), "serving the DynamoDB and DynamoDB Streams wire protocols");
+    postbox_server::serve(store, listener, shutdown_signal())
+        .await
+        .map_err(|e| format!("server failed: {e}"))?;
+    tracing::info!("shut down cleanly");
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}
