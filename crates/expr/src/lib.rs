@@ -1,1 +1,40 @@
-//! postbox-expr
+//! DynamoDB's expression language, as Postbox's item store speaks it.
+//!
+//! This crate owns the five kinds of expression a DynamoDB request can carry:
+//! condition and filter expressions ([`parse_condition`], [`parse_filter`]),
+//! update expressions ([`parse_update`]), projection expressions
+//! ([`parse_projection`]) and key condition expressions
+//! ([`parse_key_condition`]). Each is parsed with DynamoDB's grammar, with
+//! `#name` and `:value` placeholders resolved at parse time through one
+//! [`Placeholders`] per request, and rejected with DynamoDB's own message
+//! when DynamoDB would reject it. Parsed expressions evaluate against items
+//! of `postbox-item`.
+//!
+//! Architecture Invariant: the crate is pure. It knows nothing of tables,
+//! storage or the wire; every error is a [`ExprError`] whose message the
+//! caller returns verbatim as a ValidationException.
+//!
+//! Code map: `lexer` (tokens) -> `parser` (shared cursor, paths,
+//! placeholders, error order) -> one module per expression kind
+//! (`condition`, `update`, `projection`, `key_condition`); `path` holds
+//! document paths and `reserved` DynamoDB's reserved words.
+
+mod condition;
+mod error;
+mod key_condition;
+mod lexer;
+mod parser;
+mod path;
+mod placeholders;
+mod projection;
+mod reserved;
+mod update;
+
+pub use condition::{Comparator, Condition, MAX_IN_OPERANDS, Operand, parse_condition, parse_filter};
+pub use error::{ExprError, Kind};
+pub use key_condition::{KeyCondition, SortKeyCondition, parse_key_condition};
+pub use path::{Path, PathElement};
+pub use placeholders::Placeholders;
+pub use projection::{Projection, parse_projection, project};
+pub use reserved::is_reserved;
+pub use update::{Action, SetValue, Update, UpdateOperand, parse_update};

@@ -1,0 +1,255 @@
+//! The parser machinery every expression kind shares: the token cursor,
+//! DynamoDB's syntax error format, document paths and placeholders, and the
+//! ordering of semantic errors.
+//!
+//! DynamoDB checks an expression in two phases: first the grammar, then the
+//! meaning (reserved words, undefined placeholders, operand types, ...). A
+//! syntax error therefore always wins, and among semantic problems the one of
+//! the highest-ranked class wins regardless of where it stands. The parser
+//! mirrors that: syntax errors return at once, semantic problems are recorded
+//! with [`Parser::defer`] and the best one is reported when parsing is done.
+
+use postbox_item::AttributeValue;
+
+use crate::lexer::{Tok, Token, tokenize};
+use crate::path::{Path, PathElement};
+use crate::reserved::is_reserved;
+use crate::{ExprError, Kind, Placeholders};
+
+/// Classes of semantic problems, which DynamoDB reports in a fixed order per
+/// expression kind (see [`rank`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Problem {
+    /// `((a = :v))`.
+    Parens,
+    /// A function DynamoDB does not have.
+    UnknownFunction,
+    /// A condition function used as an operand, or `size` used as a condition.
+    MisusedFunction,
+    /// A reserved word written as an attribute name.
+    Reserved,
+    /// The same clause twice in an update.
+    Section,
+    /// `#name` with no entry in ExpressionAttributeNames.
+    UndefinedName,
+    /// `:value` with no entry in ExpressionAttributeValues.
+    UndefinedValue,
+    /// Two update or projection paths where one contains the other.
+    Overlap,
+    /// Two paths that step into one value by name and by index.
+    Conflict,
+    /// A function or operator with the wrong number of operands.
+    OperandCount,
+    /// `a = a`: an operator comparing a path with itself.
+    Distinct,
+    /// An operand of a type the operator or function cannot take.
+    OperandType,
+}
+
+/// Position of a problem class in DynamoDB's reporting order for `kind`;
+/// lower is reported first.
+fn rank(kind: Kind, p: Problem) -> u8 {
+    use Problem::*;
+    match kind {
+        Kind::Update => match p {
+            Reserved => 0,
+            UnknownFunction => 1,
+            Section => 2,
+            UndefinedName => 3,
+            UndefinedValue => 4,
+            Overlap => 5,
+            Conflict => 6,
+            OperandCount | OperandType | Distinct | Parens | MisusedFunction => 7,
+        },
+        Kind::Projection => match p {
+            Reserved => 0,
+            UndefinedName | UndefinedValue => 1,
+            Overlap => 2,
+            _ => 3,
+        },
+        Kind::Condition | Kind::Filter | Kind::KeyCondition => match p {
+            Parens => 0,
+            UnknownFunction => 1,
+            MisusedFunction => 2,
+            Reserved => 3,
+            // Names and values share one class: the first undefined one wins.
+            UndefinedName | UndefinedValue => 4,
+            OperandCount => 5,
+            Distinct => 6,
+            _ => 7,
+        },
+    }
+}
+
+/// A cursor over the tokens of one expression.
+pub(crate) struct Parser<'s, 'p, 'a> {
+    pub src: &'s str,
+    pub kind: Kind,
+    toks: Vec<Token>,
+    pos: usize,
+    ph: &'p mut Placeholders<'a>,
+    deferred: Option<(u8, String)>,
+}
+
+impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
+    /// Starts parsing `src`, after DynamoDB's checks that come before any
+    /// grammar: valid placeholder maps and a non-blank expression.
+    pub fn new(src: &'s str, kind: Kind, ph: &'p mut Placeholders<'a>) -> Result<Self, ExprError> {
+        ph.check_supplied()?;
+        if src.trim_matches([' ', '\t', '\r', '\n']).is_empty() {
+            return Err(ExprError::invalid(kind, "The expression can not be empty;"));
+        }
+        Ok(Parser { src, kind, toks: tokenize(src), pos: 0, ph, deferred: None })
+    }
+
+    pub fn peek(&self) -> Token {
+        self.toks[self.pos]
+    }
+
+    /// The token `n` places ahead (the last one is always `Eof`).
+    pub fn nth(&self, n: usize) -> Token {
+        self.toks[(self.pos + n).min(self.toks.len() - 1)]
+    }
+
+    pub fn at(&self, kind: Tok) -> bool {
+        self.peek().kind == kind
+    }
+
+    pub fn bump(&mut self) -> Token {
+        let t = self.peek();
+        if t.kind != Tok::Eof {
+            self.pos += 1;
+        }
+        t
+    }
+
+    pub fn text(&self, t: Token) -> &'s str {
+        &self.src[t.start..t.end]
+    }
+
+    /// True when `t` is the keyword `word` in any letter case.
+    pub fn is_word(&self, t: Token, word: &str) -> bool {
+        t.kind == Tok::Ident && self.text(t).eq_ignore_ascii_case(word)
+    }
+
+    pub fn at_word(&self, word: &str) -> bool {
+        self.is_word(self.peek(), word)
+    }
+
+    /// DynamoDB's syntax error at the current token. `near` quotes the source
+    /// from the previous token through the next one, as DynamoDB does.
+    pub fn syntax_error(&self) -> ExprError {
+        let cur = self.peek();
+        let token = if cur.kind == Tok::Eof { "<EOF>" } else { self.text(cur) };
+        let from = if self.pos > 0 { self.toks[self.pos - 1].start } else { cur.start };
+        let to = if cur.kind == Tok::Eof { self.src.len() } else { self.nth(1).end };
+        ExprError::invalid(self.kind, format!("Syntax error; token: \"{token}\", near: \"{}\"", &self.src[from..to]))
+    }
+
+    pub fn expect(&mut self, kind: Tok) -> Result<Token, ExprError> {
+        if self.at(kind) { Ok(self.bump()) } else { Err(self.syntax_error()) }
+    }
+
+    /// Records a semantic problem; the best-ranked one is reported by [`Parser::finish`].
+    pub fn defer(&mut self, problem: Problem, message: impl Into<String>) {
+        let r = rank(self.kind, problem);
+        if self.deferred.as_ref().is_none_or(|(best, _)| r < *best) {
+            self.deferred = Some((r, message.into()));
+        }
+    }
+
+    /// Ends parsing: the input must be used up, then the best semantic problem (if any) is the error.
+    pub fn finish(mut self) -> Result<(), ExprError> {
+        self.expect(Tok::Eof)?;
+        match self.deferred.take() {
+            Some((_, message)) => Err(ExprError::invalid(self.kind, message)),
+            None => Ok(()),
+        }
+    }
+
+    /// True when the current token can start a document path.
+    pub fn at_path_start(&self) -> bool {
+        matches!(self.peek().kind, Tok::Ident | Tok::NamePlaceholder)
+    }
+
+    /// Parses `name`, `#name`, then any `.name`, `.#name` and `[index]` steps.
+    pub fn parse_path(&mut self) -> Result<Path, ExprError> {
+        let first = self.path_name()?;
+        let mut path = Path::attribute(first);
+        loop {
+            match self.peek().kind {
+                Tok::Dot => {
+                    self.bump();
+                    let name = self.path_name()?;
+                    path.push(PathElement::Name(name));
+                }
+                Tok::LBracket => {
+                    self.bump();
+                    let digits = self.peek();
+                    if digits.kind != Tok::Digits {
+                        return Err(self.syntax_error());
+                    }
+                    let index: usize = self.text(digits).parse().map_err(|_| self.syntax_error())?;
+                    self.bump();
+                    self.expect(Tok::RBracket)?;
+                    path.push(PathElement::Index(index));
+                }
+                _ => return Ok(path),
+            }
+        }
+    }
+
+    /// One name step of a path: a bare word (not reserved) or a `#placeholder`.
+    fn path_name(&mut self) -> Result<String, ExprError> {
+        let t = self.peek();
+        let text = self.text(t);
+        match t.kind {
+            Tok::Ident => {
+                self.bump();
+                if is_reserved(text) {
+                    self.defer(Problem::Reserved, format!("Attribute name is a reserved keyword; reserved keyword: {text}"));
+                }
+                Ok(text.to_owned())
+            }
+            Tok::NamePlaceholder => {
+                self.bump();
+                match self.ph.name(text) {
+                    Some(name) => Ok(name.to_owned()),
+                    None => {
+                        self.defer(
+                            Problem::UndefinedName,
+                            format!("An expression attribute name used in the document path is not defined; attribute name: {text}"),
+                        );
+                        Ok(text.to_owned())
+                    }
+                }
+            }
+            _ => Err(self.syntax_error()),
+        }
+    }
+
+    /// Consumes a `:value` token and returns its value. An undefined one is a
+    /// deferred problem; parsing goes on with NULL in its place.
+    pub fn value(&mut self) -> Result<AttributeValue, ExprError> {
+        let t = self.expect(Tok::ValuePlaceholder)?;
+        let text = self.text(t);
+        match self.ph.value(text) {
+            Some(v) => Ok(v.clone()),
+            None => {
+                self.defer(
+                    Problem::UndefinedValue,
+                    format!("An expression attribute value used in expression is not defined; attribute value: {text}"),
+                );
+                Ok(AttributeValue::Null)
+            }
+        }
+    }
+}
+
+/// A value in DynamoDB's message notation, `{N:1}`, `{S:a}`.
+pub(crate) fn brief(v: &AttributeValue) -> String {
+    let json = v.to_json();
+    let (tag, inner) = json.as_object().and_then(|o| o.iter().next()).expect("a value is a one-entry object");
+    let inner = inner.as_str().map_or_else(|| inner.to_string(), str::to_owned);
+    format!("{{{tag}:{inner}}}")
+}

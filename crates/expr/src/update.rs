@@ -1,0 +1,460 @@
+//! Update expressions: SET, REMOVE, ADD and DELETE clauses, parsed and
+//! applied to an item in place.
+//!
+//! ```text
+//! update := clause+              each of SET, REMOVE, ADD, DELETE at most once, any order
+//! SET    := path = value, ...    value := operand | operand + operand | operand - operand
+//! operand := path | :value | if_not_exists(path, operand) | list_append(operand, operand)
+//! REMOVE := path, ...
+//! ADD    := path :value, ...     number or set
+//! DELETE := path :value, ...     set
+//! ```
+//!
+//! Every action reads the item as it was before the update (so `SET a = b,
+//! b = a` swaps), and no two actions may touch overlapping paths, so the
+//! order of independent writes does not matter. What does matter is list
+//! positions: REMOVE of list elements goes from the highest index down, so
+//! every index means the position in the original list.
+
+use postbox_item::{AttributeType, AttributeValue, Item};
+
+use crate::error::Kind;
+use crate::lexer::Tok;
+use crate::parser::{Parser, Problem};
+use crate::path::{Path, PathElement, clash, clash_message, step, step_mut};
+use crate::{ExprError, Placeholders};
+
+/// A parsed update expression.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Update {
+    actions: Vec<Action>,
+    paths: Vec<Path>,
+}
+
+/// One action of an update expression.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    Set(Path, SetValue),
+    Remove(Path),
+    /// Adds a number to a number, or elements to a set.
+    Add(Path, AttributeValue),
+    /// Removes elements from a set.
+    Delete(Path, AttributeValue),
+}
+
+/// The right-hand side of a SET action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SetValue {
+    Operand(UpdateOperand),
+    Plus(UpdateOperand, UpdateOperand),
+    Minus(UpdateOperand, UpdateOperand),
+}
+
+/// An operand of a SET action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpdateOperand {
+    Path(Path),
+    Value(AttributeValue),
+    /// The value at the path if the item has one, else the operand.
+    IfNotExists(Path, Box<UpdateOperand>),
+    /// The two lists concatenated.
+    ListAppend(Box<UpdateOperand>, Box<UpdateOperand>),
+}
+
+const INVALID_PATH: &str = "The document path provided in the update expression is invalid for update";
+const WRONG_TYPE: &str = "An operand in the update expression has an incorrect data type";
+const MISSING_OPERAND: &str = "The provided expression refers to an attribute that does not exist in the item";
+
+/// Parses an `UpdateExpression`.
+pub fn parse_update(src: &str, ph: &mut Placeholders) -> Result<Update, ExprError> {
+    let mut p = Parser::new(src, Kind::Update, ph)?;
+    let mut actions = Vec::new();
+    let mut seen: Vec<&'static str> = Vec::new();
+    loop {
+        let Some(clause) = ["SET", "REMOVE", "ADD", "DELETE"].into_iter().find(|w| p.at_word(w)) else {
+            // An expression must start with a clause, and after a clause's
+            // actions only another clause or the end may follow.
+            if actions.is_empty() || !p.at(Tok::Eof) {
+                return Err(p.syntax_error());
+            }
+            break;
+        };
+        p.bump();
+        if seen.contains(&clause) {
+            p.defer(Problem::Section, format!("The \"{clause}\" section can only be used once in an update expression;"));
+        }
+        seen.push(clause);
+        loop {
+            actions.push(p.action(clause)?);
+            if !p.at(Tok::Comma) {
+                break;
+            }
+            p.bump();
+        }
+    }
+    let paths: Vec<Path> = actions.iter().map(|a| a.path().clone()).collect();
+    for (i, two) in paths.iter().enumerate() {
+        for one in &paths[..i] {
+            if let Some(kind) = clash(one, two) {
+                let problem = if kind == crate::path::Clash::Overlap { Problem::Overlap } else { Problem::Conflict };
+                p.defer(problem, clash_message(&kind, one, two));
+            }
+        }
+    }
+    p.finish()?;
+    Ok(Update { actions, paths })
+}
+
+fn wrong_type(function: &str, t: AttributeType) -> String {
+    format!("Incorrect operand type for operator or function; operator or function: {function}, operand type: {}", t.as_str())
+}
+
+/// The long type names DynamoDB uses in ADD and DELETE operand errors.
+fn long_type_name(t: AttributeType) -> &'static str {
+    match t {
+        AttributeType::S => "STRING",
+        AttributeType::N => "NUMBER",
+        AttributeType::B => "BINARY",
+        AttributeType::Bool => "BOOLEAN",
+        AttributeType::Null => "NULL",
+        AttributeType::M => "MAP",
+        AttributeType::L => "LIST",
+        AttributeType::Ss => "STRING_SET",
+        AttributeType::Ns => "NUMBER_SET",
+        AttributeType::Bs => "BINARY_SET",
+    }
+}
+
+fn is_set(t: AttributeType) -> bool {
+    matches!(t, AttributeType::Ss | AttributeType::Ns | AttributeType::Bs)
+}
+
+impl Parser<'_, '_, '_> {
+    fn action(&mut self, clause: &str) -> Result<Action, ExprError> {
+        if !self.at_path_start() {
+            return Err(self.syntax_error());
+        }
+        let path = self.parse_path()?;
+        Ok(match clause {
+            "SET" => {
+                self.expect(Tok::Eq)?;
+                Action::Set(path, self.set_value()?)
+            }
+            "REMOVE" => Action::Remove(path),
+            _ => {
+                let v = self.value()?;
+                let t = v.attribute_type();
+                let allowed = is_set(t) || (clause == "ADD" && t == AttributeType::N);
+                // An undefined value stands in as NULL; its own error ranks higher.
+                if !allowed {
+                    self.defer(
+                        Problem::OperandType,
+                        format!(
+                            "Incorrect operand type for operator or function; operator: {clause}, operand type: {}",
+                            long_type_name(t)
+                        ),
+                    );
+                }
+                if clause == "ADD" { Action::Add(path, v) } else { Action::Delete(path, v) }
+            }
+        })
+    }
+
+    fn set_value(&mut self) -> Result<SetValue, ExprError> {
+        // One optional pair of parentheses around the whole value.
+        if self.at(Tok::LParen) {
+            self.bump();
+            let v = self.set_value_bare()?;
+            self.expect(Tok::RParen)?;
+            return Ok(v);
+        }
+        self.set_value_bare()
+    }
+
+    fn set_value_bare(&mut self) -> Result<SetValue, ExprError> {
+        let a = self.update_operand()?;
+        let op = self.peek().kind;
+        if !matches!(op, Tok::Plus | Tok::Minus) {
+            return Ok(SetValue::Operand(a));
+        }
+        self.bump();
+        let b = self.update_operand()?;
+        let symbol = if op == Tok::Plus { "+" } else { "-" };
+        for x in [&a, &b] {
+            if let UpdateOperand::Value(v) = x
+                && !matches!(v, AttributeValue::N(_))
+            {
+                self.defer(Problem::OperandType, wrong_type(symbol, v.attribute_type()));
+            }
+        }
+        Ok(if op == Tok::Plus { SetValue::Plus(a, b) } else { SetValue::Minus(a, b) })
+    }
+
+    fn update_operand(&mut self) -> Result<UpdateOperand, ExprError> {
+        let t = self.peek();
+        match t.kind {
+            Tok::LParen => {
+                self.bump();
+                let op = self.update_operand()?;
+                self.expect(Tok::RParen)?;
+                Ok(op)
+            }
+            Tok::ValuePlaceholder => Ok(UpdateOperand::Value(self.value()?)),
+            Tok::Ident if self.nth(1).kind == Tok::LParen => self.update_function(),
+            Tok::Ident | Tok::NamePlaceholder => Ok(UpdateOperand::Path(self.parse_path()?)),
+            _ => Err(self.syntax_error()),
+        }
+    }
+
+    fn update_function(&mut self) -> Result<UpdateOperand, ExprError> {
+        let t = self.bump();
+        let name = self.text(t).to_owned();
+        self.bump();
+        let mut args = vec![self.update_operand()?];
+        while self.at(Tok::Comma) {
+            self.bump();
+            args.push(self.update_operand()?);
+        }
+        self.expect(Tok::RParen)?;
+        let null = UpdateOperand::Value(AttributeValue::Null);
+        if name != "if_not_exists" && name != "list_append" {
+            self.defer(Problem::UnknownFunction, format!("Invalid function name; function: {name}"));
+            return Ok(null);
+        }
+        if args.len() != 2 {
+            self.defer(
+                Problem::OperandCount,
+                format!(
+                    "Incorrect number of operands for operator or function; operator or function: {name}, number of operands: {}",
+                    args.len()
+                ),
+            );
+            return Ok(null);
+        }
+        let b = args.pop().expect("two operands");
+        let a = args.pop().expect("two operands");
+        if name == "if_not_exists" {
+            return Ok(match a {
+                UpdateOperand::Path(p) => UpdateOperand::IfNotExists(p, Box::new(b)),
+                _ => {
+                    self.defer(
+                        Problem::OperandType,
+                        "Operator or function requires a document path; operator or function: if_not_exists",
+                    );
+                    null
+                }
+            });
+        }
+        for x in [&a, &b] {
+            if let UpdateOperand::Value(v) = x
+                && !matches!(v, AttributeValue::L(_))
+            {
+                self.defer(Problem::OperandType, wrong_type("list_append", v.attribute_type()));
+            }
+        }
+        Ok(UpdateOperand::ListAppend(Box::new(a), Box::new(b)))
+    }
+}
+
+impl Action {
+    /// The document path the action writes.
+    pub fn path(&self) -> &Path {
+        match self {
+            Action::Set(p, _) | Action::Remove(p) | Action::Add(p, _) | Action::Delete(p, _) => p,
+        }
+    }
+}
+
+impl Update {
+    /// The actions in the order written.
+    pub fn actions(&self) -> &[Action] {
+        &self.actions
+    }
+
+    /// Every document path the update touches (SET/REMOVE/ADD/DELETE
+    /// targets), in the order written.
+    pub fn paths(&self) -> &[Path] {
+        &self.paths
+    }
+
+    /// Applies the update to `item` in place (pass an empty map for a
+    /// missing item). Errors are DynamoDB's runtime validation errors; on
+    /// error `item` may be partly updated and must be discarded.
+    pub fn apply(&self, item: &mut Item) -> Result<(), ExprError> {
+        // Every right-hand side and every ADD/DELETE result is computed from
+        // the item as it was, before anything is written.
+        let mut writes: Vec<(&Path, Option<AttributeValue>)> = Vec::new();
+        let mut removes: Vec<&Path> = Vec::new();
+        for action in &self.actions {
+            match action {
+                Action::Set(p, v) => writes.push((p, Some(v.evaluate(item)?))),
+                Action::Add(p, v) => writes.push((p, Some(add(p.get(item), v)?))),
+                Action::Delete(p, v) => {
+                    if let Some(old) = p.get(item) {
+                        writes.push((p, delete(old, v)?));
+                    } else {
+                        check_parent(item, p)?;
+                    }
+                }
+                Action::Remove(p) => removes.push(p),
+            }
+        }
+        // Writes past the end of one list append in index order.
+        writes.sort_by(|a, b| a.0.cmp(b.0));
+        for (path, value) in writes {
+            match value {
+                Some(v) => set(item, path, v)?,
+                None => remove(item, path)?,
+            }
+        }
+        removes.sort_by(|a, b| b.cmp(a));
+        for path in removes {
+            remove(item, path)?;
+        }
+        Ok(())
+    }
+}
+
+impl SetValue {
+    fn evaluate(&self, item: &Item) -> Result<AttributeValue, ExprError> {
+        let numbers = |a: &UpdateOperand, b: &UpdateOperand| match (a.evaluate(item)?, b.evaluate(item)?) {
+            (AttributeValue::N(x), AttributeValue::N(y)) => Ok((x, y)),
+            _ => Err(ExprError::new(WRONG_TYPE)),
+        };
+        Ok(match self {
+            SetValue::Operand(op) => op.evaluate(item)?,
+            SetValue::Plus(a, b) => {
+                let (x, y) = numbers(a, b)?;
+                AttributeValue::N(x.add(&y)?)
+            }
+            SetValue::Minus(a, b) => {
+                let (x, y) = numbers(a, b)?;
+                AttributeValue::N(x.sub(&y)?)
+            }
+        })
+    }
+}
+
+impl UpdateOperand {
+    fn evaluate(&self, item: &Item) -> Result<AttributeValue, ExprError> {
+        match self {
+            UpdateOperand::Path(p) => p.get(item).cloned().ok_or_else(|| ExprError::new(MISSING_OPERAND)),
+            UpdateOperand::Value(v) => Ok(v.clone()),
+            UpdateOperand::IfNotExists(p, fallback) => match p.get(item) {
+                Some(v) => Ok(v.clone()),
+                None => fallback.evaluate(item),
+            },
+            UpdateOperand::ListAppend(a, b) => match (a.evaluate(item)?, b.evaluate(item)?) {
+                (AttributeValue::L(mut x), AttributeValue::L(y)) => {
+                    x.extend(y);
+                    Ok(AttributeValue::L(x))
+                }
+                _ => Err(ExprError::new(WRONG_TYPE)),
+            },
+        }
+    }
+}
+
+/// The result of `ADD path v` when the path holds `old`.
+fn add(old: Option<&AttributeValue>, v: &AttributeValue) -> Result<AttributeValue, ExprError> {
+    use AttributeValue::*;
+    Ok(match (old, v) {
+        (None, v) => v.clone(),
+        (Some(N(x)), N(y)) => N(x.add(y)?),
+        (Some(Ss(x)), Ss(y)) => Ss(x.union(y).cloned().collect()),
+        (Some(Ns(x)), Ns(y)) => Ns(x.union(y).cloned().collect()),
+        (Some(Bs(x)), Bs(y)) => Bs(x.union(y).cloned().collect()),
+        _ => return Err(ExprError::new(WRONG_TYPE)),
+    })
+}
+
+/// The result of `DELETE path v` when the path holds `old`; `None` when no
+/// element is left, which removes the attribute (sets are never empty).
+fn delete(old: &AttributeValue, v: &AttributeValue) -> Result<Option<AttributeValue>, ExprError> {
+    use AttributeValue::*;
+    let left = match (old, v) {
+        (Ss(x), Ss(y)) => Ss(x.difference(y).cloned().collect()),
+        (Ns(x), Ns(y)) => Ns(x.difference(y).cloned().collect()),
+        (Bs(x), Bs(y)) => Bs(x.difference(y).cloned().collect()),
+        _ => return Err(ExprError::new(WRONG_TYPE)),
+    };
+    let empty = match &left {
+        Ss(s) => s.is_empty(),
+        Ns(s) => s.is_empty(),
+        Bs(s) => s.is_empty(),
+        _ => false,
+    };
+    Ok((!empty).then_some(left))
+}
+
+/// The container the last element of `path` lives in, or DynamoDB's
+/// invalid-path error when the item has no such container.
+fn parent_mut<'a>(item: &'a mut Item, path: &Path) -> Result<Option<&'a mut AttributeValue>, ExprError> {
+    let elements = path.elements();
+    if elements.len() == 1 {
+        return Ok(None);
+    }
+    let mut cur = item.get_mut(path.top_level()).ok_or_else(|| ExprError::new(INVALID_PATH))?;
+    for e in &elements[1..elements.len() - 1] {
+        cur = step_mut(cur, e).ok_or_else(|| ExprError::new(INVALID_PATH))?;
+    }
+    Ok(Some(cur))
+}
+
+/// Fails like a write would when `path`'s parent is not in the item.
+fn check_parent(item: &Item, path: &Path) -> Result<(), ExprError> {
+    let elements = path.elements();
+    if elements.len() == 1 {
+        return Ok(());
+    }
+    let mut cur = item.get(path.top_level()).ok_or_else(|| ExprError::new(INVALID_PATH))?;
+    for e in &elements[1..elements.len() - 1] {
+        cur = step(cur, e).ok_or_else(|| ExprError::new(INVALID_PATH))?;
+    }
+    let last = elements.last().expect("paths are never empty");
+    match (cur, last) {
+        (AttributeValue::M(_), PathElement::Name(_)) | (AttributeValue::L(_), PathElement::Index(_)) => Ok(()),
+        _ => Err(ExprError::new(INVALID_PATH)),
+    }
+}
+
+/// Writes `v` at `path`. The parent must exist; an index at or past the end
+/// of a list appends.
+fn set(item: &mut Item, path: &Path, v: AttributeValue) -> Result<(), ExprError> {
+    let last = path.elements().last().expect("paths are never empty");
+    match (parent_mut(item, path)?, last) {
+        (None, _) => {
+            item.insert(path.top_level().to_owned(), v);
+        }
+        (Some(AttributeValue::M(m)), PathElement::Name(n)) => {
+            m.insert(n.clone(), v);
+        }
+        (Some(AttributeValue::L(l)), PathElement::Index(i)) => match l.get_mut(*i) {
+            Some(slot) => *slot = v,
+            None => l.push(v),
+        },
+        _ => return Err(ExprError::new(INVALID_PATH)),
+    }
+    Ok(())
+}
+
+/// Removes what is at `path`; nothing there is not an error, a missing
+/// parent is. Removing a list element shifts the later ones down.
+fn remove(item: &mut Item, path: &Path) -> Result<(), ExprError> {
+    let last = path.elements().last().expect("paths are never empty");
+    match (parent_mut(item, path)?, last) {
+        (None, _) => {
+            item.remove(path.top_level());
+        }
+        (Some(AttributeValue::M(m)), PathElement::Name(n)) => {
+            m.remove(n);
+        }
+        (Some(AttributeValue::L(l)), PathElement::Index(i)) => {
+            if *i < l.len() {
+                l.remove(*i);
+            }
+        }
+        _ => return Err(ExprError::new(INVALID_PATH)),
+    }
+    Ok(())
+}
