@@ -606,3 +606,6 @@ impl Condition {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

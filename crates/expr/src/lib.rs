@@ -19,8 +19,12 @@
 //! (`condition`, `update`, `projection`, `key_condition`); `path` holds
 //! document paths and `reserved` DynamoDB's reserved words.
 
+#![cfg_attr(test, recursion_limit = "256")]
+
 mod condition;
 mod error;
+#[cfg(test)]
+mod fixtures;
 mod key_condition;
 mod lexer;
 mod parser;
