@@ -458,3 +458,6 @@ fn remove(item: &mut Item, path: &Path) -> Result<(), ExprError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
