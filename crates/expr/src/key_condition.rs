@@ -215,3 +215,6 @@ fn check_leaf(c: &Condition) -> Result<(&str, Leaf<'_>), ExprError> {
     };
     Ok((key.top_level(), leaf))
 }
+
+#[cfg(test)]
+mod tests;

@@ -125,3 +125,6 @@ impl Node {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
