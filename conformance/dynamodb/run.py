@@ -39,6 +39,7 @@ sys.path.insert(0, str(HERE))
 from harness.corpus import CorpusError, load_corpus  # noqa: E402
 from harness.endpoint import Endpoint  # noqa: E402
 from harness.known import load_known  # noqa: E402
+from harness.outcome import first_difference  # noqa: E402
 from harness.runner import Runner  # noqa: E402
 
 
@@ -146,6 +147,10 @@ def report(mismatch, cover) -> None:
         print(f"  {side + ':':<10} {json.dumps(outcome.value, sort_keys=True)}")
         if outcome.message:
             print(f"  {'':<10} message: {outcome.message}")
+    where = first_difference(mismatch.reference.value, mismatch.target.value)
+    if where:
+        path, ref, tgt = where
+        print(f"  {'differs:':<10} at {path}: {json.dumps(ref)[:200]} vs {json.dumps(tgt)[:200]}")
     if cover:
         print(f"  known difference: {cover.what}")
 

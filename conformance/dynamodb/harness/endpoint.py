@@ -50,11 +50,12 @@ class Endpoint:
         """Runs one step and returns its normalised outcome (success or error)."""
         reverse = {v: k for k, v in names.items()}
         try:
-            response = self.raw(self.ddb, op, wire.physical_names(params, names))
+            salt = ",".join(sorted(names.values()))
+            response = self.raw(self.ddb, op, wire.physical_names(params, names, salt))
         except ClientError as err:
             result = oc.failure(wire.from_boto(err.response))
             return oc.Outcome(wire.logical_names(result.value, reverse), wire.logical_names(result.message, reverse))
-        except (BotoCoreError, ValueError) as err:
+        except (BotoCoreError, ValueError, KeyError, TypeError) as err:
             return oc.client_failure(err)
         return oc.Outcome(wire.logical_names(oc.success(op, response, **normalise).value, reverse))
 
@@ -65,7 +66,7 @@ class Endpoint:
             response = self.raw(self.ddb, "CreateTable", {"TableName": physical, **request})
         except ClientError as err:
             return oc.failure(err.response)
-        except (BotoCoreError, ValueError) as err:
+        except (BotoCoreError, ValueError, KeyError, TypeError) as err:
             return oc.client_failure(err)
         status = response.get("TableDescription", {}).get("TableStatus")
         deadline = time.monotonic() + 60
@@ -95,7 +96,7 @@ class Endpoint:
                 params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         except ClientError as err:
             return oc.failure(err.response)
-        except (BotoCoreError, ValueError) as err:
+        except (BotoCoreError, ValueError, KeyError, TypeError) as err:
             return oc.client_failure(err)
         return oc.final_scan(items)
 
@@ -114,7 +115,7 @@ class Endpoint:
                 records.extend(self._shard_records(arn, shard["ShardId"]))
         except ClientError as err:
             return oc.failure(err.response)
-        except (BotoCoreError, ValueError) as err:
+        except (BotoCoreError, ValueError, KeyError, TypeError) as err:
             return oc.client_failure(err)
         return oc.stream_records(view, records)
 

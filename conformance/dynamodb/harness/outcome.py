@@ -115,3 +115,24 @@ def matches_expectation(outcome: Outcome, expect: str) -> bool:
     if expect == "ok":
         return "ok" in value
     return value.get("error") == expect
+
+
+def first_difference(a: Any, b: Any, path: str = "") -> tuple[str, Any, Any] | None:
+    """The first place where two outcome values differ, as (path, a's part, b's part)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            if key not in a or key not in b:
+                return (f"{path}.{key}".lstrip("."), a.get(key, "(absent)"), b.get(key, "(absent)"))
+            found = first_difference(a[key], b[key], f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b)):
+            found = first_difference(x, y, f"{path}[{i}]")
+            if found:
+                return found
+        if len(a) != len(b):
+            return (f"{path} length", len(a), len(b))
+        return None
+    return None if a == b else (path.lstrip(".") or "(whole outcome)", a, b)

@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 from typing import Any
 
 from botocore.model import Shape
 
 
-def physical_names(params: Any, names: dict[str, str]) -> Any:
-    """Replaces logical table names by physical ones wherever DynamoDB takes a table name."""
+def physical_names(params: Any, names: dict[str, str], salt: str = "") -> Any:
+    """Replaces logical table names by physical ones wherever DynamoDB takes a table name.
+
+    A ClientRequestToken is made unique to the run, case and side the same way (salted and
+    hashed to the 36 characters DynamoDB allows), because a server remembers tokens for
+    minutes and the reference may be the same server as the target.
+    """
     if isinstance(params, list):
-        return [physical_names(v, names) for v in params]
+        return [physical_names(v, names, salt) for v in params]
     if not isinstance(params, dict):
         return params
     out = {}
@@ -25,9 +31,11 @@ def physical_names(params: Any, names: dict[str, str]) -> Any:
         if key == "TableName" and isinstance(value, str):
             out[key] = names.get(value, value)
         elif key == "RequestItems" and isinstance(value, dict):
-            out[key] = {names.get(k, k): physical_names(v, names) for k, v in value.items()}
+            out[key] = {names.get(k, k): physical_names(v, names, salt) for k, v in value.items()}
+        elif key == "ClientRequestToken" and isinstance(value, str):
+            out[key] = hashlib.sha256(f"{salt}/{value}".encode()).hexdigest()[:36]
         else:
-            out[key] = physical_names(value, names)
+            out[key] = physical_names(value, names, salt)
     return out
 
 
