@@ -6,6 +6,7 @@
 //! backend: one durable local file.
 
 pub mod api;
+pub mod embedded;
 mod error;
 
 use std::future::Future;

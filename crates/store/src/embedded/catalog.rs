@@ -1,0 +1,253 @@
+//! Table metadata: what CreateTable stored about a table, how it is checked,
+//! and how DescribeTable reports it.
+//!
+//! The writer is the only code that changes metadata; it publishes the new
+//! [`Catalog`] contents after the commit that wrote them, so readers and
+//! request validation always see committed tables.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use serde::{Deserialize, Serialize};
+
+use crate::StoreError;
+use crate::api::{
+    AttributeDefinition, CreateTableInput, KeySchemaElement, KeyType, ScalarType, StreamSpecification, StreamViewType,
+    TableDescription,
+};
+
+use super::validate;
+
+/// One key attribute: its name and declared type.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyAttribute {
+    /// The attribute name.
+    pub name: String,
+    /// S, N or B.
+    pub ty: ScalarType,
+}
+
+/// Everything the store keeps about one table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TableMeta {
+    /// Numeric id that prefixes every row of the table in the store file.
+    pub id: u32,
+    /// The table name.
+    pub name: String,
+    /// The partition (HASH) key.
+    pub partition_key: KeyAttribute,
+    /// The sort (RANGE) key, if any.
+    pub sort_key: Option<KeyAttribute>,
+    /// The attribute definitions as given at creation.
+    pub attribute_definitions: Vec<AttributeDefinition>,
+    /// Set when the table has a change stream.
+    pub stream_view_type: Option<StreamViewType>,
+    /// The TTL attribute, while TTL is enabled.
+    pub ttl_attribute: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub created_at_ms: u64,
+    /// PAY_PER_REQUEST or PROVISIONED, as given.
+    pub billing_mode: String,
+}
+
+impl TableMeta {
+    /// The key schema in DynamoDB's shape.
+    pub fn key_schema(&self) -> Vec<KeySchemaElement> {
+        let mut out = vec![KeySchemaElement { attribute_name: self.partition_key.name.clone(), key_type: KeyType::Hash }];
+        if let Some(sk) = &self.sort_key {
+            out.push(KeySchemaElement { attribute_name: sk.name.clone(), key_type: KeyType::Range });
+        }
+        out
+    }
+
+    /// True when `name` is one of the table's key attributes.
+    pub fn is_key_attribute(&self, name: &str) -> bool {
+        self.partition_key.name == name || self.sort_key.as_ref().is_some_and(|sk| sk.name == name)
+    }
+
+    /// The stream label: the creation time, as DynamoDB's labels are.
+    pub fn stream_label(&self) -> String {
+        format!("{}", self.created_at_ms)
+    }
+
+    /// The table's ARN, in the local account.
+    pub fn arn(&self) -> String {
+        format!("arn:aws:dynamodb:local:000000000000:table/{}", self.name)
+    }
+
+    /// DescribeTable's view, with the given item count and size.
+    pub fn describe(&self, status: &str, item_count: u64, table_size_bytes: u64) -> TableDescription {
+        let stream = self.stream_view_type.map(|v| StreamSpecification { stream_enabled: true, stream_view_type: Some(v) });
+        TableDescription {
+            table_name: self.name.clone(),
+            table_arn: self.arn(),
+            table_status: status.to_owned(),
+            creation_date_time: self.created_at_ms as f64 / 1000.0,
+            key_schema: self.key_schema(),
+            attribute_definitions: self.attribute_definitions.clone(),
+            item_count,
+            table_size_bytes,
+            billing_mode_summary: (self.billing_mode == "PAY_PER_REQUEST")
+                .then(|| serde_json::json!({"BillingMode": "PAY_PER_REQUEST"})),
+            latest_stream_arn: stream.as_ref().map(|_| format!("{}/stream/{}", self.arn(), self.stream_label())),
+            latest_stream_label: stream.as_ref().map(|_| self.stream_label()),
+            stream_specification: stream,
+        }
+    }
+
+    /// Builds the metadata of a new table, with DynamoDB's validation of
+    /// CreateTable. `id` and `now_ms` are filled in by the writer.
+    pub(crate) fn from_create(input: &CreateTableInput, id: u32, now_ms: u64) -> Result<TableMeta, StoreError> {
+        validate::table_name(&input.table_name)?;
+        let (pk, sk) = key_schema(&input.key_schema)?;
+        let definitions = &input.attribute_definitions;
+        for (i, d) in definitions.iter().enumerate() {
+            if definitions[..i].iter().any(|e| e.attribute_name == d.attribute_name) {
+                return Err(StoreError::validation("Cannot have two attributes with the same name"));
+            }
+        }
+        let typed = |name: &str| -> Result<KeyAttribute, StoreError> {
+            definitions
+                .iter()
+                .find(|d| d.attribute_name == name)
+                .map(|d| KeyAttribute { name: name.to_owned(), ty: d.attribute_type })
+                .ok_or_else(|| {
+                    StoreError::validation(format!(
+                        "One or more parameter values were invalid: Some index key attributes are not defined in AttributeDefinitions. Keys: [{}], AttributeDefinitions: [{}]",
+                        [Some(pk), sk].into_iter().flatten().collect::<Vec<_>>().join(", "),
+                        definitions.iter().map(|d| d.attribute_name.as_str()).collect::<Vec<_>>().join(", ")
+                    ))
+                })
+        };
+        let partition_key = typed(pk)?;
+        let sort_key = sk.map(typed).transpose()?;
+        if definitions.len() != 1 + sort_key.is_some() as usize {
+            return Err(StoreError::validation(
+                "One or more parameter values were invalid: Number of attributes in KeySchema does not exactly match number of attributes defined in AttributeDefinitions",
+            ));
+        }
+        let billing_mode = billing_mode(input)?;
+        let stream_view_type = stream_view_type(input.stream_specification.as_ref())?;
+        Ok(TableMeta {
+            id,
+            name: input.table_name.clone(),
+            partition_key,
+            sort_key,
+            attribute_definitions: definitions.clone(),
+            stream_view_type,
+            ttl_attribute: None,
+            created_at_ms: now_ms,
+            billing_mode,
+        })
+    }
+}
+
+/// The HASH and optional RANGE attribute names of a key schema.
+fn key_schema(schema: &[KeySchemaElement]) -> Result<(&str, Option<&str>), StoreError> {
+    match schema {
+        [] => Err(StoreError::validation(
+            "1 validation error detected: Value '[]' at 'keySchema' failed to satisfy constraint: Member must have length greater than or equal to 1",
+        )),
+        [h, ..] if h.key_type != KeyType::Hash => {
+            Err(StoreError::validation("Invalid KeySchema: The first KeySchemaElement is not a HASH key type"))
+        }
+        [h] => Ok((&h.attribute_name, None)),
+        [_, r] if r.key_type != KeyType::Range => {
+            Err(StoreError::validation("Invalid KeySchema: The second KeySchemaElement is not a RANGE key type"))
+        }
+        [h, r] if h.attribute_name == r.attribute_name => Err(StoreError::validation(
+            "Both the Hash Key and the Range Key element in the KeySchema have the same name",
+        )),
+        [h, r] => Ok((&h.attribute_name, Some(&r.attribute_name))),
+        _ => Err(StoreError::validation(
+            "1 validation error detected: Value at 'keySchema' failed to satisfy constraint: Member must have length less than or equal to 2",
+        )),
+    }
+}
+
+fn billing_mode(input: &CreateTableInput) -> Result<String, StoreError> {
+    let mode = input.billing_mode.clone().unwrap_or_else(|| "PROVISIONED".to_owned());
+    match (mode.as_str(), &input.provisioned_throughput) {
+        ("PAY_PER_REQUEST", None) | ("PROVISIONED", Some(_)) => Ok(mode),
+        ("PAY_PER_REQUEST", Some(_)) => Err(StoreError::validation(
+            "One or more parameter values were invalid: Neither ReadCapacityUnits nor WriteCapacityUnits can be specified when BillingMode is PAY_PER_REQUEST",
+        )),
+        ("PROVISIONED", None) => Err(StoreError::validation("No provisioned throughput specified for the table")),
+        (other, _) => Err(StoreError::validation(format!(
+            "1 validation error detected: Value '{other}' at 'billingMode' failed to satisfy constraint: Member must satisfy enum value set: [PROVISIONED, PAY_PER_REQUEST]"
+        ))),
+    }
+}
+
+fn stream_view_type(spec: Option<&StreamSpecification>) -> Result<Option<StreamViewType>, StoreError> {
+    match spec {
+        None => Ok(None),
+        Some(StreamSpecification { stream_enabled: true, stream_view_type: Some(v) }) => Ok(Some(*v)),
+        Some(StreamSpecification { stream_enabled: true, stream_view_type: None }) => Err(StoreError::validation(
+            "One or more parameter values were invalid: StreamViewType is required when StreamEnabled is true",
+        )),
+        Some(StreamSpecification { stream_enabled: false, stream_view_type: None }) => Ok(None),
+        Some(StreamSpecification { stream_enabled: false, stream_view_type: Some(_) }) => Err(StoreError::validation(
+            "One or more parameter values were invalid: StreamViewType cannot be specified when StreamEnabled is false",
+        )),
+    }
+}
+
+/// The committed tables, by name, shared by readers, request validation and
+/// the writer.
+#[derive(Debug, Default)]
+pub(crate) struct Catalog {
+    tables: RwLock<HashMap<String, Arc<TableMeta>>>,
+}
+
+impl Catalog {
+    /// A catalog holding `tables`.
+    pub(crate) fn new(tables: impl IntoIterator<Item = TableMeta>) -> Catalog {
+        Catalog { tables: RwLock::new(tables.into_iter().map(|t| (t.name.clone(), Arc::new(t))).collect()) }
+    }
+
+    /// The table called `name`: a ValidationException for a name DynamoDB
+    /// would never accept, ResourceNotFoundException for an unknown one.
+    pub(crate) fn get(&self, name: &str) -> Result<Arc<TableMeta>, StoreError> {
+        validate::table_name(name)?;
+        self.lookup(name).ok_or_else(not_found)
+    }
+
+    /// The table called `name`, if it exists.
+    pub(crate) fn lookup(&self, name: &str) -> Option<Arc<TableMeta>> {
+        self.tables.read().expect("catalog lock").get(name).cloned()
+    }
+
+    /// Every table, sorted by name.
+    pub(crate) fn all(&self) -> Vec<Arc<TableMeta>> {
+        let mut all: Vec<_> = self.tables.read().expect("catalog lock").values().cloned().collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    /// Publishes a committed change.
+    pub(crate) fn apply(&self, change: CatalogChange) {
+        let mut tables = self.tables.write().expect("catalog lock");
+        match change {
+            CatalogChange::Put(meta) => {
+                tables.insert(meta.name.clone(), meta);
+            }
+            CatalogChange::Remove(name) => {
+                tables.remove(&name);
+            }
+        }
+    }
+}
+
+/// A change of table metadata made inside a write batch, published after
+/// its commit.
+#[derive(Clone, Debug)]
+pub(crate) enum CatalogChange {
+    Put(Arc<TableMeta>),
+    Remove(String),
+}
+
+/// DynamoDB's error for an unknown table.
+pub(crate) fn not_found() -> StoreError {
+    StoreError::ResourceNotFound("Requested resource not found".to_owned())
+}

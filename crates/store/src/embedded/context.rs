@@ -1,0 +1,390 @@
+//! The write context: what an operation running inside the writer's
+//! group-commit transaction can see and do.
+//!
+//! Every write of the store, built-in or submitted by another module through
+//! [`EmbeddedStore::submit`](super::EmbeddedStore::submit), runs as one
+//! operation against a `WriteContext`. Item changes are *staged*: they become
+//! visible to the same operation's reads at once, and are applied to the
+//! redb tables (item, TTL index entry, stream record) only when the operation
+//! returns `Ok`. An operation that returns `Err` therefore writes nothing,
+//! and the other operations of the batch are not disturbed.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::Arc;
+
+use postbox_item::{Item, decode_item, encode_item, item_size};
+use redb::{ReadableTable, Table, WriteTransaction};
+
+use crate::StoreError;
+use crate::api::{CreateTableInput, StreamRecord};
+
+use super::catalog::{Catalog, CatalogChange, TableMeta, not_found};
+use super::tables::{CHECKPOINTS, ITEMS, META, NEXT_TABLE_ID, STREAM, STREAM_HEADS, SYSTEM, TTL_INDEX};
+use super::{keys, storage_err, stream, ttl, validate};
+
+/// The redb tables a batch writes, opened once per batch.
+struct Tables<'t> {
+    items: Table<'t, &'static [u8], &'static [u8]>,
+    ttl_index: Table<'t, (u32, u64, &'static [u8]), ()>,
+    stream: Table<'t, (u32, u64), &'static [u8]>,
+    heads: Table<'t, u32, (u64, u64)>,
+    checkpoints: Table<'t, (u32, &'static str), u64>,
+    meta: Table<'t, &'static str, &'static str>,
+    system: Table<'t, &'static str, u64>,
+}
+
+/// One staged change of one item.
+struct Change {
+    meta: Arc<TableMeta>,
+    key: Vec<u8>,
+    old: Option<Item>,
+    new: Option<Item>,
+    ttl_removal: bool,
+}
+
+/// The item stored under a key, and whether it is live (not expired).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Current {
+    /// What the file holds, expired or not.
+    pub stored: Option<Item>,
+    /// The same item if it has not expired: what requests see.
+    pub live: Option<Item>,
+}
+
+/// The state an operation inside a group commit works on. See the module
+/// documentation of `embedded` for the hook contract.
+pub struct WriteContext<'t> {
+    txn: &'t WriteTransaction,
+    tables: Tables<'t>,
+    catalog: &'t Catalog,
+    now_ms: u64,
+    staged: Vec<Change>,
+    op_catalog: Vec<CatalogChange>,
+    batch_catalog: Vec<CatalogChange>,
+    heads: HashMap<u32, (u64, u64)>,
+    stream_written: bool,
+}
+
+impl<'t> WriteContext<'t> {
+    pub(crate) fn open(txn: &'t WriteTransaction, catalog: &'t Catalog, now_ms: u64) -> Result<Self, StoreError> {
+        let tables = Tables {
+            items: txn.open_table(ITEMS).map_err(storage_err)?,
+            ttl_index: txn.open_table(TTL_INDEX).map_err(storage_err)?,
+            stream: txn.open_table(STREAM).map_err(storage_err)?,
+            heads: txn.open_table(STREAM_HEADS).map_err(storage_err)?,
+            checkpoints: txn.open_table(CHECKPOINTS).map_err(storage_err)?,
+            meta: txn.open_table(META).map_err(storage_err)?,
+            system: txn.open_table(SYSTEM).map_err(storage_err)?,
+        };
+        Ok(WriteContext {
+            txn,
+            tables,
+            catalog,
+            now_ms,
+            staged: Vec::new(),
+            op_catalog: Vec::new(),
+            batch_catalog: Vec::new(),
+            heads: HashMap::new(),
+            stream_written: false,
+        })
+    }
+
+    // ---- the hook API for other modules ----
+
+    /// The commit time of this batch, in milliseconds since the epoch; stream
+    /// records written by this batch carry it.
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+
+    /// The table called `name` as this batch sees it (including tables
+    /// created or dropped by earlier operations of the batch).
+    pub fn table(&self, name: &str) -> Result<Arc<TableMeta>, StoreError> {
+        validate::table_name(name)?;
+        let pending = self.op_catalog.iter().rev().chain(self.batch_catalog.iter().rev());
+        for change in pending {
+            match change {
+                CatalogChange::Put(meta) if meta.name == name => return Ok(meta.clone()),
+                CatalogChange::Remove(removed) if removed == name => return Err(not_found()),
+                _ => {}
+            }
+        }
+        self.catalog.get(name)
+    }
+
+    /// The live item with this key (`key` holds exactly the key attributes),
+    /// including changes staged by this operation.
+    pub fn get_item(&self, table: &str, key: &Item) -> Result<Option<Item>, StoreError> {
+        let meta = self.table(table)?;
+        let key = keys::key_param(&meta, key)?;
+        Ok(self.current(&meta, &key)?.live)
+    }
+
+    /// Stages a put of `item`, validated like PutItem; returns the live item
+    /// it replaces.
+    pub fn put_item(&mut self, table: &str, item: Item) -> Result<Option<Item>, StoreError> {
+        let meta = self.table(table)?;
+        let key = keys::item_key(&meta, &item)?;
+        if item_size(&item) > validate::MAX_ITEM_SIZE {
+            return Err(validate::item_too_large());
+        }
+        let current = self.current(&meta, &key)?;
+        let old = current.live.clone();
+        self.stage(&meta, key, current, Some(item));
+        Ok(old)
+    }
+
+    /// Stages a delete; returns the live item it removes.
+    pub fn delete_item(&mut self, table: &str, key: &Item) -> Result<Option<Item>, StoreError> {
+        let meta = self.table(table)?;
+        let key = keys::key_param(&meta, key)?;
+        let current = self.current(&meta, &key)?;
+        let old = current.live.clone();
+        self.stage(&meta, key, current, None);
+        Ok(old)
+    }
+
+    /// Records of `table`'s stream after `after`, as committed before this
+    /// batch plus earlier operations of it.
+    pub fn read_stream(&self, table: &str, after: u64, limit: usize) -> Result<Vec<StreamRecord>, StoreError> {
+        let meta = self.table(table)?;
+        let mut out = Vec::new();
+        for row in self.tables.stream.range((meta.id, after.saturating_add(1))..=(meta.id, u64::MAX)).map_err(storage_err)? {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = row.map_err(storage_err)?;
+            out.push(stream::decode(k.value().1, v.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Reader `reader`'s checkpoint on `table`'s stream.
+    pub fn checkpoint(&self, table: &str, reader: &str) -> Result<Option<u64>, StoreError> {
+        let meta = self.table(table)?;
+        Ok(self.tables.checkpoints.get((meta.id, reader)).map_err(storage_err)?.map(|g| g.value()))
+    }
+
+    /// Moves reader `reader`'s checkpoint on `table`'s stream; committed with
+    /// the batch. Write it last in an operation: it is not staged.
+    pub fn set_checkpoint(&mut self, table: &str, reader: &str, sequence_number: u64) -> Result<(), StoreError> {
+        let meta = self.table(table)?;
+        self.tables.checkpoints.insert((meta.id, reader), sequence_number).map_err(storage_err)?;
+        Ok(())
+    }
+
+    /// The batch's redb transaction, for modules that keep their own redb
+    /// tables in the store file. The store's own tables are open and cannot
+    /// be opened here. Writes made through it are NOT staged: an operation
+    /// must validate everything before its first raw write, so that it never
+    /// returns `Err` after writing.
+    pub fn transaction(&self) -> &'t WriteTransaction {
+        self.txn
+    }
+
+    // ---- what the built-in operations use ----
+
+    /// The current version of `meta`'s table; ResourceNotFound if it was
+    /// dropped (or dropped and recreated) since the request was validated.
+    pub(crate) fn resolve(&self, meta: &TableMeta) -> Result<Arc<TableMeta>, StoreError> {
+        let now = self.table(&meta.name)?;
+        if now.id != meta.id {
+            return Err(not_found());
+        }
+        Ok(now)
+    }
+
+    /// The item under `key`, seeing this operation's staged changes first.
+    pub(crate) fn current(&self, meta: &TableMeta, key: &[u8]) -> Result<Current, StoreError> {
+        let stored = match self.staged.iter().rev().find(|c| c.meta.id == meta.id && c.key == key) {
+            Some(change) => change.new.clone(),
+            None => match self.tables.items.get(key).map_err(storage_err)? {
+                Some(bytes) => Some(decode_item(bytes.value())?),
+                None => None,
+            },
+        };
+        let live = stored.clone().filter(|item| !ttl::is_expired(meta, item, self.now_ms));
+        Ok(Current { stored, live })
+    }
+
+    /// Stages the change of `key` from `current` to `new`. An expired item
+    /// in the way is first removed as TTL would have removed it.
+    pub(crate) fn stage(&mut self, meta: &Arc<TableMeta>, key: Vec<u8>, current: Current, new: Option<Item>) {
+        if let (Some(stored), None) = (&current.stored, &current.live) {
+            self.staged.push(Change {
+                meta: meta.clone(),
+                key: key.clone(),
+                old: Some(stored.clone()),
+                new: None,
+                ttl_removal: true,
+            });
+        }
+        self.staged.push(Change { meta: meta.clone(), key, old: current.live, new, ttl_removal: false });
+    }
+
+    /// Stages the TTL removal of the item under `key`, if it is still stored
+    /// and expired.
+    pub(crate) fn expire(&mut self, meta: &Arc<TableMeta>, key: Vec<u8>) -> Result<(), StoreError> {
+        let current = self.current(meta, &key)?;
+        if let (Some(stored), None) = (current.stored, current.live) {
+            self.staged.push(Change { meta: meta.clone(), key, old: Some(stored), new: None, ttl_removal: true });
+        }
+        Ok(())
+    }
+
+    /// Creates a table (validated by the caller except for existence).
+    pub(crate) fn create_table(&mut self, input: &CreateTableInput) -> Result<Arc<TableMeta>, StoreError> {
+        validate::table_name(&input.table_name)?;
+        if self.table(&input.table_name).is_ok() {
+            return Err(StoreError::ResourceInUse(format!("Table already exists: {}", input.table_name)));
+        }
+        let id = self.tables.system.get(NEXT_TABLE_ID).map_err(storage_err)?.map_or(1, |g| g.value() as u32);
+        let meta = Arc::new(TableMeta::from_create(input, id, self.now_ms)?);
+        self.tables.system.insert(NEXT_TABLE_ID, id as u64 + 1).map_err(storage_err)?;
+        self.write_meta(&meta)?;
+        Ok(meta)
+    }
+
+    /// Drops a table with its items, TTL index, stream and checkpoints.
+    pub(crate) fn delete_table(&mut self, meta: &TableMeta) -> Result<(), StoreError> {
+        let id = meta.id;
+        let prefix = keys::table_prefix(id);
+        let end = keys::prefix_end(&prefix);
+        let t = &mut self.tables;
+        t.items.retain_in(prefix.as_slice()..end.as_slice(), |_, _| false).map_err(storage_err)?;
+        t.ttl_index.retain_in((id, 0, &[][..])..(id + 1, 0, &[][..]), |_, _| false).map_err(storage_err)?;
+        t.stream.retain_in((id, 0)..=(id, u64::MAX), |_, _| false).map_err(storage_err)?;
+        t.checkpoints.retain_in((id, "")..(id + 1, ""), |_, _| false).map_err(storage_err)?;
+        t.heads.remove(id).map_err(storage_err)?;
+        t.meta.remove(meta.name.as_str()).map_err(storage_err)?;
+        self.heads.remove(&id);
+        self.op_catalog.push(CatalogChange::Remove(meta.name.clone()));
+        Ok(())
+    }
+
+    /// Turns TTL on (with `attribute`) or off, rebuilding the TTL index of
+    /// the table from its items.
+    pub(crate) fn set_ttl(&mut self, meta: &TableMeta, attribute: Option<String>) -> Result<Arc<TableMeta>, StoreError> {
+        let id = meta.id;
+        let updated = Arc::new(TableMeta { ttl_attribute: attribute, ..meta.clone() });
+        self.tables.ttl_index.retain_in((id, 0, &[][..])..(id + 1, 0, &[][..]), |_, _| false).map_err(storage_err)?;
+        if updated.ttl_attribute.is_some() {
+            let prefix = keys::table_prefix(id);
+            let end = keys::prefix_end(&prefix);
+            let mut entries = Vec::new();
+            for row in self.tables.items.range(prefix.as_slice()..end.as_slice()).map_err(storage_err)? {
+                let (k, v) = row.map_err(storage_err)?;
+                if let Some(at) = ttl::expires_at(&updated, &decode_item(v.value())?) {
+                    entries.push((at, k.value().to_vec()));
+                }
+            }
+            for (at, key) in entries {
+                self.tables.ttl_index.insert((id, at, key.as_slice()), ()).map_err(storage_err)?;
+            }
+        }
+        self.write_meta(&updated)?;
+        Ok(updated)
+    }
+
+    /// Removes up to `max` of the oldest records of `meta`'s stream created
+    /// before `cutoff_ms`; returns how many.
+    pub(crate) fn trim_stream(&mut self, meta: &TableMeta, cutoff_ms: u64, max: usize) -> Result<usize, StoreError> {
+        let id = meta.id;
+        let (_, trimmed) = self.head(id)?;
+        let mut doomed = Vec::new();
+        for row in self.tables.stream.range((id, trimmed.saturating_add(1))..=(id, u64::MAX)).map_err(storage_err)? {
+            let (k, v) = row.map_err(storage_err)?;
+            let time = v.value().get(3..11).map_or(0, |b| u64::from_be_bytes(b.try_into().expect("8 bytes")));
+            if time >= cutoff_ms || doomed.len() == max {
+                break;
+            }
+            doomed.push(k.value().1);
+        }
+        for seq in &doomed {
+            self.tables.stream.remove((id, *seq)).map_err(storage_err)?;
+        }
+        if let Some(&last) = doomed.last() {
+            self.heads.get_mut(&id).expect("loaded by head()").1 = last;
+        }
+        Ok(doomed.len())
+    }
+
+    fn write_meta(&mut self, meta: &Arc<TableMeta>) -> Result<(), StoreError> {
+        let json = serde_json::to_string(meta.as_ref()).expect("metadata serialises");
+        self.tables.meta.insert(meta.name.as_str(), json.as_str()).map_err(storage_err)?;
+        self.op_catalog.push(CatalogChange::Put(meta.clone()));
+        Ok(())
+    }
+
+    // ---- the writer's side ----
+
+    /// Ends one operation: applies its staged changes when it succeeded,
+    /// drops them when it failed.
+    pub(crate) fn end_op(&mut self, succeeded: bool) -> Result<(), StoreError> {
+        let staged = std::mem::take(&mut self.staged);
+        if !succeeded {
+            self.op_catalog.clear();
+            return Ok(());
+        }
+        let changes = std::mem::take(&mut self.op_catalog);
+        self.batch_catalog.extend(changes);
+        for change in staged {
+            self.apply(change)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the stream heads and hands back what to publish after commit:
+    /// the catalog changes, and whether any stream record was written.
+    pub(crate) fn finish(mut self) -> Result<(Vec<CatalogChange>, bool), StoreError> {
+        for (id, head) in std::mem::take(&mut self.heads) {
+            self.tables.heads.insert(id, head).map_err(storage_err)?;
+        }
+        Ok((self.batch_catalog, self.stream_written))
+    }
+
+    fn apply(&mut self, change: Change) -> Result<(), StoreError> {
+        let Change { meta, key, old, new, ttl_removal } = change;
+        if old == new {
+            // DynamoDB writes no stream record for a write that changes nothing.
+            return Ok(());
+        }
+        match &new {
+            Some(item) => {
+                self.tables.items.insert(key.as_slice(), encode_item(item).as_slice()).map_err(storage_err)?;
+            }
+            None => {
+                self.tables.items.remove(key.as_slice()).map_err(storage_err)?;
+            }
+        }
+        if meta.ttl_attribute.is_some() {
+            if let Some(at) = old.as_ref().and_then(|i| ttl::expires_at(&meta, i)) {
+                self.tables.ttl_index.remove((meta.id, at, key.as_slice())).map_err(storage_err)?;
+            }
+            if let Some(at) = new.as_ref().and_then(|i| ttl::expires_at(&meta, i)) {
+                self.tables.ttl_index.insert((meta.id, at, key.as_slice()), ()).map_err(storage_err)?;
+            }
+        }
+        if let Some(view) = meta.stream_view_type {
+            let mut record = stream::record_for(&meta, view, old.as_ref(), new.as_ref(), ttl_removal, self.now_ms);
+            let head = self.head(meta.id)?;
+            record.sequence_number = head.0 + 1;
+            self.heads.get_mut(&meta.id).expect("loaded by head()").0 = record.sequence_number;
+            self.tables.stream.insert((meta.id, record.sequence_number), stream::encode(&record).as_slice()).map_err(storage_err)?;
+            self.stream_written = true;
+        }
+        Ok(())
+    }
+
+    /// The stream head of table `id`, loaded into the batch's cache.
+    fn head(&mut self, id: u32) -> Result<(u64, u64), StoreError> {
+        match self.heads.entry(id) {
+            Entry::Occupied(e) => Ok(*e.get()),
+            Entry::Vacant(e) => {
+                let head = self.tables.heads.get(id).map_err(storage_err)?.map_or((0, 0), |g| g.value());
+                Ok(*e.insert(head))
+            }
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Where an item lives in the store file: the byte key of an item, key
+//! validation with DynamoDB's messages, and key ranges for Query and Scan.
+//!
+//! Layout: `table id (u32 BE) ‖ encode_partition_key(pk) ‖ encode_sort_key(sk)`.
+//! The partition encoding is self-delimiting and the sort encoding
+//! order-preserving, so one partition's items are contiguous and sorted by
+//! sort key, and a table's items are contiguous.
+
+use postbox_item::{AttributeValue, Item, encode_partition_key, encode_sort_key};
+
+use crate::StoreError;
+use crate::api::ScalarType;
+
+use super::catalog::{KeyAttribute, TableMeta};
+
+/// The key bytes of the item with these key values.
+pub(crate) fn encode(meta: &TableMeta, pk: &AttributeValue, sk: Option<&AttributeValue>) -> Vec<u8> {
+    let mut out = partition_prefix(meta.id, pk);
+    if let Some(sk) = sk {
+        encode_sort_key(sk, &mut out).expect("key types are validated before encoding");
+    }
+    out
+}
+
+/// The prefix of every item of table `id`.
+pub(crate) fn table_prefix(id: u32) -> Vec<u8> {
+    id.to_be_bytes().to_vec()
+}
+
+/// The prefix of every item of one partition.
+pub(crate) fn partition_prefix(id: u32, pk: &AttributeValue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(32);
+    out.extend_from_slice(&id.to_be_bytes());
+    encode_partition_key(pk, &mut out).expect("key types are validated before encoding");
+    out
+}
+
+/// The smallest byte string greater than every string starting with `prefix`.
+pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    unreachable!("prefixes start with a table id below u32::MAX")
+}
+
+/// The encoded key of the item given as a `Key` parameter (GetItem,
+/// UpdateItem, DeleteItem, batch and transaction actions): exactly the key
+/// attributes, of the declared types.
+pub(crate) fn key_param(meta: &TableMeta, key: &Item) -> Result<Vec<u8>, StoreError> {
+    let expected = 1 + meta.sort_key.is_some() as usize;
+    let mismatch = || StoreError::validation("The provided key element does not match the schema");
+    if key.len() != expected {
+        return Err(mismatch());
+    }
+    let pk = key_value(key, &meta.partition_key).ok_or_else(mismatch)?;
+    let sk = meta.sort_key.as_ref().map(|sk| key_value(key, sk).ok_or_else(mismatch)).transpose()?;
+    not_empty(&meta.partition_key, pk)?;
+    if let (Some(attr), Some(v)) = (&meta.sort_key, sk) {
+        not_empty(attr, v)?;
+    }
+    Ok(encode(meta, pk, sk))
+}
+
+/// The encoded key of an item being put: the key attributes must be present,
+/// of the declared types and not empty.
+pub(crate) fn item_key(meta: &TableMeta, item: &Item) -> Result<Vec<u8>, StoreError> {
+    let pk = item_key_value(item, &meta.partition_key)?;
+    let sk = meta.sort_key.as_ref().map(|attr| item_key_value(item, attr)).transpose()?;
+    Ok(encode(meta, pk, sk))
+}
+
+/// The key attributes of `item` (which holds them).
+pub(crate) fn key_of(meta: &TableMeta, item: &Item) -> Item {
+    let mut key = Item::new();
+    for attr in std::iter::once(&meta.partition_key).chain(meta.sort_key.as_ref()) {
+        if let Some(v) = item.get(&attr.name) {
+            key.insert(attr.name.clone(), v.clone());
+        }
+    }
+    key
+}
+
+/// True when `v` is of the declared key type.
+pub(crate) fn has_type(v: &AttributeValue, ty: ScalarType) -> bool {
+    matches!(
+        (v, ty),
+        (AttributeValue::S(_), ScalarType::S) | (AttributeValue::N(_), ScalarType::N) | (AttributeValue::B(_), ScalarType::B)
+    )
+}
+
+fn key_value<'a>(key: &'a Item, attr: &KeyAttribute) -> Option<&'a AttributeValue> {
+    key.get(&attr.name).filter(|v| has_type(v, attr.ty))
+}
+
+fn item_key_value<'a>(item: &'a Item, attr: &KeyAttribute) -> Result<&'a AttributeValue, StoreError> {
+    let v = item.get(&attr.name).ok_or_else(|| {
+        StoreError::validation(format!(
+            "One or more parameter values were invalid: Missing the key {} in the item",
+            attr.name
+        ))
+    })?;
+    if !has_type(v, attr.ty) {
+        return Err(StoreError::validation(format!(
+            "One or more parameter values were invalid: Type mismatch for key {} expected: {:?} actual: {}",
+            attr.name,
+            attr.ty,
+            v.attribute_type().as_str()
+        )));
+    }
+    not_empty(attr, v)?;
+    Ok(v)
+}
+
+fn not_empty(attr: &KeyAttribute, v: &AttributeValue) -> Result<(), StoreError> {
+    let kind = match v {
+        AttributeValue::S(s) if s.is_empty() => "string",
+        AttributeValue::B(b) if b.is_empty() => "binary",
+        _ => return Ok(()),
+    };
+    Err(StoreError::validation(format!(
+        "One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty {kind} value. Key: {}",
+        attr.name
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ScalarType;
+
+    fn meta() -> TableMeta {
+        TableMeta {
+            id: 7,
+            name: "t".into(),
+            partition_key: KeyAttribute { name: "pk".into(), ty: ScalarType::S },
+            sort_key: Some(KeyAttribute { name: "sk".into(), ty: ScalarType::N }),
+            attribute_definitions: vec![],
+            stream_view_type: None,
+            ttl_attribute: None,
+            created_at_ms: 0,
+            billing_mode: "PAY_PER_REQUEST".into(),
+        }
+    }
+
+    fn item(pairs: &[(&str, AttributeValue)]) -> Item {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    }
+
+    #[test]
+    fn sort_keys_order_within_a_partition() {
+        let m = meta();
+        let a = encode(&m, &AttributeValue::s("p"), Some(&AttributeValue::n(-5)));
+        let b = encode(&m, &AttributeValue::s("p"), Some(&AttributeValue::n(3)));
+        let prefix = partition_prefix(7, &AttributeValue::s("p"));
+        assert!(a < b && a.starts_with(&prefix) && b < prefix_end(&prefix));
+    }
+
+    #[test]
+    fn key_params_must_match_the_schema_exactly() {
+        let m = meta();
+        let ok = item(&[("pk", AttributeValue::s("a")), ("sk", AttributeValue::n(1))]);
+        assert!(key_param(&m, &ok).is_ok());
+        let mut extra = ok.clone();
+        extra.insert("x".into(), AttributeValue::n(1));
+        assert!(key_param(&m, &extra).unwrap_err().to_string().contains("does not match the schema"));
+        let wrong = item(&[("pk", AttributeValue::n(1)), ("sk", AttributeValue::n(1))]);
+        assert!(key_param(&m, &wrong).is_err());
+        let empty = item(&[("pk", AttributeValue::s("")), ("sk", AttributeValue::n(1))]);
+        assert!(key_param(&m, &empty).unwrap_err().to_string().contains("empty string value. Key: pk"));
+    }
+
+    #[test]
+    fn items_name_the_missing_or_mistyped_key() {
+        let m = meta();
+        let missing = item(&[("pk", AttributeValue::s("a"))]);
+        assert!(item_key(&m, &missing).unwrap_err().to_string().contains("Missing the key sk in the item"));
+        let mistyped = item(&[("pk", AttributeValue::s("a")), ("sk", AttributeValue::s("1"))]);
+        assert!(item_key(&m, &mistyped).unwrap_err().to_string().contains("Type mismatch for key sk expected: N actual: S"));
+    }
+}

@@ -1,0 +1,447 @@
+//! The embedded backend: DynamoDB's item model and change streams on one
+//! local redb file.
+//!
+//! Code map:
+//! - `tables`: the redb tables of the file and their byte layout;
+//! - `catalog`: table metadata and CreateTable's rules;
+//! - `keys`: where an item lives in the file, key validation;
+//! - `validate`: request rules that need no stored data;
+//! - `writer`: the single writer thread and its group commit;
+//! - `context`: [`WriteContext`], what an operation inside a commit can do;
+//! - `write_ops` / `read_ops`: the item operations;
+//! - `stream`: change-stream records; `ttl`: expiry and the sweeper.
+//!
+//! # Reads and writes
+//!
+//! Reads run on the calling task in a redb read transaction (a snapshot of
+//! the last commit; readers never wait for the writer). Writes are compiled
+//! on the calling task (expressions parsed, keys and sizes validated) and
+//! queued to ONE writer thread, which commits whatever is queued in one
+//! transaction with one fsync (group commit) and answers each caller only
+//! after that commit.
+//!
+//! # The writer hook for other modules
+//!
+//! [`EmbeddedStore::submit`] runs any closure
+//! `FnOnce(&mut WriteContext) -> StoreResult<T>` inside the same group-commit
+//! transaction as item writes, e.g. a queue's "enqueue + advance the relay
+//! checkpoint". Contract:
+//! - the closure runs on the writer thread, after the operations queued
+//!   before it in the same batch, and sees their effects;
+//! - item changes made through the context (`put_item`, `delete_item`) are
+//!   staged: they keep the TTL index and the change stream in step and are
+//!   applied only if the closure returns `Ok`; on `Err` nothing it staged is
+//!   written and the rest of the batch commits normally;
+//! - `set_checkpoint` and raw writes through [`WriteContext::transaction`]
+//!   are NOT staged: validate first, write last, never fail after writing;
+//! - returning `StoreError::Storage` (or panicking) fails the whole batch
+//!   and stops the store;
+//! - the closure must be quick and must not block: the whole batch waits.
+//!
+//! Architecture Invariant: a write is acknowledged only after the commit
+//! that holds it, with its stream record, returned (fsync'd in `Durable`).
+
+mod catalog;
+mod clock;
+mod context;
+mod keys;
+mod read_ops;
+mod stream;
+mod tables;
+mod ttl;
+mod validate;
+mod write_ops;
+mod writer;
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable};
+use tokio::sync::watch;
+
+use crate::api::*;
+use crate::{ChangeStreams, ItemStore, StoreError, StoreResult};
+
+use catalog::{Catalog, TableMeta as Meta};
+pub use catalog::{KeyAttribute, TableMeta};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use context::WriteContext;
+use writer::Writer;
+
+/// Whether a commit waits for the disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync at every commit: an acknowledged write survives power loss.
+    #[default]
+    Durable,
+    /// No fsync: a crash of the process is survived, a power loss may lose
+    /// recent commits. For benchmarks' baseline and throwaway stores.
+    NoFsync,
+}
+
+/// How an [`EmbeddedStore`] runs.
+#[derive(Clone)]
+pub struct EmbeddedOptions {
+    /// Whether commits fsync.
+    pub durability: Durability,
+    /// How long stream records are kept (24 h, as DynamoDB Streams).
+    pub stream_retention: Duration,
+    /// How often the TTL sweeper runs (it also trims streams).
+    pub ttl_sweep_interval: Duration,
+    /// The source of "now" for TTL, retention and record times.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for EmbeddedOptions {
+    fn default() -> Self {
+        EmbeddedOptions {
+            durability: Durability::Durable,
+            stream_retention: Duration::from_secs(24 * 3600),
+            ttl_sweep_interval: Duration::from_secs(1),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl std::fmt::Debug for EmbeddedOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedOptions")
+            .field("durability", &self.durability)
+            .field("stream_retention", &self.stream_retention)
+            .field("ttl_sweep_interval", &self.ttl_sweep_interval)
+            .finish_non_exhaustive()
+    }
+}
+
+/// State shared by the store handle, the writer and the sweeper.
+pub(crate) struct Shared {
+    pub(crate) catalog: Catalog,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) options: EmbeddedOptions,
+    /// Bumped after every commit that wrote a stream record.
+    pub(crate) commits: watch::Sender<u64>,
+    failure: Mutex<Option<String>>,
+}
+
+impl Shared {
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.failure.lock().expect("failure lock").clone()
+    }
+
+    pub(crate) fn fail(&self, reason: String) {
+        self.failure.lock().expect("failure lock").get_or_insert(reason);
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) db: Arc<Database>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) writer: Writer,
+}
+
+/// Owns the background threads; stopping them when the last handle goes.
+struct Running {
+    inner: Arc<Inner>,
+    sweeper_stop: Mutex<Option<mpsc::Sender<()>>>,
+    sweeper: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        drop(self.sweeper_stop.lock().expect("sweeper lock").take());
+        if let Some(t) = self.sweeper.lock().expect("sweeper lock").take() {
+            let _ = t.join();
+        }
+        self.inner.writer.stop();
+    }
+}
+
+/// The embedded item store: one redb file, cheap to clone.
+#[derive(Clone)]
+pub struct EmbeddedStore {
+    running: Arc<Running>,
+}
+
+impl std::fmt::Debug for EmbeddedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedStore").finish_non_exhaustive()
+    }
+}
+
+/// A redb error as the store's storage error.
+pub(crate) fn storage_err(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Storage(e.to_string())
+}
+
+impl EmbeddedStore {
+    /// Opens (or creates) the store file at `path`, recovering it after a
+    /// crash, and starts the writer and the TTL sweeper.
+    pub fn open(path: impl AsRef<std::path::Path>, options: EmbeddedOptions) -> StoreResult<EmbeddedStore> {
+        let db = Database::create(path.as_ref()).map_err(storage_err)?;
+        let tables = load_tables(&db)?;
+        let (commits, _) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            catalog: Catalog::new(tables),
+            clock: options.clock.clone(),
+            options: options.clone(),
+            commits,
+            failure: Mutex::new(None),
+        });
+        let db = Arc::new(db);
+        let writer = Writer::start(db.clone(), shared.clone());
+        let inner = Arc::new(Inner { db, shared, writer });
+        let (stop_tx, stop_rx) = mpsc::channel();
+        let sweeper_inner = inner.clone();
+        let interval = options.ttl_sweep_interval;
+        let sweeper = std::thread::Builder::new()
+            .name("postbox-store-ttl".to_owned())
+            .spawn(move || ttl::run_sweeper(sweeper_inner, interval, stop_rx))
+            .map_err(storage_err)?;
+        Ok(EmbeddedStore {
+            running: Arc::new(Running {
+                inner,
+                sweeper_stop: Mutex::new(Some(stop_tx)),
+                sweeper: Mutex::new(Some(sweeper)),
+            }),
+        })
+    }
+
+    fn inner(&self) -> &Inner {
+        &self.running.inner
+    }
+
+    /// Runs `op` inside the writer's next group commit and returns its result
+    /// once that commit is durable. See the module documentation for the
+    /// contract.
+    pub async fn submit<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        F: FnOnce(&mut WriteContext<'_>) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.inner().writer.submit(op).await
+    }
+
+    /// Runs one TTL sweep and stream trim now (the background sweeper does
+    /// this every `ttl_sweep_interval`); for tests and tools.
+    pub async fn sweep_now(&self) -> StoreResult<()> {
+        let running = self.running.clone();
+        tokio::task::spawn_blocking(move || ttl::sweep_once(&running.inner))
+            .await
+            .map_err(|e| StoreError::Storage(format!("the sweep task failed: {e}")))?
+    }
+
+    /// A read snapshot of the last commit.
+    fn snapshot(&self) -> StoreResult<ReadTransaction> {
+        self.inner().db.begin_read().map_err(storage_err)
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.inner().shared.clock.now_ms()
+    }
+
+    fn catalog(&self) -> &Catalog {
+        &self.inner().shared.catalog
+    }
+
+    fn stream_meta(&self, table_name: &str) -> StoreResult<Arc<Meta>> {
+        let meta = self.catalog().get(table_name)?;
+        if meta.stream_view_type.is_none() {
+            return Err(StoreError::validation(format!("Table {table_name} has no stream; enable one with StreamSpecification")));
+        }
+        Ok(meta)
+    }
+
+    /// Item count and size of a table, counted from a snapshot.
+    fn table_stats(&self, meta: &Meta) -> StoreResult<(u64, u64)> {
+        let txn = self.snapshot()?;
+        let items = match txn.open_table(tables::ITEMS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok((0, 0)),
+            Err(e) => return Err(storage_err(e)),
+        };
+        let prefix = keys::table_prefix(meta.id);
+        let end = keys::prefix_end(&prefix);
+        let (mut count, mut size) = (0, 0);
+        for row in items.range(prefix.as_slice()..end.as_slice()).map_err(storage_err)? {
+            let (_, v) = row.map_err(storage_err)?;
+            count += 1;
+            size += v.value().len() as u64;
+        }
+        Ok((count, size))
+    }
+}
+
+/// Reads every table's metadata from the file.
+fn load_tables(db: &Database) -> StoreResult<Vec<Meta>> {
+    let txn = db.begin_read().map_err(storage_err)?;
+    let meta = match txn.open_table(tables::META) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(storage_err(e)),
+    };
+    let mut out = Vec::new();
+    for row in meta.iter().map_err(storage_err)? {
+        let (name, json) = row.map_err(storage_err)?;
+        let parsed = serde_json::from_str(json.value())
+            .map_err(|e| StoreError::Storage(format!("corrupt metadata of table {}: {e}", name.value())))?;
+        out.push(parsed);
+    }
+    Ok(out)
+}
+
+impl ItemStore for EmbeddedStore {
+    async fn create_table(&self, input: CreateTableInput) -> StoreResult<TableDescription> {
+        Meta::from_create(&input, 0, 0)?;
+        let meta = self.submit(move |ctx| ctx.create_table(&input)).await?;
+        Ok(meta.describe("ACTIVE", 0, 0))
+    }
+
+    async fn describe_table(&self, table_name: &str) -> StoreResult<TableDescription> {
+        let meta = self.catalog().get(table_name)?;
+        let (count, size) = self.table_stats(&meta)?;
+        Ok(meta.describe("ACTIVE", count, size))
+    }
+
+    async fn delete_table(&self, table_name: &str) -> StoreResult<TableDescription> {
+        let meta = self.catalog().get(table_name)?;
+        let (count, size) = self.table_stats(&meta)?;
+        let name = table_name.to_owned();
+        let meta = self
+            .submit(move |ctx| {
+                let meta = ctx.table(&name)?;
+                ctx.delete_table(&meta)?;
+                Ok(meta)
+            })
+            .await?;
+        Ok(meta.describe("DELETING", count, size))
+    }
+
+    async fn list_tables(&self) -> StoreResult<Vec<String>> {
+        Ok(self.catalog().all().iter().map(|m| m.name.clone()).collect())
+    }
+
+    async fn update_time_to_live(&self, table_name: &str, spec: TimeToLiveSpecification) -> StoreResult<TimeToLiveSpecification> {
+        let meta = self.catalog().get(table_name)?;
+        if spec.attribute_name.is_empty() || spec.attribute_name.len() > 255 {
+            return Err(StoreError::validation(
+                "1 validation error detected: Value at 'timeToLiveSpecification.attributeName' failed to satisfy constraint: Member must have length between 1 and 255",
+            ));
+        }
+        match (&meta.ttl_attribute, spec.enabled) {
+            (Some(_), true) => return Err(StoreError::validation("TimeToLive is already enabled")),
+            (None, false) => return Err(StoreError::validation("TimeToLive is already disabled")),
+            (Some(current), false) if *current != spec.attribute_name => {
+                return Err(StoreError::validation(format!(
+                    "TimeToLive is active on a different AttributeName: current AttributeName is {current}"
+                )));
+            }
+            _ => {}
+        }
+        let name = table_name.to_owned();
+        let attribute = spec.enabled.then(|| spec.attribute_name.clone());
+        self.submit(move |ctx| {
+            let meta = ctx.table(&name)?;
+            ctx.set_ttl(&meta, attribute)
+        })
+        .await?;
+        Ok(spec)
+    }
+
+    async fn describe_time_to_live(&self, table_name: &str) -> StoreResult<Option<String>> {
+        Ok(self.catalog().get(table_name)?.ttl_attribute.clone())
+    }
+
+    async fn get_item(&self, input: GetItemInput) -> StoreResult<GetItemOutput> {
+        read_ops::get_item(&self.snapshot()?, self.catalog(), self.now_ms(), input)
+    }
+
+    async fn put_item(&self, input: PutItemInput) -> StoreResult<WriteOutput> {
+        let plan = write_ops::SingleWrite::put(self.catalog(), input)?;
+        self.submit(move |ctx| plan.run(ctx)).await
+    }
+
+    async fn update_item(&self, input: UpdateItemInput) -> StoreResult<WriteOutput> {
+        let plan = write_ops::SingleWrite::update(self.catalog(), input)?;
+        self.submit(move |ctx| plan.run(ctx)).await
+    }
+
+    async fn delete_item(&self, input: DeleteItemInput) -> StoreResult<WriteOutput> {
+        let plan = write_ops::SingleWrite::delete(self.catalog(), input)?;
+        self.submit(move |ctx| plan.run(ctx)).await
+    }
+
+    async fn query(&self, input: QueryInput) -> StoreResult<QueryOutput> {
+        read_ops::query(&self.snapshot()?, self.catalog(), self.now_ms(), input)
+    }
+
+    async fn scan(&self, input: ScanInput) -> StoreResult<QueryOutput> {
+        read_ops::scan(&self.snapshot()?, self.catalog(), self.now_ms(), input)
+    }
+
+    async fn batch_get_item(&self, input: BatchGetItemInput) -> StoreResult<BatchGetItemOutput> {
+        read_ops::batch_get_item(&self.snapshot()?, self.catalog(), self.now_ms(), input)
+    }
+
+    async fn batch_write_item(&self, input: BatchWriteItemInput) -> StoreResult<BatchWriteItemOutput> {
+        let plan = write_ops::BatchWrite::compile(self.catalog(), input)?;
+        self.submit(move |ctx| plan.run(ctx)).await
+    }
+
+    async fn transact_write_items(&self, input: TransactWriteItemsInput) -> StoreResult<()> {
+        let plan = write_ops::TransactWrite::compile(self.catalog(), input)?;
+        self.submit(move |ctx| plan.run(ctx)).await
+    }
+
+    async fn transact_get_items(&self, input: TransactGetItemsInput) -> StoreResult<TransactGetItemsOutput> {
+        read_ops::transact_get_items(&self.snapshot()?, self.catalog(), self.now_ms(), input)
+    }
+}
+
+impl ChangeStreams for EmbeddedStore {
+    async fn read_stream(&self, table_name: &str, after: u64, limit: usize) -> StoreResult<Vec<StreamRecord>> {
+        let meta = self.stream_meta(table_name)?;
+        stream::read(&self.snapshot()?, &meta, after, limit)
+    }
+
+    async fn stream_head(&self, table_name: &str) -> StoreResult<u64> {
+        let meta = self.stream_meta(table_name)?;
+        Ok(stream::head(&self.snapshot()?, meta.id)?.0)
+    }
+
+    async fn wait_for_records(&self, table_name: &str, after: u64, timeout: Duration) -> StoreResult<bool> {
+        let meta = self.stream_meta(table_name)?;
+        // Subscribe before looking, so a commit between the look and the wait
+        // still wakes us.
+        let mut commits = self.inner().shared.commits.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if stream::head(&self.snapshot()?, meta.id)?.0 > after {
+                return Ok(true);
+            }
+            match tokio::time::timeout_at(deadline, commits.changed()).await {
+                Ok(Ok(())) => continue,
+                Ok(Err(_)) => return Err(StoreError::Storage("the store is closing".to_owned())),
+                Err(_) => return Ok(false),
+            }
+        }
+    }
+
+    async fn checkpoint(&self, table_name: &str, reader: &str) -> StoreResult<Option<u64>> {
+        let meta = self.catalog().get(table_name)?;
+        let txn = self.snapshot()?;
+        let table = match txn.open_table(tables::CHECKPOINTS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(storage_err(e)),
+        };
+        Ok(table.get((meta.id, reader)).map_err(storage_err)?.map(|g| g.value()))
+    }
+
+    async fn set_checkpoint(&self, table_name: &str, reader: &str, sequence_number: u64) -> StoreResult<()> {
+        self.catalog().get(table_name)?;
+        let (table, reader) = (table_name.to_owned(), reader.to_owned());
+        self.submit(move |ctx| ctx.set_checkpoint(&table, &reader, sequence_number)).await
+    }
+}

@@ -1,0 +1,447 @@
+//! The item reads: GetItem, Query, Scan, BatchGetItem and TransactGetItems.
+//!
+//! Reads run on the caller's thread in a redb read transaction: a consistent
+//! snapshot of the last commit that never waits for the writer. Expired
+//! items are never returned (see `ttl`).
+
+use std::collections::{BTreeMap, HashSet};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use postbox_expr::{Condition, KeyCondition, Projection, SortKeyCondition, parse_filter, parse_key_condition, parse_projection};
+use postbox_item::{AttributeValue, Item, decode_item, encode_sort_key, item_size};
+use redb::{ReadOnlyTable, ReadTransaction};
+
+use crate::StoreError;
+use crate::api::*;
+
+use super::catalog::{Catalog, TableMeta};
+use super::tables::ITEMS;
+use super::{keys, storage_err, ttl, validate};
+
+/// Opens the items table of a snapshot (absent in a brand-new file).
+fn items(txn: &ReadTransaction) -> Result<Option<ReadOnlyTable<&'static [u8], &'static [u8]>>, StoreError> {
+    match txn.open_table(ITEMS) {
+        Ok(t) => Ok(Some(t)),
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(storage_err(e)),
+    }
+}
+
+/// The live item stored under `key`.
+fn get_live(
+    table: Option<&ReadOnlyTable<&'static [u8], &'static [u8]>>,
+    meta: &TableMeta,
+    key: &[u8],
+    now_ms: u64,
+) -> Result<Option<Item>, StoreError> {
+    let Some(table) = table else { return Ok(None) };
+    let Some(bytes) = table.get(key).map_err(storage_err)? else { return Ok(None) };
+    let item = decode_item(bytes.value())?;
+    Ok((!ttl::is_expired(meta, &item, now_ms)).then_some(item))
+}
+
+/// A projection parsed from a read request with names only.
+fn projection(src: Option<&str>, names: Option<&Names>) -> Result<Option<Projection>, StoreError> {
+    validate::placeholder_maps(names, None, src.is_some())?;
+    let mut ph = validate::placeholders(names, None);
+    let projection = src.map(|s| parse_projection(s, &mut ph)).transpose().map_err(validate::expr)?;
+    ph.finish().map_err(validate::expr)?;
+    Ok(projection)
+}
+
+fn projected(item: Item, projection: Option<&Projection>) -> Item {
+    match projection {
+        Some(p) => p.apply(&item),
+        None => item,
+    }
+}
+
+/// GetItem.
+pub(crate) fn get_item(txn: &ReadTransaction, catalog: &Catalog, now_ms: u64, input: GetItemInput) -> Result<GetItemOutput, StoreError> {
+    let projection = projection(input.projection_expression.as_deref(), input.expression_attribute_names.as_ref())?;
+    let meta = catalog.get(&input.table_name)?;
+    let key = keys::key_param(&meta, &input.key)?;
+    let item = get_live(items(txn)?.as_ref(), &meta, &key, now_ms)?;
+    Ok(GetItemOutput { item: item.map(|i| projected(i, projection.as_ref())) })
+}
+
+/// BatchGetItem: at most 100 keys, no key twice; every requested table
+/// appears in the answer, with an empty list when nothing was found.
+pub(crate) fn batch_get_item(
+    txn: &ReadTransaction,
+    catalog: &Catalog,
+    now_ms: u64,
+    input: BatchGetItemInput,
+) -> Result<BatchGetItemOutput, StoreError> {
+    if input.request_items.is_empty() {
+        return Err(StoreError::validation(
+            "1 validation error detected: Value at 'requestItems' failed to satisfy constraint: Member must have length greater than or equal to 1",
+        ));
+    }
+    let total: usize = input.request_items.values().map(|k| k.keys.len()).sum();
+    if total > validate::MAX_BATCH_GET_KEYS {
+        return Err(StoreError::validation("Too many items requested for the BatchGetItem call"));
+    }
+    let mut plans = Vec::new();
+    for (table, request) in &input.request_items {
+        if request.keys.is_empty() {
+            return Err(StoreError::validation(format!(
+                "1 validation error detected: Value '[]' at 'requestItems.{table}.member.keys' failed to satisfy constraint: Member must have length greater than or equal to 1"
+            )));
+        }
+        let projection = projection(request.projection_expression.as_deref(), request.expression_attribute_names.as_ref())?;
+        let meta = catalog.get(table)?;
+        let mut seen = HashSet::new();
+        let mut encoded = Vec::with_capacity(request.keys.len());
+        for key in &request.keys {
+            let bytes = keys::key_param(&meta, key)?;
+            if !seen.insert(bytes.clone()) {
+                return Err(StoreError::validation("Provided list of item keys contains duplicates"));
+            }
+            encoded.push(bytes);
+        }
+        plans.push((table.clone(), meta, projection, encoded));
+    }
+    let items_table = items(txn)?;
+    let mut responses = BTreeMap::new();
+    for (table, meta, projection, encoded) in plans {
+        let mut found = Vec::new();
+        for key in encoded {
+            if let Some(item) = get_live(items_table.as_ref(), &meta, &key, now_ms)? {
+                found.push(projected(item, projection.as_ref()));
+            }
+        }
+        responses.insert(table, found);
+    }
+    Ok(BatchGetItemOutput { responses, unprocessed_keys: BTreeMap::new() })
+}
+
+/// TransactGetItems: at most 100 reads of distinct items from one snapshot.
+pub(crate) fn transact_get_items(
+    txn: &ReadTransaction,
+    catalog: &Catalog,
+    now_ms: u64,
+    input: TransactGetItemsInput,
+) -> Result<TransactGetItemsOutput, StoreError> {
+    let n = input.transact_items.len();
+    if n == 0 || n > validate::MAX_TRANSACT_ACTIONS {
+        let bound = if n == 0 { "greater than or equal to 1" } else { "less than or equal to 100" };
+        return Err(StoreError::validation(format!(
+            "1 validation error detected: Value at 'transactItems' failed to satisfy constraint: Member must have length {bound}"
+        )));
+    }
+    let mut plans = Vec::with_capacity(n);
+    let mut seen = HashSet::new();
+    for TransactGetItem { get } in &input.transact_items {
+        let projection = projection(get.projection_expression.as_deref(), get.expression_attribute_names.as_ref())?;
+        let meta = catalog.get(&get.table_name)?;
+        let key = keys::key_param(&meta, &get.key)?;
+        if !seen.insert((meta.id, key.clone())) {
+            return Err(StoreError::validation("Transaction request cannot include multiple operations on one item"));
+        }
+        plans.push((meta, key, projection));
+    }
+    let items_table = items(txn)?;
+    let mut responses = Vec::with_capacity(n);
+    for (meta, key, projection) in plans {
+        let item = get_live(items_table.as_ref(), &meta, &key, now_ms)?;
+        responses.push(ItemResponse { item: item.map(|i| projected(i, projection.as_ref())) });
+    }
+    Ok(TransactGetItemsOutput { responses })
+}
+
+/// What a Query or Scan page returns of each matching item.
+enum Shape {
+    All,
+    Projected(Projection),
+    Count,
+}
+
+/// The parts of Query and Scan that are the same: select, filter, projection.
+struct Page {
+    meta: Arc<TableMeta>,
+    filter: Option<Condition>,
+    shape: Shape,
+    limit: Option<usize>,
+    start: Option<Vec<u8>>,
+}
+
+/// The `Select` rules of Query and Scan.
+fn shape(select: Option<Select>, projection: Option<Projection>, index: Option<&str>) -> Result<Shape, StoreError> {
+    match (select, projection) {
+        (None | Some(Select::AllAttributes), None) => Ok(Shape::All),
+        (None | Some(Select::SpecificAttributes), Some(p)) => Ok(Shape::Projected(p)),
+        (Some(Select::SpecificAttributes), None) => Err(StoreError::validation(
+            "1 validation error detected: Must specify the AttributesToGet or ProjectionExpression when choosing to get SPECIFIC_ATTRIBUTES",
+        )),
+        (Some(Select::AllAttributes), Some(_)) => Err(StoreError::validation(
+            "Cannot specify the ProjectionExpression when choosing to get ALL_ATTRIBUTES",
+        )),
+        (Some(Select::Count), None) => Ok(Shape::Count),
+        (Some(Select::Count), Some(_)) => {
+            Err(StoreError::validation("Cannot specify the ProjectionExpression when choosing to get COUNT"))
+        }
+        (Some(Select::AllProjectedAttributes), _) if index.is_none() => Err(StoreError::validation(
+            "ALL_PROJECTED_ATTRIBUTES can be used only when Querying using an IndexName",
+        )),
+        (Some(Select::AllProjectedAttributes), _) => Ok(Shape::All),
+    }
+}
+
+/// An ExclusiveStartKey must be exactly a key of the table.
+fn start_key(meta: &TableMeta, key: Option<&Item>) -> Result<Option<Vec<u8>>, StoreError> {
+    key.map(|k| {
+        keys::key_param(meta, k).map_err(|e| StoreError::validation(format!("The provided starting key is invalid: {e}")))
+    })
+    .transpose()
+}
+
+fn no_index(meta: &TableMeta, index: Option<&str>) -> Result<(), StoreError> {
+    match index {
+        None => Ok(()),
+        Some(name) => Err(StoreError::validation(format!(
+            "The table does not have the specified index: {name}; table {} has no secondary indexes",
+            meta.name
+        ))),
+    }
+}
+
+/// Query.
+pub(crate) fn query(txn: &ReadTransaction, catalog: &Catalog, now_ms: u64, input: QueryInput) -> Result<QueryOutput, StoreError> {
+    let names = input.expression_attribute_names.as_ref();
+    let values = input.expression_attribute_values.as_ref();
+    let Some(key_src) = input.key_condition_expression.as_deref() else {
+        return Err(StoreError::validation(
+            "Either the KeyConditions or KeyConditionExpression parameter must be specified in the request.",
+        ));
+    };
+    validate::placeholder_maps(names, values, true)?;
+    let limit = validate::limit(input.limit)?;
+    let meta = catalog.get(&input.table_name)?;
+    no_index(&meta, input.index_name.as_deref())?;
+    let mut ph = validate::placeholders(names, values);
+    let sk_name = meta.sort_key.as_ref().map(|sk| sk.name.as_str());
+    let key_condition = parse_key_condition(key_src, &mut ph, &meta.partition_key.name, sk_name).map_err(validate::expr)?;
+    let filter = input.filter_expression.as_deref().map(|s| parse_filter(s, &mut ph)).transpose().map_err(validate::expr)?;
+    let projection =
+        input.projection_expression.as_deref().map(|s| parse_projection(s, &mut ph)).transpose().map_err(validate::expr)?;
+    ph.finish().map_err(validate::expr)?;
+    key_condition_types(&meta, &key_condition)?;
+    let shape = shape(input.select, projection, input.index_name.as_deref())?;
+    let start = start_key(&meta, input.exclusive_start_key.as_ref())?;
+    let prefix = keys::partition_prefix(meta.id, &key_condition.partition);
+    if let Some(start) = &start
+        && !start.starts_with(&prefix)
+    {
+        return Err(StoreError::validation("The provided starting key is outside query boundaries based on provided conditions"));
+    }
+    let (lo, hi) = sort_bounds(&prefix, key_condition.sort.as_ref());
+    let forward = input.scan_index_forward.unwrap_or(true);
+    let page = Page { meta, filter, shape, limit, start };
+    let sort = key_condition.sort;
+    run_page(txn, &page, now_ms, lo, hi, forward, |item| {
+        sort.as_ref().is_none_or(|c| page.meta.sort_key.as_ref().and_then(|sk| item.get(&sk.name)).is_some_and(|v| c.matches(v)))
+    })
+}
+
+/// Scan, including parallel segments split by a hash of the partition key.
+pub(crate) fn scan(txn: &ReadTransaction, catalog: &Catalog, now_ms: u64, input: ScanInput) -> Result<QueryOutput, StoreError> {
+    let names = input.expression_attribute_names.as_ref();
+    let values = input.expression_attribute_values.as_ref();
+    validate::placeholder_maps(names, values, input.filter_expression.is_some() || input.projection_expression.is_some())?;
+    let limit = validate::limit(input.limit)?;
+    let segment = segment(input.segment, input.total_segments)?;
+    let meta = catalog.get(&input.table_name)?;
+    no_index(&meta, input.index_name.as_deref())?;
+    let mut ph = validate::placeholders(names, values);
+    let filter = input.filter_expression.as_deref().map(|s| parse_filter(s, &mut ph)).transpose().map_err(validate::expr)?;
+    let projection =
+        input.projection_expression.as_deref().map(|s| parse_projection(s, &mut ph)).transpose().map_err(validate::expr)?;
+    ph.finish().map_err(validate::expr)?;
+    let shape = shape(input.select, projection, input.index_name.as_deref())?;
+    let start = start_key(&meta, input.exclusive_start_key.as_ref())?;
+    let prefix = keys::table_prefix(meta.id);
+    let (lo, hi) = (Bound::Included(prefix.clone()), Bound::Excluded(keys::prefix_end(&prefix)));
+    let page = Page { meta, filter, shape, limit, start };
+    run_page(txn, &page, now_ms, lo, hi, true, |item| match segment {
+        None => true,
+        Some((segment, total)) => segment_of(&page.meta, item, total) == segment,
+    })
+}
+
+/// Segment and TotalSegments: both or neither, segment below the total.
+fn segment(segment: Option<i64>, total: Option<i64>) -> Result<Option<(u64, u64)>, StoreError> {
+    match (segment, total) {
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(StoreError::validation(
+            "The TotalSegments parameter is required but was not present in the request when Segment parameter is present",
+        )),
+        (None, Some(_)) => Err(StoreError::validation(
+            "The Segment parameter is required but was not present in the request when parameter TotalSegments is present",
+        )),
+        (Some(_), Some(t)) if !(1..=1_000_000).contains(&t) => Err(StoreError::validation(format!(
+            "1 validation error detected: Value '{t}' at 'totalSegments' failed to satisfy constraint: Member must have value between 1 and 1000000"
+        ))),
+        (Some(s), Some(t)) if s < 0 || s >= t => Err(StoreError::validation(format!(
+            "The Segment parameter is zero-based and must be less than parameter TotalSegments: Segment: {s} is not less than TotalSegments: {t}"
+        ))),
+        (Some(s), Some(t)) => Ok(Some((s as u64, t as u64))),
+    }
+}
+
+/// The segment of an item: FNV-1a of its partition key's encoding.
+fn segment_of(meta: &TableMeta, item: &Item, total: u64) -> u64 {
+    let mut bytes = Vec::new();
+    if let Some(pk) = item.get(&meta.partition_key.name) {
+        let _ = postbox_item::encode_partition_key(pk, &mut bytes);
+    }
+    let hash = bytes.iter().fold(0xcbf29ce484222325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x100000001b3));
+    hash % total
+}
+
+/// Key condition values must have the key attributes' declared types.
+fn key_condition_types(meta: &TableMeta, kc: &KeyCondition) -> Result<(), StoreError> {
+    let mismatch = || StoreError::validation("One or more parameter values were invalid: Condition parameter type does not match schema type");
+    if !keys::has_type(&kc.partition, meta.partition_key.ty) {
+        return Err(mismatch());
+    }
+    if let (Some(sort), Some(sk)) = (&kc.sort, &meta.sort_key) {
+        if !sort.values().iter().all(|v| keys::has_type(v, sk.ty)) {
+            return Err(mismatch());
+        }
+        if matches!(sort, SortKeyCondition::BeginsWith(_)) && sk.ty == ScalarType::N {
+            return Err(StoreError::validation(
+                "Invalid KeyConditionExpression: Incorrect operand type for operator or function; operator or function: begins_with, operand type: N",
+            ));
+        }
+    }
+    if let AttributeValue::S(s) = &kc.partition
+        && s.is_empty()
+    {
+        return Err(StoreError::validation(format!(
+            "One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty string value. Key: {}",
+            meta.partition_key.name
+        )));
+    }
+    Ok(())
+}
+
+/// Byte bounds of the items of one partition that a sort-key condition can
+/// match. The condition itself is still checked per item; the bounds only
+/// keep the scan short.
+fn sort_bounds(prefix: &[u8], sort: Option<&SortKeyCondition>) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let at = |v: &AttributeValue| {
+        let mut k = prefix.to_vec();
+        let _ = encode_sort_key(v, &mut k);
+        k
+    };
+    let (start, end) = (Bound::Included(prefix.to_vec()), Bound::Excluded(keys::prefix_end(prefix)));
+    match sort {
+        None => (start, end),
+        Some(SortKeyCondition::Eq(v)) => (Bound::Included(at(v)), Bound::Included(at(v))),
+        Some(SortKeyCondition::Lt(v)) => (start, Bound::Excluded(at(v))),
+        Some(SortKeyCondition::Le(v)) => (start, Bound::Included(at(v))),
+        Some(SortKeyCondition::Gt(v)) => (Bound::Excluded(at(v)), end),
+        Some(SortKeyCondition::Ge(v)) => (Bound::Included(at(v)), end),
+        Some(SortKeyCondition::Between(lo, hi)) if at(lo) <= at(hi) => (Bound::Included(at(lo)), Bound::Included(at(hi))),
+        Some(SortKeyCondition::Between(..)) => (Bound::Included(prefix.to_vec()), Bound::Excluded(prefix.to_vec())),
+        Some(SortKeyCondition::BeginsWith(v)) => {
+            let p = at(v);
+            let e = keys::prefix_end(&p);
+            (Bound::Included(p), Bound::Excluded(e))
+        }
+    }
+}
+
+/// Narrows `(lo, hi)` to what comes after the exclusive start key in the
+/// direction of reading.
+fn after_start(lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, start: Option<&Vec<u8>>, forward: bool) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let Some(start) = start else { return (lo, hi) };
+    let beyond = |b: &Bound<Vec<u8>>, forward: bool| match b {
+        Bound::Unbounded => true,
+        Bound::Included(x) | Bound::Excluded(x) => {
+            if forward {
+                start >= x
+            } else {
+                start <= x
+            }
+        }
+    };
+    if forward {
+        let lo = if beyond(&lo, true) { Bound::Excluded(start.clone()) } else { lo };
+        (lo, hi)
+    } else {
+        let hi = if beyond(&hi, false) { Bound::Excluded(start.clone()) } else { hi };
+        (lo, hi)
+    }
+}
+
+/// Reads one page: Limit counts items read before the filter, the page
+/// stops at 1 MB, and LastEvaluatedKey names the last item read whenever
+/// the page stopped early.
+#[allow(clippy::too_many_arguments)]
+fn run_page(
+    txn: &ReadTransaction,
+    page: &Page,
+    now_ms: u64,
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    forward: bool,
+    in_scope: impl Fn(&Item) -> bool,
+) -> Result<QueryOutput, StoreError> {
+    let mut out = QueryOutput {
+        items: (!matches!(page.shape, Shape::Count)).then(Vec::new),
+        ..QueryOutput::default()
+    };
+    let Some(table) = items(txn)? else { return Ok(out) };
+    let (lo, hi) = after_start(lo, hi, page.start.as_ref(), forward);
+    if empty_range(&lo, &hi) {
+        return Ok(out);
+    }
+    let range = table
+        .range::<&[u8]>((as_slice(&lo), as_slice(&hi)))
+        .map_err(storage_err)?;
+    let mut bytes_read = 0usize;
+    let mut iter: Box<dyn Iterator<Item = _>> = if forward { Box::new(range) } else { Box::new(range.rev()) };
+    for row in iter.by_ref() {
+        let (_, value) = row.map_err(storage_err)?;
+        let item = decode_item(value.value())?;
+        if ttl::is_expired(&page.meta, &item, now_ms) || !in_scope(&item) {
+            continue;
+        }
+        out.scanned_count += 1;
+        bytes_read += item_size(&item);
+        let last_key = keys::key_of(&page.meta, &item);
+        if page.filter.as_ref().is_none_or(|f| f.evaluate(Some(&item))) {
+            out.count += 1;
+            match &page.shape {
+                Shape::All => out.items.as_mut().expect("items").push(item),
+                Shape::Projected(p) => out.items.as_mut().expect("items").push(p.apply(&item)),
+                Shape::Count => {}
+            }
+        }
+        if page.limit.is_some_and(|l| out.scanned_count as usize >= l) || bytes_read >= validate::MAX_PAGE_BYTES {
+            out.last_evaluated_key = Some(last_key);
+            break;
+        }
+    }
+    Ok(out)
+}
+
+fn as_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(v) => Bound::Included(v.as_slice()),
+        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// True when no key lies between the bounds (redb panics on inverted ranges).
+fn empty_range(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+    match (lo, hi) {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => a >= b,
+        _ => false,
+    }
+}

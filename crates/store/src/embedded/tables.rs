@@ -1,0 +1,40 @@
+//! The redb tables of the store file and what their keys and values mean.
+//!
+//! Every user table gets a numeric id at CreateTable; all of its rows in the
+//! shared redb tables below start with that id, so DeleteTable is a few range
+//! deletions and a recreated table never sees its predecessor's rows.
+//!
+//! | redb table     | key                                   | value                         |
+//! |----------------|---------------------------------------|-------------------------------|
+//! | `meta`         | table name                            | JSON of [`TableMeta`]         |
+//! | `system`       | counter name (`next_table_id`)        | u64                           |
+//! | `items`        | id BE ‖ partition key ‖ sort key      | `encode_item` bytes           |
+//! | `ttl_index`    | (id, expires_at seconds, item key)    | ()                            |
+//! | `stream`       | (id, sequence number)                 | encoded stream record         |
+//! | `stream_heads` | id                                    | (last sequence, trimmed through) |
+//! | `checkpoints`  | (id, reader name)                     | sequence number               |
+//!
+//! [`TableMeta`]: super::catalog::TableMeta
+
+use redb::TableDefinition;
+
+/// Table name -> JSON metadata.
+pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
+/// Named counters of the store itself.
+pub(crate) const SYSTEM: TableDefinition<&str, u64> = TableDefinition::new("system");
+/// Encoded item key -> encoded item.
+pub(crate) const ITEMS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("items");
+/// (table id, expiry second, item key): the sweeper's work list, kept in the
+/// same transaction as the item so it never scans whole tables.
+pub(crate) const TTL_INDEX: TableDefinition<(u32, u64, &[u8]), ()> = TableDefinition::new("ttl_index");
+/// (table id, sequence number) -> encoded stream record.
+pub(crate) const STREAM: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("stream");
+/// Table id -> (last assigned sequence number, sequence trimmed through).
+/// Kept apart from the records so sequence numbers never restart, even when
+/// retention has trimmed every record.
+pub(crate) const STREAM_HEADS: TableDefinition<u32, (u64, u64)> = TableDefinition::new("stream_heads");
+/// (table id, reader name) -> checkpointed sequence number.
+pub(crate) const CHECKPOINTS: TableDefinition<(u32, &str), u64> = TableDefinition::new("checkpoints");
+
+/// Key of the table-id counter in [`SYSTEM`].
+pub(crate) const NEXT_TABLE_ID: &str = "next_table_id";

@@ -1,0 +1,462 @@
+//! The item writes: PutItem, UpdateItem, DeleteItem, BatchWriteItem and
+//! TransactWriteItems.
+//!
+//! Each request is compiled on the caller's thread (placeholders, expression
+//! parsing, key and size validation: everything that does not depend on the
+//! stored items), so the writer thread only reads, checks conditions, applies
+//! updates and stages the result. In the writer, a request computes every
+//! change and checks every condition before it stages anything.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use postbox_expr::{Condition, Update, parse_condition, parse_update, project};
+use postbox_item::{Item, item_size};
+
+use crate::StoreError;
+use crate::api::*;
+
+use super::catalog::{Catalog, TableMeta};
+use super::context::{Current, WriteContext};
+use super::{keys, validate};
+
+/// What one action does to its item.
+enum Effect {
+    Put(Item),
+    Update(Option<Update>),
+    Delete,
+    Check,
+}
+
+/// One compiled single-item action.
+pub(crate) struct Action {
+    meta: Arc<TableMeta>,
+    key: Item,
+    key_bytes: Vec<u8>,
+    condition: Option<Condition>,
+    effect: Effect,
+    all_old_on_failure: bool,
+}
+
+/// Why an action cannot go ahead, found in the writer.
+enum Refusal {
+    Condition(Option<Item>),
+    Invalid(String),
+}
+
+/// An action checked against the stored item, ready to stage.
+struct Checked {
+    meta: Arc<TableMeta>,
+    key_bytes: Vec<u8>,
+    current: Current,
+    /// `None` for a ConditionCheck or an update that creates nothing.
+    new: Option<Option<Item>>,
+}
+
+impl Action {
+    /// Reads the item, checks the condition and computes the new item.
+    fn check(&self, ctx: &WriteContext<'_>) -> Result<Result<Checked, Refusal>, StoreError> {
+        let meta = ctx.resolve(&self.meta)?;
+        let current = ctx.current(&meta, &self.key_bytes)?;
+        if let Some(condition) = &self.condition
+            && !condition.evaluate(current.live.as_ref())
+        {
+            let item = if self.all_old_on_failure { current.live.clone() } else { None };
+            return Ok(Err(Refusal::Condition(item)));
+        }
+        let new = match &self.effect {
+            Effect::Put(item) => Some(Some(item.clone())),
+            Effect::Delete => Some(None),
+            Effect::Check => None,
+            Effect::Update(update) => match updated(&self.key, current.live.as_ref(), update.as_ref()) {
+                Ok(new) => new.map(Some),
+                Err(message) => return Ok(Err(Refusal::Invalid(message))),
+            },
+        };
+        Ok(Ok(Checked { meta, key_bytes: self.key_bytes.clone(), current, new }))
+    }
+}
+
+impl Checked {
+    fn stage(self, ctx: &mut WriteContext<'_>) {
+        if let Some(new) = self.new {
+            ctx.stage(&self.meta, self.key_bytes, self.current, new);
+        }
+    }
+}
+
+/// The item after `update`, or `None` when an update of an absent item
+/// creates nothing: DynamoDB does not create an item from an update that
+/// only removes attributes (the result would hold nothing but the key).
+fn updated(key: &Item, old: Option<&Item>, update: Option<&Update>) -> Result<Option<Item>, String> {
+    let mut item = old.cloned().unwrap_or_else(|| key.clone());
+    if let Some(update) = update {
+        update.apply(&mut item).map_err(|e| e.message)?;
+        if old.is_none() && item == *key {
+            return Ok(None);
+        }
+    }
+    if item_size(&item) > validate::MAX_ITEM_SIZE {
+        return Err(validate::updated_item_too_large().to_string());
+    }
+    Ok(Some(item))
+}
+
+// ---- compiling requests ----
+
+fn compile_condition(
+    src: Option<&str>,
+    ph: &mut postbox_expr::Placeholders<'_>,
+) -> Result<Option<Condition>, StoreError> {
+    src.map(|s| parse_condition(s, ph)).transpose().map_err(validate::expr)
+}
+
+struct PutParts<'a> {
+    table: &'a str,
+    item: Item,
+    condition: Option<&'a str>,
+    names: Option<&'a Names>,
+    values: Option<&'a Values>,
+    all_old_on_failure: bool,
+}
+
+fn compile_put(catalog: &Catalog, p: PutParts<'_>) -> Result<Action, StoreError> {
+    validate::placeholder_maps(p.names, p.values, p.condition.is_some())?;
+    let mut ph = validate::placeholders(p.names, p.values);
+    let condition = compile_condition(p.condition, &mut ph)?;
+    ph.finish().map_err(validate::expr)?;
+    let meta = catalog.get(p.table)?;
+    let key_bytes = keys::item_key(&meta, &p.item)?;
+    if item_size(&p.item) > validate::MAX_ITEM_SIZE {
+        return Err(validate::item_too_large());
+    }
+    Ok(Action {
+        key: keys::key_of(&meta, &p.item),
+        meta,
+        key_bytes,
+        condition,
+        effect: Effect::Put(p.item),
+        all_old_on_failure: p.all_old_on_failure,
+    })
+}
+
+struct KeyedParts<'a> {
+    table: &'a str,
+    key: Item,
+    update: Option<&'a str>,
+    condition: Option<&'a str>,
+    names: Option<&'a Names>,
+    values: Option<&'a Values>,
+    all_old_on_failure: bool,
+}
+
+fn compile_keyed(catalog: &Catalog, p: KeyedParts<'_>, effect: fn(Option<Update>) -> Effect) -> Result<Action, StoreError> {
+    validate::placeholder_maps(p.names, p.values, p.condition.is_some() || p.update.is_some())?;
+    let mut ph = validate::placeholders(p.names, p.values);
+    let update = p.update.map(|s| parse_update(s, &mut ph)).transpose().map_err(validate::expr)?;
+    let condition = compile_condition(p.condition, &mut ph)?;
+    ph.finish().map_err(validate::expr)?;
+    let meta = catalog.get(p.table)?;
+    let key_bytes = keys::key_param(&meta, &p.key)?;
+    if let Some(path) = update.as_ref().and_then(|u| u.paths().iter().find(|p| meta.is_key_attribute(p.top_level()))) {
+        return Err(StoreError::validation(format!(
+            "One or more parameter values were invalid: Cannot update attribute {}. This attribute is part of the key",
+            path.top_level()
+        )));
+    }
+    Ok(Action { meta, key: p.key, key_bytes, condition, effect: effect(update), all_old_on_failure: p.all_old_on_failure })
+}
+
+fn all_old(r: ReturnValuesOnConditionCheckFailure) -> bool {
+    r == ReturnValuesOnConditionCheckFailure::AllOld
+}
+
+// ---- single-item writes ----
+
+/// A compiled PutItem, UpdateItem or DeleteItem.
+pub(crate) struct SingleWrite {
+    action: Action,
+    return_values: ReturnValue,
+}
+
+impl SingleWrite {
+    pub(crate) fn put(catalog: &Catalog, input: PutItemInput) -> Result<SingleWrite, StoreError> {
+        validate::return_values_old_only(input.return_values)?;
+        let action = compile_put(
+            catalog,
+            PutParts {
+                table: &input.table_name,
+                item: input.item,
+                condition: input.condition_expression.as_deref(),
+                names: input.expression_attribute_names.as_ref(),
+                values: input.expression_attribute_values.as_ref(),
+                all_old_on_failure: all_old(input.return_values_on_condition_check_failure),
+            },
+        )?;
+        Ok(SingleWrite { action, return_values: input.return_values })
+    }
+
+    pub(crate) fn update(catalog: &Catalog, input: UpdateItemInput) -> Result<SingleWrite, StoreError> {
+        let action = compile_keyed(
+            catalog,
+            KeyedParts {
+                table: &input.table_name,
+                key: input.key,
+                update: input.update_expression.as_deref(),
+                condition: input.condition_expression.as_deref(),
+                names: input.expression_attribute_names.as_ref(),
+                values: input.expression_attribute_values.as_ref(),
+                all_old_on_failure: all_old(input.return_values_on_condition_check_failure),
+            },
+            Effect::Update,
+        )?;
+        Ok(SingleWrite { action, return_values: input.return_values })
+    }
+
+    pub(crate) fn delete(catalog: &Catalog, input: DeleteItemInput) -> Result<SingleWrite, StoreError> {
+        validate::return_values_old_only(input.return_values)?;
+        let action = compile_keyed(
+            catalog,
+            KeyedParts {
+                table: &input.table_name,
+                key: input.key,
+                update: None,
+                condition: input.condition_expression.as_deref(),
+                names: input.expression_attribute_names.as_ref(),
+                values: input.expression_attribute_values.as_ref(),
+                all_old_on_failure: all_old(input.return_values_on_condition_check_failure),
+            },
+            |_| Effect::Delete,
+        )?;
+        Ok(SingleWrite { action, return_values: input.return_values })
+    }
+
+    /// Runs in the writer.
+    pub(crate) fn run(self, ctx: &mut WriteContext<'_>) -> Result<WriteOutput, StoreError> {
+        let checked = match self.action.check(ctx)? {
+            Ok(c) => c,
+            Err(Refusal::Condition(item)) => return Err(StoreError::ConditionalCheckFailed { item }),
+            Err(Refusal::Invalid(message)) => return Err(StoreError::Validation(message)),
+        };
+        let old = checked.current.live.clone();
+        let new = checked.new.clone().flatten();
+        checked.stage(ctx);
+        let paths = match &self.action.effect {
+            Effect::Update(Some(u)) => u.paths(),
+            _ => &[],
+        };
+        let attributes = match self.return_values {
+            ReturnValue::None => None,
+            ReturnValue::AllOld => old,
+            ReturnValue::AllNew => new,
+            ReturnValue::UpdatedOld => old.map(|i| project(paths, &i)),
+            ReturnValue::UpdatedNew => new.map(|i| project(paths, &i)),
+        };
+        Ok(WriteOutput { attributes: attributes.filter(|a| !a.is_empty()) })
+    }
+}
+
+// ---- BatchWriteItem ----
+
+/// A compiled BatchWriteItem: puts and deletes without conditions, applied
+/// together.
+pub(crate) struct BatchWrite {
+    actions: Vec<Action>,
+}
+
+impl BatchWrite {
+    pub(crate) fn compile(catalog: &Catalog, input: BatchWriteItemInput) -> Result<BatchWrite, StoreError> {
+        let total: usize = input.request_items.values().map(Vec::len).sum();
+        if input.request_items.is_empty() {
+            return Err(StoreError::validation(
+                "1 validation error detected: Value null at 'requestItems' failed to satisfy constraint: Member must not be null",
+            ));
+        }
+        if total > validate::MAX_BATCH_WRITES {
+            return Err(StoreError::validation(format!(
+                "1 validation error detected: Value at 'requestItems' failed to satisfy constraint: Map value must satisfy constraint: [Member must have length less than or equal to {}, Member must have length greater than or equal to 1]",
+                validate::MAX_BATCH_WRITES
+            )));
+        }
+        let mut actions = Vec::with_capacity(total);
+        let mut seen = HashSet::new();
+        for (table, requests) in input.request_items {
+            if requests.is_empty() {
+                return Err(StoreError::validation(format!(
+                    "1 validation error detected: Value '[]' at 'requestItems.{table}.member' failed to satisfy constraint: Member must have length greater than or equal to 1"
+                )));
+            }
+            for request in requests {
+                let action = match (request.put_request, request.delete_request) {
+                    (Some(put), None) => compile_put(
+                        catalog,
+                        PutParts { table: &table, item: put.item, condition: None, names: None, values: None, all_old_on_failure: false },
+                    )?,
+                    (None, Some(delete)) => compile_keyed(
+                        catalog,
+                        KeyedParts {
+                            table: &table,
+                            key: delete.key,
+                            update: None,
+                            condition: None,
+                            names: None,
+                            values: None,
+                            all_old_on_failure: false,
+                        },
+                        |_| Effect::Delete,
+                    )?,
+                    _ => {
+                        return Err(StoreError::validation(
+                            "A WriteRequest must contain exactly one of PutRequest or DeleteRequest",
+                        ));
+                    }
+                };
+                if !seen.insert((action.meta.id, action.key_bytes.clone())) {
+                    return Err(StoreError::validation("Provided list of item keys contains duplicates"));
+                }
+                actions.push(action);
+            }
+        }
+        Ok(BatchWrite { actions })
+    }
+
+    /// Runs in the writer.
+    pub(crate) fn run(self, ctx: &mut WriteContext<'_>) -> Result<BatchWriteItemOutput, StoreError> {
+        let mut checked = Vec::with_capacity(self.actions.len());
+        for action in &self.actions {
+            match action.check(ctx)? {
+                Ok(c) => checked.push(c),
+                Err(Refusal::Condition(_)) => unreachable!("batch writes carry no condition"),
+                Err(Refusal::Invalid(message)) => return Err(StoreError::Validation(message)),
+            }
+        }
+        checked.into_iter().for_each(|c| c.stage(ctx));
+        Ok(BatchWriteItemOutput::default())
+    }
+}
+
+// ---- TransactWriteItems ----
+
+/// A compiled TransactWriteItems: all actions commit together or none does.
+pub(crate) struct TransactWrite {
+    actions: Vec<Action>,
+}
+
+impl TransactWrite {
+    pub(crate) fn compile(catalog: &Catalog, input: TransactWriteItemsInput) -> Result<TransactWrite, StoreError> {
+        let n = input.transact_items.len();
+        if n == 0 || n > validate::MAX_TRANSACT_ACTIONS {
+            let bound = if n == 0 { "greater than or equal to 1" } else { "less than or equal to 100" };
+            return Err(StoreError::validation(format!(
+                "1 validation error detected: Value at 'transactItems' failed to satisfy constraint: Member must have length {bound}"
+            )));
+        }
+        let mut actions = Vec::with_capacity(n);
+        let mut size = 0;
+        for item in input.transact_items {
+            let action = match item {
+                TransactWriteItem { put: Some(p), update: None, delete: None, condition_check: None } => {
+                    size += item_size(&p.item);
+                    compile_put(
+                        catalog,
+                        PutParts {
+                            table: &p.table_name,
+                            item: p.item,
+                            condition: p.condition_expression.as_deref(),
+                            names: p.expression_attribute_names.as_ref(),
+                            values: p.expression_attribute_values.as_ref(),
+                            all_old_on_failure: all_old(p.return_values_on_condition_check_failure),
+                        },
+                    )?
+                }
+                TransactWriteItem { update: Some(u), put: None, delete: None, condition_check: None } => compile_keyed(
+                    catalog,
+                    KeyedParts {
+                        table: &u.table_name,
+                        key: u.key,
+                        update: Some(&u.update_expression),
+                        condition: u.condition_expression.as_deref(),
+                        names: u.expression_attribute_names.as_ref(),
+                        values: u.expression_attribute_values.as_ref(),
+                        all_old_on_failure: all_old(u.return_values_on_condition_check_failure),
+                    },
+                    Effect::Update,
+                )?,
+                TransactWriteItem { delete: Some(d), put: None, update: None, condition_check: None } => compile_keyed(
+                    catalog,
+                    KeyedParts {
+                        table: &d.table_name,
+                        key: d.key,
+                        update: None,
+                        condition: d.condition_expression.as_deref(),
+                        names: d.expression_attribute_names.as_ref(),
+                        values: d.expression_attribute_values.as_ref(),
+                        all_old_on_failure: all_old(d.return_values_on_condition_check_failure),
+                    },
+                    |_| Effect::Delete,
+                )?,
+                TransactWriteItem { condition_check: Some(c), put: None, update: None, delete: None } => compile_keyed(
+                    catalog,
+                    KeyedParts {
+                        table: &c.table_name,
+                        key: c.key,
+                        update: None,
+                        condition: Some(&c.condition_expression),
+                        names: c.expression_attribute_names.as_ref(),
+                        values: c.expression_attribute_values.as_ref(),
+                        all_old_on_failure: all_old(c.return_values_on_condition_check_failure),
+                    },
+                    |_| Effect::Check,
+                )?,
+                _ => {
+                    return Err(StoreError::validation(
+                        "TransactItems can only contain one of Check, Put, Update or Delete",
+                    ));
+                }
+            };
+            size += action.key_bytes.len();
+            actions.push(action);
+        }
+        let mut seen = HashSet::new();
+        if !actions.iter().all(|a| seen.insert((a.meta.id, a.key_bytes.as_slice()))) {
+            return Err(StoreError::validation("Transaction request cannot include multiple operations on one item"));
+        }
+        if size > validate::MAX_TRANSACT_BYTES {
+            return Err(StoreError::validation("Transaction size has exceeded the maximum allowed size of 4 MB"));
+        }
+        Ok(TransactWrite { actions })
+    }
+
+    /// Runs in the writer: checks every action, then stages all or nothing.
+    pub(crate) fn run(self, ctx: &mut WriteContext<'_>) -> Result<(), StoreError> {
+        let mut checked = Vec::with_capacity(self.actions.len());
+        let mut reasons = Vec::with_capacity(self.actions.len());
+        let mut cancelled = false;
+        for action in &self.actions {
+            let reason = match action.check(ctx)? {
+                Ok(c) => {
+                    checked.push(c);
+                    CancellationReason { code: "None".to_owned(), message: None, item: None }
+                }
+                Err(Refusal::Condition(item)) => {
+                    cancelled = true;
+                    CancellationReason {
+                        code: "ConditionalCheckFailed".to_owned(),
+                        message: Some("The conditional request failed".to_owned()),
+                        item,
+                    }
+                }
+                Err(Refusal::Invalid(message)) => {
+                    cancelled = true;
+                    CancellationReason { code: "ValidationError".to_owned(), message: Some(message), item: None }
+                }
+            };
+            reasons.push(reason);
+        }
+        if cancelled {
+            return Err(StoreError::TransactionCanceled { reasons });
+        }
+        checked.into_iter().for_each(|c| c.stage(ctx));
+        Ok(())
+    }
+}

@@ -1,0 +1,267 @@
+//! The single writer: one thread that owns every write transaction and
+//! commits requests in groups.
+//!
+//! Callers queue operations; the thread takes every operation waiting (up to
+//! [`MAX_BATCH`]), runs them one after another in ONE redb write transaction
+//! (each sees the effects of the earlier ones), commits once (one fsync for
+//! the whole group), and only then answers each caller. Group commit is what
+//! makes durable writes cheap: the fsync is shared by the whole group.
+//!
+//! Architecture Invariant: no caller is answered before the commit that holds
+//! its write returned. A storage error fails every operation of its batch and
+//! stops the writer for good: later writes get `StoreError::Storage` instead
+//! of a store that limps on after an I/O error.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use redb::Database;
+use tokio::sync::oneshot;
+
+use crate::StoreError;
+
+use super::context::WriteContext;
+use super::{Durability, Shared, storage_err};
+
+/// Most operations committed in one transaction.
+pub(crate) const MAX_BATCH: usize = 1024;
+
+/// An operation queued for the writer, type-erased.
+trait Job: Send {
+    /// Runs the operation; the reply is held until the commit outcome is known.
+    fn run(self: Box<Self>, ctx: &mut WriteContext<'_>) -> Box<dyn Reply>;
+    /// Answers without running (the store has stopped).
+    fn refuse(self: Box<Self>, err: StoreError);
+}
+
+/// A computed answer waiting for its batch's commit.
+trait Reply: Send {
+    /// True when the operation met a storage error: the batch must not commit.
+    fn is_storage_failure(&self) -> bool;
+    /// True when the operation succeeded, so its staged changes are kept.
+    fn succeeded(&self) -> bool;
+    /// Delivers the answer, or `failure` when the commit did not happen.
+    fn send(self: Box<Self>, failure: Option<StoreError>);
+}
+
+struct Submitted<F, T> {
+    op: F,
+    tx: oneshot::Sender<Result<T, StoreError>>,
+}
+
+struct Answer<T> {
+    result: Result<T, StoreError>,
+    tx: oneshot::Sender<Result<T, StoreError>>,
+}
+
+impl<F, T> Job for Submitted<F, T>
+where
+    F: FnOnce(&mut WriteContext<'_>) -> Result<T, StoreError> + Send + 'static,
+    T: Send + 'static,
+{
+    fn run(self: Box<Self>, ctx: &mut WriteContext<'_>) -> Box<dyn Reply> {
+        let Submitted { op, tx } = *self;
+        let result = match catch_unwind(AssertUnwindSafe(|| op(ctx))) {
+            Ok(r) => r,
+            Err(_) => Err(StoreError::Storage("a write operation panicked".to_owned())),
+        };
+        Box::new(Answer { result, tx })
+    }
+
+    fn refuse(self: Box<Self>, err: StoreError) {
+        let _ = self.tx.send(Err(err));
+    }
+}
+
+impl<T: Send + 'static> Reply for Answer<T> {
+    fn is_storage_failure(&self) -> bool {
+        matches!(self.result, Err(StoreError::Storage(_)))
+    }
+
+    fn succeeded(&self) -> bool {
+        self.result.is_ok()
+    }
+
+    fn send(self: Box<Self>, failure: Option<StoreError>) {
+        let _ = self.tx.send(match failure {
+            Some(e) => Err(e),
+            None => self.result,
+        });
+    }
+}
+
+enum Message {
+    Job(Box<dyn Job>),
+    Stop,
+}
+
+/// The handle callers submit operations through.
+pub(crate) struct Writer {
+    tx: Mutex<Sender<Message>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Writer {
+    /// Starts the writer thread.
+    pub(crate) fn start(db: Arc<Database>, shared: Arc<Shared>) -> Writer {
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("postbox-store-writer".to_owned())
+            .spawn(move || run(&db, &shared, rx))
+            .expect("spawn the writer thread");
+        Writer { tx: Mutex::new(tx), thread: Mutex::new(Some(thread)) }
+    }
+
+    fn enqueue<F, T>(&self, op: F) -> Result<oneshot::Receiver<Result<T, StoreError>>, StoreError>
+    where
+        F: FnOnce(&mut WriteContext<'_>) -> Result<T, StoreError> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let sender = self.tx.lock().expect("writer queue lock").clone();
+        sender.send(Message::Job(Box::new(Submitted { op, tx }))).map_err(|_| stopped())?;
+        Ok(rx)
+    }
+
+    /// Queues `op` and waits for its committed result.
+    pub(crate) async fn submit<F, T>(&self, op: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(&mut WriteContext<'_>) -> Result<T, StoreError> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.enqueue(op)?.await.map_err(|_| stopped())?
+    }
+
+    /// [`Writer::submit`] for threads outside the async runtime.
+    pub(crate) fn submit_blocking<F, T>(&self, op: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(&mut WriteContext<'_>) -> Result<T, StoreError> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.enqueue(op)?.blocking_recv().map_err(|_| stopped())?
+    }
+
+    /// Stops the thread after the operations already queued.
+    pub(crate) fn stop(&self) {
+        let _ = self.tx.lock().expect("writer queue lock").send(Message::Stop);
+        if let Some(thread) = self.thread.lock().expect("writer thread lock").take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn stopped() -> StoreError {
+    StoreError::Storage("the store's writer has stopped".to_owned())
+}
+
+fn run(db: &Database, shared: &Shared, rx: Receiver<Message>) {
+    let mut stopping = false;
+    while !stopping {
+        let Ok(first) = rx.recv() else { return };
+        let mut batch = Vec::new();
+        for message in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
+            match message {
+                Message::Job(job) => batch.push(job),
+                Message::Stop => {
+                    stopping = true;
+                    break;
+                }
+            }
+            if batch.len() == MAX_BATCH {
+                break;
+            }
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        if let Some(reason) = shared.failure() {
+            batch.into_iter().for_each(|job| job.refuse(refused(&reason)));
+            continue;
+        }
+        if let Err(reason) = commit_batch(db, shared, batch) {
+            tracing::error!(error = %reason, "the store stopped accepting writes after a storage failure");
+            shared.fail(reason);
+        }
+    }
+}
+
+fn refused(reason: &str) -> StoreError {
+    StoreError::Storage(format!("the store stopped accepting writes after a storage failure: {reason}"))
+}
+
+/// Runs and commits one batch. On a storage failure every operation of the
+/// batch is answered with it and the reason is returned.
+fn commit_batch(db: &Database, shared: &Shared, batch: Vec<Box<dyn Job>>) -> Result<(), String> {
+    let mut txn = match db.begin_write() {
+        Ok(t) => t,
+        Err(e) => return Err(fail_all(batch, storage_err(e))),
+    };
+    if shared.options.durability == Durability::NoFsync
+        && let Err(e) = txn.set_durability(redb::Durability::None)
+    {
+        return Err(fail_all(batch, storage_err(e)));
+    }
+    let mut replies = Vec::with_capacity(batch.len());
+    let published = run_jobs(&txn, shared, batch, &mut replies);
+    let (catalog_changes, stream_written) = match published {
+        Ok(v) => v,
+        Err(e) => {
+            drop(txn);
+            return Err(fail_replies(replies, e));
+        }
+    };
+    if let Err(e) = txn.commit() {
+        return Err(fail_replies(replies, storage_err(e)));
+    }
+    for change in catalog_changes {
+        shared.catalog.apply(change);
+    }
+    if stream_written {
+        shared.commits.send_modify(|n| *n += 1);
+    }
+    replies.into_iter().for_each(|r| r.send(None));
+    Ok(())
+}
+
+/// Runs every job of a batch in `txn`, collecting their answers. A storage
+/// failure stops the batch: the jobs not yet run are refused, and the error
+/// is returned so the caller fails the ones that ran.
+fn run_jobs(
+    txn: &redb::WriteTransaction,
+    shared: &Shared,
+    batch: Vec<Box<dyn Job>>,
+    replies: &mut Vec<Box<dyn Reply>>,
+) -> Result<(Vec<super::catalog::CatalogChange>, bool), StoreError> {
+    let mut jobs = batch.into_iter();
+    let result = (|| {
+        let mut ctx = WriteContext::open(txn, &shared.catalog, shared.clock.now_ms())?;
+        for job in jobs.by_ref() {
+            let reply = job.run(&mut ctx);
+            let (storage_failure, succeeded) = (reply.is_storage_failure(), reply.succeeded());
+            replies.push(reply);
+            if storage_failure {
+                return Err(StoreError::Storage("an operation of the batch met a storage failure".to_owned()));
+            }
+            ctx.end_op(succeeded)?;
+        }
+        ctx.finish()
+    })();
+    if let Err(e) = &result {
+        jobs.for_each(|job| job.refuse(e.clone()));
+    }
+    result
+}
+
+fn fail_all(batch: Vec<Box<dyn Job>>, e: StoreError) -> String {
+    let reason = e.to_string();
+    batch.into_iter().for_each(|job| job.refuse(e.clone()));
+    reason
+}
+
+fn fail_replies(replies: Vec<Box<dyn Reply>>, e: StoreError) -> String {
+    let reason = e.to_string();
+    replies.into_iter().for_each(|r| r.send(Some(e.clone())));
+    reason
+}

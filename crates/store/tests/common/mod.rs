@@ -1,0 +1,123 @@
+//! Shared test scaffolding: a store on a temporary file with a manual clock,
+//! requests written as DynamoDB JSON, and `check_err` for error assertions.
+#![allow(dead_code)]
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use postbox_item::{Item, item_from_json};
+use postbox_store::api::*;
+use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore, ManualClock};
+use postbox_store::{ItemStore, StoreResult};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+/// 2030-01-01T00:00:00Z, the tests' "now".
+pub const NOW_MS: u64 = 1_893_456_000_000;
+
+/// A store on a temporary file; the file lives as long as this.
+pub struct TestStore {
+    pub store: EmbeddedStore,
+    pub clock: Arc<ManualClock>,
+    pub dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for TestStore {
+    type Target = EmbeddedStore;
+    fn deref(&self) -> &EmbeddedStore {
+        &self.store
+    }
+}
+
+/// Options for tests: no fsync (speed), a manual clock, a sweeper that only
+/// runs when asked (`sweep_now`).
+pub fn options(clock: Arc<ManualClock>) -> EmbeddedOptions {
+    EmbeddedOptions {
+        durability: Durability::NoFsync,
+        stream_retention: Duration::from_secs(24 * 3600),
+        ttl_sweep_interval: Duration::from_secs(3600),
+        clock,
+    }
+}
+
+/// A fresh store.
+pub fn open() -> TestStore {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(NOW_MS));
+    let store = EmbeddedStore::open(dir.path().join("store.redb"), options(clock.clone())).unwrap();
+    TestStore { store, clock, dir }
+}
+
+/// A fresh store with table `tbl` keyed by `pk` (S) and, when `sk` is given,
+/// a sort key `sk` of that type; stream NEW_AND_OLD_IMAGES.
+pub async fn open_with_table(sk: Option<&str>) -> TestStore {
+    let s = open();
+    create(&s, "tbl", sk, Some("NEW_AND_OLD_IMAGES")).await;
+    s
+}
+
+/// Creates a table keyed by `pk` (S) and optionally `sk` of type `sk_type`.
+pub async fn create(store: &EmbeddedStore, name: &str, sk_type: Option<&str>, stream: Option<&str>) {
+    let mut schema = vec![json!({"AttributeName": "pk", "KeyType": "HASH"})];
+    let mut defs = vec![json!({"AttributeName": "pk", "AttributeType": "S"})];
+    if let Some(t) = sk_type {
+        schema.push(json!({"AttributeName": "sk", "KeyType": "RANGE"}));
+        defs.push(json!({"AttributeName": "sk", "AttributeType": t}));
+    }
+    let mut req = json!({"TableName": name, "KeySchema": schema, "AttributeDefinitions": defs, "BillingMode": "PAY_PER_REQUEST"});
+    if let Some(view) = stream {
+        req["StreamSpecification"] = json!({"StreamEnabled": true, "StreamViewType": view});
+    }
+    store.create_table(req_of(req)).await.unwrap();
+}
+
+/// A request (or any API type) from its DynamoDB JSON.
+pub fn req_of<T: DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).expect("request JSON fits the API type")
+}
+
+/// An item from DynamoDB JSON.
+pub fn item(v: Value) -> Item {
+    item_from_json(&v).unwrap()
+}
+
+/// Asserts an error of DynamoDB type `code` whose message contains `msg`.
+#[track_caller]
+pub fn check_err<T: Debug>(result: StoreResult<T>, code: &str, msg: &str) {
+    match result {
+        Ok(v) => panic!("expected {code} ({msg}), got Ok({v:?})"),
+        Err(e) => {
+            assert_eq!(e.code(), code, "wrong error kind: {e}");
+            assert!(e.to_string().contains(msg), "message {:?} lacks {msg:?}", e.to_string());
+        }
+    }
+}
+
+pub async fn put(store: &EmbeddedStore, v: Value) -> StoreResult<WriteOutput> {
+    store.put_item(req_of(v)).await
+}
+
+pub async fn get(store: &EmbeddedStore, table: &str, key: Value) -> Option<Item> {
+    store.get_item(req_of(json!({"TableName": table, "Key": key}))).await.unwrap().item
+}
+
+pub async fn update(store: &EmbeddedStore, v: Value) -> StoreResult<WriteOutput> {
+    store.update_item(req_of(v)).await
+}
+
+pub async fn delete(store: &EmbeddedStore, v: Value) -> StoreResult<WriteOutput> {
+    store.delete_item(req_of(v)).await
+}
+
+pub async fn query(store: &EmbeddedStore, v: Value) -> StoreResult<QueryOutput> {
+    store.query(req_of(v)).await
+}
+
+pub async fn scan(store: &EmbeddedStore, v: Value) -> StoreResult<QueryOutput> {
+    store.scan(req_of(v)).await
+}
+
+pub async fn transact(store: &EmbeddedStore, items: Value) -> StoreResult<()> {
+    store.transact_write_items(req_of(json!({"TransactItems": items}))).await
+}
