@@ -24,7 +24,7 @@ use postbox_item::{AttributeType, AttributeValue, Item, Number};
 
 use crate::error::Kind;
 use crate::lexer::Tok;
-use crate::parser::{Parser, Problem, brief};
+use crate::parser::{Parser, Problem, brief, with_room_for};
 use crate::path::Path;
 use crate::{ExprError, Placeholders};
 
@@ -119,6 +119,10 @@ pub fn parse_filter(src: &str, ph: &mut Placeholders) -> Result<Condition, ExprE
 }
 
 pub(crate) fn parse(src: &str, kind: Kind, ph: &mut Placeholders) -> Result<Condition, ExprError> {
+    with_room_for(src, || parse_here(src, kind, ph))
+}
+
+fn parse_here(src: &str, kind: Kind, ph: &mut Placeholders) -> Result<Condition, ExprError> {
     let mut p = Parser::new(src, kind, ph)?;
     let parsed = p.or()?;
     let condition = p.require_condition(parsed)?;
@@ -147,11 +151,21 @@ struct Parsed {
 
 impl Parsed {
     fn bare(node: Node) -> Parsed {
-        Parsed { node, parens: false }
+        Parsed {
+            node,
+            parens: false,
+        }
     }
 }
 
-const FUNCTIONS: [&str; 6] = ["attribute_exists", "attribute_not_exists", "attribute_type", "begins_with", "contains", "size"];
+const FUNCTIONS: [&str; 6] = [
+    "attribute_exists",
+    "attribute_not_exists",
+    "attribute_type",
+    "begins_with",
+    "contains",
+    "size",
+];
 const REDUNDANT_PARENS: &str = "The expression has redundant parentheses;";
 
 /// Placeholder for a condition whose problem is already deferred: the parse
@@ -173,7 +187,9 @@ fn is_scalar_key_type(t: AttributeType) -> bool {
 }
 
 fn wrong_type(function: &str, t: &str) -> String {
-    format!("Incorrect operand type for operator or function; operator or function: {function}, operand type: {t}")
+    format!(
+        "Incorrect operand type for operator or function; operator or function: {function}, operand type: {t}"
+    )
 }
 
 impl Parser<'_, '_, '_> {
@@ -220,7 +236,10 @@ impl Parser<'_, '_, '_> {
             if inner.parens {
                 self.defer(Problem::Parens, REDUNDANT_PARENS);
             }
-            Parsed { node: inner.node, parens: true }
+            Parsed {
+                node: inner.node,
+                parens: true,
+            }
         } else {
             Parsed::bare(self.atom()?)
         };
@@ -301,7 +320,11 @@ impl Parser<'_, '_, '_> {
         match t.kind {
             Tok::ValuePlaceholder => Ok(Node::Operand(Operand::Value(self.value()?))),
             Tok::NamePlaceholder => Ok(Node::Operand(Operand::Path(self.parse_path()?))),
-            Tok::Ident if ["AND", "OR", "NOT", "BETWEEN", "IN"].iter().any(|w| self.is_word(t, w)) => {
+            Tok::Ident
+                if ["AND", "OR", "NOT", "BETWEEN", "IN"]
+                    .iter()
+                    .any(|w| self.is_word(t, w)) =>
+            {
                 Err(self.syntax_error())
             }
             Tok::Ident if self.nth(1).kind == Tok::LParen => {
@@ -310,7 +333,10 @@ impl Parser<'_, '_, '_> {
                 self.bump();
                 let args = self.operand_list()?;
                 if !FUNCTIONS.contains(&name.as_str()) {
-                    self.defer(Problem::UnknownFunction, format!("Invalid function name; function: {name}"));
+                    self.defer(
+                        Problem::UnknownFunction,
+                        format!("Invalid function name; function: {name}"),
+                    );
                 }
                 Ok(Node::Call(Call { name, args }))
             }
@@ -346,7 +372,9 @@ impl Parser<'_, '_, '_> {
     fn misused(&mut self, name: &str) {
         self.defer(
             Problem::MisusedFunction,
-            format!("The function is not allowed to be used this way in an expression; function: {name}"),
+            format!(
+                "The function is not allowed to be used this way in an expression; function: {name}"
+            ),
         );
     }
 
@@ -370,7 +398,9 @@ impl Parser<'_, '_, '_> {
             return Operand::Value(AttributeValue::Null);
         }
         let arg = call.args.pop().expect("one operand");
-        if let Some(t @ (AttributeType::N | AttributeType::Bool | AttributeType::Null)) = static_type(&arg) {
+        if let Some(t @ (AttributeType::N | AttributeType::Bool | AttributeType::Null)) =
+            static_type(&arg)
+        {
             self.defer(Problem::OperandType, wrong_type("size", t.as_str()));
         }
         Operand::Size(Box::new(arg))
@@ -386,7 +416,11 @@ impl Parser<'_, '_, '_> {
             self.misused(name);
             return dummy();
         }
-        let expected = if name.starts_with("attribute_") && name != "attribute_type" { 1 } else { 2 };
+        let expected = if name.starts_with("attribute_") && name != "attribute_type" {
+            1
+        } else {
+            2
+        };
         if !self.operand_count(&call, expected) {
             return dummy();
         }
@@ -411,24 +445,29 @@ impl Parser<'_, '_, '_> {
                 );
                 dummy()
             }
-            ("attribute_type", a, Some(Operand::Value(AttributeValue::S(t)))) => match AttributeType::parse(&t) {
-                Some(t) => Condition::AttributeType(a, t),
-                None => {
-                    self.defer(
+            ("attribute_type", a, Some(Operand::Value(AttributeValue::S(t)))) => {
+                match AttributeType::parse(&t) {
+                    Some(t) => Condition::AttributeType(a, t),
+                    None => {
+                        self.defer(
                         Problem::OperandType,
                         format!("Invalid attribute type name found; type: {t}, valid types: {{B,NULL,SS,BOOL,L,BS,N,NS,S,M}}"),
                     );
-                    dummy()
+                        dummy()
+                    }
                 }
-            },
+            }
             ("attribute_type", _, Some(b)) => {
-                let t = static_type(&b).map_or("{NS,SS,L,BS,N,M,B,BOOL,NULL,S}", AttributeType::as_str);
+                let t =
+                    static_type(&b).map_or("{NS,SS,L,BS,N,M,B,BOOL,NULL,S}", AttributeType::as_str);
                 self.defer(Problem::OperandType, wrong_type(name, t));
                 dummy()
             }
             ("begins_with", a, Some(b)) => {
                 for op in [&a, &b] {
-                    if let Some(t) = static_type(op).filter(|t| !matches!(t, AttributeType::S | AttributeType::B)) {
+                    if let Some(t) = static_type(op)
+                        .filter(|t| !matches!(t, AttributeType::S | AttributeType::B))
+                    {
                         self.defer(Problem::OperandType, wrong_type(name, t.as_str()));
                     }
                 }
@@ -472,7 +511,11 @@ impl Parser<'_, '_, '_> {
             }
         }
         if let (Operand::Value(lo), Operand::Value(hi)) = (lower, upper) {
-            let bounds = format!("lower bound operand: AttributeValue: {}, upper bound operand: AttributeValue: {}", brief(lo), brief(hi));
+            let bounds = format!(
+                "lower bound operand: AttributeValue: {}, upper bound operand: AttributeValue: {}",
+                brief(lo),
+                brief(hi)
+            );
             if lo.attribute_type() != hi.attribute_type() {
                 self.defer(
                     Problem::OperandType,
@@ -528,7 +571,9 @@ fn size_of(v: &AttributeValue) -> Option<usize> {
 fn contains(haystack: &AttributeValue, needle: &AttributeValue) -> bool {
     match (haystack, needle) {
         (AttributeValue::S(s), AttributeValue::S(x)) => s.contains(x.as_str()),
-        (AttributeValue::B(b), AttributeValue::B(x)) => x.is_empty() || b.windows(x.len()).any(|w| w == x.as_slice()),
+        (AttributeValue::B(b), AttributeValue::B(x)) => {
+            x.is_empty() || b.windows(x.len()).any(|w| w == x.as_slice())
+        }
         (AttributeValue::Ss(s), AttributeValue::S(x)) => s.contains(x),
         (AttributeValue::Ns(s), AttributeValue::N(x)) => s.contains(x),
         (AttributeValue::Bs(s), AttributeValue::B(x)) => s.contains(x),
@@ -561,7 +606,20 @@ impl Condition {
         self.holds(item.unwrap_or(&NO_ITEM))
     }
 
+    /// The logical skeleton, kept free of locals so that deeply nested
+    /// conditions (a 4096-byte expression can nest a thousand levels) recurse
+    /// in small stack frames; simple conditions are evaluated out of line.
     fn holds(&self, item: &Item) -> bool {
+        match self {
+            Condition::Not(c) => !c.holds(item),
+            Condition::And(a, b) => a.holds(item) && b.holds(item),
+            Condition::Or(a, b) => a.holds(item) || b.holds(item),
+            simple => simple.simple_holds(item),
+        }
+    }
+
+    #[inline(never)]
+    fn simple_holds(&self, item: &Item) -> bool {
         fn get<'a>(op: &'a Operand, item: &'a Item) -> Option<Cow<'a, AttributeValue>> {
             op.resolve(item)
         }
@@ -598,11 +656,13 @@ impl Condition {
             Condition::AttributeExists(p) => p.get(item).is_some(),
             Condition::AttributeNotExists(p) => p.get(item).is_none(),
             Condition::AttributeType(a, t) => get(a).is_some_and(|v| v.attribute_type() == *t),
-            Condition::BeginsWith(a, b) => matches!((get(a), get(b)), (Some(x), Some(p)) if begins_with(&x, &p)),
-            Condition::Contains(a, b) => matches!((get(a), get(b)), (Some(x), Some(y)) if contains(&x, &y)),
-            Condition::Not(c) => !c.holds(item),
-            Condition::And(a, b) => a.holds(item) && b.holds(item),
-            Condition::Or(a, b) => a.holds(item) || b.holds(item),
+            Condition::BeginsWith(a, b) => {
+                matches!((get(a), get(b)), (Some(x), Some(p)) if begins_with(&x, &p))
+            }
+            Condition::Contains(a, b) => {
+                matches!((get(a), get(b)), (Some(x), Some(y)) if contains(&x, &y))
+            }
+            Condition::Not(_) | Condition::And(..) | Condition::Or(..) => self.holds(item),
         }
     }
 }

@@ -17,7 +17,9 @@ pub struct ExprError {
 impl ExprError {
     /// An error with exactly this message.
     pub fn new(message: impl Into<String>) -> ExprError {
-        ExprError { message: message.into() }
+        ExprError {
+            message: message.into(),
+        }
     }
 
     /// An error about one expression, prefixed as DynamoDB does:

@@ -10,10 +10,19 @@ use crate::Placeholders;
 
 /// Expression attribute names every test may use.
 pub(crate) fn names() -> BTreeMap<String, String> {
-    [("#s", "status"), ("#a", "a"), ("#dot", "a.b"), ("#m", "m"), ("#n", "n"), ("#l", "l"), ("#pk", "pk"), ("#sk", "sk")]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect()
+    [
+        ("#s", "status"),
+        ("#a", "a"),
+        ("#dot", "a.b"),
+        ("#m", "m"),
+        ("#n", "n"),
+        ("#l", "l"),
+        ("#pk", "pk"),
+        ("#sk", "sk"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
 }
 
 /// Expression attribute values every test may use.

@@ -94,7 +94,9 @@ pub fn parse_key_condition(
     }
     for (i, (name, _)) in keyed.iter().enumerate() {
         if keyed[..i].iter().any(|(other, _)| other == name) {
-            return Err(fail("KeyConditionExpressions must only contain one condition per key"));
+            return Err(fail(
+                "KeyConditionExpressions must only contain one condition per key",
+            ));
         }
     }
     if keyed.len() > 2 {
@@ -114,8 +116,11 @@ pub fn parse_key_condition(
             return Err(fail("Query key condition not supported"));
         }
     }
-    let partition =
-        partition.ok_or_else(|| fail(format!("Query condition missed key schema element: {partition_key}")))?;
+    let partition = partition.ok_or_else(|| {
+        fail(format!(
+            "Query condition missed key schema element: {partition_key}"
+        ))
+    })?;
     Ok(KeyCondition { partition, sort })
 }
 
@@ -139,7 +144,9 @@ fn collect_leaves<'c>(c: &'c Condition, out: &mut Vec<&'c Condition>) -> Result<
         Condition::AttributeType(..) => "attribute_type",
         Condition::Contains(..) => "contains",
     };
-    Err(fail(format!("Invalid operator used in KeyConditionExpression: {operator}")))
+    Err(fail(format!(
+        "Invalid operator used in KeyConditionExpression: {operator}"
+    )))
 }
 
 /// One restricted condition, reduced to the key it constrains.
@@ -185,20 +192,30 @@ fn check_leaf(c: &Condition) -> Result<(&str, Leaf<'_>), ExprError> {
     let mut key: Option<&Path> = None;
     for op in &operands {
         match op {
-            Operand::Size(_) => return Err(fail("KeyConditionExpressions cannot contain nested operations")),
+            Operand::Size(_) => {
+                return Err(fail(
+                    "KeyConditionExpressions cannot contain nested operations",
+                ));
+            }
             Operand::Path(p) => {
                 if key.is_some() {
-                    return Err(fail("Invalid condition in KeyConditionExpression: Multiple attribute names used in one condition"));
+                    return Err(fail(
+                        "Invalid condition in KeyConditionExpression: Multiple attribute names used in one condition",
+                    ));
                 }
                 if !p.is_top_level() {
-                    return Err(fail("KeyConditionExpressions cannot have conditions on nested attributes"));
+                    return Err(fail(
+                        "KeyConditionExpressions cannot have conditions on nested attributes",
+                    ));
                 }
                 key = Some(p);
             }
             Operand::Value(_) => {}
         }
     }
-    let key = key.ok_or_else(|| fail("Invalid condition in KeyConditionExpression: No key attribute specified"))?;
+    let key = key.ok_or_else(|| {
+        fail("Invalid condition in KeyConditionExpression: No key attribute specified")
+    })?;
     fn value(op: &Operand) -> &AttributeValue {
         match op {
             Operand::Value(v) => v,

@@ -116,7 +116,11 @@ pub(crate) fn tokenize(src: &str) -> Vec<Token> {
         out.push(Token { kind, start, end });
         i = end;
     }
-    out.push(Token { kind: Tok::Eof, start: src.len(), end: src.len() });
+    out.push(Token {
+        kind: Tok::Eof,
+        start: src.len(),
+        end: src.len(),
+    });
     out
 }
 
@@ -135,11 +139,26 @@ mod tests {
 
     #[test]
     fn tokens() {
-        check("a.b[10] <> :v", "Ident(a) Dot(.) Ident(b) LBracket([) Digits(10) RBracket(]) Ne(<>) ValuePlaceholder(:v) Eof()");
-        check("#n1<=:x_2>=c<d>e", "NamePlaceholder(#n1) Le(<=) ValuePlaceholder(:x_2) Ge(>=) Ident(c) Lt(<) Ident(d) Gt(>) Ident(e) Eof()");
-        check(" SET a=a+:o, b = b - :o ", "Ident(SET) Ident(a) Eq(=) Ident(a) Plus(+) ValuePlaceholder(:o) Comma(,) Ident(b) Eq(=) Ident(b) Minus(-) ValuePlaceholder(:o) Eof()");
-        check("f(x,y)", "Ident(f) LParen(() Ident(x) Comma(,) Ident(y) RParen()) Eof()");
-        check("# : ! é", "Unknown(#) Unknown(:) Unknown(!) Unknown(é) Eof()");
+        check(
+            "a.b[10] <> :v",
+            "Ident(a) Dot(.) Ident(b) LBracket([) Digits(10) RBracket(]) Ne(<>) ValuePlaceholder(:v) Eof()",
+        );
+        check(
+            "#n1<=:x_2>=c<d>e",
+            "NamePlaceholder(#n1) Le(<=) ValuePlaceholder(:x_2) Ge(>=) Ident(c) Lt(<) Ident(d) Gt(>) Ident(e) Eof()",
+        );
+        check(
+            " SET a=a+:o, b = b - :o ",
+            "Ident(SET) Ident(a) Eq(=) Ident(a) Plus(+) ValuePlaceholder(:o) Comma(,) Ident(b) Eq(=) Ident(b) Minus(-) ValuePlaceholder(:o) Eof()",
+        );
+        check(
+            "f(x,y)",
+            "Ident(f) LParen(() Ident(x) Comma(,) Ident(y) RParen()) Eof()",
+        );
+        check(
+            "# : ! é",
+            "Unknown(#) Unknown(:) Unknown(!) Unknown(é) Eof()",
+        );
         check("_x1 9a", "Ident(_x1) Digits(9) Ident(a) Eof()");
         check("", "Eof()");
     }

@@ -34,9 +34,12 @@ mod projection;
 mod reserved;
 mod update;
 
-pub use condition::{Comparator, Condition, MAX_IN_OPERANDS, Operand, parse_condition, parse_filter};
+pub use condition::{
+    Comparator, Condition, MAX_IN_OPERANDS, Operand, parse_condition, parse_filter,
+};
 pub use error::{ExprError, Kind};
 pub use key_condition::{KeyCondition, SortKeyCondition, parse_key_condition};
+pub use parser::MAX_EXPRESSION_BYTES;
 pub use path::{Path, PathElement};
 pub use placeholders::Placeholders;
 pub use projection::{Projection, parse_projection, project};

@@ -16,6 +16,68 @@ use crate::path::{Path, PathElement};
 use crate::reserved::is_reserved;
 use crate::{ExprError, Kind, Placeholders};
 
+/// DynamoDB's limit on the length of one expression, in bytes of the text
+/// as sent (placeholders not substituted). It also bounds how deep the
+/// recursive-descent parser can nest.
+pub const MAX_EXPRESSION_BYTES: usize = 4096;
+
+/// Nesting (parentheses plus NOTs) up to which parsing runs on the caller's
+/// stack. Real expressions stay far below it.
+const SHALLOW_NESTING: usize = 32;
+
+/// Stack for parsing deeper expressions. 4096 bytes allow about two thousand
+/// levels, which a recursive-descent parser cannot take on a default 2 MB
+/// thread stack in a debug build; the memory is reserved, not committed.
+const DEEP_STACK_BYTES: usize = 256 << 20;
+
+/// Runs the parse `f` of `src`, on a thread with a large stack when `src`
+/// nests deeply. DynamoDB accepts any nesting that fits in 4096 bytes, and a
+/// stack overflow would abort the whole process, so deep input gets room
+/// instead of a made-up limit.
+pub(crate) fn with_room_for<T: Send>(
+    src: &str,
+    f: impl FnOnce() -> Result<T, ExprError> + Send,
+) -> Result<T, ExprError> {
+    if nesting(src) <= SHALLOW_NESTING {
+        return f();
+    }
+    std::thread::scope(|scope| {
+        let parser = std::thread::Builder::new()
+            .name("postbox-expr-parse".to_owned())
+            .stack_size(DEEP_STACK_BYTES)
+            .spawn_scoped(scope, f)
+            .map_err(|e| {
+                ExprError::new(format!(
+                    "Cannot parse a deeply nested expression: no thread for it: {e}"
+                ))
+            })?;
+        parser
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+/// An upper bound of how deep parsing `src` recurses: the deepest
+/// parenthesis nesting plus every `NOT`.
+fn nesting(src: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for b in src.bytes() {
+        match b {
+            b'(' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    let nots = tokenize(src)
+        .iter()
+        .filter(|t| t.kind == Tok::Ident && src[t.start..t.end].eq_ignore_ascii_case("NOT"))
+        .count();
+    deepest + nots
+}
+
 /// Classes of semantic problems, which DynamoDB reports in a fixed order per
 /// expression kind (see [`rank`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,10 +158,26 @@ impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
     /// grammar: valid placeholder maps and a non-blank expression.
     pub fn new(src: &'s str, kind: Kind, ph: &'p mut Placeholders<'a>) -> Result<Self, ExprError> {
         ph.check_supplied()?;
+        if src.len() > MAX_EXPRESSION_BYTES {
+            return Err(ExprError::invalid(
+                kind,
+                format!(
+                    "Expression size has exceeded the maximum allowed size; expression size: {}",
+                    src.len()
+                ),
+            ));
+        }
         if src.trim_matches([' ', '\t', '\r', '\n']).is_empty() {
             return Err(ExprError::invalid(kind, "The expression can not be empty;"));
         }
-        Ok(Parser { src, kind, toks: tokenize(src), pos: 0, ph, deferred: None })
+        Ok(Parser {
+            src,
+            kind,
+            toks: tokenize(src),
+            pos: 0,
+            ph,
+            deferred: None,
+        })
     }
 
     pub fn peek(&self) -> Token {
@@ -140,14 +218,36 @@ impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
     /// from the previous token through the next one, as DynamoDB does.
     pub fn syntax_error(&self) -> ExprError {
         let cur = self.peek();
-        let token = if cur.kind == Tok::Eof { "<EOF>" } else { self.text(cur) };
-        let from = if self.pos > 0 { self.toks[self.pos - 1].start } else { cur.start };
-        let to = if cur.kind == Tok::Eof { self.src.len() } else { self.nth(1).end };
-        ExprError::invalid(self.kind, format!("Syntax error; token: \"{token}\", near: \"{}\"", &self.src[from..to]))
+        let token = if cur.kind == Tok::Eof {
+            "<EOF>"
+        } else {
+            self.text(cur)
+        };
+        let from = if self.pos > 0 {
+            self.toks[self.pos - 1].start
+        } else {
+            cur.start
+        };
+        let to = if cur.kind == Tok::Eof {
+            self.src.len()
+        } else {
+            self.nth(1).end
+        };
+        ExprError::invalid(
+            self.kind,
+            format!(
+                "Syntax error; token: \"{token}\", near: \"{}\"",
+                &self.src[from..to]
+            ),
+        )
     }
 
     pub fn expect(&mut self, kind: Tok) -> Result<Token, ExprError> {
-        if self.at(kind) { Ok(self.bump()) } else { Err(self.syntax_error()) }
+        if self.at(kind) {
+            Ok(self.bump())
+        } else {
+            Err(self.syntax_error())
+        }
     }
 
     /// Records a semantic problem; the best-ranked one is reported by [`Parser::finish`].
@@ -189,7 +289,8 @@ impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
                     if digits.kind != Tok::Digits {
                         return Err(self.syntax_error());
                     }
-                    let index: usize = self.text(digits).parse().map_err(|_| self.syntax_error())?;
+                    let index: usize =
+                        self.text(digits).parse().map_err(|_| self.syntax_error())?;
                     self.bump();
                     self.expect(Tok::RBracket)?;
                     path.push(PathElement::Index(index));
@@ -207,7 +308,10 @@ impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
             Tok::Ident => {
                 self.bump();
                 if is_reserved(text) {
-                    self.defer(Problem::Reserved, format!("Attribute name is a reserved keyword; reserved keyword: {text}"));
+                    self.defer(
+                        Problem::Reserved,
+                        format!("Attribute name is a reserved keyword; reserved keyword: {text}"),
+                    );
                 }
                 Ok(text.to_owned())
             }
@@ -249,7 +353,12 @@ impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
 /// A value in DynamoDB's message notation, `{N:1}`, `{S:a}`.
 pub(crate) fn brief(v: &AttributeValue) -> String {
     let json = v.to_json();
-    let (tag, inner) = json.as_object().and_then(|o| o.iter().next()).expect("a value is a one-entry object");
-    let inner = inner.as_str().map_or_else(|| inner.to_string(), str::to_owned);
+    let (tag, inner) = json
+        .as_object()
+        .and_then(|o| o.iter().next())
+        .expect("a value is a one-entry object");
+    let inner = inner
+        .as_str()
+        .map_or_else(|| inner.to_string(), str::to_owned);
     format!("{{{tag}:{inner}}}")
 }

@@ -30,7 +30,9 @@ pub struct Path {
 impl Path {
     /// The path to a top-level attribute, e.g. a key attribute.
     pub fn attribute(name: impl Into<String>) -> Path {
-        Path { elements: vec![PathElement::Name(name.into())] }
+        Path {
+            elements: vec![PathElement::Name(name.into())],
+        }
     }
 
     /// A path from its elements; `None` when empty or not starting with a name.
@@ -96,7 +98,10 @@ pub(crate) fn step<'a>(v: &'a AttributeValue, e: &PathElement) -> Option<&'a Att
 }
 
 /// Mutable version of [`step`].
-pub(crate) fn step_mut<'a>(v: &'a mut AttributeValue, e: &PathElement) -> Option<&'a mut AttributeValue> {
+pub(crate) fn step_mut<'a>(
+    v: &'a mut AttributeValue,
+    e: &PathElement,
+) -> Option<&'a mut AttributeValue> {
     match (v, e) {
         (AttributeValue::M(m), PathElement::Name(n)) => m.get_mut(n),
         (AttributeValue::L(l), PathElement::Index(i)) => l.get_mut(*i),
@@ -165,7 +170,8 @@ pub(crate) fn clash(one: &Path, two: &Path) -> Option<Clash> {
         match (a, b) {
             (PathElement::Name(x), PathElement::Name(y)) if x != y => return None,
             (PathElement::Index(x), PathElement::Index(y)) if x != y => return None,
-            (PathElement::Name(_), PathElement::Index(_)) | (PathElement::Index(_), PathElement::Name(_)) => {
+            (PathElement::Name(_), PathElement::Index(_))
+            | (PathElement::Index(_), PathElement::Name(_)) => {
                 return Some(Clash::Conflict);
             }
             _ => {}
@@ -198,7 +204,9 @@ mod tests {
             let (name, rest) = part.split_once('[').map_or((part, ""), |(n, r)| (n, r));
             elements.push(PathElement::Name(name.to_owned()));
             for idx in rest.split('[').filter(|x| !x.is_empty()) {
-                elements.push(PathElement::Index(idx.trim_end_matches(']').parse().unwrap()));
+                elements.push(PathElement::Index(
+                    idx.trim_end_matches(']').parse().unwrap(),
+                ));
             }
         }
         Path::from_elements(elements).unwrap()

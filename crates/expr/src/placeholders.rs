@@ -27,7 +27,12 @@ impl<'a> Placeholders<'a> {
         names: Option<&'a BTreeMap<String, String>>,
         values: Option<&'a BTreeMap<String, AttributeValue>>,
     ) -> Self {
-        Placeholders { names, values, used_names: BTreeSet::new(), used_values: BTreeSet::new() }
+        Placeholders {
+            names,
+            values,
+            used_names: BTreeSet::new(),
+            used_values: BTreeSet::new(),
+        }
     }
 
     /// DynamoDB's checks of the maps themselves, done before any expression
@@ -46,7 +51,9 @@ impl<'a> Placeholders<'a> {
         }
         if let Some(values) = self.values {
             if values.is_empty() {
-                return Err(ExprError::new("ExpressionAttributeValues must not be empty"));
+                return Err(ExprError::new(
+                    "ExpressionAttributeValues must not be empty",
+                ));
             }
             if let Some(bad) = values.keys().find(|k| !is_placeholder(k, ':')) {
                 return Err(ExprError::new(format!(
@@ -76,16 +83,25 @@ impl<'a> Placeholders<'a> {
     pub fn finish(self) -> Result<(), ExprError> {
         self.check_supplied()?;
         let unused = |all: Option<Vec<&'a str>>, used: &BTreeSet<&'a str>| -> Vec<&'a str> {
-            all.unwrap_or_default().into_iter().filter(|k| !used.contains(k)).collect()
+            all.unwrap_or_default()
+                .into_iter()
+                .filter(|k| !used.contains(k))
+                .collect()
         };
-        let names = unused(self.names.map(|m| m.keys().map(String::as_str).collect()), &self.used_names);
+        let names = unused(
+            self.names.map(|m| m.keys().map(String::as_str).collect()),
+            &self.used_names,
+        );
         if !names.is_empty() {
             return Err(ExprError::new(format!(
                 "Value provided in ExpressionAttributeNames unused in expressions: keys: {{{}}}",
                 names.join(", ")
             )));
         }
-        let values = unused(self.values.map(|m| m.keys().map(String::as_str).collect()), &self.used_values);
+        let values = unused(
+            self.values.map(|m| m.keys().map(String::as_str).collect()),
+            &self.used_values,
+        );
         if !values.is_empty() {
             return Err(ExprError::new(format!(
                 "Value provided in ExpressionAttributeValues unused in expressions: keys: {{{}}}",
@@ -97,8 +113,9 @@ impl<'a> Placeholders<'a> {
 }
 
 fn is_placeholder(key: &str, sigil: char) -> bool {
-    key.strip_prefix(sigil)
-        .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+    key.strip_prefix(sigil).is_some_and(|rest| {
+        !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    })
 }
 
 #[cfg(test)]
@@ -106,11 +123,16 @@ mod tests {
     use super::*;
 
     fn names(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn values(keys: &[&str]) -> BTreeMap<String, AttributeValue> {
-        keys.iter().map(|k| (k.to_string(), AttributeValue::n(1))).collect()
+        keys.iter()
+            .map(|k| (k.to_string(), AttributeValue::n(1)))
+            .collect()
     }
 
     #[test]
@@ -138,10 +160,16 @@ mod tests {
     fn rejects_empty_maps_and_bad_keys() {
         let empty_names = BTreeMap::new();
         let ph = Placeholders::new(Some(&empty_names), None);
-        assert_eq!(ph.check_supplied().unwrap_err().message, "ExpressionAttributeNames must not be empty");
+        assert_eq!(
+            ph.check_supplied().unwrap_err().message,
+            "ExpressionAttributeNames must not be empty"
+        );
         let empty_values = BTreeMap::new();
         let ph = Placeholders::new(None, Some(&empty_values));
-        assert_eq!(ph.check_supplied().unwrap_err().message, "ExpressionAttributeValues must not be empty");
+        assert_eq!(
+            ph.check_supplied().unwrap_err().message,
+            "ExpressionAttributeValues must not be empty"
+        );
         let bad = names(&[("a", "a")]);
         let ph = Placeholders::new(Some(&bad), None);
         assert_eq!(

@@ -39,7 +39,11 @@ pub fn parse_projection(src: &str, ph: &mut Placeholders) -> Result<Projection, 
     for (i, two) in paths.iter().enumerate() {
         for one in &paths[..i] {
             if let Some(kind) = clash(one, two) {
-                let problem = if kind == Clash::Overlap { Problem::Overlap } else { Problem::Conflict };
+                let problem = if kind == Clash::Overlap {
+                    Problem::Overlap
+                } else {
+                    Problem::Conflict
+                };
                 p.defer(problem, clash_message(&kind, one, two));
             }
         }
@@ -66,11 +70,17 @@ impl Projection {
 pub fn project(paths: &[Path], item: &Item) -> Item {
     let mut root: BTreeMap<String, Node> = BTreeMap::new();
     for path in paths {
-        let Some(value) = path.get(item) else { continue };
-        let top = root.entry(path.top_level().to_owned()).or_insert(Node::Empty);
+        let Some(value) = path.get(item) else {
+            continue;
+        };
+        let top = root
+            .entry(path.top_level().to_owned())
+            .or_insert(Node::Empty);
         top.insert(&path.elements()[1..], value);
     }
-    root.into_iter().filter_map(|(k, n)| n.finish().map(|v| (k, v))).collect()
+    root.into_iter()
+        .filter_map(|(k, n)| n.finish().map(|v| (k, v)))
+        .collect()
 }
 
 /// The projection of one value while it is being assembled.
@@ -105,7 +115,9 @@ impl Node {
             }
             Node::Map(m) => {
                 if let PathElement::Name(n) = first {
-                    m.entry(n.clone()).or_insert(Node::Empty).insert(rest, value);
+                    m.entry(n.clone())
+                        .or_insert(Node::Empty)
+                        .insert(rest, value);
                 }
             }
             Node::List(l) => {
@@ -120,8 +132,14 @@ impl Node {
         match self {
             Node::Empty => None,
             Node::Whole(v) => Some(v),
-            Node::Map(m) => Some(AttributeValue::M(m.into_iter().filter_map(|(k, n)| n.finish().map(|v| (k, v))).collect())),
-            Node::List(l) => Some(AttributeValue::L(l.into_values().filter_map(Node::finish).collect())),
+            Node::Map(m) => Some(AttributeValue::M(
+                m.into_iter()
+                    .filter_map(|(k, n)| n.finish().map(|v| (k, v)))
+                    .collect(),
+            )),
+            Node::List(l) => Some(AttributeValue::L(
+                l.into_values().filter_map(Node::finish).collect(),
+            )),
         }
     }
 }

@@ -20,7 +20,7 @@ use postbox_item::{AttributeType, AttributeValue, Item};
 
 use crate::error::Kind;
 use crate::lexer::Tok;
-use crate::parser::{Parser, Problem};
+use crate::parser::{Parser, Problem, with_room_for};
 use crate::path::{Path, PathElement, clash, clash_message, step, step_mut};
 use crate::{ExprError, Placeholders};
 
@@ -61,17 +61,26 @@ pub enum UpdateOperand {
     ListAppend(Box<UpdateOperand>, Box<UpdateOperand>),
 }
 
-const INVALID_PATH: &str = "The document path provided in the update expression is invalid for update";
+const INVALID_PATH: &str =
+    "The document path provided in the update expression is invalid for update";
 const WRONG_TYPE: &str = "An operand in the update expression has an incorrect data type";
-const MISSING_OPERAND: &str = "The provided expression refers to an attribute that does not exist in the item";
+const MISSING_OPERAND: &str =
+    "The provided expression refers to an attribute that does not exist in the item";
 
 /// Parses an `UpdateExpression`.
 pub fn parse_update(src: &str, ph: &mut Placeholders) -> Result<Update, ExprError> {
+    with_room_for(src, || parse_here(src, ph))
+}
+
+fn parse_here(src: &str, ph: &mut Placeholders) -> Result<Update, ExprError> {
     let mut p = Parser::new(src, Kind::Update, ph)?;
     let mut actions = Vec::new();
     let mut seen: Vec<&'static str> = Vec::new();
     loop {
-        let Some(clause) = ["SET", "REMOVE", "ADD", "DELETE"].into_iter().find(|w| p.at_word(w)) else {
+        let Some(clause) = ["SET", "REMOVE", "ADD", "DELETE"]
+            .into_iter()
+            .find(|w| p.at_word(w))
+        else {
             // An expression must start with a clause, and after a clause's
             // actions only another clause or the end may follow.
             if actions.is_empty() || !p.at(Tok::Eof) {
@@ -81,7 +90,10 @@ pub fn parse_update(src: &str, ph: &mut Placeholders) -> Result<Update, ExprErro
         };
         p.bump();
         if seen.contains(&clause) {
-            p.defer(Problem::Section, format!("The \"{clause}\" section can only be used once in an update expression;"));
+            p.defer(
+                Problem::Section,
+                format!("The \"{clause}\" section can only be used once in an update expression;"),
+            );
         }
         seen.push(clause);
         loop {
@@ -96,7 +108,11 @@ pub fn parse_update(src: &str, ph: &mut Placeholders) -> Result<Update, ExprErro
     for (i, two) in paths.iter().enumerate() {
         for one in &paths[..i] {
             if let Some(kind) = clash(one, two) {
-                let problem = if kind == crate::path::Clash::Overlap { Problem::Overlap } else { Problem::Conflict };
+                let problem = if kind == crate::path::Clash::Overlap {
+                    Problem::Overlap
+                } else {
+                    Problem::Conflict
+                };
                 p.defer(problem, clash_message(&kind, one, two));
             }
         }
@@ -106,7 +122,10 @@ pub fn parse_update(src: &str, ph: &mut Placeholders) -> Result<Update, ExprErro
 }
 
 fn wrong_type(function: &str, t: AttributeType) -> String {
-    format!("Incorrect operand type for operator or function; operator or function: {function}, operand type: {}", t.as_str())
+    format!(
+        "Incorrect operand type for operator or function; operator or function: {function}, operand type: {}",
+        t.as_str()
+    )
 }
 
 /// The long type names DynamoDB uses in ADD and DELETE operand errors.
@@ -155,7 +174,11 @@ impl Parser<'_, '_, '_> {
                         ),
                     );
                 }
-                if clause == "ADD" { Action::Add(path, v) } else { Action::Delete(path, v) }
+                if clause == "ADD" {
+                    Action::Add(path, v)
+                } else {
+                    Action::Delete(path, v)
+                }
             }
         })
     }
@@ -187,7 +210,11 @@ impl Parser<'_, '_, '_> {
                 self.defer(Problem::OperandType, wrong_type(symbol, v.attribute_type()));
             }
         }
-        Ok(if op == Tok::Plus { SetValue::Plus(a, b) } else { SetValue::Minus(a, b) })
+        Ok(if op == Tok::Plus {
+            SetValue::Plus(a, b)
+        } else {
+            SetValue::Minus(a, b)
+        })
     }
 
     fn update_operand(&mut self) -> Result<UpdateOperand, ExprError> {
@@ -218,7 +245,10 @@ impl Parser<'_, '_, '_> {
         self.expect(Tok::RParen)?;
         let null = UpdateOperand::Value(AttributeValue::Null);
         if name != "if_not_exists" && name != "list_append" {
-            self.defer(Problem::UnknownFunction, format!("Invalid function name; function: {name}"));
+            self.defer(
+                Problem::UnknownFunction,
+                format!("Invalid function name; function: {name}"),
+            );
             return Ok(null);
         }
         if args.len() != 2 {
@@ -249,7 +279,10 @@ impl Parser<'_, '_, '_> {
             if let UpdateOperand::Value(v) = x
                 && !matches!(v, AttributeValue::L(_))
             {
-                self.defer(Problem::OperandType, wrong_type("list_append", v.attribute_type()));
+                self.defer(
+                    Problem::OperandType,
+                    wrong_type("list_append", v.attribute_type()),
+                );
             }
         }
         Ok(UpdateOperand::ListAppend(Box::new(a), Box::new(b)))
@@ -317,10 +350,11 @@ impl Update {
 
 impl SetValue {
     fn evaluate(&self, item: &Item) -> Result<AttributeValue, ExprError> {
-        let numbers = |a: &UpdateOperand, b: &UpdateOperand| match (a.evaluate(item)?, b.evaluate(item)?) {
-            (AttributeValue::N(x), AttributeValue::N(y)) => Ok((x, y)),
-            _ => Err(ExprError::new(WRONG_TYPE)),
-        };
+        let numbers =
+            |a: &UpdateOperand, b: &UpdateOperand| match (a.evaluate(item)?, b.evaluate(item)?) {
+                (AttributeValue::N(x), AttributeValue::N(y)) => Ok((x, y)),
+                _ => Err(ExprError::new(WRONG_TYPE)),
+            };
         Ok(match self {
             SetValue::Operand(op) => op.evaluate(item)?,
             SetValue::Plus(a, b) => {
@@ -338,7 +372,10 @@ impl SetValue {
 impl UpdateOperand {
     fn evaluate(&self, item: &Item) -> Result<AttributeValue, ExprError> {
         match self {
-            UpdateOperand::Path(p) => p.get(item).cloned().ok_or_else(|| ExprError::new(MISSING_OPERAND)),
+            UpdateOperand::Path(p) => p
+                .get(item)
+                .cloned()
+                .ok_or_else(|| ExprError::new(MISSING_OPERAND)),
             UpdateOperand::Value(v) => Ok(v.clone()),
             UpdateOperand::IfNotExists(p, fallback) => match p.get(item) {
                 Some(v) => Ok(v.clone()),
@@ -389,12 +426,17 @@ fn delete(old: &AttributeValue, v: &AttributeValue) -> Result<Option<AttributeVa
 
 /// The container the last element of `path` lives in, or DynamoDB's
 /// invalid-path error when the item has no such container.
-fn parent_mut<'a>(item: &'a mut Item, path: &Path) -> Result<Option<&'a mut AttributeValue>, ExprError> {
+fn parent_mut<'a>(
+    item: &'a mut Item,
+    path: &Path,
+) -> Result<Option<&'a mut AttributeValue>, ExprError> {
     let elements = path.elements();
     if elements.len() == 1 {
         return Ok(None);
     }
-    let mut cur = item.get_mut(path.top_level()).ok_or_else(|| ExprError::new(INVALID_PATH))?;
+    let mut cur = item
+        .get_mut(path.top_level())
+        .ok_or_else(|| ExprError::new(INVALID_PATH))?;
     for e in &elements[1..elements.len() - 1] {
         cur = step_mut(cur, e).ok_or_else(|| ExprError::new(INVALID_PATH))?;
     }
@@ -407,13 +449,16 @@ fn check_parent(item: &Item, path: &Path) -> Result<(), ExprError> {
     if elements.len() == 1 {
         return Ok(());
     }
-    let mut cur = item.get(path.top_level()).ok_or_else(|| ExprError::new(INVALID_PATH))?;
+    let mut cur = item
+        .get(path.top_level())
+        .ok_or_else(|| ExprError::new(INVALID_PATH))?;
     for e in &elements[1..elements.len() - 1] {
         cur = step(cur, e).ok_or_else(|| ExprError::new(INVALID_PATH))?;
     }
     let last = elements.last().expect("paths are never empty");
     match (cur, last) {
-        (AttributeValue::M(_), PathElement::Name(_)) | (AttributeValue::L(_), PathElement::Index(_)) => Ok(()),
+        (AttributeValue::M(_), PathElement::Name(_))
+        | (AttributeValue::L(_), PathElement::Index(_)) => Ok(()),
         _ => Err(ExprError::new(INVALID_PATH)),
     }
 }

@@ -11,7 +11,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use postbox_expr::{Placeholders, parse_condition, parse_key_condition, parse_projection, parse_update};
+use postbox_expr::{
+    Placeholders, parse_condition, parse_key_condition, parse_projection, parse_update,
+};
 use postbox_item::{AttributeValue, Item, Number};
 use proptest::prelude::*;
 
@@ -36,7 +38,11 @@ fn any_value() -> impl Strategy<Value = AttributeValue> {
 }
 
 fn item() -> impl Strategy<Value = Item> {
-    prop::collection::btree_map(prop::sample::select(ATTRS.to_vec()).prop_map(str::to_owned), any_value(), 0..4)
+    prop::collection::btree_map(
+        prop::sample::select(ATTRS.to_vec()).prop_map(str::to_owned),
+        any_value(),
+        0..4,
+    )
 }
 
 /// Operands of the reference model.
@@ -111,7 +117,17 @@ fn kw(word: &str, salt: usize) -> String {
     match salt % 3 {
         0 => word.to_owned(),
         1 => word.to_lowercase(),
-        _ => word.chars().enumerate().map(|(i, c)| if i % 2 == 0 { c.to_ascii_lowercase() } else { c }).collect(),
+        _ => word
+            .chars()
+            .enumerate()
+            .map(|(i, c)| {
+                if i % 2 == 0 {
+                    c.to_ascii_lowercase()
+                } else {
+                    c
+                }
+            })
+            .collect(),
     }
 }
 
@@ -147,20 +163,46 @@ fn render(c: &Cond, min: u8, salt: usize) -> String {
             format!("{} {sym} {}", render_opd(a), render_opd(b))
         }
         Cond::Between(a, lo, hi) => {
-            format!("{} {} {} {} {}", render_opd(a), kw("BETWEEN", salt), render_opd(lo), kw("AND", salt + 1), render_opd(hi))
+            format!(
+                "{} {} {} {} {}",
+                render_opd(a),
+                kw("BETWEEN", salt),
+                render_opd(lo),
+                kw("AND", salt + 1),
+                render_opd(hi)
+            )
         }
         Cond::In(a, l) => {
-            format!("{} {} ({})", render_opd(a), kw("IN", salt), l.iter().map(render_opd).collect::<Vec<_>>().join(", "))
+            format!(
+                "{} {} ({})",
+                render_opd(a),
+                kw("IN", salt),
+                l.iter().map(render_opd).collect::<Vec<_>>().join(", ")
+            )
         }
         Cond::Exists(i) => format!("attribute_exists({})", ATTRS[*i]),
         Cond::NotExists(i) => format!("attribute_not_exists({})", ATTRS[*i]),
         Cond::BeginsWith(i, b) => format!("begins_with({}, {})", ATTRS[*i], render_opd(b)),
         Cond::Contains(i, b) => format!("contains({}, {})", ATTRS[*i], render_opd(b)),
         Cond::Not(x) => format!("{} {}", kw("NOT", salt), render(x, 3, salt + 1)),
-        Cond::And(a, b) => format!("{} {} {}", render(a, 2, salt + 1), kw("AND", salt), render(b, 3, salt + 2)),
-        Cond::Or(a, b) => format!("{} {} {}", render(a, 1, salt + 1), kw("OR", salt), render(b, 2, salt + 2)),
+        Cond::And(a, b) => format!(
+            "{} {} {}",
+            render(a, 2, salt + 1),
+            kw("AND", salt),
+            render(b, 3, salt + 2)
+        ),
+        Cond::Or(a, b) => format!(
+            "{} {} {}",
+            render(a, 1, salt + 1),
+            kw("OR", salt),
+            render(b, 2, salt + 2)
+        ),
     };
-    if precedence(c) < min { format!("({s})") } else { s }
+    if precedence(c) < min {
+        format!("({s})")
+    } else {
+        s
+    }
 }
 
 fn resolve(o: &Opd, item: &Item, vals: &[AttributeValue]) -> Option<AttributeValue> {
@@ -208,7 +250,8 @@ fn reference(c: &Cond, item: &Item, vals: &[AttributeValue]) -> bool {
         }
         Cond::Between(a, lo, hi) => match (r(a), r(lo), r(hi)) {
             (Some(x), Some(l), Some(h)) => {
-                matches!(ord(&x, &l), Some(Greater | Equal)) && matches!(ord(&x, &h), Some(Less | Equal))
+                matches!(ord(&x, &l), Some(Greater | Equal))
+                    && matches!(ord(&x, &h), Some(Less | Equal))
             }
             _ => false,
         },
@@ -233,7 +276,13 @@ fn reference(c: &Cond, item: &Item, vals: &[AttributeValue]) -> bool {
 
 /// Parse-time refusals a random tree may legitimately run into.
 fn is_static_refusal(message: &str) -> bool {
-    ["Incorrect operand type", "The BETWEEN operator requires", "must be distinct"].iter().any(|m| message.contains(m))
+    [
+        "Incorrect operand type",
+        "The BETWEEN operator requires",
+        "must be distinct",
+    ]
+    .iter()
+    .any(|m| message.contains(m))
 }
 
 proptest! {

@@ -4,26 +4,40 @@
 use std::collections::BTreeMap;
 
 use postbox_expr::{
-    ExprError, Placeholders, parse_condition, parse_key_condition, parse_projection, parse_update, project,
+    ExprError, Placeholders, parse_condition, parse_key_condition, parse_projection, parse_update,
+    project,
 };
 use postbox_item::{AttributeValue, Item};
 
 fn names(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 fn values(pairs: &[(&str, AttributeValue)]) -> BTreeMap<String, AttributeValue> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
 }
 
 /// A conditional UpdateItem with ReturnValues UPDATED_NEW, start to finish.
 #[test]
 fn conditional_update_with_updated_new() -> Result<(), ExprError> {
     let n = names(&[("#s", "status"), ("#c", "count")]);
-    let v = values(&[(":open", AttributeValue::s("open")), (":one", AttributeValue::n(1)), (":zero", AttributeValue::n(0))]);
+    let v = values(&[
+        (":open", AttributeValue::s("open")),
+        (":one", AttributeValue::n(1)),
+        (":zero", AttributeValue::n(0)),
+    ]);
     let mut ph = Placeholders::new(Some(&n), Some(&v));
     let condition = parse_condition("attribute_not_exists(pk) OR #s = :open", &mut ph)?;
-    let update = parse_update("SET #c = if_not_exists(#c, :zero) + :one, #s = :open", &mut ph)?;
+    let update = parse_update(
+        "SET #c = if_not_exists(#c, :zero) + :one, #s = :open",
+        &mut ph,
+    )?;
     ph.finish()?;
 
     let mut item: Item = BTreeMap::new();
@@ -34,7 +48,12 @@ fn conditional_update_with_updated_new() -> Result<(), ExprError> {
     assert_eq!(item["count"], AttributeValue::n(2));
 
     // The "cannot update key attribute" check and UPDATED_NEW both start from paths().
-    assert!(update.paths().iter().all(|p| p.is_top_level() && p.top_level() != "pk"));
+    assert!(
+        update
+            .paths()
+            .iter()
+            .all(|p| p.is_top_level() && p.top_level() != "pk")
+    );
     let updated_new = project(update.paths(), &item);
     assert_eq!(updated_new.len(), 2);
     Ok(())

@@ -16,7 +16,11 @@ fn check(src: &str, expect: &str) {
 /// Like [`check`], against an item that does not exist.
 fn check_no_item(src: &str, expect: bool) {
     let c = with_placeholders(|ph| parse_condition(src, ph)).unwrap();
-    assert_eq!(c.evaluate(None), expect, "condition {src:?} without an item");
+    assert_eq!(
+        c.evaluate(None),
+        expect,
+        "condition {src:?} without an item"
+    );
 }
 
 fn syntax(token: &str, near: &str) -> String {
@@ -251,41 +255,131 @@ fn syntax_errors() {
 #[test]
 fn semantic_errors() {
     for (src, expect) in [
-        ("#nope = :n1", "An expression attribute name used in the document path is not defined; attribute name: #nope"),
-        ("n = :nope", "An expression attribute value used in expression is not defined; attribute value: :nope"),
-        ("status = :active", "Attribute name is a reserved keyword; reserved keyword: status"),
-        ("m.Size = :n1", "Attribute name is a reserved keyword; reserved keyword: Size"),
+        (
+            "#nope = :n1",
+            "An expression attribute name used in the document path is not defined; attribute name: #nope",
+        ),
+        (
+            "n = :nope",
+            "An expression attribute value used in expression is not defined; attribute value: :nope",
+        ),
+        (
+            "status = :active",
+            "Attribute name is a reserved keyword; reserved keyword: status",
+        ),
+        (
+            "m.Size = :n1",
+            "Attribute name is a reserved keyword; reserved keyword: Size",
+        ),
         ("foo(n)", "Invalid function name; function: foo"),
-        ("ATTRIBUTE_EXISTS(n)", "Invalid function name; function: ATTRIBUTE_EXISTS"),
+        (
+            "ATTRIBUTE_EXISTS(n)",
+            "Invalid function name; function: ATTRIBUTE_EXISTS",
+        ),
         ("n = foo(n)", "Invalid function name; function: foo"),
-        ("size(s)", "The function is not allowed to be used this way in an expression; function: size"),
-        ("begins_with(s, :a) = :t", "The function is not allowed to be used this way in an expression; function: begins_with"),
-        ("size(attribute_exists(n)) = :n1", "The function is not allowed to be used this way in an expression; function: attribute_exists"),
-        ("attribute_exists(n, s)", "Incorrect number of operands for operator or function; operator or function: attribute_exists, number of operands: 2"),
-        ("begins_with(s)", "Incorrect number of operands for operator or function; operator or function: begins_with, number of operands: 1"),
-        ("size(s, n) = :n1", "Incorrect number of operands for operator or function; operator or function: size, number of operands: 2"),
-        ("attribute_exists(:n1)", "Operator or function requires a document path; operator or function: attribute_exists"),
-        ("attribute_not_exists(size(s))", "Operator or function requires a document path; operator or function: attribute_not_exists"),
-        ("attribute_type(n, :tX)", "Invalid attribute type name found; type: XX, valid types: {B,NULL,SS,BOOL,L,BS,N,NS,S,M}"),
-        ("attribute_type(n, :tlower)", "Invalid attribute type name found; type: s, valid types: {B,NULL,SS,BOOL,L,BS,N,NS,S,M}"),
-        ("attribute_type(n, :n1)", "Incorrect operand type for operator or function; operator or function: attribute_type, operand type: N"),
-        ("begins_with(s, :n1)", "Incorrect operand type for operator or function; operator or function: begins_with, operand type: N"),
-        ("size(:n1) = :n1", "Incorrect operand type for operator or function; operator or function: size, operand type: N"),
-        ("size(:t) = :n1", "Incorrect operand type for operator or function; operator or function: size, operand type: BOOL"),
-        ("n < :t", "Incorrect operand type for operator or function; operator or function: <, operand type: BOOL"),
-        ("n >= :l", "Incorrect operand type for operator or function; operator or function: >=, operand type: L"),
-        ("n BETWEEN :t AND :t", "Incorrect operand type for operator or function; operator or function: BETWEEN, operand type: BOOL"),
-        ("n BETWEEN :n10 AND :n1", "The BETWEEN operator requires upper bound to be greater than or equal to lower bound; lower bound operand: AttributeValue: {N:10}, upper bound operand: AttributeValue: {N:1}"),
-        ("n BETWEEN :n1 AND :s", "The BETWEEN operator requires same data type for lower and upper bounds; lower bound operand: AttributeValue: {N:1}, upper bound operand: AttributeValue: {S:abc}"),
-        ("n = n", "The first operand must be distinct from the remaining operands for this operator or function; operator: =, first operand: [n]"),
-        ("n = #n", "The first operand must be distinct from the remaining operands for this operator or function; operator: =, first operand: [n]"),
-        ("begins_with(s, s)", "The first operand must be distinct from the remaining operands for this operator or function; operator: begins_with, first operand: [s]"),
-        ("m.l[0] < #m.l[0]", "The first operand must be distinct from the remaining operands for this operator or function; operator: <, first operand: [m, l, [0]]"),
+        (
+            "size(s)",
+            "The function is not allowed to be used this way in an expression; function: size",
+        ),
+        (
+            "begins_with(s, :a) = :t",
+            "The function is not allowed to be used this way in an expression; function: begins_with",
+        ),
+        (
+            "size(attribute_exists(n)) = :n1",
+            "The function is not allowed to be used this way in an expression; function: attribute_exists",
+        ),
+        (
+            "attribute_exists(n, s)",
+            "Incorrect number of operands for operator or function; operator or function: attribute_exists, number of operands: 2",
+        ),
+        (
+            "begins_with(s)",
+            "Incorrect number of operands for operator or function; operator or function: begins_with, number of operands: 1",
+        ),
+        (
+            "size(s, n) = :n1",
+            "Incorrect number of operands for operator or function; operator or function: size, number of operands: 2",
+        ),
+        (
+            "attribute_exists(:n1)",
+            "Operator or function requires a document path; operator or function: attribute_exists",
+        ),
+        (
+            "attribute_not_exists(size(s))",
+            "Operator or function requires a document path; operator or function: attribute_not_exists",
+        ),
+        (
+            "attribute_type(n, :tX)",
+            "Invalid attribute type name found; type: XX, valid types: {B,NULL,SS,BOOL,L,BS,N,NS,S,M}",
+        ),
+        (
+            "attribute_type(n, :tlower)",
+            "Invalid attribute type name found; type: s, valid types: {B,NULL,SS,BOOL,L,BS,N,NS,S,M}",
+        ),
+        (
+            "attribute_type(n, :n1)",
+            "Incorrect operand type for operator or function; operator or function: attribute_type, operand type: N",
+        ),
+        (
+            "begins_with(s, :n1)",
+            "Incorrect operand type for operator or function; operator or function: begins_with, operand type: N",
+        ),
+        (
+            "size(:n1) = :n1",
+            "Incorrect operand type for operator or function; operator or function: size, operand type: N",
+        ),
+        (
+            "size(:t) = :n1",
+            "Incorrect operand type for operator or function; operator or function: size, operand type: BOOL",
+        ),
+        (
+            "n < :t",
+            "Incorrect operand type for operator or function; operator or function: <, operand type: BOOL",
+        ),
+        (
+            "n >= :l",
+            "Incorrect operand type for operator or function; operator or function: >=, operand type: L",
+        ),
+        (
+            "n BETWEEN :t AND :t",
+            "Incorrect operand type for operator or function; operator or function: BETWEEN, operand type: BOOL",
+        ),
+        (
+            "n BETWEEN :n10 AND :n1",
+            "The BETWEEN operator requires upper bound to be greater than or equal to lower bound; lower bound operand: AttributeValue: {N:10}, upper bound operand: AttributeValue: {N:1}",
+        ),
+        (
+            "n BETWEEN :n1 AND :s",
+            "The BETWEEN operator requires same data type for lower and upper bounds; lower bound operand: AttributeValue: {N:1}, upper bound operand: AttributeValue: {S:abc}",
+        ),
+        (
+            "n = n",
+            "The first operand must be distinct from the remaining operands for this operator or function; operator: =, first operand: [n]",
+        ),
+        (
+            "n = #n",
+            "The first operand must be distinct from the remaining operands for this operator or function; operator: =, first operand: [n]",
+        ),
+        (
+            "begins_with(s, s)",
+            "The first operand must be distinct from the remaining operands for this operator or function; operator: begins_with, first operand: [s]",
+        ),
+        (
+            "m.l[0] < #m.l[0]",
+            "The first operand must be distinct from the remaining operands for this operator or function; operator: <, first operand: [m, l, [0]]",
+        ),
         ("((n = :n5))", "The expression has redundant parentheses;"),
         ("((n)) = :n5", "The expression has redundant parentheses;"),
         ("n = ((:n5))", "The expression has redundant parentheses;"),
-        ("NOT ((n = :n5))", "The expression has redundant parentheses;"),
-        ("t = :t AND ((n = :n5 OR t = :t))", "The expression has redundant parentheses;"),
+        (
+            "NOT ((n = :n5))",
+            "The expression has redundant parentheses;",
+        ),
+        (
+            "t = :t AND ((n = :n5 OR t = :t))",
+            "The expression has redundant parentheses;",
+        ),
     ] {
         check(src, &invalid(expect));
     }
@@ -296,14 +390,48 @@ fn error_precedence() {
     for (src, expect) in [
         // Syntax errors beat every semantic problem.
         ("((status = :nope)) AND", syntax("<EOF>", "AND")),
-        ("((status = :nope))", invalid("The expression has redundant parentheses;")),
-        ("foo(status)", invalid("Invalid function name; function: foo")),
-        ("size(status)", invalid("The function is not allowed to be used this way in an expression; function: size")),
-        ("status = :nope", invalid("Attribute name is a reserved keyword; reserved keyword: status")),
-        ("#nope = :n1 AND attribute_exists(n, s)", invalid("An expression attribute name used in the document path is not defined; attribute name: #nope")),
-        ("n = :nope AND #nope = :n1", invalid("An expression attribute value used in expression is not defined; attribute value: :nope")),
-        ("n < :t AND attribute_exists(n, s)", invalid("Incorrect number of operands for operator or function; operator or function: attribute_exists, number of operands: 2")),
-        ("n < :t AND n = n", invalid("The first operand must be distinct from the remaining operands for this operator or function; operator: =, first operand: [n]")),
+        (
+            "((status = :nope))",
+            invalid("The expression has redundant parentheses;"),
+        ),
+        (
+            "foo(status)",
+            invalid("Invalid function name; function: foo"),
+        ),
+        (
+            "size(status)",
+            invalid(
+                "The function is not allowed to be used this way in an expression; function: size",
+            ),
+        ),
+        (
+            "status = :nope",
+            invalid("Attribute name is a reserved keyword; reserved keyword: status"),
+        ),
+        (
+            "#nope = :n1 AND attribute_exists(n, s)",
+            invalid(
+                "An expression attribute name used in the document path is not defined; attribute name: #nope",
+            ),
+        ),
+        (
+            "n = :nope AND #nope = :n1",
+            invalid(
+                "An expression attribute value used in expression is not defined; attribute value: :nope",
+            ),
+        ),
+        (
+            "n < :t AND attribute_exists(n, s)",
+            invalid(
+                "Incorrect number of operands for operator or function; operator or function: attribute_exists, number of operands: 2",
+            ),
+        ),
+        (
+            "n < :t AND n = n",
+            invalid(
+                "The first operand must be distinct from the remaining operands for this operator or function; operator: =, first operand: [n]",
+            ),
+        ),
     ] {
         check(src, &expect);
     }
@@ -311,19 +439,59 @@ fn error_precedence() {
 
 #[test]
 fn in_takes_at_most_100_operands() {
-    let values: std::collections::BTreeMap<_, _> =
-        (0..101).map(|i| (format!(":v{i}"), postbox_item::AttributeValue::n(i))).collect();
-    let list = |n: usize| (0..n).map(|i| format!(":v{i}")).collect::<Vec<_>>().join(", ");
+    let values: std::collections::BTreeMap<_, _> = (0..101)
+        .map(|i| (format!(":v{i}"), postbox_item::AttributeValue::n(i)))
+        .collect();
+    let list = |n: usize| {
+        (0..n)
+            .map(|i| format!(":v{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let mut ph = crate::Placeholders::new(None, Some(&values));
     let c = parse_condition(&format!("n IN ({})", list(100)), &mut ph).unwrap();
     assert!(c.evaluate(Some(&item())));
     let err = parse_condition(&format!("n IN ({})", list(101)), &mut ph).unwrap_err();
-    assert_eq!(err.message, invalid("The IN operator is provided with too many operands; number of operands: 101"));
+    assert_eq!(
+        err.message,
+        invalid("The IN operator is provided with too many operands; number of operands: 101")
+    );
 }
 
 #[test]
 fn filter_errors_name_the_filter_expression() {
     let err = with_placeholders(|ph| parse_filter("n =", ph)).unwrap_err();
-    assert_eq!(err.message, "Invalid FilterExpression: Syntax error; token: \"<EOF>\", near: \"=\"");
-    assert!(with_placeholders(|ph| parse_filter("n = :n5", ph)).unwrap().evaluate(Some(&item())));
+    assert_eq!(
+        err.message,
+        "Invalid FilterExpression: Syntax error; token: \"<EOF>\", near: \"=\""
+    );
+    assert!(
+        with_placeholders(|ph| parse_filter("n = :n5", ph))
+            .unwrap()
+            .evaluate(Some(&item()))
+    );
+}
+
+#[test]
+fn expressions_are_limited_to_4096_bytes_and_nest_that_deep() {
+    let not = "NOT ".repeat(1022);
+    let src = format!("{not}n = :n5");
+    assert_eq!(src.len(), 4095);
+    check(&src, "true");
+    check(
+        &format!("NOT NOT{src}"),
+        "Invalid ConditionExpression: Expression size has exceeded the maximum allowed size; expression size: 4102",
+    );
+    let open = "(".repeat(2040);
+    let close = ")".repeat(2040);
+    check(
+        &format!("{open}n = :n5{close}"),
+        "Invalid ConditionExpression: The expression has redundant parentheses;",
+    );
+    let nested = "(n = :n5 AND ".repeat(290);
+    let src = format!("{nested}n = :n5{}", ")".repeat(290));
+    assert!(src.len() <= 4096);
+    check(&src, "true");
+    let ors = vec!["n = :n1"; 370].join(" OR ");
+    check(&format!("{ors} OR n = :n5"), "true");
 }

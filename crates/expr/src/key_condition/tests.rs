@@ -33,8 +33,14 @@ fn accepted() {
         ("pk = :p AND sk <= :n1", r#"S("p") | Some(Le(N(N(1))))"#),
         // A value on the left flips the comparison.
         ("pk = :p AND :n1 < sk", r#"S("p") | Some(Gt(N(N(1))))"#),
-        ("sk BETWEEN :n1 AND :n5 AND pk = :p", r#"S("p") | Some(Between(N(N(1)), N(N(5))))"#),
-        ("begins_with(sk, :ab) AND pk = :p", r#"S("p") | Some(BeginsWith(S("ab")))"#),
+        (
+            "sk BETWEEN :n1 AND :n5 AND pk = :p",
+            r#"S("p") | Some(Between(N(N(1)), N(N(5))))"#,
+        ),
+        (
+            "begins_with(sk, :ab) AND pk = :p",
+            r#"S("p") | Some(BeginsWith(S("ab")))"#,
+        ),
         ("(pk = :p) AND (sk = :a)", r#"S("p") | Some(Eq(S("a")))"#),
     ] {
         check(src, expect);
@@ -44,45 +50,125 @@ fn accepted() {
 #[test]
 fn refused() {
     for (src, expect) in [
-        ("pk = :p OR sk = :a", "Invalid operator used in KeyConditionExpression: OR"),
-        ("NOT pk = :p", "Invalid operator used in KeyConditionExpression: NOT"),
-        ("pk IN (:p)", "Invalid operator used in KeyConditionExpression: IN"),
-        ("pk <> :p", "Invalid operator used in KeyConditionExpression: <>"),
-        ("attribute_exists(pk)", "Invalid operator used in KeyConditionExpression: attribute_exists"),
-        ("attribute_not_exists(pk)", "Invalid operator used in KeyConditionExpression: attribute_not_exists"),
-        ("pk = :p AND contains(sk, :a)", "Invalid operator used in KeyConditionExpression: contains"),
-        ("attribute_type(pk, :tS)", "Invalid operator used in KeyConditionExpression: attribute_type"),
-        ("pk = :p AND sk > :a AND sk < :z", "KeyConditionExpressions must only contain one condition per key"),
-        ("pk = :p AND pk = :p", "KeyConditionExpressions must only contain one condition per key"),
-        ("pk = :p AND sk = :a AND x = :z", "Conditions can be of length 1 or 2 only"),
+        (
+            "pk = :p OR sk = :a",
+            "Invalid operator used in KeyConditionExpression: OR",
+        ),
+        (
+            "NOT pk = :p",
+            "Invalid operator used in KeyConditionExpression: NOT",
+        ),
+        (
+            "pk IN (:p)",
+            "Invalid operator used in KeyConditionExpression: IN",
+        ),
+        (
+            "pk <> :p",
+            "Invalid operator used in KeyConditionExpression: <>",
+        ),
+        (
+            "attribute_exists(pk)",
+            "Invalid operator used in KeyConditionExpression: attribute_exists",
+        ),
+        (
+            "attribute_not_exists(pk)",
+            "Invalid operator used in KeyConditionExpression: attribute_not_exists",
+        ),
+        (
+            "pk = :p AND contains(sk, :a)",
+            "Invalid operator used in KeyConditionExpression: contains",
+        ),
+        (
+            "attribute_type(pk, :tS)",
+            "Invalid operator used in KeyConditionExpression: attribute_type",
+        ),
+        (
+            "pk = :p AND sk > :a AND sk < :z",
+            "KeyConditionExpressions must only contain one condition per key",
+        ),
+        (
+            "pk = :p AND pk = :p",
+            "KeyConditionExpressions must only contain one condition per key",
+        ),
+        (
+            "pk = :p AND sk = :a AND x = :z",
+            "Conditions can be of length 1 or 2 only",
+        ),
         ("pk > :p", "Query key condition not supported"),
         ("begins_with(pk, :p)", "Query key condition not supported"),
         ("pk = :p AND x = :a", "Query key condition not supported"),
         ("sk = :a", "Query condition missed key schema element: pk"),
-        ("pk = :p AND size(sk) > :n1", "KeyConditionExpressions cannot contain nested operations"),
-        ("pk = :p AND m.x = :n1", "KeyConditionExpressions cannot have conditions on nested attributes"),
-        ("pk = :p AND l[0] = :n1", "KeyConditionExpressions cannot have conditions on nested attributes"),
-        ("pk = sk", "Invalid condition in KeyConditionExpression: Multiple attribute names used in one condition"),
-        ("pk = :p AND sk BETWEEN :a AND x", "Invalid condition in KeyConditionExpression: Multiple attribute names used in one condition"),
-        (":p = :p", "Invalid condition in KeyConditionExpression: No key attribute specified"),
-        ("pk = :p AND :n1 BETWEEN sk AND :n5", "Invalid condition in KeyConditionExpression: BETWEEN operator must have the key attribute as its first operand"),
-        ("pk = :p AND begins_with(:ab, sk)", "Invalid condition in KeyConditionExpression: begins_with operator must have the key attribute as its first operand"),
+        (
+            "pk = :p AND size(sk) > :n1",
+            "KeyConditionExpressions cannot contain nested operations",
+        ),
+        (
+            "pk = :p AND m.x = :n1",
+            "KeyConditionExpressions cannot have conditions on nested attributes",
+        ),
+        (
+            "pk = :p AND l[0] = :n1",
+            "KeyConditionExpressions cannot have conditions on nested attributes",
+        ),
+        (
+            "pk = sk",
+            "Invalid condition in KeyConditionExpression: Multiple attribute names used in one condition",
+        ),
+        (
+            "pk = :p AND sk BETWEEN :a AND x",
+            "Invalid condition in KeyConditionExpression: Multiple attribute names used in one condition",
+        ),
+        (
+            ":p = :p",
+            "Invalid condition in KeyConditionExpression: No key attribute specified",
+        ),
+        (
+            "pk = :p AND :n1 BETWEEN sk AND :n5",
+            "Invalid condition in KeyConditionExpression: BETWEEN operator must have the key attribute as its first operand",
+        ),
+        (
+            "pk = :p AND begins_with(:ab, sk)",
+            "Invalid condition in KeyConditionExpression: begins_with operator must have the key attribute as its first operand",
+        ),
         // What any condition would refuse is refused first, in condition terms.
-        ("pk = :p AND begins_with(sk, :n1)", "Invalid KeyConditionExpression: Incorrect operand type for operator or function; operator or function: begins_with, operand type: N"),
-        ("pk = :p AND sk BETWEEN :z AND :a", "Invalid KeyConditionExpression: The BETWEEN operator requires upper bound to be greater than or equal to lower bound; lower bound operand: AttributeValue: {S:z}, upper bound operand: AttributeValue: {S:a}"),
-        ("pk = ", "Invalid KeyConditionExpression: Syntax error; token: \"<EOF>\", near: \"= \""),
-        ("", "Invalid KeyConditionExpression: The expression can not be empty;"),
-        ("pk = :nope", "Invalid KeyConditionExpression: An expression attribute value used in expression is not defined; attribute value: :nope"),
+        (
+            "pk = :p AND begins_with(sk, :n1)",
+            "Invalid KeyConditionExpression: Incorrect operand type for operator or function; operator or function: begins_with, operand type: N",
+        ),
+        (
+            "pk = :p AND sk BETWEEN :z AND :a",
+            "Invalid KeyConditionExpression: The BETWEEN operator requires upper bound to be greater than or equal to lower bound; lower bound operand: AttributeValue: {S:z}, upper bound operand: AttributeValue: {S:a}",
+        ),
+        (
+            "pk = ",
+            "Invalid KeyConditionExpression: Syntax error; token: \"<EOF>\", near: \"= \"",
+        ),
+        (
+            "",
+            "Invalid KeyConditionExpression: The expression can not be empty;",
+        ),
+        (
+            "pk = :nope",
+            "Invalid KeyConditionExpression: An expression attribute value used in expression is not defined; attribute value: :nope",
+        ),
     ] {
         check(src, expect);
     }
-    check_schema("pk = :p AND sk = :a", None, "Query key condition not supported");
+    check_schema(
+        "pk = :p AND sk = :a",
+        None,
+        "Query key condition not supported",
+    );
     check_schema("pk = :p", None, r#"S("p") | None"#);
 }
 
 #[test]
 fn sort_key_matching() {
-    let (a, b, c) = (AttributeValue::s("a"), AttributeValue::s("b"), AttributeValue::s("c"));
+    let (a, b, c) = (
+        AttributeValue::s("a"),
+        AttributeValue::s("b"),
+        AttributeValue::s("c"),
+    );
     let n = |i: i64| AttributeValue::n(i);
     for (cond, v, expect) in [
         (SortKeyCondition::Eq(b.clone()), &b, true),
@@ -96,20 +182,43 @@ fn sort_key_matching() {
         (SortKeyCondition::Between(a.clone(), b.clone()), &a, true),
         (SortKeyCondition::Between(a.clone(), b.clone()), &b, true),
         (SortKeyCondition::Between(a.clone(), b.clone()), &c, false),
-        (SortKeyCondition::BeginsWith(AttributeValue::s("ab")), &AttributeValue::s("abc"), true),
-        (SortKeyCondition::BeginsWith(AttributeValue::s("ab")), &a, false),
-        (SortKeyCondition::BeginsWith(value(json!({"B": "AQ=="}))), &value(json!({"B": "AQI="})), true),
+        (
+            SortKeyCondition::BeginsWith(AttributeValue::s("ab")),
+            &AttributeValue::s("abc"),
+            true,
+        ),
+        (
+            SortKeyCondition::BeginsWith(AttributeValue::s("ab")),
+            &a,
+            false,
+        ),
+        (
+            SortKeyCondition::BeginsWith(value(json!({"B": "AQ=="}))),
+            &value(json!({"B": "AQI="})),
+            true,
+        ),
         // Numbers compare numerically, not as text.
         (SortKeyCondition::Lt(n(10)), &n(9), true),
         (SortKeyCondition::Gt(n(10)), &n(9), false),
-        (SortKeyCondition::Eq(n(1)), &value(json!({"N": "1.0"})), true),
+        (
+            SortKeyCondition::Eq(n(1)),
+            &value(json!({"N": "1.0"})),
+            true,
+        ),
         // Binary compares by unsigned bytes.
-        (SortKeyCondition::Gt(value(json!({"B": "AQ=="}))), &value(json!({"B": "/w=="})), true),
+        (
+            SortKeyCondition::Gt(value(json!({"B": "AQ=="}))),
+            &value(json!({"B": "/w=="})),
+            true,
+        ),
         // Another type never matches.
         (SortKeyCondition::Lt(n(10)), &a, false),
         (SortKeyCondition::Eq(a.clone()), &n(1), false),
     ] {
         assert_eq!(cond.matches(v), expect, "{cond:?} on {v:?}");
     }
-    assert_eq!(SortKeyCondition::Between(a.clone(), b.clone()).values(), [&a, &b]);
+    assert_eq!(
+        SortKeyCondition::Between(a.clone(), b.clone()).values(),
+        [&a, &b]
+    );
 }

@@ -31,9 +31,18 @@ fn projects_nested_structure() {
         }),
     );
     // Elements of one list come back compacted, in index order.
-    check("l[2], l[0]", json!({"l": {"L": [{"N": "1"}, {"M": {"y": {"N": "2"}}}]}}));
-    check("m.a, m.x", json!({"m": {"M": {"a": {"M": {"b": {"N": "1"}}}, "x": {"N": "1"}}}}));
-    check("m.l[1], m.x", json!({"m": {"M": {"l": {"L": [{"S": "q"}]}, "x": {"N": "1"}}}}));
+    check(
+        "l[2], l[0]",
+        json!({"l": {"L": [{"N": "1"}, {"M": {"y": {"N": "2"}}}]}}),
+    );
+    check(
+        "m.a, m.x",
+        json!({"m": {"M": {"a": {"M": {"b": {"N": "1"}}}, "x": {"N": "1"}}}}),
+    );
+    check(
+        "m.l[1], m.x",
+        json!({"m": {"M": {"l": {"L": [{"S": "q"}]}, "x": {"N": "1"}}}}),
+    );
     check("#dot", json!({"a.b": {"S": "dotted"}}));
     check("gone, m.zz, l[9], s.x", json!({}));
     check("gone, l.y", json!({}));
@@ -43,18 +52,58 @@ fn projects_nested_structure() {
 #[test]
 fn errors() {
     check("", invalid("The expression can not be empty;"));
-    check("a, a", invalid("Two document paths overlap with each other; must remove or rewrite one of these paths; path one: [a], path two: [a]"));
-    check("m, m.a", invalid("Two document paths overlap with each other; must remove or rewrite one of these paths; path one: [m], path two: [m, a]"));
-    check("#m.a, m", invalid("Two document paths overlap with each other; must remove or rewrite one of these paths; path one: [m, a], path two: [m]"));
-    check("l[0], l.a", invalid("Two document paths conflict with each other; must remove or rewrite one of these paths; path one: [l, [0]], path two: [l, a]"));
-    check("status", invalid("Attribute name is a reserved keyword; reserved keyword: status"));
-    check("#nope", invalid("An expression attribute name used in the document path is not defined; attribute name: #nope"));
+    check(
+        "a, a",
+        invalid(
+            "Two document paths overlap with each other; must remove or rewrite one of these paths; path one: [a], path two: [a]",
+        ),
+    );
+    check(
+        "m, m.a",
+        invalid(
+            "Two document paths overlap with each other; must remove or rewrite one of these paths; path one: [m], path two: [m, a]",
+        ),
+    );
+    check(
+        "#m.a, m",
+        invalid(
+            "Two document paths overlap with each other; must remove or rewrite one of these paths; path one: [m, a], path two: [m]",
+        ),
+    );
+    check(
+        "l[0], l.a",
+        invalid(
+            "Two document paths conflict with each other; must remove or rewrite one of these paths; path one: [l, [0]], path two: [l, a]",
+        ),
+    );
+    check(
+        "status",
+        invalid("Attribute name is a reserved keyword; reserved keyword: status"),
+    );
+    check(
+        "#nope",
+        invalid(
+            "An expression attribute name used in the document path is not defined; attribute name: #nope",
+        ),
+    );
     check("a,", invalid("Syntax error; token: \"<EOF>\", near: \",\""));
     check("a b", invalid("Syntax error; token: \"b\", near: \"a b\""));
-    check("a = :n1", invalid("Syntax error; token: \"=\", near: \"a = :n1\""));
-    check(":n1", invalid("Syntax error; token: \":n1\", near: \":n1\""));
-    check("size(a)", invalid("Syntax error; token: \"(\", near: \"size(a\""));
-    check("status, #nope", invalid("Attribute name is a reserved keyword; reserved keyword: status"));
+    check(
+        "a = :n1",
+        invalid("Syntax error; token: \"=\", near: \"a = :n1\""),
+    );
+    check(
+        ":n1",
+        invalid("Syntax error; token: \":n1\", near: \":n1\""),
+    );
+    check(
+        "size(a)",
+        invalid("Syntax error; token: \"(\", near: \"size(a\""),
+    );
+    check(
+        "status, #nope",
+        invalid("Attribute name is a reserved keyword; reserved keyword: status"),
+    );
 }
 
 #[test]
@@ -63,12 +112,18 @@ fn project_merges_overlapping_paths() {
         Path::from_elements(
             parts
                 .iter()
-                .map(|s| s.parse().map_or_else(|_| PathElement::Name((*s).to_owned()), PathElement::Index))
+                .map(|s| {
+                    s.parse()
+                        .map_or_else(|_| PathElement::Name((*s).to_owned()), PathElement::Index)
+                })
                 .collect(),
         )
         .unwrap()
     };
-    let got = project(&[p(&["m", "a"]), p(&["m"]), p(&["l", "1"]), p(&["l", "1"])], &item());
+    let got = project(
+        &[p(&["m", "a"]), p(&["m"]), p(&["l", "1"]), p(&["l", "1"])],
+        &item(),
+    );
     assert_eq!(
         item_to_json(&got),
         json!({
