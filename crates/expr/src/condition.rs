@@ -45,11 +45,17 @@ pub enum Operand {
 /// A comparison operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Comparator {
+    /// `=`: equal values of the same type.
     Eq,
+    /// `<>`: not `=`; true when an operand is missing.
     Ne,
+    /// `<`
     Lt,
+    /// `<=`
     Le,
+    /// `>`
     Gt,
+    /// `>=`
     Ge,
 }
 
@@ -93,17 +99,27 @@ impl Comparator {
 /// A parsed condition, placeholders resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Condition {
+    /// `a <op> b`.
     Compare(Comparator, Operand, Operand),
     /// `a BETWEEN lower AND upper`, both bounds inclusive.
     Between(Operand, Operand, Operand),
+    /// `a IN (b, c, ...)`: equal to any of the list.
     In(Operand, Vec<Operand>),
+    /// `attribute_exists(path)`.
     AttributeExists(Path),
+    /// `attribute_not_exists(path)`.
     AttributeNotExists(Path),
+    /// `attribute_type(a, :t)`, the type literal already parsed.
     AttributeType(Operand, AttributeType),
+    /// `begins_with(a, prefix)`: S or B prefix.
     BeginsWith(Operand, Operand),
+    /// `contains(a, b)`: substring, set element or list element.
     Contains(Operand, Operand),
+    /// `NOT c`.
     Not(Box<Condition>),
+    /// `a AND b`.
     And(Box<Condition>, Box<Condition>),
+    /// `a OR b`.
     Or(Box<Condition>, Box<Condition>),
 }
 

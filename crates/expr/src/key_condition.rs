@@ -26,13 +26,19 @@ pub struct KeyCondition {
 /// A condition on the sort key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SortKeyCondition {
+    /// `sk = :v`.
     Eq(AttributeValue),
+    /// `sk < :v`.
     Lt(AttributeValue),
+    /// `sk <= :v`.
     Le(AttributeValue),
+    /// `sk > :v`.
     Gt(AttributeValue),
+    /// `sk >= :v`.
     Ge(AttributeValue),
     /// Both bounds inclusive.
     Between(AttributeValue, AttributeValue),
+    /// `begins_with(sk, :v)`.
     BeginsWith(AttributeValue),
 }
 

@@ -20,6 +20,7 @@
 //! document paths and `reserved` DynamoDB's reserved words.
 
 #![cfg_attr(test, recursion_limit = "256")]
+#![warn(missing_docs)]
 
 mod condition;
 mod error;

@@ -34,7 +34,9 @@ pub struct Update {
 /// One action of an update expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
+    /// `SET path = value`.
     Set(Path, SetValue),
+    /// `REMOVE path`.
     Remove(Path),
     /// Adds a number to a number, or elements to a set.
     Add(Path, AttributeValue),
@@ -45,15 +47,20 @@ pub enum Action {
 /// The right-hand side of a SET action.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SetValue {
+    /// A plain operand.
     Operand(UpdateOperand),
+    /// `a + b` on numbers.
     Plus(UpdateOperand, UpdateOperand),
+    /// `a - b` on numbers.
     Minus(UpdateOperand, UpdateOperand),
 }
 
 /// An operand of a SET action.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UpdateOperand {
+    /// The value at a path; an error if the item has none.
     Path(Path),
+    /// An expression attribute value.
     Value(AttributeValue),
     /// The value at the path if the item has one, else the operand.
     IfNotExists(Path, Box<UpdateOperand>),
