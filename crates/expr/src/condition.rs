@@ -615,6 +615,45 @@ impl Operand {
 }
 
 impl Condition {
+    /// Every document path the condition reads, in the order written; e.g.
+    /// for DynamoDB's rule that a Query's FilterExpression must not name a
+    /// key attribute.
+    pub fn paths(&self) -> Vec<&Path> {
+        fn operand<'c>(op: &'c Operand, out: &mut Vec<&'c Path>) {
+            match op {
+                Operand::Path(p) => out.push(p),
+                Operand::Value(_) => {}
+                Operand::Size(inner) => operand(inner, out),
+            }
+        }
+        fn walk<'c>(c: &'c Condition, out: &mut Vec<&'c Path>) {
+            match c {
+                Condition::Compare(_, a, b)
+                | Condition::BeginsWith(a, b)
+                | Condition::Contains(a, b) => {
+                    operand(a, out);
+                    operand(b, out);
+                }
+                Condition::Between(a, lo, hi) => {
+                    [a, lo, hi].into_iter().for_each(|o| operand(o, out))
+                }
+                Condition::In(a, list) => {
+                    std::iter::once(a).chain(list).for_each(|o| operand(o, out))
+                }
+                Condition::AttributeExists(p) | Condition::AttributeNotExists(p) => out.push(p),
+                Condition::AttributeType(a, _) => operand(a, out),
+                Condition::Not(x) => walk(x, out),
+                Condition::And(a, b) | Condition::Or(a, b) => {
+                    walk(a, out);
+                    walk(b, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(self, &mut out);
+        out
+    }
+
     /// Evaluates the condition; `None` stands for an item that does not exist.
     /// A comparison whose operands are missing or of different types is
     /// simply false (only `<>` is then true), never an error.

@@ -495,3 +495,16 @@ fn expressions_are_limited_to_4096_bytes_and_nest_that_deep() {
     let ors = vec!["n = :n1"; 370].join(" OR ");
     check(&format!("{ors} OR n = :n5"), "true");
 }
+
+#[test]
+fn paths_lists_what_a_condition_reads() {
+    let c = with_placeholders(|ph| {
+        parse_condition(
+            "#pk = :p AND (size(m.a) > :n1 OR NOT l[0] IN (:n1, s)) AND attribute_exists(#s)",
+            ph,
+        )
+    })
+    .unwrap();
+    let paths: Vec<String> = c.paths().iter().map(ToString::to_string).collect();
+    assert_eq!(paths, ["pk", "m.a", "l[0]", "s", "status"]);
+}
