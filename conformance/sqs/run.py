@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Differential SQS conformance run: the same requests against a reference and a target.
+
+    run.py --reference http://127.0.0.1:4566 --target http://127.0.0.1:8000 [--filter NAME]
+    run.py --reference http://127.0.0.1:4566 --reference-only    # the reference against itself
+
+Prints every mismatch (case, step, both outcomes, both error messages), every step where the
+reference or the target does not do what the AWS documentation says (the case's "expect"),
+then a summary and, last, exactly ``cases: N, mismatches: M``. Exits 0 iff every mismatch
+belongs to a case listed in known-differences.md and the target meets every expectation of
+the listed cases and of the cases that ran on the target alone. See README.md beside this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def ensure_boto3() -> None:
+    """Re-executes under the shared venv (scripts/python-env.sh) when boto3 is not importable."""
+    try:
+        import boto3  # noqa: F401
+    except ImportError:
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        venv_python = Path(os.environ.get("POSTBOX_VENV") or cache / "postbox" / "venv") / "bin" / "python"
+        if venv_python.exists() and Path(sys.executable) != venv_python:
+            os.execv(str(venv_python), [str(venv_python), *sys.argv])
+        sys.exit("run.py needs boto3: run scripts/python-env.sh once (it creates the venv this script uses)")
+
+
+ensure_boto3()
+sys.path.insert(0, str(HERE))
+
+from harness.corpus import CorpusError, load_corpus  # noqa: E402
+from harness.endpoint import Endpoint  # noqa: E402
+from harness.known import load_known  # noqa: E402
+from harness.runner import Runner  # noqa: E402
+
+
+def main() -> int:
+    args = parse_args()
+    try:
+        cases = load_corpus(Path(args.cases))
+    except CorpusError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.filter:
+        cases = [c for c in cases if any(selects(f, c.name) for f in args.filter)]
+    if args.list:
+        for case in cases:
+            requires = f"  (requires {', '.join(case.requires)})" if case.requires else ""
+            print(f"{case.name}{requires}")
+        return 0
+    if not cases:
+        print("error: no case matches the filter", file=sys.stderr)
+        return 2
+
+    known = load_known(Path(args.known))
+    perturb_glob = args.perturb or os.environ.get("CONFORMANCE_PERTURB")
+    reference = Endpoint("reference", args.reference, set(args.reference_capability or ()))
+    target = Endpoint("target", args.target, set(args.target_capability or ()))
+    runner = Runner(reference, target, perturb=(lambda name: selects(perturb_glob, name)) if perturb_glob else None)
+    started = time.monotonic()
+    results = runner.run_all(cases, args.jobs)
+    elapsed = time.monotonic() - started
+
+    ran = skipped = target_only = mismatches = known_count = 0
+    failing: list[str] = []
+    deviations: list[str] = []
+    for result in results:
+        name = result.case.name
+        if result.mode == "skipped":
+            skipped += 1
+            if args.verbose:
+                print(f"skipped  {name}: {result.skipped_because}")
+            continue
+        ran += 1
+        target_only += result.mode == "target-only"
+        cover = next((k for k in known if k.covers(name)), None)
+        if args.show:
+            show(result)
+        if args.verbose:
+            state = "MISMATCH" if result.mismatches else "ok      "
+            print(f"{state} {name}{' (target only)' if result.mode == 'target-only' else ''}")
+        for mismatch in result.mismatches:
+            mismatches += 1
+            known_count += cover is not None
+            report(mismatch, cover)
+        for title, want, outcome in result.reference_unmet:
+            deviations.append(name)
+            print(f"DOCUMENTED {name} / {title}: the AWS documentation says {json.dumps(want)}; the reference gave")
+            print_outcome("", outcome)
+        # Where the target is the reference, or agrees with it, the lines above already say it.
+        loud = result.mode == "target-only" or bool(result.mismatches) or args.strict
+        for title, want, outcome in result.target_unmet if loud else []:
+            print(f"EXPECTATION {name} / {title}: the AWS documentation says {json.dumps(want)}; the target gave")
+            print_outcome("", outcome)
+        if result.mismatches and cover is None:
+            failing.append(f"{name}: differs from the reference and is not in known-differences.md")
+        elif result.target_unmet and (result.mismatches or result.mode == "target-only"):
+            failing.append(f"{name}: the target does not do what the documentation says")
+        elif result.target_unmet and args.strict:
+            failing.append(f"{name}: the target misses an expectation (--strict)")
+
+    print()
+    print(f"ran {ran} cases in {elapsed:.1f}s (reference {args.reference}, target {args.target}, run {runner.run_id})")
+    if skipped:
+        print(f"skipped: {skipped} (the target lacks a capability they require, e.g. the test clock)")
+    if target_only:
+        print(f"target only: {target_only} (the reference lacks a capability; judged by the documentation)")
+    if deviations:
+        print(f"reference deviates from the AWS documentation in {len(set(deviations))} cases "
+              f"({len(deviations)} steps)")
+    for line in failing:
+        print(f"FAIL {line}")
+    unused = [k.case for k in known if not any(k.covers(r.case.name) for r in results)]
+    if unused and not args.filter:
+        print(f"known-differences.md names cases that do not exist: {', '.join(unused)}")
+    print(f"known differences: {known_count}")
+    print(f"cases: {ran}, mismatches: {mismatches}")
+    return 1 if failing else 0
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reference", help="endpoint URL of the reference (an SQS-compatible server)")
+    parser.add_argument("--target", help="endpoint URL of the implementation under test (postbox serve)")
+    parser.add_argument("--reference-only", action="store_true",
+                        help="run the reference against itself (the harness's own sanity check)")
+    parser.add_argument("--cases", default=str(HERE / "cases"), help="directory of case files (default: %(default)s)")
+    parser.add_argument("--filter", action="append", metavar="NAME",
+                        help="run only cases whose name contains NAME (or matches it as a glob); repeatable")
+    parser.add_argument("--known", default=str(HERE / "known-differences.md"), help="known differences file")
+    parser.add_argument("--jobs", type=int, default=10, help="cases run concurrently (default: %(default)s)")
+    parser.add_argument("--reference-capability", action="append", metavar="NAME",
+                        help="a capability the reference has (clock); repeatable")
+    parser.add_argument("--target-capability", action="append", metavar="NAME",
+                        help="a capability the target has (clock: POST /_postbox/test/clock); repeatable")
+    parser.add_argument("--perturb", metavar="GLOB",
+                        help="corrupt the target's first outcome in matching cases, to check that a difference "
+                        "is caught (also $CONFORMANCE_PERTURB)")
+    parser.add_argument("--show", action="store_true", help="print every outcome of both sides")
+    parser.add_argument("--list", action="store_true", help="list the selected cases and exit")
+    parser.add_argument("--strict", action="store_true",
+                        help="also fail when the target misses an expectation that the reference misses too")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print one line per case")
+    args = parser.parse_args()
+    if args.reference_only:
+        if args.target:
+            parser.error("--reference-only runs the reference against itself; leave out --target")
+        args.target = args.reference
+        args.target_capability = args.reference_capability
+    if not args.list and not (args.reference and args.target):
+        parser.error("--reference and --target (or --reference-only) are required")
+    return args
+
+
+def selects(pattern: str, name: str) -> bool:
+    if any(ch in pattern for ch in "*?["):
+        return fnmatch.fnmatchcase(name, pattern)
+    return pattern in name
+
+
+def print_outcome(label: str, outcome) -> None:
+    print(f"  {label:<10} {json.dumps(outcome.value, sort_keys=True)}")
+    if outcome.message:
+        print(f"  {'':<10} message: {outcome.message[:2000]}")
+
+
+def report(mismatch, cover) -> None:
+    print(f"MISMATCH {mismatch.case} / {mismatch.step}")
+    print_outcome("reference:", mismatch.reference)
+    print_outcome("target:", mismatch.target)
+    if cover:
+        print(f"  known difference: {cover.what}")
+
+
+def show(result) -> None:
+    print(f"== {result.case.name}{' (target only)' if result.mode == 'target-only' else ''}")
+    for title, ref, tgt in result.outcomes:
+        if ref is None:
+            print(f"  {title}")
+            print(f"    target:    {json.dumps(tgt.value, sort_keys=True)}")
+            continue
+        same = ref.canonical() == tgt.canonical()
+        print(f"  {title}: {'same' if same else 'DIFFERENT'}")
+        print(f"    reference: {json.dumps(ref.value, sort_keys=True)}")
+        if ref.message:
+            print(f"               message: {ref.message[:500]}")
+        if not same:
+            print(f"    target:    {json.dumps(tgt.value, sort_keys=True)}")
+            if tgt.message:
+                print(f"               message: {tgt.message[:500]}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
