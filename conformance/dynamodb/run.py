@@ -78,7 +78,7 @@ def main() -> int:
         if args.show:
             show(result)
         if args.verbose:
-            print(f"{'MISMATCH' if result.mismatches else 'ok      '} {result.case.name}")
+            print(f"{'MISMATCH' if result.mismatches else 'ok      '} {result.seconds:5.2f}s {result.case.name}")
         cover = next((k for k in known if k.covers(result.case.name)), None)
         for mismatch in result.mismatches:
             mismatches += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from itertools import zip_longest
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,7 @@ class CaseResult:
     # Steps whose reference outcome is not what the case file's "expect" says it exercises.
     unexpected: list[tuple[str, str, oc.Outcome]] = field(default_factory=list)
     outcomes: list[tuple[str, oc.Outcome, oc.Outcome]] = field(default_factory=list)
+    seconds: float = 0.0
 
 
 class Runner:
@@ -56,11 +58,13 @@ class Runner:
         ref = _Side(self.reference, names["r"])
         tgt = _Side(self.target, names["t"])
         result = CaseResult(case)
+        started = time.monotonic()
         try:
             ref_out, tgt_out = ref.run(case), tgt.run(case)
         finally:
             ref.cleanup(case)
             tgt.cleanup(case)
+        result.seconds = time.monotonic() - started
         # The self-test corrupts the target's outcome of the first step (not the setup).
         perturbed = self.perturb(case.name)
         missing = ("(missing)", None, oc.Outcome({"missing": "this side stopped earlier"}))
