@@ -67,6 +67,11 @@ def main() -> int:
         Endpoint("target", args.target),
         perturb=(lambda name: selects(perturb_glob, name)) if perturb_glob else None,
     )
+    for endpoint in (runner.reference, runner.target):
+        problem = endpoint.check_reachable()
+        if problem:
+            print(f"error: the {endpoint.name} at {endpoint.url} does not answer ListTables: {problem}", file=sys.stderr)
+            return 2
     started = time.monotonic()
     results = runner.run_all(cases, args.jobs)
     elapsed = time.monotonic() - started
@@ -144,9 +149,9 @@ def selects(pattern: str, name: str) -> bool:
 def report(mismatch, cover) -> None:
     print(f"MISMATCH {mismatch.case} / {mismatch.step}")
     for side, outcome in (("reference", mismatch.reference), ("target", mismatch.target)):
-        print(f"  {side + ':':<10} {json.dumps(outcome.value, sort_keys=True)}")
+        print(f"  {side + ':':<10} {clip(json.dumps(outcome.value, sort_keys=True))}")
         if outcome.message:
-            print(f"  {'':<10} message: {outcome.message}")
+            print(f"  {'':<10} message: {clip(outcome.message)}")
     where = first_difference(mismatch.reference.value, mismatch.target.value)
     if where:
         path, ref, tgt = where
@@ -155,18 +160,23 @@ def report(mismatch, cover) -> None:
         print(f"  known difference: {cover.what}")
 
 
+def clip(text: str, limit: int = 4000) -> str:
+    """Outcomes can hold 400 KB strings; a report line shows the start of them."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
 def show(result) -> None:
     print(f"== {result.case.name}")
     for title, ref, tgt in result.outcomes:
         same = ref.canonical() == tgt.canonical()
         print(f"  {title}: {'same' if same else 'DIFFERENT'}")
-        print(f"    reference: {json.dumps(ref.value, sort_keys=True)}")
+        print(f"    reference: {clip(json.dumps(ref.value, sort_keys=True))}")
         if ref.message:
-            print(f"               message: {ref.message}")
+            print(f"               message: {clip(ref.message)}")
         if not same:
-            print(f"    target:    {json.dumps(tgt.value, sort_keys=True)}")
+            print(f"    target:    {clip(json.dumps(tgt.value, sort_keys=True))}")
             if tgt.message:
-                print(f"               message: {tgt.message}")
+                print(f"               message: {clip(tgt.message)}")
 
 
 if __name__ == "__main__":

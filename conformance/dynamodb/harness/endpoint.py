@@ -59,6 +59,16 @@ class Endpoint:
             return oc.client_failure(err)
         return oc.Outcome(wire.logical_names(oc.success(op, response, **normalise).value, reverse))
 
+    def check_reachable(self) -> str | None:
+        """None when the endpoint answers ListTables, else what went wrong."""
+        try:
+            self.raw(self.ddb, "ListTables", {"Limit": 1})
+        except ClientError as err:
+            return f"{err.response.get('Error', {}).get('Code')}: {err}"
+        except (BotoCoreError, ValueError) as err:
+            return str(err)
+        return None
+
     # Tables ----------------------------------------------------------------------------------
 
     def create_table(self, physical: str, request: dict) -> oc.Outcome:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import traceback
 import uuid
 from itertools import zip_longest
 from concurrent.futures import ThreadPoolExecutor
@@ -50,6 +51,16 @@ class Runner:
             return list(pool.map(lambda ic: self.run_case(*ic), numbered))
 
     def run_case(self, index: int, case: Case) -> CaseResult:
+        """Runs one case on both sides; a fault of the harness itself becomes a mismatch."""
+        try:
+            return self._run_case(index, case)
+        except Exception:  # noqa: BLE001 - one broken case must not hide the others
+            result = CaseResult(case)
+            fault = oc.Outcome({"harness_error": True}, traceback.format_exc())
+            result.mismatches.append(Mismatch(case.name, "(harness)", fault, fault))
+            return result
+
+    def _run_case(self, index: int, case: Case) -> CaseResult:
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", case.name)[:80]
         names = {}
         for side in ("r", "t"):
