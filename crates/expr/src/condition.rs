@@ -156,6 +156,8 @@ enum Node {
 /// A function call not yet known to be a condition or an operand.
 struct Call {
     name: String,
+    /// Where the name stands, for ordering the problems found with it.
+    at: usize,
     args: Vec<Operand>,
 }
 
@@ -174,6 +176,7 @@ impl Parsed {
     }
 }
 
+/// The functions of condition expressions.
 const FUNCTIONS: [&str; 6] = [
     "attribute_exists",
     "attribute_not_exists",
@@ -182,7 +185,8 @@ const FUNCTIONS: [&str; 6] = [
     "contains",
     "size",
 ];
-const REDUNDANT_PARENS: &str = "The expression has redundant parentheses;";
+/// The functions of update expressions, which a condition may not call.
+const UPDATE_FUNCTIONS: [&str; 2] = ["if_not_exists", "list_append"];
 
 /// Placeholder for a condition whose problem is already deferred: the parse
 /// fails anyway, so its content never matters.
@@ -250,7 +254,7 @@ impl Parser<'_, '_, '_> {
             let inner = self.or()?;
             self.expect(Tok::RParen)?;
             if inner.parens {
-                self.defer(Problem::Parens, REDUNDANT_PARENS);
+                return Err(self.redundant_parentheses());
             }
             Parsed {
                 node: inner.node,
@@ -269,7 +273,7 @@ impl Parser<'_, '_, '_> {
             let a = self.require_operand(left)?;
             self.bump();
             let b = self.operand()?;
-            self.check_comparison(cmp, &a, &b);
+            self.check_comparison(cmp, t.start, &a, &b);
             Condition::Compare(cmp, a, b)
         } else if self.is_word(t, "BETWEEN") {
             let a = self.require_operand(left)?;
@@ -280,16 +284,20 @@ impl Parser<'_, '_, '_> {
             }
             self.bump();
             let upper = self.operand()?;
-            self.check_between(&a, &lower, &upper);
+            self.check_between(t.start, &a, &lower, &upper);
             Condition::Between(a, lower, upper)
         } else if self.is_word(t, "IN") {
             let a = self.require_operand(left)?;
             self.bump();
             self.expect(Tok::LParen)?;
             let list = self.operand_list()?;
+            for b in &list {
+                self.check_distinct("IN", t.start, &a, b);
+            }
             if list.len() > MAX_IN_OPERANDS {
                 self.defer(
-                    Problem::OperandType,
+                    Problem::OperandCount,
+                    t.start,
                     format!("The IN operator is provided with too many operands; number of operands: {}", list.len()),
                 );
             }
@@ -311,7 +319,7 @@ impl Parser<'_, '_, '_> {
         Ok(list)
     }
 
-    /// An operand, possibly in parentheses.
+    /// An operand, possibly in (one pair of) parentheses.
     fn operand(&mut self) -> Result<Operand, ExprError> {
         Ok(self.operand_in_parens()?.0)
     }
@@ -322,7 +330,7 @@ impl Parser<'_, '_, '_> {
             let (op, inner_parens) = self.operand_in_parens()?;
             self.expect(Tok::RParen)?;
             if inner_parens {
-                self.defer(Problem::Parens, REDUNDANT_PARENS);
+                return Err(self.redundant_parentheses());
             }
             return Ok((op, true));
         }
@@ -336,25 +344,30 @@ impl Parser<'_, '_, '_> {
         match t.kind {
             Tok::ValuePlaceholder => Ok(Node::Operand(Operand::Value(self.value()?))),
             Tok::NamePlaceholder => Ok(Node::Operand(Operand::Path(self.parse_path()?))),
-            Tok::Ident
-                if ["AND", "OR", "NOT", "BETWEEN", "IN"]
-                    .iter()
-                    .any(|w| self.is_word(t, w)) =>
-            {
-                Err(self.syntax_error())
-            }
+            Tok::Ident if self.is_keyword(t) => Err(self.syntax_error()),
             Tok::Ident if self.nth(1).kind == Tok::LParen => {
                 let name = self.text(t).to_owned();
                 self.bump();
                 self.bump();
                 let args = self.operand_list()?;
-                if !FUNCTIONS.contains(&name.as_str()) {
+                if UPDATE_FUNCTIONS.contains(&name.as_str()) {
+                    self.defer(
+                        Problem::NotAllowedFunction,
+                        t.start,
+                        format!("The function is not allowed in a condition expression; function: {name}"),
+                    );
+                } else if !FUNCTIONS.contains(&name.as_str()) {
                     self.defer(
                         Problem::UnknownFunction,
+                        t.start,
                         format!("Invalid function name; function: {name}"),
                     );
                 }
-                Ok(Node::Call(Call { name, args }))
+                Ok(Node::Call(Call {
+                    name,
+                    at: t.start,
+                    args,
+                }))
             }
             Tok::Ident => Ok(Node::Operand(Operand::Path(self.parse_path()?))),
             _ => Err(self.syntax_error()),
@@ -368,7 +381,7 @@ impl Parser<'_, '_, '_> {
             Node::Call(call) if call.name == "size" => Ok(self.size(call)),
             Node::Call(call) => {
                 if FUNCTIONS.contains(&call.name.as_str()) {
-                    self.misused(&call.name);
+                    self.misused(&call);
                 }
                 Ok(Operand::Value(AttributeValue::Null))
             }
@@ -385,11 +398,13 @@ impl Parser<'_, '_, '_> {
         }
     }
 
-    fn misused(&mut self, name: &str) {
+    fn misused(&mut self, call: &Call) {
         self.defer(
             Problem::MisusedFunction,
+            call.at,
             format!(
-                "The function is not allowed to be used this way in an expression; function: {name}"
+                "The function is not allowed to be used this way in an expression; function: {}",
+                call.name
             ),
         );
     }
@@ -400,6 +415,7 @@ impl Parser<'_, '_, '_> {
         }
         self.defer(
             Problem::OperandCount,
+            call.at,
             format!(
                 "Incorrect number of operands for operator or function; operator or function: {}, number of operands: {}",
                 call.name,
@@ -417,7 +433,11 @@ impl Parser<'_, '_, '_> {
         if let Some(t @ (AttributeType::N | AttributeType::Bool | AttributeType::Null)) =
             static_type(&arg)
         {
-            self.defer(Problem::OperandType, wrong_type("size", t.as_str()));
+            self.defer(
+                Problem::OperandType,
+                call.at,
+                wrong_type("size", t.as_str()),
+            );
         }
         Operand::Size(Box::new(arg))
     }
@@ -429,7 +449,7 @@ impl Parser<'_, '_, '_> {
             return dummy();
         }
         if name == "size" {
-            self.misused(name);
+            self.misused(&call);
             return dummy();
         }
         let expected = if name.starts_with("attribute_") && name != "attribute_type" {
@@ -440,23 +460,20 @@ impl Parser<'_, '_, '_> {
         if !self.operand_count(&call, expected) {
             return dummy();
         }
+        let at = call.at;
         if expected == 2 {
-            self.check_distinct(name, &call.args[0], &call.args[1]);
+            self.check_distinct(name, at, &call.args[0], &call.args[1]);
         }
         let mut args = call.args.into_iter();
         let first = args.next().expect("checked count");
         let second = args.next();
         match (name, first, second) {
-            ("attribute_exists" | "attribute_not_exists", Operand::Path(p), None) => {
-                if name == "attribute_exists" {
-                    Condition::AttributeExists(p)
-                } else {
-                    Condition::AttributeNotExists(p)
-                }
-            }
+            ("attribute_exists", Operand::Path(p), None) => Condition::AttributeExists(p),
+            ("attribute_not_exists", Operand::Path(p), None) => Condition::AttributeNotExists(p),
             ("attribute_exists" | "attribute_not_exists", _, None) => {
                 self.defer(
                     Problem::OperandType,
+                    at,
                     format!("Operator or function requires a document path; operator or function: {name}"),
                 );
                 dummy()
@@ -467,16 +484,18 @@ impl Parser<'_, '_, '_> {
                     None => {
                         self.defer(
                         Problem::OperandType,
-                        format!("Invalid attribute type name found; type: {t}, valid types: {{B,NULL,SS,BOOL,L,BS,N,NS,S,M}}"),
+                        at,
+                        format!("Invalid attribute type name found; type: {t}, valid types: {{N,BS,L,B,NULL,M,S,SS,NS,BOOL}}"),
                     );
                         dummy()
                     }
                 }
             }
             ("attribute_type", _, Some(b)) => {
-                let t =
-                    static_type(&b).map_or("{NS,SS,L,BS,N,M,B,BOOL,NULL,S}", AttributeType::as_str);
-                self.defer(Problem::OperandType, wrong_type(name, t));
+                // For a path DynamoDB lists every type its engine knows.
+                const ANY_TYPE: &str = "{B,L,DOUBLE,HDS,BOOL,SS,NULL,INTSET,M,DECIMAL,NS,INT,DOUBLESET,DICT,N,FS,S,FLOAT,DECIMALSET,BS,HD}";
+                let t = static_type(&b).map_or(ANY_TYPE, AttributeType::as_str);
+                self.defer(Problem::OperandType, at, wrong_type(name, t));
                 dummy()
             }
             ("begins_with", a, Some(b)) => {
@@ -484,7 +503,7 @@ impl Parser<'_, '_, '_> {
                     if let Some(t) = static_type(op)
                         .filter(|t| !matches!(t, AttributeType::S | AttributeType::B))
                     {
-                        self.defer(Problem::OperandType, wrong_type(name, t.as_str()));
+                        self.defer(Problem::OperandType, at, wrong_type(name, t.as_str()));
                     }
                 }
                 Condition::BeginsWith(a, b)
@@ -495,12 +514,13 @@ impl Parser<'_, '_, '_> {
     }
 
     /// DynamoDB rejects an operator comparing a path with itself.
-    fn check_distinct(&mut self, operator: &str, a: &Operand, b: &Operand) {
+    fn check_distinct(&mut self, operator: &str, at: usize, a: &Operand, b: &Operand) {
         if let (Operand::Path(x), Operand::Path(y)) = (a, b)
             && x == y
         {
             self.defer(
                 Problem::Distinct,
+                at,
                 format!(
                     "The first operand must be distinct from the remaining operands for this operator or function; operator: {operator}, first operand: {}",
                     x.bracketed()
@@ -509,21 +529,25 @@ impl Parser<'_, '_, '_> {
         }
     }
 
-    fn check_comparison(&mut self, cmp: Comparator, a: &Operand, b: &Operand) {
-        self.check_distinct(cmp.symbol(), a, b);
+    fn check_comparison(&mut self, cmp: Comparator, at: usize, a: &Operand, b: &Operand) {
+        self.check_distinct(cmp.symbol(), at, a, b);
         if !matches!(cmp, Comparator::Eq | Comparator::Ne) {
             for op in [a, b] {
                 if let Some(t) = static_type(op).filter(|t| !is_scalar_key_type(*t)) {
-                    self.defer(Problem::OperandType, wrong_type(cmp.symbol(), t.as_str()));
+                    self.defer(
+                        Problem::OperandType,
+                        at,
+                        wrong_type(cmp.symbol(), t.as_str()),
+                    );
                 }
             }
         }
     }
 
-    fn check_between(&mut self, a: &Operand, lower: &Operand, upper: &Operand) {
+    fn check_between(&mut self, at: usize, a: &Operand, lower: &Operand, upper: &Operand) {
         for op in [a, lower, upper] {
             if let Some(t) = static_type(op).filter(|t| !is_scalar_key_type(*t)) {
-                self.defer(Problem::OperandType, wrong_type("BETWEEN", t.as_str()));
+                self.defer(Problem::OperandType, at, wrong_type("BETWEEN", t.as_str()));
             }
         }
         if let (Operand::Value(lo), Operand::Value(hi)) = (lower, upper) {
@@ -535,11 +559,13 @@ impl Parser<'_, '_, '_> {
             if lo.attribute_type() != hi.attribute_type() {
                 self.defer(
                     Problem::OperandType,
+                    at,
                     format!("The BETWEEN operator requires same data type for lower and upper bounds; {bounds}"),
                 );
             } else if order(lo, hi) == Some(Ordering::Greater) {
                 self.defer(
                     Problem::OperandType,
+                    at,
                     format!("The BETWEEN operator requires upper bound to be greater than or equal to lower bound; {bounds}"),
                 );
             }

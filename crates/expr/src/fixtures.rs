@@ -32,7 +32,7 @@ pub(crate) fn values() -> BTreeMap<String, AttributeValue> {
         ":empty": {"S": ""}, ":p": {"S": "p"}, ":active": {"S": "active"}, ":u": {"S": "é𝄞"},
         ":n0": {"N": "0"}, ":n1": {"N": "1"}, ":n2": {"N": "2"}, ":n3": {"N": "3"}, ":n5": {"N": "5"}, ":n5dot": {"N": "5.00"},
         ":n6": {"N": "6"}, ":n10": {"N": "10"}, ":big": {"N": "9E+125"},
-        ":half": {"N": "0.5"}, ":t": {"BOOL": true}, ":f": {"BOOL": false}, ":null": {"NULL": true},
+        ":half": {"N": "0.5"}, ":tiny": {"N": "1E-130"}, ":t": {"BOOL": true}, ":f": {"BOOL": false}, ":null": {"NULL": true},
         ":l": {"L": [{"N": "9"}]}, ":lx": {"L": [{"S": "x"}]}, ":m": {"M": {"y": {"N": "2"}}}, ":m0": {"M": {}},
         ":ss": {"SS": ["a", "b"]}, ":ssb": {"SS": ["b", "c"]}, ":ssab": {"SS": ["a", "b", "c"]},
         ":ns": {"NS": ["1", "2"]}, ":ns3": {"NS": ["3"]}, ":bs": {"BS": ["AQ=="]},

@@ -118,6 +118,11 @@ pub fn parse_key_condition(
             }
         } else if Some(name) == sort_key {
             sort = Some(leaf.into_sort_condition());
+        } else if let Some(sort_key) = sort_key {
+            // A condition on another attribute stands where the sort key's should.
+            return Err(fail(format!(
+                "Query condition missed key schema element: {sort_key}"
+            )));
         } else {
             return Err(fail("Query key condition not supported"));
         }

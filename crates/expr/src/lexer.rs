@@ -71,8 +71,11 @@ pub(crate) fn tokenize(src: &str) -> Vec<Token> {
             j
         };
         let (kind, end) = match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'_' => (Tok::Ident, word_end(i)),
-            b'0'..=b'9' => {
+            // Names start with a letter: DynamoDB rejects `_a` at the `_`.
+            b'a'..=b'z' | b'A'..=b'Z' => (Tok::Ident, word_end(i)),
+            // A number with a leading zero is just "0": `[01]` is a syntax error at the `1`.
+            b'0' => (Tok::Digits, i + 1),
+            b'1'..=b'9' => {
                 let mut j = i;
                 while j < bytes.len() && bytes[j].is_ascii_digit() {
                     j += 1;
@@ -159,7 +162,10 @@ mod tests {
             "# : ! é",
             "Unknown(#) Unknown(:) Unknown(!) Unknown(é) Eof()",
         );
-        check("_x1 9a", "Ident(_x1) Digits(9) Ident(a) Eof()");
+        check(
+            "x_1 _y 9a 01",
+            "Ident(x_1) Unknown(_) Ident(y) Digits(9) Ident(a) Digits(0) Digits(1) Eof()",
+        );
         check("", "Eof()");
     }
 }

@@ -12,7 +12,7 @@
 use postbox_item::AttributeValue;
 
 use crate::lexer::{Tok, Token, tokenize};
-use crate::path::{Path, PathElement};
+use crate::path::{Path, PathElement, clash, clash_message};
 use crate::reserved::is_reserved;
 use crate::{ExprError, Kind, Placeholders};
 
@@ -78,28 +78,44 @@ fn nesting(src: &str) -> usize {
     deepest + nots
 }
 
-/// Classes of semantic problems, which DynamoDB reports in a fixed order per
-/// expression kind (see [`rank`]).
+/// Most elements a document path may have (`a.b[0]` has three).
+pub const MAX_PATH_DEPTH: usize = 32;
+
+/// Largest list index DynamoDB accepts in a document path.
+const MAX_LIST_INDEX: u64 = i32::MAX as u64;
+
+/// Words that are never attribute names, in any expression kind: DynamoDB's
+/// expression grammar is one grammar, so `a.set` is a syntax error even in a
+/// condition.
+const KEYWORDS: [&str; 9] = [
+    "AND", "OR", "NOT", "BETWEEN", "IN", "SET", "REMOVE", "ADD", "DELETE",
+];
+
+/// Semantic problems, grouped the way DynamoDB reports them (see [`rank`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Problem {
-    /// `((a = :v))`.
-    Parens,
-    /// A function DynamoDB does not have.
-    UnknownFunction,
-    /// A condition function used as an operand, or `size` used as a condition.
-    MisusedFunction,
     /// A reserved word written as an attribute name.
     Reserved,
+    /// A function DynamoDB does not have.
+    UnknownFunction,
+    /// A function of the other expression kind (`size` in an update,
+    /// `if_not_exists` in a condition).
+    NotAllowedFunction,
+    /// A condition function used as an operand, or `size` used as a condition.
+    MisusedFunction,
     /// The same clause twice in an update.
     Section,
+    /// A path of more than [`MAX_PATH_DEPTH`] elements.
+    PathDepth,
+    /// A list index past `i32::MAX`.
+    IndexRange,
     /// `#name` with no entry in ExpressionAttributeNames.
     UndefinedName,
     /// `:value` with no entry in ExpressionAttributeValues.
     UndefinedValue,
-    /// Two update or projection paths where one contains the other.
+    /// Two update or projection paths where one contains the other, or that
+    /// step into one value by name and by index.
     Overlap,
-    /// Two paths that step into one value by name and by index.
-    Conflict,
     /// A function or operator with the wrong number of operands.
     OperandCount,
     /// `a = a`: an operator comparing a path with itself.
@@ -108,38 +124,28 @@ pub(crate) enum Problem {
     OperandType,
 }
 
-/// Position of a problem class in DynamoDB's reporting order for `kind`;
-/// lower is reported first.
+/// The class of a problem for `kind`; lower classes are reported first, and
+/// within a class the problem that stands first in the text. The classes
+/// were worked out against DynamoDB Local: e.g. in a condition a reserved
+/// word and an unknown function are one class (`status = :v AND foo(a)`
+/// names `status`, `foo(status)` names `foo`), while undefined placeholders
+/// come after both; in an update, undefined names come before overlapping
+/// paths and those before undefined values.
 fn rank(kind: Kind, p: Problem) -> u8 {
     use Problem::*;
-    match kind {
-        Kind::Update => match p {
-            Reserved => 0,
-            UnknownFunction => 1,
-            Section => 2,
-            UndefinedName => 3,
-            UndefinedValue => 4,
-            Overlap => 5,
-            Conflict => 6,
-            OperandCount | OperandType | Distinct | Parens | MisusedFunction => 7,
-        },
-        Kind::Projection => match p {
-            Reserved => 0,
-            UndefinedName | UndefinedValue => 1,
-            Overlap => 2,
-            _ => 3,
-        },
-        Kind::Condition | Kind::Filter | Kind::KeyCondition => match p {
-            Parens => 0,
-            UnknownFunction => 1,
-            MisusedFunction => 2,
-            Reserved => 3,
-            // Names and values share one class: the first undefined one wins.
-            UndefinedName | UndefinedValue => 4,
-            OperandCount => 5,
-            Distinct => 6,
-            _ => 7,
-        },
+    match (kind, p) {
+        (
+            _,
+            Reserved | UnknownFunction | NotAllowedFunction | MisusedFunction | Section | PathDepth
+            | IndexRange,
+        ) => 0,
+        (Kind::Update, UndefinedName) => 1,
+        (Kind::Update, Overlap) => 2,
+        (Kind::Update, UndefinedValue) => 3,
+        (Kind::Update, _) => 4,
+        (_, UndefinedName | UndefinedValue) => 1,
+        (_, Overlap) => 2,
+        (_, OperandCount | Distinct | OperandType) => 3,
     }
 }
 
@@ -150,12 +156,14 @@ pub(crate) struct Parser<'s, 'p, 'a> {
     toks: Vec<Token>,
     pos: usize,
     ph: &'p mut Placeholders<'a>,
-    deferred: Option<(u8, String)>,
+    /// The problem to report so far: (class, position in the text, message).
+    deferred: Option<(u8, usize, String)>,
 }
 
 impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
     /// Starts parsing `src`, after DynamoDB's checks that come before any
-    /// grammar: valid placeholder maps and a non-blank expression.
+    /// grammar: valid placeholder maps, size, and a non-empty expression. A
+    /// blank one is not "empty" to DynamoDB but a syntax error at its end.
     pub fn new(src: &'s str, kind: Kind, ph: &'p mut Placeholders<'a>) -> Result<Self, ExprError> {
         ph.check_supplied()?;
         if src.len() > MAX_EXPRESSION_BYTES {
@@ -167,7 +175,7 @@ impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
                 ),
             ));
         }
-        if src.trim_matches([' ', '\t', '\r', '\n']).is_empty() {
+        if src.is_empty() {
             return Err(ExprError::invalid(kind, "The expression can not be empty;"));
         }
         Ok(Parser {
@@ -214,21 +222,24 @@ impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
         self.is_word(self.peek(), word)
     }
 
+    /// True when `t` is a keyword of the expression grammar.
+    pub fn is_keyword(&self, t: Token) -> bool {
+        KEYWORDS.iter().any(|w| self.is_word(t, w))
+    }
+
     /// DynamoDB's syntax error at the current token. `near` quotes the source
-    /// from the previous token through the next one, as DynamoDB does.
+    /// from the previous token through the next one (at the end: through the
+    /// end of the text), as DynamoDB does.
     pub fn syntax_error(&self) -> ExprError {
         let cur = self.peek();
-        let token = if cur.kind == Tok::Eof {
-            "<EOF>"
-        } else {
-            self.text(cur)
+        let at_end = cur.kind == Tok::Eof;
+        let token = if at_end { "<EOF>" } else { self.text(cur) };
+        let from = match self.pos {
+            0 if at_end => 0,
+            0 => cur.start,
+            p => self.toks[p - 1].start,
         };
-        let from = if self.pos > 0 {
-            self.toks[self.pos - 1].start
-        } else {
-            cur.start
-        };
-        let to = if cur.kind == Tok::Eof {
+        let to = if at_end {
             self.src.len()
         } else {
             self.nth(1).end
@@ -242,6 +253,12 @@ impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
         )
     }
 
+    /// DynamoDB's error for `((...))`. It is raised where the second pair
+    /// closes, before any later syntax error.
+    pub fn redundant_parentheses(&self) -> ExprError {
+        ExprError::invalid(self.kind, "The expression has redundant parentheses;")
+    }
+
     pub fn expect(&mut self, kind: Tok) -> Result<Token, ExprError> {
         if self.at(kind) {
             Ok(self.bump())
@@ -250,19 +267,25 @@ impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
         }
     }
 
-    /// Records a semantic problem; the best-ranked one is reported by [`Parser::finish`].
-    pub fn defer(&mut self, problem: Problem, message: impl Into<String>) {
-        let r = rank(self.kind, problem);
-        if self.deferred.as_ref().is_none_or(|(best, _)| r < *best) {
-            self.deferred = Some((r, message.into()));
+    /// Records a semantic problem found at byte `at` of the text; the one
+    /// DynamoDB would report is returned by [`Parser::finish`].
+    pub fn defer(&mut self, problem: Problem, at: usize, message: impl Into<String>) {
+        let key = (rank(self.kind, problem), at);
+        if self
+            .deferred
+            .as_ref()
+            .is_none_or(|(r, p, _)| key < (*r, *p))
+        {
+            self.deferred = Some((key.0, key.1, message.into()));
         }
     }
 
-    /// Ends parsing: the input must be used up, then the best semantic problem (if any) is the error.
+    /// Ends parsing: the input must be used up, then the problem DynamoDB
+    /// reports first (if any) is the error.
     pub fn finish(mut self) -> Result<(), ExprError> {
         self.expect(Tok::Eof)?;
         match self.deferred.take() {
-            Some((_, message)) => Err(ExprError::invalid(self.kind, message)),
+            Some((_, _, message)) => Err(ExprError::invalid(self.kind, message)),
             None => Ok(()),
         }
     }
@@ -274,6 +297,7 @@ impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
 
     /// Parses `name`, `#name`, then any `.name`, `.#name` and `[index]` steps.
     pub fn parse_path(&mut self) -> Result<Path, ExprError> {
+        let start = self.peek().start;
         let first = self.path_name()?;
         let mut path = Path::attribute(first);
         loop {
@@ -285,31 +309,52 @@ impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
                 }
                 Tok::LBracket => {
                     self.bump();
-                    let digits = self.peek();
-                    if digits.kind != Tok::Digits {
-                        return Err(self.syntax_error());
-                    }
-                    let index: usize =
-                        self.text(digits).parse().map_err(|_| self.syntax_error())?;
-                    self.bump();
+                    let digits = self.expect(Tok::Digits)?;
                     self.expect(Tok::RBracket)?;
+                    let text = self.text(digits);
+                    let index = match text.parse::<u64>() {
+                        Ok(i) if i <= MAX_LIST_INDEX => i as usize,
+                        _ => {
+                            self.defer(
+                                Problem::IndexRange,
+                                digits.start,
+                                format!(
+                                    "List index is not within the allowable range; index: [{text}]"
+                                ),
+                            );
+                            0
+                        }
+                    };
                     path.push(PathElement::Index(index));
                 }
-                _ => return Ok(path),
+                _ => break,
             }
         }
+        let depth = path.elements().len();
+        if depth > MAX_PATH_DEPTH {
+            self.defer(
+                Problem::PathDepth,
+                start,
+                format!("The document path has too many nesting levels; nesting levels: {depth}"),
+            );
+        }
+        Ok(path)
     }
 
-    /// One name step of a path: a bare word (not reserved) or a `#placeholder`.
+    /// One name step of a path: a bare word (not a keyword, not reserved) or a `#placeholder`.
     fn path_name(&mut self) -> Result<String, ExprError> {
         let t = self.peek();
         let text = self.text(t);
         match t.kind {
+            Tok::Ident if self.is_keyword(t) => Err(self.syntax_error()),
             Tok::Ident => {
                 self.bump();
-                if is_reserved(text) {
+                // SIZE is on DynamoDB's published list, yet DynamoDB accepts
+                // it as an attribute name (it is the `size` function's name).
+                if is_reserved(text) && !text.eq_ignore_ascii_case("size") {
                     self.defer(
                         Problem::Reserved,
+                        t.start,
                         format!("Attribute name is a reserved keyword; reserved keyword: {text}"),
                     );
                 }
@@ -322,6 +367,7 @@ impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
                     None => {
                         self.defer(
                             Problem::UndefinedName,
+                            t.start,
                             format!("An expression attribute name used in the document path is not defined; attribute name: {text}"),
                         );
                         Ok(text.to_owned())
@@ -329,6 +375,21 @@ impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
                 }
             }
             _ => Err(self.syntax_error()),
+        }
+    }
+
+    /// DynamoDB's rule that no two paths of one update or projection may
+    /// overlap (`a`, `a.b`) or conflict (`a.b`, `a[0]`), reported for the
+    /// first such pair.
+    pub fn check_clashes(&mut self, paths: &[Path]) {
+        let mut pair = 0;
+        for (i, two) in paths.iter().enumerate() {
+            for one in &paths[..i] {
+                if let Some(kind) = clash(one, two) {
+                    self.defer(Problem::Overlap, pair, clash_message(&kind, one, two));
+                }
+                pair += 1;
+            }
         }
     }
 
@@ -342,6 +403,7 @@ impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
             None => {
                 self.defer(
                     Problem::UndefinedValue,
+                    t.start,
                     format!("An expression attribute value used in expression is not defined; attribute value: {text}"),
                 );
                 Ok(AttributeValue::Null)

@@ -11,8 +11,8 @@ use postbox_item::{AttributeValue, Item};
 
 use crate::error::Kind;
 use crate::lexer::Tok;
-use crate::parser::{Parser, Problem};
-use crate::path::{Clash, Path, PathElement, clash, clash_message};
+use crate::parser::Parser;
+use crate::path::{Path, PathElement};
 use crate::{ExprError, Placeholders};
 
 /// A parsed projection expression: the paths to keep.
@@ -36,18 +36,7 @@ pub fn parse_projection(src: &str, ph: &mut Placeholders) -> Result<Projection, 
         }
         p.bump();
     }
-    for (i, two) in paths.iter().enumerate() {
-        for one in &paths[..i] {
-            if let Some(kind) = clash(one, two) {
-                let problem = if kind == Clash::Overlap {
-                    Problem::Overlap
-                } else {
-                    Problem::Conflict
-                };
-                p.defer(problem, clash_message(&kind, one, two));
-            }
-        }
-    }
+    p.check_clashes(&paths);
     p.finish()?;
     Ok(Projection { paths })
 }

@@ -16,12 +16,12 @@
 //! positions: REMOVE of list elements goes from the highest index down, so
 //! every index means the position in the original list.
 
-use postbox_item::{AttributeType, AttributeValue, Item};
+use postbox_item::{AttributeType, AttributeValue, Item, ItemError, Number};
 
 use crate::error::Kind;
 use crate::lexer::Tok;
 use crate::parser::{Parser, Problem, with_room_for};
-use crate::path::{Path, PathElement, clash, clash_message, step, step_mut};
+use crate::path::{Path, PathElement, step, step_mut};
 use crate::{ExprError, Placeholders};
 
 /// A parsed update expression.
@@ -71,6 +71,7 @@ pub enum UpdateOperand {
 const INVALID_PATH: &str =
     "The document path provided in the update expression is invalid for update";
 const WRONG_TYPE: &str = "An operand in the update expression has an incorrect data type";
+const PRECISION: &str = "DynamoDB only supports precision up to 38 digits";
 const MISSING_OPERAND: &str =
     "The provided expression refers to an attribute that does not exist in the item";
 
@@ -84,10 +85,8 @@ fn parse_here(src: &str, ph: &mut Placeholders) -> Result<Update, ExprError> {
     let mut actions = Vec::new();
     let mut seen: Vec<&'static str> = Vec::new();
     loop {
-        let Some(clause) = ["SET", "REMOVE", "ADD", "DELETE"]
-            .into_iter()
-            .find(|w| p.at_word(w))
-        else {
+        let t = p.peek();
+        let Some(clause) = CLAUSES.into_iter().find(|w| p.is_word(t, w)) else {
             // An expression must start with a clause, and after a clause's
             // actions only another clause or the end may follow.
             if actions.is_empty() || !p.at(Tok::Eof) {
@@ -99,6 +98,7 @@ fn parse_here(src: &str, ph: &mut Placeholders) -> Result<Update, ExprError> {
         if seen.contains(&clause) {
             p.defer(
                 Problem::Section,
+                t.start,
                 format!("The \"{clause}\" section can only be used once in an update expression;"),
             );
         }
@@ -112,21 +112,23 @@ fn parse_here(src: &str, ph: &mut Placeholders) -> Result<Update, ExprError> {
         }
     }
     let paths: Vec<Path> = actions.iter().map(|a| a.path().clone()).collect();
-    for (i, two) in paths.iter().enumerate() {
-        for one in &paths[..i] {
-            if let Some(kind) = clash(one, two) {
-                let problem = if kind == crate::path::Clash::Overlap {
-                    Problem::Overlap
-                } else {
-                    Problem::Conflict
-                };
-                p.defer(problem, clash_message(&kind, one, two));
-            }
-        }
-    }
+    p.check_clashes(&paths);
     p.finish()?;
     Ok(Update { actions, paths })
 }
+
+const CLAUSES: [&str; 4] = ["SET", "REMOVE", "ADD", "DELETE"];
+/// The update functions; names are case-sensitive.
+const FUNCTIONS: [&str; 2] = ["if_not_exists", "list_append"];
+/// The functions of condition expressions, which an update may not call.
+const CONDITION_FUNCTIONS: [&str; 6] = [
+    "attribute_exists",
+    "attribute_not_exists",
+    "attribute_type",
+    "begins_with",
+    "contains",
+    "size",
+];
 
 fn wrong_type(function: &str, t: AttributeType) -> String {
     format!(
@@ -145,9 +147,9 @@ fn long_type_name(t: AttributeType) -> &'static str {
         AttributeType::Null => "NULL",
         AttributeType::M => "MAP",
         AttributeType::L => "LIST",
-        AttributeType::Ss => "STRING_SET",
-        AttributeType::Ns => "NUMBER_SET",
-        AttributeType::Bs => "BINARY_SET",
+        AttributeType::Ss => "SS",
+        AttributeType::Ns => "NS",
+        AttributeType::Bs => "BS",
     }
 }
 
@@ -164,19 +166,19 @@ impl Parser<'_, '_, '_> {
         Ok(match clause {
             "SET" => {
                 self.expect(Tok::Eq)?;
-                Action::Set(path, self.set_value()?)
+                Action::Set(path, self.set_value()?.0)
             }
             "REMOVE" => Action::Remove(path),
             _ => {
+                let at = self.peek().start;
                 let v = self.value()?;
                 let t = v.attribute_type();
-                let allowed = is_set(t) || (clause == "ADD" && t == AttributeType::N);
-                // An undefined value stands in as NULL; its own error ranks higher.
-                if !allowed {
+                if !(is_set(t) || (clause == "ADD" && t == AttributeType::N)) {
                     self.defer(
                         Problem::OperandType,
+                        at,
                         format!(
-                            "Incorrect operand type for operator or function; operator: {clause}, operand type: {}",
+                            "Incorrect operand type for operator or function; operator: {clause}, operand type: {}, typeSet: ALLOWED_FOR_{clause}_OPERAND",
                             long_type_name(t)
                         ),
                     );
@@ -190,51 +192,74 @@ impl Parser<'_, '_, '_> {
         })
     }
 
-    fn set_value(&mut self) -> Result<SetValue, ExprError> {
-        // One optional pair of parentheses around the whole value.
-        if self.at(Tok::LParen) {
-            self.bump();
-            let v = self.set_value_bare()?;
-            self.expect(Tok::RParen)?;
-            return Ok(v);
+    /// `operand`, `operand + operand` or `operand - operand`; the second
+    /// result says the value is wrapped in parentheses and nothing else.
+    fn set_value(&mut self) -> Result<(SetValue, bool), ExprError> {
+        let (a, wrapped) = self.set_term()?;
+        let op = self.peek();
+        if !matches!(op.kind, Tok::Plus | Tok::Minus) {
+            return Ok((a, wrapped));
         }
-        self.set_value_bare()
-    }
-
-    fn set_value_bare(&mut self) -> Result<SetValue, ExprError> {
-        let a = self.update_operand()?;
-        let op = self.peek().kind;
-        if !matches!(op, Tok::Plus | Tok::Minus) {
-            return Ok(SetValue::Operand(a));
-        }
+        let SetValue::Operand(a) = a else {
+            return Err(self.syntax_error());
+        };
         self.bump();
-        let b = self.update_operand()?;
-        let symbol = if op == Tok::Plus { "+" } else { "-" };
+        let b = match self.set_term()?.0 {
+            SetValue::Operand(b) => b,
+            _ => return Err(self.syntax_error()),
+        };
+        let symbol = if op.kind == Tok::Plus { "+" } else { "-" };
         for x in [&a, &b] {
             if let UpdateOperand::Value(v) = x
                 && !matches!(v, AttributeValue::N(_))
             {
-                self.defer(Problem::OperandType, wrong_type(symbol, v.attribute_type()));
+                self.defer(
+                    Problem::OperandType,
+                    op.start,
+                    wrong_type(symbol, v.attribute_type()),
+                );
             }
         }
-        Ok(if op == Tok::Plus {
-            SetValue::Plus(a, b)
-        } else {
-            SetValue::Minus(a, b)
-        })
+        Ok((
+            if op.kind == Tok::Plus {
+                SetValue::Plus(a, b)
+            } else {
+                SetValue::Minus(a, b)
+            },
+            false,
+        ))
     }
 
+    /// An operand, or a parenthesised value. Two pairs of parentheses
+    /// directly around one another are an error.
+    fn set_term(&mut self) -> Result<(SetValue, bool), ExprError> {
+        if !self.at(Tok::LParen) {
+            return Ok((SetValue::Operand(self.update_atom()?), false));
+        }
+        self.bump();
+        let (inner, wrapped) = self.set_value()?;
+        self.expect(Tok::RParen)?;
+        if wrapped {
+            return Err(self.redundant_parentheses());
+        }
+        Ok((inner, true))
+    }
+
+    /// An operand where no arithmetic may follow: a function argument.
     fn update_operand(&mut self) -> Result<UpdateOperand, ExprError> {
+        match self.set_term()?.0 {
+            SetValue::Operand(op) => Ok(op),
+            _ => Err(self.syntax_error()),
+        }
+    }
+
+    fn update_atom(&mut self) -> Result<UpdateOperand, ExprError> {
         let t = self.peek();
         match t.kind {
-            Tok::LParen => {
-                self.bump();
-                let op = self.update_operand()?;
-                self.expect(Tok::RParen)?;
-                Ok(op)
-            }
             Tok::ValuePlaceholder => Ok(UpdateOperand::Value(self.value()?)),
-            Tok::Ident if self.nth(1).kind == Tok::LParen => self.update_function(),
+            Tok::Ident if self.nth(1).kind == Tok::LParen && !self.is_keyword(t) => {
+                self.update_function()
+            }
             Tok::Ident | Tok::NamePlaceholder => Ok(UpdateOperand::Path(self.parse_path()?)),
             _ => Err(self.syntax_error()),
         }
@@ -251,16 +276,19 @@ impl Parser<'_, '_, '_> {
         }
         self.expect(Tok::RParen)?;
         let null = UpdateOperand::Value(AttributeValue::Null);
-        if name != "if_not_exists" && name != "list_append" {
-            self.defer(
-                Problem::UnknownFunction,
-                format!("Invalid function name; function: {name}"),
-            );
+        if !FUNCTIONS.contains(&name.as_str()) {
+            let message = if CONDITION_FUNCTIONS.contains(&name.as_str()) {
+                format!("The function is not allowed in an update expression; function: {name}")
+            } else {
+                format!("Invalid function name; function: {name}")
+            };
+            self.defer(Problem::UnknownFunction, t.start, message);
             return Ok(null);
         }
         if args.len() != 2 {
             self.defer(
                 Problem::OperandCount,
+                t.start,
                 format!(
                     "Incorrect number of operands for operator or function; operator or function: {name}, number of operands: {}",
                     args.len()
@@ -276,6 +304,7 @@ impl Parser<'_, '_, '_> {
                 _ => {
                     self.defer(
                         Problem::OperandType,
+                        t.start,
                         "Operator or function requires a document path; operator or function: if_not_exists",
                     );
                     null
@@ -288,6 +317,7 @@ impl Parser<'_, '_, '_> {
             {
                 self.defer(
                     Problem::OperandType,
+                    t.start,
                     wrong_type("list_append", v.attribute_type()),
                 );
             }
@@ -366,11 +396,11 @@ impl SetValue {
             SetValue::Operand(op) => op.evaluate(item)?,
             SetValue::Plus(a, b) => {
                 let (x, y) = numbers(a, b)?;
-                AttributeValue::N(x.add(&y)?)
+                AttributeValue::N(arithmetic(x.add(&y))?)
             }
             SetValue::Minus(a, b) => {
                 let (x, y) = numbers(a, b)?;
-                AttributeValue::N(x.sub(&y)?)
+                AttributeValue::N(arithmetic(x.sub(&y))?)
             }
         })
     }
@@ -399,12 +429,26 @@ impl UpdateOperand {
     }
 }
 
+/// Exact arithmetic with DynamoDB's update errors: overflow keeps the item
+/// model's message, but a result needing more than 38 significant digits
+/// gets the one DynamoDB gives for arithmetic (it never rounds).
+fn arithmetic(result: Result<Number, ItemError>) -> Result<Number, ExprError> {
+    result.map_err(|e| {
+        let message = e.to_string();
+        ExprError::new(if message.contains("38 significant digits") {
+            PRECISION.to_owned()
+        } else {
+            message
+        })
+    })
+}
+
 /// The result of `ADD path v` when the path holds `old`.
 fn add(old: Option<&AttributeValue>, v: &AttributeValue) -> Result<AttributeValue, ExprError> {
     use AttributeValue::*;
     Ok(match (old, v) {
         (None, v) => v.clone(),
-        (Some(N(x)), N(y)) => N(x.add(y)?),
+        (Some(N(x)), N(y)) => N(arithmetic(x.add(y))?),
         (Some(Ss(x)), Ss(y)) => Ss(x.union(y).cloned().collect()),
         (Some(Ns(x)), Ns(y)) => Ns(x.union(y).cloned().collect()),
         (Some(Bs(x)), Bs(y)) => Bs(x.union(y).cloned().collect()),

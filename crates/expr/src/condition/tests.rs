@@ -108,7 +108,10 @@ fn document_paths() {
         // A placeholder stands for one name, dots included.
         ("attribute_exists(#dot)", "true"),
         ("attribute_exists(a.b)", "false"),
-        ("_x = :n1", "false"),
+        ("x_1 = :n1", "false"),
+        // SIZE is a published reserved word, but DynamoDB takes it as a name.
+        ("m.Size = :n1", "false"),
+        ("size = :n1", "false"),
     ] {
         check(src, expect);
     }
@@ -129,7 +132,7 @@ fn between_and_in() {
         ("n IN (:n1)", "false"),
         ("s IN (:abc, :n5)", "false"),
         ("ss IN (:ss)", "true"),
-        ("n IN (:n1, n)", "true"),
+        ("n IN (:n1, s)", "false"),
     ] {
         check(src, expect);
     }
@@ -223,7 +226,8 @@ fn logic_and_precedence() {
 fn syntax_errors() {
     for (src, expect) in [
         ("", invalid("The expression can not be empty;")),
-        ("  \n ", invalid("The expression can not be empty;")),
+        // Blank is not empty: a syntax error at the end.
+        ("  \n ", syntax("<EOF>", "  \n ")),
         ("n =", syntax("<EOF>", "=")),
         ("n = ", syntax("<EOF>", "= ")),
         ("n", syntax("<EOF>", "n")),
@@ -247,6 +251,15 @@ fn syntax_errors() {
         ("n <> <> :n1", syntax("<>", "<> <> :n1")),
         ("n = # ", syntax("#", "= # ")),
         ("n = :n5 é", syntax("é", ":n5 é")),
+        ("_x = :n1", syntax("_", "_x")),
+        ("a._x = :n1", syntax("_", "._x")),
+        ("1a = :n1", syntax("1", "1a")),
+        ("l[01] = :n1", syntax("1", "01]")),
+        // Keywords of any expression kind are never names.
+        ("a.and = :n1", syntax("and", ".and =")),
+        ("a.IN = :n1", syntax("IN", ".IN =")),
+        ("set = :n1", syntax("set", "set =")),
+        ("a = :n1 AND delete = :n1", syntax("delete", "AND delete =")),
     ] {
         check(src, &expect);
     }
@@ -268,8 +281,52 @@ fn semantic_errors() {
             "Attribute name is a reserved keyword; reserved keyword: status",
         ),
         (
-            "m.Size = :n1",
-            "Attribute name is a reserved keyword; reserved keyword: Size",
+            "m.name = :n1",
+            "Attribute name is a reserved keyword; reserved keyword: name",
+        ),
+        (
+            "l[0].status = :n1",
+            "Attribute name is a reserved keyword; reserved keyword: status",
+        ),
+        (
+            "if_not_exists(a, :n1) = :n1",
+            "The function is not allowed in a condition expression; function: if_not_exists",
+        ),
+        (
+            "list_append(a, :l)",
+            "The function is not allowed in a condition expression; function: list_append",
+        ),
+        (
+            "n IN (:n1, n)",
+            "The first operand must be distinct from the remaining operands for this operator or function; operator: IN, first operand: [n]",
+        ),
+        (
+            "n <> n",
+            "The first operand must be distinct from the remaining operands for this operator or function; operator: <>, first operand: [n]",
+        ),
+        (
+            "contains(n, n)",
+            "The first operand must be distinct from the remaining operands for this operator or function; operator: contains, first operand: [n]",
+        ),
+        (
+            "attribute_type(n, s)",
+            "Incorrect operand type for operator or function; operator or function: attribute_type, operand type: {B,L,DOUBLE,HDS,BOOL,SS,NULL,INTSET,M,DECIMAL,NS,INT,DOUBLESET,DICT,N,FS,S,FLOAT,DECIMALSET,BS,HD}",
+        ),
+        (
+            "l[2147483648] = :n1",
+            "List index is not within the allowable range; index: [2147483648]",
+        ),
+        (
+            "l[99999999999999999999] = :n1",
+            "List index is not within the allowable range; index: [99999999999999999999]",
+        ),
+        (
+            "a[0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0] = :n1",
+            "The document path has too many nesting levels; nesting levels: 33",
+        ),
+        (
+            "(((size(s)))) = :n6",
+            "The expression has redundant parentheses;",
         ),
         ("foo(n)", "Invalid function name; function: foo"),
         (
@@ -311,11 +368,11 @@ fn semantic_errors() {
         ),
         (
             "attribute_type(n, :tX)",
-            "Invalid attribute type name found; type: XX, valid types: {B,NULL,SS,BOOL,L,BS,N,NS,S,M}",
+            "Invalid attribute type name found; type: XX, valid types: {N,BS,L,B,NULL,M,S,SS,NS,BOOL}",
         ),
         (
             "attribute_type(n, :tlower)",
-            "Invalid attribute type name found; type: s, valid types: {B,NULL,SS,BOOL,L,BS,N,NS,S,M}",
+            "Invalid attribute type name found; type: s, valid types: {N,BS,L,B,NULL,M,S,SS,NS,BOOL}",
         ),
         (
             "attribute_type(n, :n1)",
@@ -388,8 +445,33 @@ fn semantic_errors() {
 #[test]
 fn error_precedence() {
     for (src, expect) in [
-        // Syntax errors beat every semantic problem.
-        ("((status = :nope)) AND", syntax("<EOF>", "AND")),
+        // Syntax errors beat every semantic problem; redundant parentheses
+        // are one, raised where the second pair closes.
+        ("(status = :nope", syntax("<EOF>", ":nope")),
+        (
+            "n < :t AND ((n = :n1))",
+            invalid("The expression has redundant parentheses;"),
+        ),
+        // Then reserved words and function misuse, whichever stands first.
+        (
+            "status = :nope AND foo(n)",
+            invalid("Attribute name is a reserved keyword; reserved keyword: status"),
+        ),
+        (
+            "size(s) AND foo(n)",
+            invalid(
+                "The function is not allowed to be used this way in an expression; function: size",
+            ),
+        ),
+        (
+            "#nope = :n1 AND status = :n1",
+            invalid("Attribute name is a reserved keyword; reserved keyword: status"),
+        ),
+        // Then undefined placeholders, then operand checks, each in text order.
+        (
+            "((status = :nope)) AND",
+            invalid("The expression has redundant parentheses;"),
+        ),
         (
             "((status = :nope))",
             invalid("The expression has redundant parentheses;"),
@@ -423,13 +505,25 @@ fn error_precedence() {
         (
             "n < :t AND attribute_exists(n, s)",
             invalid(
+                "Incorrect operand type for operator or function; operator or function: <, operand type: BOOL",
+            ),
+        ),
+        (
+            "attribute_exists(n, s) AND n < :t",
+            invalid(
                 "Incorrect number of operands for operator or function; operator or function: attribute_exists, number of operands: 2",
             ),
         ),
         (
             "n < :t AND n = n",
             invalid(
-                "The first operand must be distinct from the remaining operands for this operator or function; operator: =, first operand: [n]",
+                "Incorrect operand type for operator or function; operator or function: <, operand type: BOOL",
+            ),
+        ),
+        (
+            "n = :n5 AND size(:n1) = :n1 AND n < :t",
+            invalid(
+                "Incorrect operand type for operator or function; operator or function: size, operand type: N",
             ),
         ),
     ] {

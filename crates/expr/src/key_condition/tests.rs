@@ -96,7 +96,14 @@ fn refused() {
         ),
         ("pk > :p", "Query key condition not supported"),
         ("begins_with(pk, :p)", "Query key condition not supported"),
-        ("pk = :p AND x = :a", "Query key condition not supported"),
+        (
+            "pk = :p AND x = :a",
+            "Query condition missed key schema element: sk",
+        ),
+        (
+            "pk = :p AND x = :a AND sk = :a",
+            "Conditions can be of length 1 or 2 only",
+        ),
         ("sk = :a", "Query condition missed key schema element: pk"),
         (
             "pk = :p AND size(sk) > :n1",

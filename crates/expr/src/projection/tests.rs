@@ -44,6 +44,7 @@ fn projects_nested_structure() {
         json!({"m": {"M": {"l": {"L": [{"S": "q"}]}, "x": {"N": "1"}}}}),
     );
     check("#dot", json!({"a.b": {"S": "dotted"}}));
+    check("m.Size", json!({}));
     check("gone, m.zz, l[9], s.x", json!({}));
     check("gone, l.y", json!({}));
     check(" pk ,\tn ", json!({"pk": {"S": "p"}, "n": {"N": "5"}}));
@@ -103,6 +104,28 @@ fn errors() {
     check(
         "status, #nope",
         invalid("Attribute name is a reserved keyword; reserved keyword: status"),
+    );
+    check(
+        "m.status",
+        invalid("Attribute name is a reserved keyword; reserved keyword: status"),
+    );
+    check(" ", invalid("Syntax error; token: \"<EOF>\", near: \" \""));
+    check("_a", invalid("Syntax error; token: \"_\", near: \"_a\""));
+    check(
+        "a.set",
+        invalid("Syntax error; token: \"set\", near: \".set\""),
+    );
+    check(
+        "a, b.c, b",
+        invalid(
+            "Two document paths overlap with each other; must remove or rewrite one of these paths; path one: [b, c], path two: [b]",
+        ),
+    );
+    check(
+        "a.b, a[0]",
+        invalid(
+            "Two document paths conflict with each other; must remove or rewrite one of these paths; path one: [a, b], path two: [a, [0]]",
+        ),
     );
 }
 

@@ -110,6 +110,16 @@ fn set_arithmetic() {
         json!(WRONG_TYPE),
     );
     check(
+        "SET n = n + :tiny",
+        json!({"n": {"N": "1"}}),
+        json!("DynamoDB only supports precision up to 38 digits"),
+    );
+    check(
+        "ADD n :tiny",
+        json!({"n": {"N": "1E+20"}}),
+        json!("DynamoDB only supports precision up to 38 digits"),
+    );
+    check(
         "SET n = n + :big",
         json!({"n": {"N": "9E+125"}}),
         json!(
@@ -228,6 +238,23 @@ fn set_nested() {
         json!({"l": {"L": [{"N": "1"}]}}),
         json!(INVALID_PATH),
     );
+    // SET goes before REMOVE, whatever the clause order; indexes are positions before the update.
+    let three = json!({"l": {"L": [{"N": "0"}, {"N": "1"}, {"N": "2"}]}});
+    check(
+        "SET l[1] = :x REMOVE l[0]",
+        three.clone(),
+        json!({"l": {"L": [{"S": "x"}, {"N": "2"}]}}),
+    );
+    check(
+        "REMOVE l[0] SET l[1] = :x",
+        three.clone(),
+        json!({"l": {"L": [{"S": "x"}, {"N": "2"}]}}),
+    );
+    check(
+        "SET l[3] = :x REMOVE l[0]",
+        three,
+        json!({"l": {"L": [{"N": "1"}, {"N": "2"}, {"S": "x"}]}}),
+    );
 }
 
 #[test]
@@ -257,7 +284,15 @@ fn remove() {
         json!({"m": {"M": {}}}),
         json!({"m": {"M": {}}}),
     );
+    // A missing or wrong-typed parent is an error; a missing last step is not.
     check("REMOVE m.a", json!({}), json!(INVALID_PATH));
+    check("REMOVE m.a", json!({"m": {"L": []}}), json!(INVALID_PATH));
+    check(
+        "REMOVE l[0].x",
+        json!({"l": {"L": []}}),
+        json!(INVALID_PATH),
+    );
+    check("REMOVE a[0]", json!({"a": {"S": "x"}}), json!(INVALID_PATH));
     // Indexes are positions in the original list, whatever the order written.
     let list = json!({"l": {"L": [{"N": "0"}, {"N": "1"}, {"N": "2"}, {"N": "3"}]}});
     let rest = json!({"l": {"L": [{"N": "1"}, {"N": "3"}]}});
@@ -378,7 +413,11 @@ fn syntax_errors() {
         ("SET a = n + n + :n1", syntax("+", "n + :n1")),
         ("SET a = n * :n1", syntax("*", "n * :n1")),
         ("SET a = :n1 b = :n1", syntax("b", ":n1 b =")),
-        ("SET a = :n1, REMOVE b", syntax("b", "REMOVE b")),
+        ("SET a = :n1, REMOVE b", syntax("REMOVE", ", REMOVE b")),
+        ("SET _a = :n1", syntax("_", "SET _a")),
+        ("REMOVE set", syntax("set", "REMOVE set")),
+        ("SET a.and = :n1", syntax("and", ".and =")),
+        ("SET a = (:n1 + :n1) + :n1", syntax("+", ") + :n1")),
         ("ADD a b", syntax("b", "a b")),
         ("DELETE a", syntax("<EOF>", "a")),
         ("REMOVE a = :n1", syntax("=", "a = :n1")),
@@ -436,7 +475,26 @@ fn semantic_errors() {
             "An expression attribute value used in expression is not defined; attribute value: :nope",
         ),
         ("SET a = foo(b)", "Invalid function name; function: foo"),
-        ("SET a = size(b)", "Invalid function name; function: size"),
+        (
+            "SET a = size(b)",
+            "The function is not allowed in an update expression; function: size",
+        ),
+        (
+            "SET a = contains(b, :s)",
+            "The function is not allowed in an update expression; function: contains",
+        ),
+        (
+            "SET a = IF_NOT_EXISTS(a, :n1)",
+            "Invalid function name; function: IF_NOT_EXISTS",
+        ),
+        (
+            "SET a = ((:n1))",
+            "The expression has redundant parentheses;",
+        ),
+        (
+            "SET a = ((:n1 + :n1))",
+            "The expression has redundant parentheses;",
+        ),
         (
             "SET a = if_not_exists(:n1, :n1)",
             "Operator or function requires a document path; operator or function: if_not_exists",
@@ -459,33 +517,46 @@ fn semantic_errors() {
         ),
         (
             "ADD a :s",
-            "Incorrect operand type for operator or function; operator: ADD, operand type: STRING",
+            "Incorrect operand type for operator or function; operator: ADD, operand type: STRING, typeSet: ALLOWED_FOR_ADD_OPERAND",
         ),
         (
             "ADD a :l",
-            "Incorrect operand type for operator or function; operator: ADD, operand type: LIST",
+            "Incorrect operand type for operator or function; operator: ADD, operand type: LIST, typeSet: ALLOWED_FOR_ADD_OPERAND",
         ),
         (
             "ADD a :m",
-            "Incorrect operand type for operator or function; operator: ADD, operand type: MAP",
+            "Incorrect operand type for operator or function; operator: ADD, operand type: MAP, typeSet: ALLOWED_FOR_ADD_OPERAND",
         ),
         (
             "ADD a :t",
-            "Incorrect operand type for operator or function; operator: ADD, operand type: BOOLEAN",
+            "Incorrect operand type for operator or function; operator: ADD, operand type: BOOLEAN, typeSet: ALLOWED_FOR_ADD_OPERAND",
         ),
         (
             "DELETE a :n1",
-            "Incorrect operand type for operator or function; operator: DELETE, operand type: NUMBER",
+            "Incorrect operand type for operator or function; operator: DELETE, operand type: NUMBER, typeSet: ALLOWED_FOR_DELETE_OPERAND",
         ),
-        // DynamoDB's order: reserved words, unknown functions, repeated
-        // sections, undefined names, undefined values, overlaps, operand types.
+        // DynamoDB's order: reserved words, function misuse and repeated
+        // sections (whichever stands first), undefined names, overlapping
+        // paths, undefined values, operand checks.
         (
             "SET status = :nope",
             "Attribute name is a reserved keyword; reserved keyword: status",
         ),
         (
             "SET a = foo(:nope) REMOVE status",
+            "Invalid function name; function: foo",
+        ),
+        (
+            "REMOVE status SET a = :n1 SET b = :n1",
             "Attribute name is a reserved keyword; reserved keyword: status",
+        ),
+        (
+            "SET a = :n1 SET b = :n1 REMOVE status",
+            "The \"SET\" section can only be used once in an update expression;",
+        ),
+        (
+            "SET a = :nope REMOVE #nope",
+            "An expression attribute name used in the document path is not defined; attribute name: #nope",
         ),
         (
             "SET a = :n1 SET #nope = :n1",
@@ -497,6 +568,10 @@ fn semantic_errors() {
         ),
         (
             "SET a = :nope REMOVE a",
+            "Two document paths overlap with each other; must remove or rewrite one of these paths; path one: [a], path two: [a]",
+        ),
+        (
+            "ADD a :s, b :nope",
             "An expression attribute value used in expression is not defined; attribute value: :nope",
         ),
         (
@@ -520,13 +595,8 @@ fn deep_nesting_within_4096_bytes() {
         .unwrap();
     assert!(matches!(&item["l"], postbox_item::AttributeValue::L(l) if l.len() == 221));
     let src = format!("SET a = {}:n1{}", "(".repeat(2000), ")".repeat(2000));
-    // Deep parentheses must not overflow the stack, whatever the verdict.
-    let mut item = parse_item(&json!({}));
-    with_placeholders(|ph| parse_update(&src, ph))
-        .unwrap()
-        .apply(&mut item)
-        .unwrap();
-    assert_eq!(item_to_json(&item), json!({"a": {"N": "1"}}));
+    // Deep parentheses must not overflow the stack.
+    check_invalid(&src, "The expression has redundant parentheses;");
     let src = format!("SET a = :n1{}", " ".repeat(4090));
     check_invalid(
         &src,
