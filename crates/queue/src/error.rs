@@ -1,0 +1,149 @@
+//! The queues' errors, one variant per SQS error code.
+//!
+//! The wire layer needs three things from each error: the error shape name
+//! the JSON protocol puts in `__type` (`QueueDoesNotExist`), the legacy query
+//! code AWS SDKs still map by (`AWS.SimpleQueueService.NonExistentQueue`,
+//! sent in the `x-amzn-query-error` header), and whether the sender is at
+//! fault. [`QueueError::code`] and [`QueueError::query_code`] give them.
+
+use postbox_store::StoreError;
+
+/// A failed queue operation. The variant names are SQS's error codes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueueError {
+    /// The queue named or addressed does not exist.
+    #[error("The specified queue does not exist.")]
+    QueueDoesNotExist,
+    /// CreateQueue of an existing name with different attribute values.
+    #[error("A queue already exists with the same name and a different value for attribute {0}")]
+    QueueNameExists(String),
+    /// A parameter has a value SQS does not accept.
+    #[error("{0}")]
+    InvalidParameterValue(String),
+    /// A required parameter is missing.
+    #[error("{0}")]
+    MissingParameter(String),
+    /// A queue attribute name that does not exist.
+    #[error("Unknown Attribute {0}.")]
+    InvalidAttributeName(String),
+    /// A queue attribute value out of range or malformed.
+    #[error("{0}")]
+    InvalidAttributeValue(String),
+    /// A message body with characters outside the allowed set.
+    #[error("{0}")]
+    InvalidMessageContents(String),
+    /// The receipt handle is not one this queue gave out, or has expired.
+    #[error("{0}")]
+    ReceiptHandleIsInvalid(String),
+    /// ChangeMessageVisibility of a message that is not in flight.
+    #[error("Message does not exist or is not available for visibility timeout change.")]
+    MessageNotInflight,
+    /// A batch request without entries.
+    #[error("There should be at least one {0} in the request.")]
+    EmptyBatchRequest(String),
+    /// A batch request with more than 10 entries.
+    #[error("Maximum number of entries per request are 10. You have sent {0}.")]
+    TooManyEntriesInBatchRequest(usize),
+    /// Two entries of a batch share an id.
+    #[error("Id {0} repeated.")]
+    BatchEntryIdsNotDistinct(String),
+    /// A batch entry id that is empty, too long or has other characters than
+    /// alphanumerics, `-` and `_`.
+    #[error("A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.")]
+    InvalidBatchEntryId,
+    /// The messages of a batch together exceed the queue's maximum size.
+    #[error("Batch requests cannot be longer than {0} bytes. You have sent {1} bytes.")]
+    BatchRequestTooLong(usize, usize),
+    /// An action the queue cannot do (for example a second move task).
+    #[error("{0}")]
+    UnsupportedOperation(String),
+    /// A move task or other resource that does not exist.
+    #[error("{0}")]
+    ResourceNotFound(String),
+    /// The store could not read or write its file; the store stops accepting
+    /// writes after one of these.
+    #[error("storage failure: {0}")]
+    Storage(String),
+}
+
+impl QueueError {
+    /// The error shape name, as the JSON protocol's `__type` ends.
+    pub fn code(&self) -> &'static str {
+        match self {
+            QueueError::QueueDoesNotExist => "QueueDoesNotExist",
+            QueueError::QueueNameExists(_) => "QueueNameExists",
+            QueueError::InvalidParameterValue(_) => "InvalidParameterValue",
+            QueueError::MissingParameter(_) => "MissingParameter",
+            QueueError::InvalidAttributeName(_) => "InvalidAttributeName",
+            QueueError::InvalidAttributeValue(_) => "InvalidAttributeValue",
+            QueueError::InvalidMessageContents(_) => "InvalidMessageContents",
+            QueueError::ReceiptHandleIsInvalid(_) => "ReceiptHandleIsInvalid",
+            QueueError::MessageNotInflight => "MessageNotInflight",
+            QueueError::EmptyBatchRequest(_) => "EmptyBatchRequest",
+            QueueError::TooManyEntriesInBatchRequest(_) => "TooManyEntriesInBatchRequest",
+            QueueError::BatchEntryIdsNotDistinct(_) => "BatchEntryIdsNotDistinct",
+            QueueError::InvalidBatchEntryId => "InvalidBatchEntryId",
+            QueueError::BatchRequestTooLong(..) => "BatchRequestTooLong",
+            QueueError::UnsupportedOperation(_) => "UnsupportedOperation",
+            QueueError::ResourceNotFound(_) => "ResourceNotFoundException",
+            QueueError::Storage(_) => "InternalError",
+        }
+    }
+
+    /// The legacy query-protocol code that SDKs map errors by (the first part
+    /// of the `x-amzn-query-error` header).
+    pub fn query_code(&self) -> &'static str {
+        match self {
+            QueueError::QueueDoesNotExist => "AWS.SimpleQueueService.NonExistentQueue",
+            QueueError::QueueNameExists(_) => "QueueAlreadyExists",
+            QueueError::MessageNotInflight => "AWS.SimpleQueueService.MessageNotInflight",
+            QueueError::EmptyBatchRequest(_) => "AWS.SimpleQueueService.EmptyBatchRequest",
+            QueueError::TooManyEntriesInBatchRequest(_) => "AWS.SimpleQueueService.TooManyEntriesInBatchRequest",
+            QueueError::BatchEntryIdsNotDistinct(_) => "AWS.SimpleQueueService.BatchEntryIdsNotDistinct",
+            QueueError::InvalidBatchEntryId => "AWS.SimpleQueueService.InvalidBatchEntryId",
+            QueueError::BatchRequestTooLong(..) => "AWS.SimpleQueueService.BatchRequestTooLong",
+            QueueError::UnsupportedOperation(_) => "AWS.SimpleQueueService.UnsupportedOperation",
+            other => other.code(),
+        }
+    }
+
+    /// The HTTP status SQS answers this error with.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            QueueError::ReceiptHandleIsInvalid(_) | QueueError::ResourceNotFound(_) => 404,
+            QueueError::Storage(_) => 500,
+            _ => 400,
+        }
+    }
+
+    /// True when the caller is at fault (SQS's `Sender` type), false for the
+    /// server's own failures (`Receiver`).
+    pub fn sender_fault(&self) -> bool {
+        !matches!(self, QueueError::Storage(_))
+    }
+
+    pub(crate) fn invalid(msg: impl Into<String>) -> QueueError {
+        QueueError::InvalidParameterValue(msg.into())
+    }
+}
+
+impl From<StoreError> for QueueError {
+    fn from(e: StoreError) -> QueueError {
+        QueueError::Storage(e.to_string())
+    }
+}
+
+/// Result of a queue call.
+pub type QueueResult<T> = Result<T, QueueError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_codes_are_the_legacy_ones() {
+        assert_eq!(QueueError::QueueDoesNotExist.query_code(), "AWS.SimpleQueueService.NonExistentQueue");
+        assert_eq!(QueueError::QueueNameExists(String::new()).query_code(), "QueueAlreadyExists");
+        assert_eq!(QueueError::InvalidAttributeName("x".into()).query_code(), "InvalidAttributeName");
+    }
+}
