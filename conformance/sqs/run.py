@@ -179,8 +179,32 @@ def report(mismatch, cover) -> None:
     print(f"MISMATCH {mismatch.case} / {mismatch.step}")
     print_outcome("reference:", mismatch.reference)
     print_outcome("target:", mismatch.target)
+    path = first_difference(mismatch.reference.value, mismatch.target.value)
+    if path:
+        print(f"  first difference at {path}")
     if cover:
         print(f"  known difference: {cover.what}")
+
+
+def first_difference(a, b, path: str = "") -> str | None:
+    """The path of the first place two outcomes differ (``ok.Messages[1].Body``)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            if key not in a or key not in b:
+                return f"{path}.{key}".lstrip(".") + (" (only in the target)" if key not in a else " (only in the reference)")
+            found = first_difference(a[key], b[key], f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b)):
+            found = first_difference(x, y, f"{path}[{i}]")
+            if found:
+                return found
+        if len(a) != len(b):
+            return f"{path.lstrip('.')} (length {len(a)} against {len(b)})"
+        return None
+    return None if a == b else (path.lstrip(".") or "(top)")
 
 
 def show(result) -> None:

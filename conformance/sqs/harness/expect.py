@@ -16,8 +16,9 @@
   - ``"any"``: a list of expectations, one of which must hold.
 
 Patterns match by subset: an object matches when each of its keys matches (``"<absent>"``
-requires the key to be missing, ``"<any>"`` only that it is present), a list matches a list
-of the same length element by element, anything else must be equal.
+requires the key to be missing, ``"<any>"`` only that it is present; so ``{}`` matches any
+object), a list matches a list of the same length element by element, anything else must be
+equal.
 """
 
 from __future__ import annotations

@@ -205,6 +205,9 @@ class Side:
             outcome = self.step(inner) or nm.Outcome({"missing": "no outcome"})
             if ex.matches(outcome.value, step.options["until"]):
                 return outcome
+            if "error" in outcome.value or "client_error" in outcome.value:
+                note = "stopped polling: the request failed"
+                return nm.Outcome(outcome.value, f"{outcome.message}; {note}" if outcome.message else note)
             if time.monotonic() >= deadline:
                 note = f"gave up polling after {step.options.get('timeout', 15)}s"
                 return nm.Outcome(outcome.value, f"{outcome.message}; {note}" if outcome.message else note)
