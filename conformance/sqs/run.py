@@ -68,6 +68,12 @@ def main() -> int:
     reference = Endpoint("reference", args.reference, set(args.reference_capability or ()))
     target = Endpoint("target", args.target, set(args.target_capability or ()))
     runner = Runner(reference, target, perturb=(lambda name: selects(perturb_glob, name)) if perturb_glob else None)
+    for endpoint in (reference, target):
+        problem = endpoint.check_reachable()
+        if problem:
+            print(f"error: the {endpoint.name} at {endpoint.url} does not answer SQS ListQueues: {problem}",
+                  file=sys.stderr)
+            return 2
     started = time.monotonic()
     results = runner.run_all(cases, args.jobs)
     elapsed = time.monotonic() - started
@@ -96,12 +102,12 @@ def main() -> int:
             report(mismatch, cover)
         for title, want, outcome in result.reference_unmet:
             deviations.append(name)
-            print(f"DOCUMENTED {name} / {title}: the AWS documentation says {json.dumps(want)}; the reference gave")
+            print(f"DOCUMENTED {name} / {title}: the AWS documentation says {clip(json.dumps(want))}; the reference gave")
             print_outcome("", outcome)
         # Where the target is the reference, or agrees with it, the lines above already say it.
         loud = result.mode == "target-only" or bool(result.mismatches) or args.strict
         for title, want, outcome in result.target_unmet if loud else []:
-            print(f"EXPECTATION {name} / {title}: the AWS documentation says {json.dumps(want)}; the target gave")
+            print(f"EXPECTATION {name} / {title}: the AWS documentation says {clip(json.dumps(want))}; the target gave")
             print_outcome("", outcome)
         if result.mismatches and cover is None:
             failing.append(f"{name}: differs from the reference and is not in known-differences.md")
@@ -169,10 +175,15 @@ def selects(pattern: str, name: str) -> bool:
     return pattern in name
 
 
+def clip(text: str, limit: int = 4000) -> str:
+    """Outcomes can hold 1 MiB bodies; a report line shows the start of them."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
 def print_outcome(label: str, outcome) -> None:
-    print(f"  {label:<10} {json.dumps(outcome.value, sort_keys=True)}")
+    print(f"  {label:<10} {clip(json.dumps(outcome.value, sort_keys=True))}")
     if outcome.message:
-        print(f"  {'':<10} message: {outcome.message[:2000]}")
+        print(f"  {'':<10} message: {clip(outcome.message)}")
 
 
 def report(mismatch, cover) -> None:
@@ -212,17 +223,17 @@ def show(result) -> None:
     for title, ref, tgt in result.outcomes:
         if ref is None:
             print(f"  {title}")
-            print(f"    target:    {json.dumps(tgt.value, sort_keys=True)}")
+            print(f"    target:    {clip(json.dumps(tgt.value, sort_keys=True))}")
             continue
         same = ref.canonical() == tgt.canonical()
         print(f"  {title}: {'same' if same else 'DIFFERENT'}")
-        print(f"    reference: {json.dumps(ref.value, sort_keys=True)}")
+        print(f"    reference: {clip(json.dumps(ref.value, sort_keys=True))}")
         if ref.message:
-            print(f"               message: {ref.message[:500]}")
+            print(f"               message: {clip(ref.message)}")
         if not same:
-            print(f"    target:    {json.dumps(tgt.value, sort_keys=True)}")
+            print(f"    target:    {clip(json.dumps(tgt.value, sort_keys=True))}")
             if tgt.message:
-                print(f"               message: {tgt.message[:500]}")
+                print(f"               message: {clip(tgt.message)}")
 
 
 if __name__ == "__main__":

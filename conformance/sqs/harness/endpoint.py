@@ -63,6 +63,14 @@ class Endpoint:
         shape = self.sqs.meta.service_model.operation_model(op).input_shape
         return wire.from_boto(self.sqs._make_api_call(op, wire.to_boto(shape, params)))
 
+    def check_reachable(self) -> str | None:
+        """None when the endpoint answers ListQueues over the JSON protocol, else what went wrong."""
+        try:
+            self.raw("ListQueues", {"QueueNamePrefix": "pb-reachability-check"})
+        except Exception as err:  # noqa: BLE001 - any failure means we cannot run
+            return f"{type(err).__name__}: {err}"
+        return None
+
     def advance_clock(self, seconds: float) -> dict[str, Any]:
         """Moves the server's test clock forward; returns a small outcome."""
         if not self.has("clock"):
