@@ -352,18 +352,22 @@ impl Update {
     /// error `item` may be partly updated and must be discarded.
     pub fn apply(&self, item: &mut Item) -> Result<(), ExprError> {
         // Every right-hand side and every ADD/DELETE result is computed from
-        // the item as it was, before anything is written.
+        // the item as it was, before anything is written. DynamoDB checks an
+        // action's target path before its value, and takes the actions in
+        // descending path order, which decides which error an update with
+        // several faults reports (worked out against DynamoDB Local).
+        let mut order: Vec<&Action> = self.actions.iter().collect();
+        order.sort_by(|a, b| b.path().cmp(a.path()));
         let mut writes: Vec<(&Path, Option<AttributeValue>)> = Vec::new();
         let mut removes: Vec<&Path> = Vec::new();
-        for action in &self.actions {
+        for action in order {
+            check_parent(item, action.path())?;
             match action {
                 Action::Set(p, v) => writes.push((p, Some(v.evaluate(item)?))),
                 Action::Add(p, v) => writes.push((p, Some(add(p.get(item), v)?))),
                 Action::Delete(p, v) => {
                     if let Some(old) = p.get(item) {
                         writes.push((p, delete(old, v)?));
-                    } else {
-                        check_parent(item, p)?;
                     }
                 }
                 Action::Remove(p) => removes.push(p),
@@ -494,7 +498,8 @@ fn parent_mut<'a>(
     Ok(Some(cur))
 }
 
-/// Fails like a write would when `path`'s parent is not in the item.
+/// DynamoDB's invalid-path error unless `path`'s parent is in the item with
+/// the container type (map or list) its last step needs.
 fn check_parent(item: &Item, path: &Path) -> Result<(), ExprError> {
     let elements = path.elements();
     if elements.len() == 1 {

@@ -603,3 +603,52 @@ fn deep_nesting_within_4096_bytes() {
         "Expression size has exceeded the maximum allowed size; expression size: 4101",
     );
 }
+
+#[test]
+fn several_faults_report_the_one_on_the_greatest_path() {
+    // Each action's path is checked before its value, actions taken from the
+    // greatest path down (as DynamoDB Local does for these cases).
+    let twelve =
+        json!({"l": {"L": (0..12).map(|i| json!({"N": i.to_string()})).collect::<Vec<_>>()}});
+    check(
+        "SET a.x = :n1, b = gone + :n1",
+        json!({}),
+        json!(NO_ATTRIBUTE),
+    );
+    check(
+        "SET b.x = :n1, a = gone + :n1",
+        json!({}),
+        json!(INVALID_PATH),
+    );
+    check(
+        "REMOVE b.x SET a = gone + :n1",
+        json!({}),
+        json!(INVALID_PATH),
+    );
+    check(
+        "REMOVE a.x SET b = gone + :n1",
+        json!({}),
+        json!(NO_ATTRIBUTE),
+    );
+    check(
+        "SET m.a.x = :n1, m.b = gone + :n1",
+        json!({"m": {"M": {}}}),
+        json!(NO_ATTRIBUTE),
+    );
+    check(
+        "SET l[10].x = :n1, l[9] = gone + :n1",
+        twelve.clone(),
+        json!(INVALID_PATH),
+    );
+    check(
+        "SET l[9].x = :n1, l[10] = gone + :n1",
+        twelve,
+        json!(NO_ATTRIBUTE),
+    );
+    check("SET c.b.c = c + :n1", json!({}), json!(INVALID_PATH));
+    check(
+        "ADD c :ns3 SET a[0] = :n1",
+        json!({"a": {"B": "AQ=="}, "c": {"S": ""}}),
+        json!(WRONG_TYPE),
+    );
+}

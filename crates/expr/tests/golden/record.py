@@ -78,6 +78,9 @@ def run(case):
             if case.get('no_item'):
                 ddb.delete_item(TableName='exprcond', Key={'pk': {'S': 'nokey'}}, ConditionExpression=expr, **ph)
             else:
+                # A condition on PutItem is checked against the stored item:
+                # store it first, then put it again under the condition.
+                ddb.put_item(TableName='exprcond', Item=ITEM)
                 ddb.put_item(TableName='exprcond', Item=ITEM, ConditionExpression=expr, **ph)
             return {'holds': True}
         if kind == 'update':
