@@ -1,4 +1,4 @@
-"""Random conditions and updates on random items, answered by DynamoDB Local.
+"""Random conditions, projections and updates on random items, answered by DynamoDB Local.
 
 From crates/expr, with DynamoDB Local on a port of its own:
 
@@ -135,22 +135,26 @@ tables()
 cases = []
 for i in range(count):
     vals = Vals()
-    if i % 2 == 0:
+    if i % 3 == 0:
         expr, it = condition(vals), item()
         it['pk'] = {'S': 'p'}
         case = {'kind': 'condition', 'expr': expr, 'item': it}
+    elif i % 3 == 1:
+        expr, it = ', '.join(path() for _ in range(rng.randint(1, 4))), item()
+        it['pk'] = {'S': 'p'}
+        case = {'kind': 'projection', 'expr': expr, 'item': it}
     else:
         expr = update(vals)
         case = {'kind': 'update', 'expr': expr, 'before': item()}
     if vals.values:
         case['values'] = vals.values
-    if case['kind'] == 'condition':
+    if case['kind'] in ('condition', 'projection'):
         ITEM = to_wire(it)
     VALUES = to_wire(vals.values)
     def placeholders(e, values=VALUES):
         return {'ExpressionAttributeValues': values} if values else {}
     answer = run(case)
-    if case['kind'] == 'condition':
+    if case['kind'] in ('condition', 'projection'):
         case['item'] = it
     case['dynamodb_local'] = answer
     cases.append(case)
