@@ -6,7 +6,8 @@ that still says what matters about it:
 
 - message ids become ``<message WHERE>``, WHERE being the step (and batch entry, or position
   in a receive) where the id was first seen, so a duplicate send answered with the original
-  id reads ``<message s1>`` in both places, and a new id can never pass for an old one;
+  id reads ``<message s1>`` in both places, and a new id can never pass for an old one (a
+  MessageDeduplicationId equal to a known message id reads the same way);
 - receipt handles become ``<handle WHERE>`` the same way (a redelivery must hand out a new
   handle; a ReceiveRequestAttemptId retry must hand out the same one);
 - MD5 digests become ``<md5 ok>`` or ``<md5 WRONG>``, checked against the body and attributes
@@ -345,6 +346,9 @@ def message_attributes(attributes: dict, raw_id: Any, ctx: Context) -> dict:
                 first = ctx.first_receive.setdefault(raw_id, value)
                 mark = "<ms timestamp, first receive>" if first == value else "<ms timestamp, CHANGED since the first receive>"
             out[key] = mark
+        elif key == "MessageDeduplicationId" and isinstance(value, str) and value in ctx.ids:
+            # A FIFO DLQ replaces the deduplication id of a moved message by its message id.
+            out[key] = ctx.ids[value]
         elif key == "SequenceNumber":
             original = ctx.seq_by_id.get(raw_id)
             try:
