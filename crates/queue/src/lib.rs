@@ -1,16 +1,37 @@
-//! Postbox's embedded queues: SQS's semantics over the item store's file.
+//! Postbox's embedded queues: SQS's semantics (FIFO and standard queues,
+//! visibility timeouts, long polling, dead-letter queues, retention,
+//! deduplication) stored in the item store's redb file, so that moving a
+//! stream record into a queue and advancing the reader's checkpoint can be
+//! one local transaction ([`Queues::send_in`]).
 //!
 //! Code map:
 //! - [`core`]: the pure scheduling state of one queue (FIFO groups,
 //!   visibility, redrive, retention, deduplication), functions of `now`;
-//! - `attributes`: queue attributes, their bounds and defaults;
-//! - `message`: messages and SQS's rules for bodies and attributes;
-//! - `digest`: MD5s, SHA-256, message ids and receipt handles.
+//! - `storage`: the queue tables in the store's file and their layout;
+//! - `queues`: [`Queues`], the async API over core and storage that the wire
+//!   layer and the engine use;
+//! - [`attributes`]: queue attributes, their bounds and defaults;
+//! - [`message`]: messages and SQS's rules for bodies and attributes;
+//! - [`digest`]: MD5s, SHA-256, message ids and receipt handles;
+//! - [`stats`]: depth, in-flight, oldest age and counters;
+//! - `clock`: a clock tests can move forward at run time.
+//!
+//! Architecture Invariant: a message is handed to a consumer only after the
+//! commit that made it in flight; no message is in flight for two consumers
+//! at once, across crashes included.
 
 pub mod attributes;
+mod clock;
 pub mod core;
 pub mod digest;
 mod error;
 pub mod message;
+mod queues;
+pub mod stats;
+mod storage;
 
+pub use clock::ShiftedClock;
 pub use error::{QueueError, QueueResult};
+pub use message::{MessageAttributeValue, MessageAttributes, NewMessage, ReceivedMessage, SendResult};
+pub use queues::{MoveTask, MoveTaskStatus, Queues, QueuesOptions, ReceiveOptions};
+pub use stats::QueueStats;

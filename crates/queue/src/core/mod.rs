@@ -21,7 +21,7 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-pub use dedup::{DedupEntry, DedupTable};
+pub use dedup::{DEDUP_WINDOW_MS, DedupEntry, DedupTable, dedup_key};
 
 use crate::digest::Receipt;
 use crate::error::{QueueError, QueueResult};
@@ -295,12 +295,14 @@ impl QueueCore {
         Ok(state)
     }
 
-    /// Removes messages sent `retention_ms` or longer before `now`.
-    pub fn expire(&mut self, now: u64, retention_ms: u64) -> Vec<u64> {
+    /// Removes up to `max` messages sent `retention_ms` or longer before
+    /// `now`, oldest first.
+    pub fn expire(&mut self, now: u64, retention_ms: u64, max: usize) -> Vec<u64> {
         let doomed: Vec<u64> = self
             .by_sent
             .iter()
             .take_while(|(sent, _)| sent.saturating_add(retention_ms) <= now)
+            .take(max)
             .map(|(_, seq)| *seq)
             .collect();
         for seq in &doomed {

@@ -158,7 +158,7 @@ fn retention_expires_oldest_first() {
         q.insert(seq, meta(None, sent, 0));
     }
     assert!(!q.has_expired(59_999, 60_000));
-    assert_eq!(q.expire(61_000, 60_000), vec![1]);
+    assert_eq!(q.expire(61_000, 60_000, 10), vec![1]);
     assert_eq!(q.counts(61_000, 60_000).visible, 1);
     assert_eq!(q.counts(61_000, 60_000).oldest_sent_at, Some(30_000));
 }

@@ -1,0 +1,260 @@
+//! The control plane: create, find, list, configure, purge and delete
+//! queues, and their attributes and metrics.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::attributes::{COMPUTED, QueueConfig, validate_queue_name};
+use crate::core::QueueCore;
+use crate::error::{QueueError, QueueResult};
+use crate::stats::QueueStats;
+use crate::storage::{QueueRecord, Tables};
+
+use super::{Inner, Queues, first_seq, new_handle};
+
+impl Queues {
+    /// Creates queue `name` with `attributes` (CreateQueue's map). Creating
+    /// an existing queue succeeds when every attribute given has the value the
+    /// queue has, and fails with QueueNameExists otherwise.
+    pub async fn create_queue(&self, name: &str, attributes: BTreeMap<String, String>) -> QueueResult<()> {
+        let fifo = match attributes.get("FifoQueue").map(|v| v.to_ascii_lowercase()) {
+            None => false,
+            Some(v) if v == "true" => true,
+            Some(v) if v == "false" => false,
+            Some(_) => return Err(QueueError::InvalidAttributeValue("Invalid value for the parameter FifoQueue.".into())),
+        };
+        validate_queue_name(name, fifo)?;
+        let mut config = QueueConfig::new(fifo);
+        config.apply(&attributes, true)?;
+        self.inner.check_redrive(name, &config)?;
+        if let Some(existing) = self.inner.lookup(name) {
+            return conflict(&existing.lock().record.config, &attributes);
+        }
+        let inner = self.inner.clone();
+        let name = name.to_owned();
+        self.inner
+            .submit(move |ctx| {
+                if let Some(existing) = inner.lookup(&name) {
+                    return Ok(conflict(&existing.lock().record.config, &attributes));
+                }
+                let now = ctx.now_ms();
+                let mut tables = Tables::open(ctx.transaction())?;
+                let record = QueueRecord { id: tables.next_queue_id()?, name: name.clone(), config, created_at: now, modified_at: now };
+                tables.put_queue(&record)?;
+                let core = QueueCore::new(record.config.fifo, first_seq(now));
+                inner.registry.write().expect("registry lock").insert(name, Arc::new(new_handle(record, core)));
+                Ok(Ok(()))
+            })
+            .await
+    }
+
+    /// Succeeds when queue `name` exists (GetQueueUrl).
+    pub fn queue_exists(&self, name: &str) -> QueueResult<()> {
+        self.inner.handle(name).map(|_| ())
+    }
+
+    /// Names of the queues starting with `prefix`, in name order.
+    pub fn list_queues(&self, prefix: &str) -> Vec<String> {
+        let registry = self.inner.registry.read().expect("registry lock");
+        registry.keys().filter(|n| n.starts_with(prefix)).cloned().collect()
+    }
+
+    /// Queues whose redrive policy names `name` as their dead-letter queue.
+    pub fn dead_letter_sources(&self, name: &str) -> QueueResult<Vec<String>> {
+        self.inner.handle(name)?;
+        Ok(self.inner.sources_of(name))
+    }
+
+    /// Deletes a queue and its messages.
+    pub async fn delete_queue(&self, name: &str) -> QueueResult<()> {
+        let handle = self.inner.handle(name)?;
+        let inner = self.inner.clone();
+        self.inner
+            .submit(move |ctx| {
+                if let Err(e) = inner.live(&handle) {
+                    return Ok(Err(e));
+                }
+                let mut tables = Tables::open(ctx.transaction())?;
+                let mut shared = handle.lock();
+                tables.drop_queue(&shared.record)?;
+                shared.deleted = true;
+                shared.core.purge();
+                drop(shared);
+                inner.registry.write().expect("registry lock").remove(&handle.name);
+                handle.wake();
+                Ok(Ok(()))
+            })
+            .await
+    }
+
+    /// Deletes every message of a queue.
+    pub async fn purge_queue(&self, name: &str) -> QueueResult<()> {
+        let handle = self.inner.handle(name)?;
+        let inner = self.inner.clone();
+        self.inner
+            .submit(move |ctx| {
+                if let Err(e) = inner.live(&handle) {
+                    return Ok(Err(e));
+                }
+                let mut tables = Tables::open(ctx.transaction())?;
+                let mut shared = handle.lock();
+                tables.remove_all_messages(handle.id)?;
+                shared.core.purge();
+                Ok(Ok(()))
+            })
+            .await
+    }
+
+    /// GetQueueAttributes: the attributes named (`All` for every one).
+    pub fn queue_attributes(&self, name: &str, names: &[String]) -> QueueResult<BTreeMap<String, String>> {
+        let handle = self.inner.handle(name)?;
+        let now = self.inner.now();
+        let shared = handle.lock();
+        let record = &shared.record;
+        let mut all = record.config.render();
+        let counts = shared.core.counts(now, record.config.message_retention_period as u64 * 1000);
+        all.insert("ApproximateNumberOfMessages".into(), counts.visible.to_string());
+        all.insert("ApproximateNumberOfMessagesNotVisible".into(), counts.in_flight.to_string());
+        all.insert("ApproximateNumberOfMessagesDelayed".into(), counts.delayed.to_string());
+        all.insert("CreatedTimestamp".into(), (record.created_at / 1000).to_string());
+        all.insert("LastModifiedTimestamp".into(), (record.modified_at / 1000).to_string());
+        all.insert("QueueArn".into(), self.inner.arn(name));
+        if names.iter().any(|n| n == "All") {
+            return Ok(all);
+        }
+        let mut out = BTreeMap::new();
+        for n in names {
+            if !known_attribute(n) {
+                return Err(QueueError::InvalidAttributeName(n.clone()));
+            }
+            if let Some(v) = all.get(n) {
+                out.insert(n.clone(), v.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// SetQueueAttributes: applies all of `attributes` or none.
+    pub async fn set_queue_attributes(&self, name: &str, attributes: BTreeMap<String, String>) -> QueueResult<()> {
+        let handle = self.inner.handle(name)?;
+        if let Some(computed) = attributes.keys().find(|k| COMPUTED.contains(&k.as_str())) {
+            return Err(QueueError::InvalidAttributeName(computed.clone()));
+        }
+        let mut config = handle.lock().record.config.clone();
+        config.apply(&attributes, false)?;
+        self.inner.check_redrive(name, &config)?;
+        let inner = self.inner.clone();
+        self.inner
+            .submit(move |ctx| {
+                if let Err(e) = inner.live(&handle) {
+                    return Ok(Err(e));
+                }
+                let now = ctx.now_ms();
+                let mut tables = Tables::open(ctx.transaction())?;
+                let mut shared = handle.lock();
+                let mut record = shared.record.clone();
+                // Applied again to the current configuration: another change
+                // may have committed since the validation above.
+                if let Err(e) = record.config.apply(&attributes, false) {
+                    return Ok(Err(e));
+                }
+                record.modified_at = now;
+                tables.put_queue(&record)?;
+                shared.record = record;
+                drop(shared);
+                handle.wake();
+                Ok(Ok(()))
+            })
+            .await
+    }
+
+    /// Depth, in flight, delayed, oldest age and counters of one queue.
+    pub fn stats(&self, name: &str) -> QueueResult<QueueStats> {
+        let handle = self.inner.handle(name)?;
+        let now = self.inner.now();
+        let shared = handle.lock();
+        let counts = shared.core.counts(now, shared.record.config.message_retention_period as u64 * 1000);
+        let mut stats = QueueStats {
+            name: name.to_owned(),
+            visible: counts.visible,
+            in_flight: counts.in_flight,
+            delayed: counts.delayed,
+            oldest_age_ms: counts.oldest_sent_at.map_or(0, |t| now.saturating_sub(t)),
+            ..QueueStats::default()
+        };
+        stats.fill_counters(&handle.counters);
+        Ok(stats)
+    }
+
+    /// [`Queues::stats`] of every queue.
+    pub fn all_stats(&self) -> Vec<QueueStats> {
+        self.list_queues("").iter().filter_map(|n| self.stats(n).ok()).collect()
+    }
+}
+
+fn known_attribute(name: &str) -> bool {
+    COMPUTED.contains(&name)
+        || matches!(
+            name,
+            "DelaySeconds"
+                | "MaximumMessageSize"
+                | "MessageRetentionPeriod"
+                | "ReceiveMessageWaitTimeSeconds"
+                | "VisibilityTimeout"
+                | "RedrivePolicy"
+                | "RedriveAllowPolicy"
+                | "FifoQueue"
+                | "ContentBasedDeduplication"
+                | "DeduplicationScope"
+                | "FifoThroughputLimit"
+                | "Policy"
+                | "KmsMasterKeyId"
+                | "KmsDataKeyReusePeriodSeconds"
+                | "SqsManagedSseEnabled"
+        )
+}
+
+/// CreateQueue of an existing queue: the attributes given must match.
+fn conflict(existing: &QueueConfig, attributes: &BTreeMap<String, String>) -> QueueResult<()> {
+    match existing.first_conflict(attributes) {
+        Ok(None) => Ok(()),
+        Ok(Some(name)) => Err(QueueError::QueueNameExists(name)),
+        // Attributes that cannot apply to the existing queue (say FifoQueue
+        // for a standard one) differ from it too.
+        Err(_) => Err(QueueError::QueueNameExists(attributes.keys().next().cloned().unwrap_or_default())),
+    }
+}
+
+impl Inner {
+    /// A redrive policy must name an existing dead-letter queue of the same
+    /// kind, other than the queue itself.
+    pub(crate) fn check_redrive(&self, name: &str, config: &QueueConfig) -> QueueResult<()> {
+        let Some(policy) = &config.redrive_policy else { return Ok(()) };
+        let invalid = |why: &str| {
+            QueueError::InvalidParameterValue(format!(
+                "Value {{\"deadLetterTargetArn\":\"{}\",\"maxReceiveCount\":{}}} for parameter RedrivePolicy is invalid. Reason: {why}",
+                policy.dead_letter_target_arn, policy.max_receive_count
+            ))
+        };
+        if policy.dead_letter_queue == name {
+            return Err(invalid("Dead-letter queue cannot be the queue itself."));
+        }
+        let Some(dlq) = self.lookup(&policy.dead_letter_queue) else {
+            return Err(invalid("Dead letter target does not exist."));
+        };
+        if dlq.lock().record.config.fifo != config.fifo {
+            return Err(invalid("Dead-letter queue must be same type of queue as the source."));
+        }
+        Ok(())
+    }
+
+    /// Queues whose redrive policy names `dlq`.
+    pub(crate) fn sources_of(&self, dlq: &str) -> Vec<String> {
+        let registry = self.registry.read().expect("registry lock");
+        registry
+            .values()
+            .filter(|h| h.lock().record.config.redrive_policy.as_ref().is_some_and(|p| p.dead_letter_queue == dlq))
+            .map(|h| h.name.clone())
+            .collect()
+    }
+}

@@ -1,0 +1,312 @@
+//! [`Queues`]: the embedded queues' API, over the core and the store.
+//!
+//! Every change runs as an operation inside the store's group-commit write
+//! transaction (`EmbeddedStore::submit`): the operation updates the queue's
+//! in-memory core and writes the same change to the queue tables. The core
+//! is only touched on the store's single writer thread, so operations on a
+//! queue are serialised in commit order; readers (attributes, stats, long
+//! polls deciding whether to try) lock it briefly. A caller is answered only
+//! after the commit, so a handed-out message is durably in flight before its
+//! consumer sees it.
+//!
+//! Operations validate everything before their first write and never fail
+//! after it; a storage error fails the store's whole batch and stops the
+//! store, so the in-memory state never outlives a write that did not commit.
+
+mod control;
+mod moves;
+mod receive;
+mod send;
+mod settle;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::time::Duration;
+
+use postbox_store::StoreError;
+use postbox_store::embedded::{Clock, EmbeddedStore, SystemClock, WriteContext};
+use tokio::sync::watch;
+
+pub use moves::{MoveTask, MoveTaskStatus};
+pub use receive::ReceiveOptions;
+
+use crate::core::{DedupEntry, MessageMeta, QueueCore};
+use crate::error::{QueueError, QueueResult};
+use crate::stats::Counters;
+use crate::storage::{QueueRecord, StorageResult, Tables};
+
+/// How the queues run.
+#[derive(Clone)]
+pub struct QueuesOptions {
+    /// The account id in queue URLs and ARNs.
+    pub account_id: String,
+    /// The region in ARNs.
+    pub region: String,
+    /// The source of "now" for async decisions (long polls, counts); pass the
+    /// store's clock. Operations inside a commit use the store's clock.
+    pub clock: Arc<dyn Clock>,
+    /// How often expired messages and deduplication ids are removed.
+    pub sweep_interval: Duration,
+}
+
+impl Default for QueuesOptions {
+    fn default() -> Self {
+        QueuesOptions {
+            account_id: "000000000000".to_owned(),
+            region: "us-east-1".to_owned(),
+            clock: Arc::new(SystemClock),
+            sweep_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+impl std::fmt::Debug for QueuesOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueuesOptions")
+            .field("account_id", &self.account_id)
+            .field("region", &self.region)
+            .field("sweep_interval", &self.sweep_interval)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One queue's live state.
+pub(crate) struct QueueHandle {
+    pub id: u64,
+    pub name: String,
+    pub state: Mutex<QueueShared>,
+    /// Bumped when messages arrive or the queue goes: long polls wait on it.
+    pub changes: watch::Sender<u64>,
+    pub counters: Counters,
+}
+
+pub(crate) struct QueueShared {
+    pub record: QueueRecord,
+    pub core: QueueCore,
+    pub deleted: bool,
+}
+
+impl QueueHandle {
+    pub fn lock(&self) -> MutexGuard<'_, QueueShared> {
+        self.state.lock().expect("queue state lock")
+    }
+
+    pub fn wake(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+pub(crate) struct Inner {
+    pub store: EmbeddedStore,
+    pub options: QueuesOptions,
+    pub registry: RwLock<BTreeMap<String, Arc<QueueHandle>>>,
+    pub tasks: Mutex<Vec<Arc<MoveTask>>>,
+}
+
+/// The embedded queues: SQS's semantics in the store's file. Cheap to clone.
+#[derive(Clone)]
+pub struct Queues {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Queues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queues").finish_non_exhaustive()
+    }
+}
+
+impl Queues {
+    /// Loads the queues kept in `store`'s file and starts the sweeper that
+    /// removes expired messages and deduplication ids. Needs a Tokio runtime.
+    pub async fn open(store: EmbeddedStore, options: QueuesOptions) -> QueueResult<Queues> {
+        let loaded = store.submit(load).await?;
+        let registry = loaded.into_iter().map(|h| (h.name.clone(), Arc::new(h))).collect();
+        let inner = Arc::new(Inner { store, options, registry: RwLock::new(registry), tasks: Mutex::new(Vec::new()) });
+        tokio::spawn(sweep_loop(Arc::downgrade(&inner)));
+        Ok(Queues { inner })
+    }
+
+    /// The account id in URLs and ARNs.
+    pub fn account_id(&self) -> &str {
+        &self.inner.options.account_id
+    }
+
+    /// The ARN of queue `name`.
+    pub fn arn(&self, name: &str) -> String {
+        self.inner.arn(name)
+    }
+
+    /// Sends `messages` to `queue` inside the caller's write operation, so
+    /// they commit (or not) with whatever else it writes, e.g. a relay's
+    /// stream checkpoint. One result per message, in order; the outer error
+    /// is for the queue as a whole. Call it last in the operation (its writes
+    /// are not staged) and do not fail the operation after it returned `Ok`.
+    pub fn send_in(
+        &self,
+        ctx: &mut WriteContext<'_>,
+        queue: &str,
+        messages: Vec<crate::message::NewMessage>,
+    ) -> Result<QueueResult<Vec<QueueResult<crate::message::SendResult>>>, StoreError> {
+        let handle = match self.inner.handle(queue) {
+            Ok(h) => h,
+            Err(e) => return Ok(Err(e)),
+        };
+        let prepared = send::prepare(&handle, messages);
+        send::commit(ctx, &handle, prepared)
+    }
+}
+
+impl Inner {
+    pub fn arn(&self, name: &str) -> String {
+        format!("arn:aws:sqs:{}:{}:{name}", self.options.region, self.options.account_id)
+    }
+
+    pub fn now(&self) -> u64 {
+        self.options.clock.now_ms()
+    }
+
+    pub fn lookup(&self, name: &str) -> Option<Arc<QueueHandle>> {
+        self.registry.read().expect("registry lock").get(name).cloned()
+    }
+
+    pub fn handle(&self, name: &str) -> QueueResult<Arc<QueueHandle>> {
+        self.lookup(name).ok_or(QueueError::QueueDoesNotExist)
+    }
+
+    /// The handle of queue `id` if it still exists (checked inside a commit:
+    /// it may have been deleted since the request was validated).
+    pub fn live(&self, handle: &Arc<QueueHandle>) -> QueueResult<()> {
+        if handle.lock().deleted { Err(QueueError::QueueDoesNotExist) } else { Ok(()) }
+    }
+
+    /// Runs a queue operation in the next group commit.
+    pub async fn submit<T, F>(&self, op: F) -> QueueResult<T>
+    where
+        F: FnOnce(&mut WriteContext<'_>) -> StorageResult<QueueResult<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.store.submit(op).await?
+    }
+}
+
+/// Adds a message to `handle`'s queue: its rows and its core entry.
+pub(crate) fn insert_message(
+    tables: &mut Tables<'_>,
+    handle: &QueueHandle,
+    shared: &mut QueueShared,
+    payload: &crate::storage::Payload,
+    state: crate::core::MessageState,
+) -> StorageResult<u64> {
+    let seq = shared.core.take_seq();
+    tables.put_message(handle.id, seq, payload, &state)?;
+    let meta = MessageMeta {
+        group: payload.group.as_deref().map(Arc::from),
+        sent_at: payload.sent_at,
+        size: payload.size,
+        state,
+    };
+    shared.core.insert(seq, meta);
+    Ok(seq)
+}
+
+/// Rebuilds every queue's core from the file.
+fn load(ctx: &mut WriteContext<'_>) -> StorageResult<Vec<QueueHandle>> {
+    let now = ctx.now_ms();
+    let tables = Tables::open(ctx.transaction())?;
+    let mut out = Vec::new();
+    for record in tables.all_queues()? {
+        let mut core = QueueCore::new(record.config.fifo, first_seq(now));
+        for (key, entry) in tables.dedup_entries(record.id)? {
+            core.dedup.insert(key, entry);
+        }
+        for (seq, payload, state) in tables.messages(record.id)? {
+            let meta =
+                MessageMeta { group: payload.group.as_deref().map(Arc::from), sent_at: payload.sent_at, size: payload.size, state };
+            core.insert(seq, meta);
+        }
+        out.push(new_handle(record, core));
+    }
+    Ok(out)
+}
+
+/// Where a queue's sequence numbers start after open or creation: above
+/// anything handed out before as long as fewer than 1,000 messages per
+/// millisecond were sent (FIFO sequence numbers only ever grow, even after
+/// the queue was emptied and the process restarted).
+pub(crate) fn first_seq(now: u64) -> u64 {
+    now.saturating_mul(1000)
+}
+
+pub(crate) fn new_handle(record: QueueRecord, core: QueueCore) -> QueueHandle {
+    let (changes, _) = watch::channel(0);
+    QueueHandle {
+        id: record.id,
+        name: record.name.clone(),
+        state: Mutex::new(QueueShared { record, core, deleted: false }),
+        changes,
+        counters: Counters::default(),
+    }
+}
+
+/// Removes expired messages and deduplication ids, a bounded amount per
+/// commit, until the queues are dropped.
+async fn sweep_loop(inner: Weak<Inner>) {
+    loop {
+        let Some(i) = inner.upgrade() else { return };
+        let interval = i.options.sweep_interval;
+        let handles: Vec<Arc<QueueHandle>> = i.registry.read().expect("registry lock").values().cloned().collect();
+        let now = i.now();
+        for h in handles {
+            let due = {
+                let s = h.lock();
+                let retention = s.record.config.message_retention_period as u64 * 1000;
+                s.core.has_expired(now, retention) || s.core.dedup.has_expired(now)
+            };
+            if due {
+                let h2 = h.clone();
+                let result = i.submit(move |ctx| sweep_queue(ctx, &h2).map(Ok)).await;
+                if let Err(e) = result {
+                    tracing::warn!(queue = %h.name, error = %e, "queue sweep failed");
+                }
+            }
+        }
+        drop(i);
+        tokio::time::sleep(interval).await;
+    }
+}
+
+/// Most messages or deduplication ids removed in one sweep commit.
+const SWEEP_BATCH: usize = 1000;
+
+/// Removes a queue's expired messages and deduplication ids (bounded).
+pub(crate) fn sweep_queue(ctx: &mut WriteContext<'_>, h: &QueueHandle) -> StorageResult<()> {
+    let now = ctx.now_ms();
+    let mut tables = Tables::open(ctx.transaction())?;
+    let mut s = h.lock();
+    if s.deleted {
+        return Ok(());
+    }
+    let retention = s.record.config.message_retention_period as u64 * 1000;
+    let expired = s.core.expire(now, retention, SWEEP_BATCH);
+    for seq in &expired {
+        tables.remove_message(h.id, *seq)?;
+    }
+    Counters::add(&h.counters.expired, expired.len());
+    for key in s.core.dedup.expire(now, SWEEP_BATCH) {
+        tables.remove_dedup(h.id, &key)?;
+    }
+    Ok(())
+}
+
+/// Remembers a deduplication id in the core and the file.
+pub(crate) fn remember_dedup(
+    tables: &mut Tables<'_>,
+    handle: &QueueHandle,
+    shared: &mut QueueShared,
+    key: String,
+    entry: DedupEntry,
+) -> StorageResult<()> {
+    tables.put_dedup(handle.id, &key, &entry)?;
+    shared.core.dedup.insert(key, entry);
+    Ok(())
+}

@@ -1,0 +1,185 @@
+//! ReceiveMessage: handing out messages inside a commit, redriving those
+//! received too often, and long polling that sleeps until a send wakes it
+//! (or a hidden message becomes visible), never polling in a loop.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use postbox_store::embedded::WriteContext;
+
+use crate::core::MessageState;
+use crate::digest::Receipt;
+use crate::error::{QueueError, QueueResult};
+use crate::message::ReceivedMessage;
+use crate::stats::Counters;
+use crate::storage::{StorageResult, Tables};
+
+use super::send::sequence_number;
+use super::{Inner, QueueHandle, Queues, insert_message};
+
+/// ReceiveMessage's parameters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReceiveOptions {
+    /// At most this many messages (1 to 10; default 1).
+    pub max_messages: Option<i64>,
+    /// Visibility timeout for these messages (default: the queue's).
+    pub visibility_timeout: Option<i64>,
+    /// Long-poll wait in seconds, 0 to 20 (default: the queue's
+    /// ReceiveMessageWaitTimeSeconds).
+    pub wait_time_seconds: Option<i64>,
+}
+
+impl Queues {
+    /// Receives messages, waiting up to the long-poll time for some to
+    /// arrive. Returns an empty list when none came.
+    pub async fn receive(&self, queue: &str, options: ReceiveOptions) -> QueueResult<Vec<ReceivedMessage>> {
+        let handle = self.inner.handle(queue)?;
+        let max = bounded("MaxNumberOfMessages", options.max_messages.unwrap_or(1), 1, 10)? as usize;
+        let (default_vt, default_wait) = {
+            let s = handle.lock();
+            (s.record.config.visibility_timeout, s.record.config.receive_message_wait_time_seconds)
+        };
+        let vt = bounded("VisibilityTimeout", options.visibility_timeout.unwrap_or(default_vt as i64), 0, 43_200)?;
+        let wait = bounded("WaitTimeSeconds", options.wait_time_seconds.unwrap_or(default_wait as i64), 0, 20)?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
+        loop {
+            // Subscribe before looking, so a send between the look and the
+            // wait still wakes us.
+            let mut changes = handle.changes.subscribe();
+            let now = self.inner.now();
+            let (ready, next) = {
+                let s = handle.lock();
+                if s.deleted {
+                    return Err(QueueError::QueueDoesNotExist);
+                }
+                let retention = s.record.config.message_retention_period as u64 * 1000;
+                (s.core.has_ready(now) || s.core.has_expired(now, retention), s.core.next_ready_after(now))
+            };
+            if ready {
+                let inner = self.inner.clone();
+                let h = handle.clone();
+                let got = self.inner.submit(move |ctx| receive_in(&inner, ctx, &h, max, vt * 1000)).await?;
+                if !got.is_empty() {
+                    return Ok(got);
+                }
+                continue;
+            }
+            let until = match next {
+                Some(at) => deadline.min(tokio::time::Instant::now() + Duration::from_millis(at - now)),
+                None => deadline,
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(Vec::new());
+            }
+            tokio::select! {
+                _ = changes.changed() => {}
+                _ = tokio::time::sleep_until(until) => {}
+            }
+        }
+    }
+}
+
+fn bounded(name: &str, v: i64, min: i64, max: i64) -> QueueResult<u64> {
+    if v < min || v > max {
+        return Err(QueueError::invalid(format!(
+            "Value {v} for parameter {name} is invalid. Reason: Must be between {min} and {max}, if provided."
+        )));
+    }
+    Ok(v as u64)
+}
+
+/// Hands out up to `max` messages inside a commit.
+fn receive_in(
+    inner: &Arc<Inner>,
+    ctx: &mut WriteContext<'_>,
+    handle: &QueueHandle,
+    max: usize,
+    visibility_ms: u64,
+) -> StorageResult<QueueResult<Vec<ReceivedMessage>>> {
+    let now = ctx.now_ms();
+    let mut tables = Tables::open(ctx.transaction())?;
+    // The dead-letter queue is looked up before the source is locked: the
+    // writer never waits for the registry while holding a queue.
+    let policy = handle.lock().record.config.redrive_policy.clone();
+    let dlq = policy.as_ref().and_then(|p| inner.lookup(&p.dead_letter_queue).map(|d| (d, p.max_receive_count)));
+    let mut shared = handle.lock();
+    if shared.deleted {
+        return Ok(Err(QueueError::QueueDoesNotExist));
+    }
+    let retention = shared.record.config.message_retention_period as u64 * 1000;
+    for seq in shared.core.expire(now, retention, super::SWEEP_BATCH) {
+        tables.remove_message(handle.id, seq)?;
+        Counters::add(&handle.counters.expired, 1);
+    }
+    let token = fastrand::u64(..);
+    let r = shared.core.receive(now, max, visibility_ms, token, dlq.as_ref().map(|(_, n)| *n));
+    let fifo = shared.core.fifo();
+    let mut out = Vec::with_capacity(r.received.len());
+    for (seq, state) in &r.received {
+        tables.put_state(handle.id, *seq, state)?;
+        let payload = tables.payload(handle.id, *seq)?;
+        out.push(received_message(inner, handle, *seq, state, payload, fifo, token));
+    }
+    drop(shared);
+    Counters::add(&handle.counters.received, out.len());
+    if let Some((dlq, _)) = dlq
+        && !r.dead_lettered.is_empty()
+    {
+        let mut target = dlq.lock();
+        for (seq, meta) in &r.dead_lettered {
+            let mut payload = tables.payload(handle.id, *seq)?;
+            tables.remove_message(handle.id, *seq)?;
+            payload.dead_letter_source = Some(handle.name.clone());
+            // In the dead-letter queue the message is visible at once and
+            // keeps its send time (retention counts from the original send)
+            // and receive count.
+            let state = MessageState { visible_at: now, ..meta.state };
+            insert_message(&mut tables, &dlq, &mut target, &payload, state)?;
+        }
+        drop(target);
+        Counters::add(&handle.counters.dead_lettered, r.dead_lettered.len());
+        dlq.wake();
+    }
+    Ok(Ok(out))
+}
+
+fn received_message(
+    inner: &Inner,
+    handle: &QueueHandle,
+    seq: u64,
+    state: &MessageState,
+    payload: crate::storage::Payload,
+    fifo: bool,
+    token: u64,
+) -> ReceivedMessage {
+    let mut system = BTreeMap::new();
+    system.insert("SenderId".to_owned(), inner.options.account_id.clone());
+    system.insert("SentTimestamp".to_owned(), payload.sent_at.to_string());
+    system.insert("ApproximateReceiveCount".to_owned(), state.receive_count.to_string());
+    system.insert("ApproximateFirstReceiveTimestamp".to_owned(), state.first_receive_at.to_string());
+    if let Some(h) = &payload.trace_header {
+        system.insert("AWSTraceHeader".to_owned(), h.clone());
+    }
+    if let Some(src) = &payload.dead_letter_source {
+        system.insert("DeadLetterQueueSourceArn".to_owned(), inner.arn(src));
+    }
+    if fifo {
+        system.insert("SequenceNumber".to_owned(), sequence_number(seq));
+        if let Some(g) = &payload.group {
+            system.insert("MessageGroupId".to_owned(), g.clone());
+        }
+        if let Some(d) = &payload.dedup_id {
+            system.insert("MessageDeduplicationId".to_owned(), d.clone());
+        }
+    } else if let Some(g) = &payload.group {
+        system.insert("MessageGroupId".to_owned(), g.clone());
+    }
+    ReceivedMessage {
+        message_id: payload.message_id,
+        receipt_handle: Receipt { queue_id: handle.id, seq, token }.encode(),
+        body: payload.body,
+        attributes: payload.attributes,
+        system,
+    }
+}

@@ -1,0 +1,165 @@
+//! The byte layout of a message payload.
+//!
+//! ```text
+//! version: u8 (1)
+//! sent_at: u64 BE (ms)
+//! then, each as u32 BE length + UTF-8 (length u32::MAX = absent):
+//!   message id, group id, deduplication id, dead-letter source queue,
+//!   AWSTraceHeader, message attributes (JSON), body
+//! ```
+//!
+//! The body is last so that loading the schedule on open can stop before it.
+
+use crate::message::MessageAttributes;
+
+const VERSION: u8 = 1;
+const ABSENT: u32 = u32::MAX;
+
+/// The immutable part of a message.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Payload {
+    /// The id SQS answered the send with.
+    pub message_id: String,
+    /// FIFO message group.
+    pub group: Option<String>,
+    /// FIFO deduplication id (given or content-based).
+    pub dedup_id: Option<String>,
+    /// When it was sent (ms).
+    pub sent_at: u64,
+    /// The queue it was dead-lettered from, while it sits in a dead-letter queue.
+    pub dead_letter_source: Option<String>,
+    /// The AWSTraceHeader system attribute.
+    pub trace_header: Option<String>,
+    /// User message attributes.
+    pub attributes: MessageAttributes,
+    /// The body (empty when decoded without it).
+    pub body: String,
+    /// Bytes of body and attributes, as SQS counts them.
+    pub size: u32,
+}
+
+impl Payload {
+    /// The stored bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let attrs = if self.attributes.is_empty() {
+            None
+        } else {
+            Some(serde_json::to_string(&self.attributes).expect("attributes serialise"))
+        };
+        let mut out = Vec::with_capacity(64 + self.body.len());
+        out.push(VERSION);
+        out.extend_from_slice(&self.sent_at.to_be_bytes());
+        for field in [
+            Some(self.message_id.as_str()),
+            self.group.as_deref(),
+            self.dedup_id.as_deref(),
+            self.dead_letter_source.as_deref(),
+            self.trace_header.as_deref(),
+            attrs.as_deref(),
+            Some(self.body.as_str()),
+        ] {
+            match field {
+                Some(s) => {
+                    out.extend_from_slice(&(s.len() as u32).to_be_bytes());
+                    out.extend_from_slice(s.as_bytes());
+                }
+                None => out.extend_from_slice(&ABSENT.to_be_bytes()),
+            }
+        }
+        out
+    }
+
+    /// Reads a payload back.
+    pub fn decode(bytes: &[u8]) -> Result<Payload, String> {
+        Self::read(bytes, true)
+    }
+
+    /// Reads everything but the body (its size is still known).
+    pub fn decode_without_body(bytes: &[u8]) -> Result<Payload, String> {
+        Self::read(bytes, false)
+    }
+
+    fn read(bytes: &[u8], with_body: bool) -> Result<Payload, String> {
+        let mut r = Reader { bytes, at: 0 };
+        if r.take(1)? != [VERSION] {
+            return Err("unknown message payload version".to_owned());
+        }
+        let sent_at = u64::from_be_bytes(r.take(8)?.try_into().expect("8 bytes"));
+        let message_id = r.string()?.unwrap_or_default();
+        let group = r.string()?;
+        let dedup_id = r.string()?;
+        let dead_letter_source = r.string()?;
+        let trace_header = r.string()?;
+        let attributes: MessageAttributes = match r.string()? {
+            Some(json) => serde_json::from_str(&json).map_err(|e| format!("corrupt message attributes: {e}"))?,
+            None => MessageAttributes::new(),
+        };
+        let (body, body_len) = if with_body {
+            let body = r.string()?.unwrap_or_default();
+            let len = body.len();
+            (body, len)
+        } else {
+            (String::new(), r.len()? as usize)
+        };
+        let size = (body_len + crate::message::attributes_size(&attributes)) as u32;
+        Ok(Payload { message_id, group, dedup_id, sent_at, dead_letter_source, trace_header, attributes, body, size })
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self.at.checked_add(n).filter(|e| *e <= self.bytes.len()).ok_or("truncated message payload")?;
+        let out = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+
+    fn len(&mut self) -> Result<u32, String> {
+        Ok(u32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))
+    }
+
+    fn string(&mut self) -> Result<Option<String>, String> {
+        let len = self.len()?;
+        if len == ABSENT {
+            return Ok(None);
+        }
+        let raw = self.take(len as usize)?;
+        String::from_utf8(raw.to_vec()).map(Some).map_err(|_| "message payload is not UTF-8".to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::MessageAttributeValue;
+
+    #[test]
+    fn round_trip() {
+        let mut p = Payload {
+            message_id: "id".into(),
+            group: Some("g".into()),
+            dedup_id: None,
+            sent_at: 42,
+            dead_letter_source: Some("src".into()),
+            trace_header: None,
+            attributes: MessageAttributes::new(),
+            body: "héllo".into(),
+            size: 0,
+        };
+        p.attributes.insert(
+            "b".into(),
+            MessageAttributeValue { data_type: "Binary".into(), string_value: None, binary_value: Some(vec![0, 255]) },
+        );
+        p.size = (p.body.len() + 1 + 6 + 2) as u32;
+        assert_eq!(Payload::decode(&p.encode()).unwrap(), p);
+        let header = Payload::decode_without_body(&p.encode()).unwrap();
+        assert_eq!(header.body, "");
+        assert_eq!(header.size, p.size);
+        assert!(Payload::decode(&p.encode()[..10]).is_err());
+    }
+}
