@@ -95,8 +95,9 @@ pub fn parse_key_condition(
     let mut leaves = Vec::new();
     collect_leaves(&condition, &mut leaves)?;
     let mut keyed: Vec<(&str, Leaf)> = Vec::new();
+    let keys: Vec<&str> = std::iter::once(partition_key).chain(sort_key).collect();
     for leaf in &leaves {
-        keyed.push(check_leaf(leaf)?);
+        keyed.push(check_leaf(leaf, &keys)?);
     }
     for (i, (name, _)) in keyed.iter().enumerate() {
         if keyed[..i].iter().any(|(other, _)| other == name) {
@@ -132,6 +133,24 @@ pub fn parse_key_condition(
             "Query condition missed key schema element: {partition_key}"
         ))
     })?;
+    // Key values are never empty strings or binaries, so no such key can match.
+    let empty = |v: &AttributeValue| {
+        matches!(v, AttributeValue::S(x) if x.is_empty())
+            || matches!(v, AttributeValue::B(x) if x.is_empty())
+    };
+    let empty_key = |key: &str| {
+        fail(format!(
+            "One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty string value. Key: {key}"
+        ))
+    };
+    if empty(&partition) {
+        return Err(empty_key(partition_key));
+    }
+    if let (Some(sort), Some(sort_key)) = (&sort, sort_key)
+        && sort.values().into_iter().any(empty)
+    {
+        return Err(empty_key(sort_key));
+    }
     Ok(KeyCondition { partition, sort })
 }
 
@@ -188,7 +207,7 @@ impl Leaf<'_> {
 
 /// Checks one condition's operands left to right: exactly one top-level
 /// attribute, no `size()`, and for BETWEEN and begins_with the attribute first.
-fn check_leaf(c: &Condition) -> Result<(&str, Leaf<'_>), ExprError> {
+fn check_leaf<'c>(c: &'c Condition, keys: &[&str]) -> Result<(&'c str, Leaf<'c>), ExprError> {
     let (operands, operator): (Vec<&Operand>, Option<&str>) = match c {
         Condition::Compare(_, a, b) => (vec![a, b], None),
         Condition::Between(a, lo, hi) => (vec![a, lo, hi], Some("BETWEEN")),
@@ -215,9 +234,15 @@ fn check_leaf(c: &Condition) -> Result<(&str, Leaf<'_>), ExprError> {
                     ));
                 }
                 if !p.is_top_level() {
-                    return Err(fail(
-                        "KeyConditionExpressions cannot have conditions on nested attributes",
-                    ));
+                    return Err(fail(if keys.contains(&p.top_level()) {
+                        format!(
+                            "Key attributes must be scalars; list random access '[]' and map lookup '.' are not allowed: Key: {}",
+                            p.top_level()
+                        )
+                    } else {
+                        "KeyConditionExpressions cannot have conditions on nested attributes"
+                            .to_owned()
+                    }));
                 }
                 key = Some(p);
             }

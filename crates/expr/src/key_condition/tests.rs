@@ -118,6 +118,38 @@ fn refused() {
             "KeyConditionExpressions cannot have conditions on nested attributes",
         ),
         (
+            "pk = :p AND sk.x = :a",
+            "Key attributes must be scalars; list random access '[]' and map lookup '.' are not allowed: Key: sk",
+        ),
+        (
+            "pk = :p AND sk[0] = :a",
+            "Key attributes must be scalars; list random access '[]' and map lookup '.' are not allowed: Key: sk",
+        ),
+        (
+            "pk = :empty",
+            "One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty string value. Key: pk",
+        ),
+        (
+            "pk = :p AND sk > :empty",
+            "One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty string value. Key: sk",
+        ),
+        (
+            "pk = :p AND begins_with(sk, :empty)",
+            "One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty string value. Key: sk",
+        ),
+        (
+            "((pk = :p))",
+            "Invalid KeyConditionExpression: The expression has redundant parentheses;",
+        ),
+        (
+            "pk = :nope OR sk = :a",
+            "Invalid KeyConditionExpression: An expression attribute value used in expression is not defined; attribute value: :nope",
+        ),
+        (
+            "pk = :p AND sk = :a OR sk = :z",
+            "Invalid operator used in KeyConditionExpression: OR",
+        ),
+        (
             "pk = sk",
             "Invalid condition in KeyConditionExpression: Multiple attribute names used in one condition",
         ),
