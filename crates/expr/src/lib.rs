@@ -18,6 +18,14 @@
 //! placeholders, error order) -> one module per expression kind
 //! (`condition`, `update`, `projection`, `key_condition`); `path` holds
 //! document paths and `reserved` DynamoDB's reserved words.
+//!
+//! Testing: every module has data-driven unit tests through one `check`
+//! helper; `tests/properties.rs` checks random conditions and updates
+//! against small reference models; `tests/dynamodb_local.rs` replays every
+//! unit-test expression and 900 random ones against answers recorded from
+//! DynamoDB Local (`tests/golden/`, with the scripts that record them), so
+//! the messages and semantics here are DynamoDB's, not our reading of its
+//! documentation.
 
 #![cfg_attr(test, recursion_limit = "256")]
 #![warn(missing_docs)]
@@ -40,7 +48,7 @@ pub use condition::{
 };
 pub use error::{ExprError, Kind};
 pub use key_condition::{KeyCondition, SortKeyCondition, parse_key_condition};
-pub use parser::MAX_EXPRESSION_BYTES;
+pub use parser::{MAX_EXPRESSION_BYTES, MAX_PATH_DEPTH};
 pub use path::{Path, PathElement};
 pub use placeholders::Placeholders;
 pub use projection::{Projection, parse_projection, project};
