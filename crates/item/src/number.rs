@@ -149,7 +149,8 @@ impl FromStr for Number {
                 "A value provided cannot be converted into a number: {s:?} is not a decimal number"
             ))
         };
-        let t = s.trim();
+        // DynamoDB refuses surrounding whitespace: " 1" is not a number.
+        let t = s;
         let (negative, body) = match t.as_bytes().first() {
             Some(b'-') => (true, &t[1..]),
             Some(b'+') => (false, &t[1..]),
@@ -342,7 +343,7 @@ mod tests {
 
     #[test]
     fn rejects_what_dynamodb_rejects() {
-        for bad in ["", "abc", "1.2.3", "--1", "1e", "e5", "0x10", " ", "1_000", "NaN", "Infinity"] {
+        for bad in ["", " 1", "1 ", "abc", "1.2.3", "--1", "1e", "e5", "0x10", " ", "1_000", "NaN", "Infinity"] {
             assert!(bad.parse::<Number>().is_err(), "{bad:?} should be rejected");
         }
         assert!("123456789012345678901234567890123456789".parse::<Number>().is_err());
