@@ -145,6 +145,9 @@ pub struct GetItemInput {
     pub expression_attribute_names: Option<Names>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consistent_read: Option<bool>,
+    /// Legacy AttributesToGet: refused (use ProjectionExpression).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributes_to_get: Option<serde_json::Value>,
 }
 
 /// GetItem's answer.
@@ -171,6 +174,12 @@ pub struct PutItemInput {
     pub return_values: ReturnValue,
     #[serde(default)]
     pub return_values_on_condition_check_failure: ReturnValuesOnConditionCheckFailure,
+    /// Legacy Expected: refused (use ConditionExpression).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<serde_json::Value>,
+    /// Legacy ConditionalOperator: refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditional_operator: Option<serde_json::Value>,
 }
 
 /// UpdateItem.
@@ -191,6 +200,15 @@ pub struct UpdateItemInput {
     pub return_values: ReturnValue,
     #[serde(default)]
     pub return_values_on_condition_check_failure: ReturnValuesOnConditionCheckFailure,
+    /// Legacy Expected: refused (use ConditionExpression).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<serde_json::Value>,
+    /// Legacy AttributeUpdates: refused (use UpdateExpression).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribute_updates: Option<serde_json::Value>,
+    /// Legacy ConditionalOperator: refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditional_operator: Option<serde_json::Value>,
 }
 
 /// DeleteItem.
@@ -209,6 +227,12 @@ pub struct DeleteItemInput {
     pub return_values: ReturnValue,
     #[serde(default)]
     pub return_values_on_condition_check_failure: ReturnValuesOnConditionCheckFailure,
+    /// Legacy Expected: refused (use ConditionExpression).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<serde_json::Value>,
+    /// Legacy ConditionalOperator: refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditional_operator: Option<serde_json::Value>,
 }
 
 /// The answer of PutItem, UpdateItem and DeleteItem.
@@ -256,6 +280,18 @@ pub struct QueryInput {
     pub select: Option<Select>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consistent_read: Option<bool>,
+    /// Legacy KeyConditions: refused (use KeyConditionExpression).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_conditions: Option<serde_json::Value>,
+    /// Legacy QueryFilter: refused (use FilterExpression).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_filter: Option<serde_json::Value>,
+    /// Legacy AttributesToGet: refused (use ProjectionExpression).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributes_to_get: Option<serde_json::Value>,
+    /// Legacy ConditionalOperator: refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditional_operator: Option<serde_json::Value>,
 }
 
 /// Scan.
@@ -285,6 +321,15 @@ pub struct ScanInput {
     pub total_segments: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consistent_read: Option<bool>,
+    /// Legacy ScanFilter: refused (use FilterExpression).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan_filter: Option<serde_json::Value>,
+    /// Legacy AttributesToGet: refused (use ProjectionExpression).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributes_to_get: Option<serde_json::Value>,
+    /// Legacy ConditionalOperator: refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditional_operator: Option<serde_json::Value>,
 }
 
 /// The answer of Query and Scan.

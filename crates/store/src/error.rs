@@ -33,6 +33,10 @@ pub enum StoreError {
     /// A stream position that is no longer retained (TrimmedDataAccessException).
     #[error("{0}")]
     TrimmedData(String),
+    /// A TransactWriteItems reused a ClientRequestToken of the last ten
+    /// minutes for a different request (IdempotentParameterMismatchException).
+    #[error("{0}")]
+    IdempotentParameterMismatch(String),
     /// The store could not read or write its file. The store stops accepting
     /// writes after one of these rather than limp on (InternalServerError).
     #[error("storage failure: {0}")]
@@ -54,6 +58,7 @@ impl StoreError {
             StoreError::ResourceNotFound(_) => "ResourceNotFoundException",
             StoreError::ResourceInUse(_) => "ResourceInUseException",
             StoreError::TrimmedData(_) => "TrimmedDataAccessException",
+            StoreError::IdempotentParameterMismatch(_) => "IdempotentParameterMismatchException",
             StoreError::Storage(_) => "InternalServerError",
         }
     }

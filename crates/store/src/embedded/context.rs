@@ -129,6 +129,7 @@ impl<'t> WriteContext<'t> {
         if item_size(&item) > validate::MAX_ITEM_SIZE {
             return Err(validate::item_too_large());
         }
+        validate::item_shape(&item)?;
         let current = self.current(&meta, &key)?;
         let old = current.live.clone();
         self.stage(&meta, key, current, Some(item));

@@ -59,8 +59,10 @@ pub(crate) fn key_param(meta: &TableMeta, key: &Item) -> Result<Vec<u8>, StoreEr
     let pk = key_value(key, &meta.partition_key).ok_or_else(mismatch)?;
     let sk = meta.sort_key.as_ref().map(|sk| key_value(key, sk).ok_or_else(mismatch)).transpose()?;
     not_empty(&meta.partition_key, pk)?;
+    within_limit(meta, &meta.partition_key, pk)?;
     if let (Some(attr), Some(v)) = (&meta.sort_key, sk) {
         not_empty(attr, v)?;
+        within_limit(meta, attr, v)?;
     }
     Ok(encode(meta, pk, sk))
 }
@@ -69,7 +71,11 @@ pub(crate) fn key_param(meta: &TableMeta, key: &Item) -> Result<Vec<u8>, StoreEr
 /// of the declared types and not empty.
 pub(crate) fn item_key(meta: &TableMeta, item: &Item) -> Result<Vec<u8>, StoreError> {
     let pk = item_key_value(item, &meta.partition_key)?;
+    within_limit(meta, &meta.partition_key, pk)?;
     let sk = meta.sort_key.as_ref().map(|attr| item_key_value(item, attr)).transpose()?;
+    if let (Some(attr), Some(v)) = (&meta.sort_key, sk) {
+        within_limit(meta, attr, v)?;
+    }
     Ok(encode(meta, pk, sk))
 }
 
@@ -113,6 +119,23 @@ fn item_key_value<'a>(item: &'a Item, attr: &KeyAttribute) -> Result<&'a Attribu
     }
     not_empty(attr, v)?;
     Ok(v)
+}
+
+/// Largest partition key value, in bytes.
+const MAX_PARTITION_KEY_BYTES: usize = 2048;
+/// Largest sort key value, in bytes.
+const MAX_SORT_KEY_BYTES: usize = 1024;
+
+/// A key value's size limit: 2048 bytes for a partition key, 1024 for a
+/// sort key.
+fn within_limit(meta: &TableMeta, attr: &KeyAttribute, v: &AttributeValue) -> Result<(), StoreError> {
+    let limit = if attr.name == meta.partition_key.name { MAX_PARTITION_KEY_BYTES } else { MAX_SORT_KEY_BYTES };
+    if v.size() > limit {
+        return Err(StoreError::validation(
+            "One or more parameter values were invalid: Hash primary key values must be under 2048 bytes, and range primary key values must be under 1024 bytes",
+        ));
+    }
+    Ok(())
 }
 
 fn not_empty(attr: &KeyAttribute, v: &AttributeValue) -> Result<(), StoreError> {

@@ -44,6 +44,7 @@
 mod catalog;
 mod clock;
 mod context;
+mod idempotency;
 mod keys;
 mod read_ops;
 mod stream;
@@ -123,6 +124,7 @@ pub(crate) struct Shared {
     /// Bumped after every commit that wrote a stream record.
     pub(crate) commits: watch::Sender<u64>,
     failure: Mutex<Option<String>>,
+    tokens: idempotency::Tokens,
 }
 
 impl Shared {
@@ -188,6 +190,7 @@ impl EmbeddedStore {
             options: options.clone(),
             commits,
             failure: Mutex::new(None),
+            tokens: idempotency::Tokens::default(),
         });
         let db = Arc::new(db);
         let writer = Writer::start(db.clone(), shared.clone());
@@ -390,8 +393,22 @@ impl ItemStore for EmbeddedStore {
     }
 
     async fn transact_write_items(&self, input: TransactWriteItemsInput) -> StoreResult<()> {
+        let token = match input.client_request_token.clone() {
+            None => None,
+            Some(token) => {
+                let fingerprint = serde_json::to_string(&input.transact_items).expect("requests serialise");
+                match self.inner().shared.tokens.check(&token, &fingerprint, self.now_ms())? {
+                    idempotency::TokenUse::Replay => return Ok(()),
+                    idempotency::TokenUse::Fresh => Some((token, fingerprint)),
+                }
+            }
+        };
         let plan = write_ops::TransactWrite::compile(self.catalog(), input)?;
-        self.submit(move |ctx| plan.run(ctx)).await
+        self.submit(move |ctx| plan.run(ctx)).await?;
+        if let Some((token, fingerprint)) = token {
+            self.inner().shared.tokens.record(token, fingerprint, self.now_ms());
+        }
+        Ok(())
     }
 
     async fn transact_get_items(&self, input: TransactGetItemsInput) -> StoreResult<TransactGetItemsOutput> {

@@ -59,6 +59,10 @@ fn projected(item: Item, projection: Option<&Projection>) -> Item {
 
 /// GetItem.
 pub(crate) fn get_item(txn: &ReadTransaction, catalog: &Catalog, now_ms: u64, input: GetItemInput) -> Result<GetItemOutput, StoreError> {
+    validate::legacy_parameters(
+        &[("AttributesToGet", input.attributes_to_get.is_some())],
+        &[("ProjectionExpression", input.projection_expression.is_some())],
+    )?;
     let projection = projection(input.projection_expression.as_deref(), input.expression_attribute_names.as_ref())?;
     let meta = catalog.get(&input.table_name)?;
     let key = keys::key_param(&meta, &input.key)?;
@@ -209,6 +213,19 @@ fn no_index(meta: &TableMeta, index: Option<&str>) -> Result<(), StoreError> {
 
 /// Query.
 pub(crate) fn query(txn: &ReadTransaction, catalog: &Catalog, now_ms: u64, input: QueryInput) -> Result<QueryOutput, StoreError> {
+    validate::legacy_parameters(
+        &[
+            ("KeyConditions", input.key_conditions.is_some()),
+            ("QueryFilter", input.query_filter.is_some()),
+            ("AttributesToGet", input.attributes_to_get.is_some()),
+            ("ConditionalOperator", input.conditional_operator.is_some()),
+        ],
+        &[
+            ("KeyConditionExpression", input.key_condition_expression.is_some()),
+            ("FilterExpression", input.filter_expression.is_some()),
+            ("ProjectionExpression", input.projection_expression.is_some()),
+        ],
+    )?;
     let names = input.expression_attribute_names.as_ref();
     let values = input.expression_attribute_values.as_ref();
     let Some(key_src) = input.key_condition_expression.as_deref() else {
@@ -228,6 +245,12 @@ pub(crate) fn query(txn: &ReadTransaction, catalog: &Catalog, now_ms: u64, input
         input.projection_expression.as_deref().map(|s| parse_projection(s, &mut ph)).transpose().map_err(validate::expr)?;
     ph.finish().map_err(validate::expr)?;
     key_condition_types(&meta, &key_condition)?;
+    if let Some(path) = filter.as_ref().and_then(|f| f.paths().into_iter().find(|p| meta.is_key_attribute(p.top_level()))) {
+        return Err(StoreError::validation(format!(
+            "Filter Expression can only contain non-primary key attributes: Primary key attribute: {}",
+            path.top_level()
+        )));
+    }
     let shape = shape(input.select, projection, input.index_name.as_deref())?;
     let start = start_key(&meta, input.exclusive_start_key.as_ref())?;
     let prefix = keys::partition_prefix(meta.id, &key_condition.partition);
@@ -247,6 +270,17 @@ pub(crate) fn query(txn: &ReadTransaction, catalog: &Catalog, now_ms: u64, input
 
 /// Scan, including parallel segments split by a hash of the partition key.
 pub(crate) fn scan(txn: &ReadTransaction, catalog: &Catalog, now_ms: u64, input: ScanInput) -> Result<QueryOutput, StoreError> {
+    validate::legacy_parameters(
+        &[
+            ("ScanFilter", input.scan_filter.is_some()),
+            ("AttributesToGet", input.attributes_to_get.is_some()),
+            ("ConditionalOperator", input.conditional_operator.is_some()),
+        ],
+        &[
+            ("FilterExpression", input.filter_expression.is_some()),
+            ("ProjectionExpression", input.projection_expression.is_some()),
+        ],
+    )?;
     let names = input.expression_attribute_names.as_ref();
     let values = input.expression_attribute_values.as_ref();
     validate::placeholder_maps(names, values, input.filter_expression.is_some() || input.projection_expression.is_some())?;
@@ -316,13 +350,18 @@ fn key_condition_types(meta: &TableMeta, kc: &KeyCondition) -> Result<(), StoreE
             ));
         }
     }
-    if let AttributeValue::S(s) = &kc.partition
-        && s.is_empty()
-    {
-        return Err(StoreError::validation(format!(
-            "One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty string value. Key: {}",
-            meta.partition_key.name
-        )));
+    let empty = |v: &AttributeValue, name: &str| match v {
+        AttributeValue::S(s) if s.is_empty() => Err(StoreError::validation(format!(
+            "One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty string value. Key: {name}"
+        ))),
+        AttributeValue::B(b) if b.is_empty() => Err(StoreError::validation(format!(
+            "One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty binary value. Key: {name}"
+        ))),
+        _ => Ok(()),
+    };
+    empty(&kc.partition, &meta.partition_key.name)?;
+    if let (Some(sort), Some(sk)) = (&kc.sort, &meta.sort_key) {
+        sort.values().into_iter().try_for_each(|v| empty(v, &sk.name))?;
     }
     Ok(())
 }

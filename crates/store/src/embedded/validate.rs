@@ -2,6 +2,7 @@
 //! table names, placeholder maps, ReturnValues, limits.
 
 use postbox_expr::{ExprError, Placeholders};
+use postbox_item::{AttributeValue, Item};
 
 use crate::StoreError;
 use crate::api::{Names, ReturnValue, Values};
@@ -76,6 +77,31 @@ pub(crate) fn expr(e: ExprError) -> StoreError {
     StoreError::Validation(e.message)
 }
 
+/// DynamoDB's pre-expression parameters (Expected, AttributesToGet, ...).
+/// Mixed with expressions they are DynamoDB's own error; alone, Postbox
+/// refuses them, since every client can send the expression forms.
+/// `legacy` and `expressions` pair each parameter name with whether it was sent.
+pub(crate) fn legacy_parameters(legacy: &[(&str, bool)], expressions: &[(&str, bool)]) -> Result<(), StoreError> {
+    fn sent<'a>(params: &[(&'a str, bool)]) -> Vec<&'a str> {
+        params.iter().filter(|(_, set)| *set).map(|(n, _)| *n).collect()
+    }
+    let (old, new) = (sent(legacy), sent(expressions));
+    if old.is_empty() {
+        return Ok(());
+    }
+    if !new.is_empty() {
+        return Err(StoreError::validation(format!(
+            "Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {{{}}} Expression parameters: {{{}}}",
+            old.join(", "),
+            new.join(", ")
+        )));
+    }
+    Err(StoreError::validation(format!(
+        "The legacy parameters {{{}}} are not supported by Postbox; use the expression parameters instead",
+        old.join(", ")
+    )))
+}
+
 /// PutItem and DeleteItem return only NONE or ALL_OLD.
 pub(crate) fn return_values_old_only(rv: ReturnValue) -> Result<(), StoreError> {
     match rv {
@@ -92,6 +118,41 @@ pub(crate) fn limit(limit: Option<i64>) -> Result<Option<usize>, StoreError> {
         Some(n) => Err(StoreError::validation(format!(
             "1 validation error detected: Value '{n}' at 'limit' failed to satisfy constraint: Member must have value greater than or equal to 1"
         ))),
+    }
+}
+
+/// Deepest nesting of maps and lists DynamoDB stores.
+const MAX_NESTING: usize = 32;
+/// Longest attribute name: "less than 64 KB".
+const MAX_NAME_BYTES: usize = 64 * 1024 - 1;
+
+/// The rules of an item's shape beyond its key and size: non-empty names
+/// under 64 KB, and at most 32 levels of nested maps and lists.
+pub(crate) fn item_shape(item: &Item) -> Result<(), StoreError> {
+    for (name, value) in item {
+        if name.is_empty() {
+            return Err(StoreError::validation("One or more parameter values were invalid: An attribute name cannot be empty"));
+        }
+        if name.len() > MAX_NAME_BYTES {
+            return Err(StoreError::validation(
+                "One or more parameter values were invalid: An attribute name must be less than 64 KB long",
+            ));
+        }
+        if depth(value) > MAX_NESTING {
+            return Err(StoreError::validation(
+                "Nesting Levels have exceeded supported limits: Attributes in the item have nested levels beyond supported limit",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Levels of maps and lists in a value (0 for a scalar or set).
+fn depth(v: &AttributeValue) -> usize {
+    match v {
+        AttributeValue::M(m) => 1 + m.values().map(depth).max().unwrap_or(0),
+        AttributeValue::L(l) => 1 + l.iter().map(depth).max().unwrap_or(0),
+        _ => 0,
     }
 }
 

@@ -36,12 +36,20 @@ pub(crate) struct Action {
     condition: Option<Condition>,
     effect: Effect,
     all_old_on_failure: bool,
+    /// A rule the action breaks that DynamoDB reports as a transaction's
+    /// cancellation reason (ValidationError) rather than up front.
+    rejected: Option<String>,
 }
 
 /// Why an action cannot go ahead, found in the writer.
 enum Refusal {
+    /// Its condition is false; the item when ALL_OLD was asked for.
     Condition(Option<Item>),
+    /// Applying its update failed (a type error, the size limit): a
+    /// ValidationException for the whole request.
     Invalid(String),
+    /// See [`Action::rejected`].
+    Rejected(String),
 }
 
 /// An action checked against the stored item, ready to stage.
@@ -49,13 +57,16 @@ struct Checked {
     meta: Arc<TableMeta>,
     key_bytes: Vec<u8>,
     current: Current,
-    /// `None` for a ConditionCheck or an update that creates nothing.
+    /// `None` for a ConditionCheck.
     new: Option<Option<Item>>,
 }
 
 impl Action {
     /// Reads the item, checks the condition and computes the new item.
     fn check(&self, ctx: &WriteContext<'_>) -> Result<Result<Checked, Refusal>, StoreError> {
+        if let Some(message) = &self.rejected {
+            return Ok(Err(Refusal::Rejected(message.clone())));
+        }
         let meta = ctx.resolve(&self.meta)?;
         let current = ctx.current(&meta, &self.key_bytes)?;
         if let Some(condition) = &self.condition
@@ -69,7 +80,7 @@ impl Action {
             Effect::Delete => Some(None),
             Effect::Check => None,
             Effect::Update(update) => match updated(&self.key, current.live.as_ref(), update.as_ref()) {
-                Ok(new) => new.map(Some),
+                Ok(new) => Some(Some(new)),
                 Err(message) => return Ok(Err(Refusal::Invalid(message))),
             },
         };
@@ -85,21 +96,19 @@ impl Checked {
     }
 }
 
-/// The item after `update`, or `None` when an update of an absent item
-/// creates nothing: DynamoDB does not create an item from an update that
-/// only removes attributes (the result would hold nothing but the key).
-fn updated(key: &Item, old: Option<&Item>, update: Option<&Update>) -> Result<Option<Item>, String> {
+/// The item after `update`. An update of an absent item starts from its key,
+/// so even an update that only removes attributes creates the item (as
+/// DynamoDB Local does).
+fn updated(key: &Item, old: Option<&Item>, update: Option<&Update>) -> Result<Item, String> {
     let mut item = old.cloned().unwrap_or_else(|| key.clone());
     if let Some(update) = update {
         update.apply(&mut item).map_err(|e| e.message)?;
-        if old.is_none() && item == *key {
-            return Ok(None);
-        }
     }
     if item_size(&item) > validate::MAX_ITEM_SIZE {
         return Err(validate::updated_item_too_large().to_string());
     }
-    Ok(Some(item))
+    validate::item_shape(&item).map_err(|e| e.to_string())?;
+    Ok(item)
 }
 
 // ---- compiling requests ----
@@ -130,6 +139,7 @@ fn compile_put(catalog: &Catalog, p: PutParts<'_>) -> Result<Action, StoreError>
     if item_size(&p.item) > validate::MAX_ITEM_SIZE {
         return Err(validate::item_too_large());
     }
+    validate::item_shape(&p.item)?;
     Ok(Action {
         key: keys::key_of(&meta, &p.item),
         meta,
@@ -137,6 +147,7 @@ fn compile_put(catalog: &Catalog, p: PutParts<'_>) -> Result<Action, StoreError>
         condition,
         effect: Effect::Put(p.item),
         all_old_on_failure: p.all_old_on_failure,
+        rejected: None,
     })
 }
 
@@ -151,6 +162,20 @@ struct KeyedParts<'a> {
 }
 
 fn compile_keyed(catalog: &Catalog, p: KeyedParts<'_>, effect: fn(Option<Update>) -> Effect) -> Result<Action, StoreError> {
+    let mut action = compile_keyed_lenient(catalog, p, effect)?;
+    match action.rejected.take() {
+        Some(message) => Err(StoreError::Validation(message)),
+        None => Ok(action),
+    }
+}
+
+/// [`compile_keyed`] for transactions: an update of a key attribute becomes
+/// the action's cancellation reason.
+fn compile_keyed_lenient(
+    catalog: &Catalog,
+    p: KeyedParts<'_>,
+    effect: fn(Option<Update>) -> Effect,
+) -> Result<Action, StoreError> {
     validate::placeholder_maps(p.names, p.values, p.condition.is_some() || p.update.is_some())?;
     let mut ph = validate::placeholders(p.names, p.values);
     let update = p.update.map(|s| parse_update(s, &mut ph)).transpose().map_err(validate::expr)?;
@@ -158,13 +183,21 @@ fn compile_keyed(catalog: &Catalog, p: KeyedParts<'_>, effect: fn(Option<Update>
     ph.finish().map_err(validate::expr)?;
     let meta = catalog.get(p.table)?;
     let key_bytes = keys::key_param(&meta, &p.key)?;
-    if let Some(path) = update.as_ref().and_then(|u| u.paths().iter().find(|p| meta.is_key_attribute(p.top_level()))) {
-        return Err(StoreError::validation(format!(
+    let rejected = update.as_ref().and_then(|u| u.paths().iter().find(|p| meta.is_key_attribute(p.top_level()))).map(|path| {
+        format!(
             "One or more parameter values were invalid: Cannot update attribute {}. This attribute is part of the key",
             path.top_level()
-        )));
-    }
-    Ok(Action { meta, key: p.key, key_bytes, condition, effect: effect(update), all_old_on_failure: p.all_old_on_failure })
+        )
+    });
+    Ok(Action {
+        meta,
+        key: p.key,
+        key_bytes,
+        condition,
+        effect: effect(update),
+        all_old_on_failure: p.all_old_on_failure,
+        rejected,
+    })
 }
 
 fn all_old(r: ReturnValuesOnConditionCheckFailure) -> bool {
@@ -181,6 +214,10 @@ pub(crate) struct SingleWrite {
 
 impl SingleWrite {
     pub(crate) fn put(catalog: &Catalog, input: PutItemInput) -> Result<SingleWrite, StoreError> {
+        validate::legacy_parameters(
+            &[("Expected", input.expected.is_some()), ("ConditionalOperator", input.conditional_operator.is_some())],
+            &[("ConditionExpression", input.condition_expression.is_some())],
+        )?;
         validate::return_values_old_only(input.return_values)?;
         let action = compile_put(
             catalog,
@@ -197,6 +234,17 @@ impl SingleWrite {
     }
 
     pub(crate) fn update(catalog: &Catalog, input: UpdateItemInput) -> Result<SingleWrite, StoreError> {
+        validate::legacy_parameters(
+            &[
+                ("AttributeUpdates", input.attribute_updates.is_some()),
+                ("Expected", input.expected.is_some()),
+                ("ConditionalOperator", input.conditional_operator.is_some()),
+            ],
+            &[
+                ("UpdateExpression", input.update_expression.is_some()),
+                ("ConditionExpression", input.condition_expression.is_some()),
+            ],
+        )?;
         let action = compile_keyed(
             catalog,
             KeyedParts {
@@ -214,6 +262,10 @@ impl SingleWrite {
     }
 
     pub(crate) fn delete(catalog: &Catalog, input: DeleteItemInput) -> Result<SingleWrite, StoreError> {
+        validate::legacy_parameters(
+            &[("Expected", input.expected.is_some()), ("ConditionalOperator", input.conditional_operator.is_some())],
+            &[("ConditionExpression", input.condition_expression.is_some())],
+        )?;
         validate::return_values_old_only(input.return_values)?;
         let action = compile_keyed(
             catalog,
@@ -236,7 +288,7 @@ impl SingleWrite {
         let checked = match self.action.check(ctx)? {
             Ok(c) => c,
             Err(Refusal::Condition(item)) => return Err(StoreError::ConditionalCheckFailed { item }),
-            Err(Refusal::Invalid(message)) => return Err(StoreError::Validation(message)),
+            Err(Refusal::Invalid(message) | Refusal::Rejected(message)) => return Err(StoreError::Validation(message)),
         };
         let old = checked.current.live.clone();
         let new = checked.new.clone().flatten();
@@ -327,7 +379,7 @@ impl BatchWrite {
             match action.check(ctx)? {
                 Ok(c) => checked.push(c),
                 Err(Refusal::Condition(_)) => unreachable!("batch writes carry no condition"),
-                Err(Refusal::Invalid(message)) => return Err(StoreError::Validation(message)),
+                Err(Refusal::Invalid(message) | Refusal::Rejected(message)) => return Err(StoreError::Validation(message)),
             }
         }
         checked.into_iter().for_each(|c| c.stage(ctx));
@@ -369,7 +421,7 @@ impl TransactWrite {
                         },
                     )?
                 }
-                TransactWriteItem { update: Some(u), put: None, delete: None, condition_check: None } => compile_keyed(
+                TransactWriteItem { update: Some(u), put: None, delete: None, condition_check: None } => compile_keyed_lenient(
                     catalog,
                     KeyedParts {
                         table: &u.table_name,
@@ -428,10 +480,14 @@ impl TransactWrite {
     }
 
     /// Runs in the writer: checks every action, then stages all or nothing.
+    /// An update that cannot be applied fails the whole request with a
+    /// ValidationException, as DynamoDB does; failed conditions and
+    /// rejected actions cancel it with one reason per action.
     pub(crate) fn run(self, ctx: &mut WriteContext<'_>) -> Result<(), StoreError> {
         let mut checked = Vec::with_capacity(self.actions.len());
         let mut reasons = Vec::with_capacity(self.actions.len());
         let mut cancelled = false;
+        let mut invalid = None;
         for action in &self.actions {
             let reason = match action.check(ctx)? {
                 Ok(c) => {
@@ -446,12 +502,19 @@ impl TransactWrite {
                         item,
                     }
                 }
-                Err(Refusal::Invalid(message)) => {
+                Err(Refusal::Rejected(message)) => {
                     cancelled = true;
                     CancellationReason { code: "ValidationError".to_owned(), message: Some(message), item: None }
                 }
+                Err(Refusal::Invalid(message)) => {
+                    invalid.get_or_insert(message);
+                    CancellationReason { code: "None".to_owned(), message: None, item: None }
+                }
             };
             reasons.push(reason);
+        }
+        if let Some(message) = invalid {
+            return Err(StoreError::Validation(message));
         }
         if cancelled {
             return Err(StoreError::TransactionCanceled { reasons });
