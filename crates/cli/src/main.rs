@@ -6,8 +6,10 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use postbox_queue::{Queues, QueuesOptions, ShiftedClock};
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
 
 #[derive(Parser)]
@@ -19,8 +21,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the embedded store over the DynamoDB and DynamoDB Streams wire
-    /// protocols (the default when no subcommand is given).
+    /// Serve the embedded store and queues over the DynamoDB, DynamoDB
+    /// Streams and SQS wire protocols (the default when no subcommand is given).
     Serve(ServeArgs),
 }
 
@@ -32,11 +34,18 @@ struct ServeArgs {
     /// Address to listen on; use port 0 to pick a free one.
     #[arg(long, default_value = "127.0.0.1:8000", env = "POSTBOX_LISTEN")]
     listen: SocketAddr,
+    /// Let `POST /_postbox/test/clock` move time forward (conformance tests only).
+    #[arg(long)]
+    test_clock: bool,
 }
 
 impl Default for ServeArgs {
     fn default() -> ServeArgs {
-        ServeArgs { data: PathBuf::from("postbox-data"), listen: SocketAddr::from(([127, 0, 0, 1], 8000)) }
+        ServeArgs {
+            data: PathBuf::from("postbox-data"),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8000)),
+            test_clock: false,
+        }
     }
 }
 
@@ -71,14 +80,23 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     std::fs::create_dir_all(&args.data)
         .map_err(|e| format!("cannot create the data directory {}: {e}", args.data.display()))?;
     let file = args.data.join("postbox.redb");
-    let store = EmbeddedStore::open(&file, EmbeddedOptions::default())
+    let test_clock = args.test_clock.then(|| Arc::new(ShiftedClock::new()));
+    let mut options = EmbeddedOptions::default();
+    if let Some(clock) = &test_clock {
+        options.clock = clock.clone();
+    }
+    let store = EmbeddedStore::open(&file, options.clone())
         .map_err(|e| format!("cannot open the store {}: {e}", file.display()))?;
+    let queues = Queues::open(store.clone(), QueuesOptions { clock: options.clock, ..QueuesOptions::default() })
+        .await
+        .map_err(|e| format!("cannot open the queues in {}: {e}", file.display()))?;
     let (listener, addr) =
         postbox_server::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     // One line on stdout that scripts can wait for and parse.
     println!("postbox listening on http://{addr} (data: {})", file.display());
-    tracing::info!(%addr, data = %file.display(), "serving the DynamoDB and DynamoDB Streams wire protocols");
-    postbox_server::serve(store, listener, shutdown_signal())
+    tracing::info!(%addr, data = %file.display(), "serving the DynamoDB, DynamoDB Streams and SQS wire protocols");
+    let services = postbox_server::Services { store, queues: Some(queues), test_clock };
+    postbox_server::serve_app(postbox_server::app(services), listener, shutdown_signal())
         .await
         .map_err(|e| format!("server failed: {e}"))?;
     tracing::info!("shut down cleanly");

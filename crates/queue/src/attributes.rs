@@ -60,10 +60,10 @@ pub struct QueueConfig {
     pub visibility_timeout: u32,
     /// FIFO: deduplicate by the SHA-256 of the body when no id is given.
     pub content_based_deduplication: bool,
-    /// FIFO: `queue` or `messageGroup`.
-    pub deduplication_scope: String,
-    /// FIFO: `perQueue` or `perMessageGroupId`.
-    pub fifo_throughput_limit: String,
+    /// FIFO: `queue` (the default) or `messageGroup`; reported once set.
+    pub deduplication_scope: Option<String>,
+    /// FIFO: `perQueue` (the default) or `perMessageGroupId`; reported once set.
+    pub fifo_throughput_limit: Option<String>,
     /// Where messages go after too many receives.
     pub redrive_policy: Option<RedrivePolicy>,
     /// Which queues may use this one as their dead-letter queue (JSON, kept as given).
@@ -83,12 +83,17 @@ impl QueueConfig {
             receive_message_wait_time_seconds: 0,
             visibility_timeout: DEFAULT_VISIBILITY_TIMEOUT,
             content_based_deduplication: false,
-            deduplication_scope: "queue".to_owned(),
-            fifo_throughput_limit: "perQueue".to_owned(),
+            deduplication_scope: None,
+            fifo_throughput_limit: None,
             redrive_policy: None,
             redrive_allow_policy: None,
             opaque: BTreeMap::new(),
         }
+    }
+
+    /// FIFO: whether deduplication ids are scoped to the message group.
+    pub fn dedup_per_group(&self) -> bool {
+        self.deduplication_scope.as_deref() == Some("messageGroup")
     }
 
     /// Applies `attributes` (as SetQueueAttributes or CreateQueue give them),
@@ -98,7 +103,10 @@ impl QueueConfig {
         for (name, value) in attributes {
             next.apply_one(name, value, creating)?;
         }
-        if next.fifo && next.fifo_throughput_limit == "perMessageGroupId" && next.deduplication_scope != "messageGroup" {
+        if next.fifo
+            && next.fifo_throughput_limit.as_deref() == Some("perMessageGroupId")
+            && !next.dedup_per_group()
+        {
             return Err(QueueError::InvalidAttributeValue(
                 "Invalid value for the parameter FifoThroughputLimit. Reason: You can specify perMessageGroupId only when DeduplicationScope is messageGroup.".into(),
             ));
@@ -119,9 +127,9 @@ impl QueueConfig {
             "ReceiveMessageWaitTimeSeconds" => self.receive_message_wait_time_seconds = bounded(name, value, 0, 20)?,
             "VisibilityTimeout" => self.visibility_timeout = bounded(name, value, 0, 43_200)?,
             "ContentBasedDeduplication" => self.content_based_deduplication = boolean(name, value)?,
-            "DeduplicationScope" => self.deduplication_scope = one_of(name, value, &["queue", "messageGroup"])?,
+            "DeduplicationScope" => self.deduplication_scope = Some(one_of(name, value, &["queue", "messageGroup"])?),
             "FifoThroughputLimit" => {
-                self.fifo_throughput_limit = one_of(name, value, &["perQueue", "perMessageGroupId"])?;
+                self.fifo_throughput_limit = Some(one_of(name, value, &["perQueue", "perMessageGroupId"])?);
             }
             "FifoQueue" => {
                 // Only CreateQueue may name it, and only with the kind it creates.
@@ -153,8 +161,12 @@ impl QueueConfig {
         if self.fifo {
             out.insert("FifoQueue".to_owned(), "true".to_owned());
             out.insert("ContentBasedDeduplication".to_owned(), self.content_based_deduplication.to_string());
-            out.insert("DeduplicationScope".to_owned(), self.deduplication_scope.clone());
-            out.insert("FifoThroughputLimit".to_owned(), self.fifo_throughput_limit.clone());
+            if let Some(scope) = &self.deduplication_scope {
+                out.insert("DeduplicationScope".to_owned(), scope.clone());
+            }
+            if let Some(limit) = &self.fifo_throughput_limit {
+                out.insert("FifoThroughputLimit".to_owned(), limit.clone());
+            }
         }
         if let Some(p) = &self.redrive_policy {
             let json = serde_json::json!({"deadLetterTargetArn": p.dead_letter_target_arn, "maxReceiveCount": p.max_receive_count});

@@ -110,7 +110,7 @@ impl QueueError {
     /// The HTTP status SQS answers this error with.
     pub fn http_status(&self) -> u16 {
         match self {
-            QueueError::ReceiptHandleIsInvalid(_) | QueueError::ResourceNotFound(_) => 404,
+            QueueError::ResourceNotFound(_) => 404,
             QueueError::Storage(_) => 500,
             _ => 400,
         }

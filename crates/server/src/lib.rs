@@ -4,16 +4,24 @@
 //! dispatched by the `X-Amz-Target` header, so an unmodified AWS client needs
 //! nothing but `--endpoint-url`:
 //! - `DynamoDB_20120810.<Operation>`: the item store ([`dynamodb`]);
-//! - `DynamoDBStreams_20120810.<Operation>`: its change streams ([`streams`]).
+//! - `DynamoDBStreams_20120810.<Operation>`: its change streams ([`streams`]);
+//! - `AmazonSQS.<Action>`: the embedded queues ([`sqs`]), when the server is
+//!   built with them ([`app`]).
+//!
+//! With a test clock ([`Services::test_clock`]), `POST /_postbox/test/clock`
+//! with `{"advance_seconds": N}` moves the store's and the queues' time
+//! forward, for conformance cases about retention and delays.
 //!
 //! Requests are never authenticated against AWS credentials: any signature is
 //! accepted, as DynamoDB Local does. The listener is meant for loopback.
 
 pub mod dynamodb;
+mod sqs;
 mod streams;
 mod wire;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -21,6 +29,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use postbox_queue::{Queues, ShiftedClock};
 use postbox_store::{ChangeStreams, ItemStore};
 
 pub use wire::WireError;
@@ -33,21 +42,56 @@ pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 pub trait Backend: ItemStore + ChangeStreams + Clone {}
 impl<T: ItemStore + ChangeStreams + Clone> Backend for T {}
 
-/// The router serving every wire protocol at `/`.
-pub fn router<S: Backend>(store: S) -> Router {
-    Router::new()
-        .route("/", post(dispatch::<S>))
-        .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
-        .with_state(store)
+/// What one server serves.
+#[derive(Clone)]
+pub struct Services<S> {
+    /// The item store and its streams.
+    pub store: S,
+    /// The queues, if served.
+    pub queues: Option<Queues>,
+    /// A clock the test endpoint may move forward, if enabled.
+    pub test_clock: Option<Arc<ShiftedClock>>,
 }
 
-async fn dispatch<S: Backend>(State(store): State<S>, headers: HeaderMap, body: Bytes) -> Response {
+/// The router serving the item store's wire protocols at `/`.
+pub fn router<S: Backend>(store: S) -> Router {
+    app(Services { store, queues: None, test_clock: None })
+}
+
+/// The router serving every wire protocol of `services` at `/`.
+pub fn app<S: Backend>(services: Services<S>) -> Router {
+    Router::new()
+        .route("/", post(dispatch::<S>))
+        .route("/_postbox/test/clock", post(advance_clock::<S>))
+        .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
+        .with_state(services)
+}
+
+async fn dispatch<S: Backend>(State(services): State<Services<S>>, headers: HeaderMap, body: Bytes) -> Response {
     let target = headers.get("x-amz-target").and_then(|v| v.to_str().ok()).unwrap_or("");
     let (service, operation) = target.split_once('.').unwrap_or((target, ""));
-    match service {
-        "DynamoDB_20120810" => dynamodb::handle(&store, operation, &body).await,
-        "DynamoDBStreams_20120810" => streams::handle(&store, operation, &body).await,
+    match (service, &services.queues) {
+        ("DynamoDB_20120810", _) => dynamodb::handle(&services.store, operation, &body).await,
+        ("DynamoDBStreams_20120810", _) => streams::handle(&services.store, operation, &body).await,
+        ("AmazonSQS", Some(queues)) => sqs::handle(queues, &headers, operation, &body).await,
         _ => WireError::unknown_operation(target).into_response(),
+    }
+}
+
+async fn advance_clock<S: Backend>(State(services): State<Services<S>>, body: Bytes) -> Response {
+    let Some(clock) = &services.test_clock else {
+        return (axum::http::StatusCode::NOT_FOUND, "the test clock is not enabled (postbox serve --test-clock)").into_response();
+    };
+    let seconds = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v.get("advance_seconds").and_then(serde_json::Value::as_f64))
+        .filter(|s| *s >= 0.0);
+    match seconds {
+        Some(s) => {
+            clock.advance_ms((s * 1000.0) as u64);
+            axum::http::StatusCode::NO_CONTENT.into_response()
+        }
+        None => (axum::http::StatusCode::BAD_REQUEST, "expected {\"advance_seconds\": N}").into_response(),
     }
 }
 
@@ -58,7 +102,16 @@ pub async fn serve<S: Backend>(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(store)).with_graceful_shutdown(shutdown).await
+    serve_app(router(store), listener, shutdown).await
+}
+
+/// Serves `app` (see [`app`]) on `listener` until `shutdown` resolves.
+pub async fn serve_app(
+    app: Router,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
 
 /// Binds `addr`, returning the listener and the address actually bound.

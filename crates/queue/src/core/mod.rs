@@ -286,7 +286,9 @@ impl QueueCore {
                 receipt.encode()
             )));
         };
-        if meta.state.token != receipt.token || !meta.state.in_flight(now) {
+        // The latest receive's handle may still change the timeout after it
+        // ran out, as long as nobody received the message again.
+        if meta.state.token != receipt.token || meta.state.receive_count == 0 {
             return Err(QueueError::MessageNotInflight);
         }
         let mut state = meta.state;
@@ -405,5 +407,7 @@ impl QueueCore {
 }
 
 fn expired() -> QueueError {
-    QueueError::ReceiptHandleIsInvalid("The receipt handle has expired.".to_owned())
+    QueueError::InvalidParameterValue(
+        "Value for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.".to_owned(),
+    )
 }

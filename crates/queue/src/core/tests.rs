@@ -119,7 +119,7 @@ fn stale_handles() {
 fn fifo_handle_expires_with_the_visibility_timeout() {
     let mut q = fifo_with(&[("a", 1)]);
     q.receive(0, 1, VT, 1, None);
-    assert!(matches!(q.delete(&receipt(1, 1), VT), Err(QueueError::ReceiptHandleIsInvalid(_))));
+    assert!(matches!(q.delete(&receipt(1, 1), VT), Err(QueueError::InvalidParameterValue(_))));
     assert_eq!(q.delete(&receipt(1, 1), VT - 1).unwrap(), Deleted::Removed(1));
 }
 
@@ -133,7 +133,11 @@ fn change_visibility_needs_a_message_in_flight() {
     assert_eq!(s.visible_at, 15_000);
     assert!(q.receive(14_999, 1, VT, 2, None).received.is_empty());
     assert_eq!(seqs(&q.receive(15_000, 1, VT, 3, None)), vec![1]);
+    // Received again: the first handle no longer acts.
     assert_eq!(q.change_visibility(&receipt(1, 1), 15_000, 0), Err(QueueError::MessageNotInflight));
+    // The latest handle still acts after its timeout ran out.
+    assert!(q.change_visibility(&receipt(1, 3), 50_000, 10_000).is_ok());
+    assert!(q.receive(55_000, 1, VT, 4, None).received.is_empty());
 }
 
 #[test]

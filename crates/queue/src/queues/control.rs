@@ -231,7 +231,7 @@ impl Inner {
     pub(crate) fn check_redrive(&self, name: &str, config: &QueueConfig) -> QueueResult<()> {
         let Some(policy) = &config.redrive_policy else { return Ok(()) };
         let invalid = |why: &str| {
-            QueueError::InvalidParameterValue(format!(
+            QueueError::InvalidAttributeValue(format!(
                 "Value {{\"deadLetterTargetArn\":\"{}\",\"maxReceiveCount\":{}}} for parameter RedrivePolicy is invalid. Reason: {why}",
                 policy.dead_letter_target_arn, policy.max_receive_count
             ))

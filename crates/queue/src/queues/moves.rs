@@ -106,6 +106,9 @@ impl Queues {
                 if d.id == source.id {
                     return Err(QueueError::invalid("The destination queue must not be the source queue."));
                 }
+                if d.lock().core.fifo() != source.lock().core.fifo() {
+                    return Err(QueueError::invalid("The destination queue must be of the same type as the source queue."));
+                }
                 Some(d.name.clone())
             }
             None => None,

@@ -69,7 +69,7 @@ pub(crate) fn prepare(handle: &QueueHandle, messages: Vec<NewMessage>) -> Vec<Qu
             };
             let (group, dedup_id) = if config.fifo { fifo_ids(&m, config.content_based_deduplication)? } else { standard_ids(&m)? };
             let key = dedup_id.as_deref().map(|id| {
-                dedup_key(config.deduplication_scope == "messageGroup", group.as_deref().unwrap_or(""), id)
+                dedup_key(config.dedup_per_group(), group.as_deref().unwrap_or(""), id)
             });
             let answer = SendResult {
                 message_id: new_message_id(),
@@ -116,14 +116,9 @@ fn fifo_ids(m: &NewMessage, content_based: bool) -> QueueResult<(Option<String>,
     Ok((Some(group.clone()), Some(dedup)))
 }
 
-/// A standard queue accepts a MessageGroupId (fair queues) but no
-/// deduplication id.
+/// A standard queue accepts a MessageGroupId (fair queues); a
+/// deduplication id applies only to FIFO queues and is ignored.
 fn standard_ids(m: &NewMessage) -> QueueResult<(Option<String>, Option<String>)> {
-    if m.deduplication_id.is_some() {
-        return Err(QueueError::invalid(
-            "The request include parameter MessageDeduplicationId which is not valid for this queue type",
-        ));
-    }
     if let Some(g) = &m.group_id {
         check_id("MessageGroupId", g)?;
     }

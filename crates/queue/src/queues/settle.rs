@@ -42,7 +42,12 @@ impl Queues {
                     };
                     out.push(result);
                 }
+                drop(shared);
                 Counters::add(&h.counters.deleted, deleted);
+                if deleted > 0 && h.lock().core.fifo() {
+                    // A delete may release a FIFO group a long poll waits for.
+                    h.wake();
+                }
                 Ok(Ok(out))
             })
             .await
