@@ -1,0 +1,412 @@
+//! I-JSON (RFC 7493) input: a strict JSON parser for payloads, and the same
+//! checks for payloads built in code as `serde_json::Value`.
+//!
+//! The hash of an event covers the canonical form of its payload, and that
+//! form writes every number as an IEEE double. A number that does not
+//! survive the trip through a double (an integer beyond 2^53, a decimal with
+//! more digits than a double keeps, a magnitude out of range) would hash as
+//! something other than what the caller sent, so it is refused, with advice
+//! to send it as a string. Parsing is done here rather than by `serde_json`
+//! because the check needs each number's literal text, and because
+//! `serde_json`'s default float parsing is not always correctly rounded.
+//! Duplicate member names and unpaired surrogates, which I-JSON forbids,
+//! are refused too.
+
+use serde_json::{Map, Number, Value};
+
+use crate::canonical::shortest_digits;
+
+/// Largest integer magnitude I-JSON calls interoperable: 2^53 - 1.
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// Deepest nesting accepted, so hostile input cannot exhaust the stack.
+pub const MAX_DEPTH: usize = 128;
+
+/// Why a payload is not acceptable I-JSON.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JsonError {
+    /// Not JSON at all.
+    #[error("payload is not valid JSON at byte {at}: {what}")]
+    Syntax { at: usize, what: String },
+    /// A number a double cannot carry exactly.
+    #[error(
+        "payload number {literal}{} does not survive as an IEEE double ({why}); send it as a string",
+        .path.as_deref().map(|p| format!(" at {p}")).unwrap_or_default()
+    )]
+    LossyNumber { literal: String, path: Option<String>, why: &'static str },
+    /// The same member name twice in one object.
+    #[error("payload has the member name {name:?} twice in one object (I-JSON forbids duplicates)")]
+    DuplicateName { name: String },
+    /// Nested deeper than [`MAX_DEPTH`].
+    #[error("payload is nested deeper than {MAX_DEPTH} levels")]
+    TooDeep,
+}
+
+/// Parses I-JSON text into a value.
+pub fn parse(text: &str) -> Result<Value, JsonError> {
+    let mut p = Parser { s: text.as_bytes(), text, i: 0 };
+    p.ws();
+    let v = p.value(0)?;
+    p.ws();
+    if p.i != p.s.len() {
+        return Err(p.err("trailing characters after the value"));
+    }
+    Ok(v)
+}
+
+/// Checks a value built in code: every integer within +-(2^53 - 1). Floats
+/// in a `Value` are already doubles, so they always survive.
+pub fn check_value(value: &Value) -> Result<(), JsonError> {
+    check_at(value, &mut String::from("$"), 0)
+}
+
+fn check_at(value: &Value, path: &mut String, depth: usize) -> Result<(), JsonError> {
+    if depth > MAX_DEPTH {
+        return Err(JsonError::TooDeep);
+    }
+    match value {
+        Value::Number(n) => {
+            let too_big = match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => u > MAX_SAFE_INTEGER,
+                (None, Some(i)) => i.unsigned_abs() > MAX_SAFE_INTEGER,
+                _ => n.as_f64().is_none_or(|f| !f.is_finite()),
+            };
+            if too_big {
+                return Err(JsonError::LossyNumber {
+                    literal: n.to_string(),
+                    path: Some(path.clone()),
+                    why: "integer beyond 2^53 - 1",
+                });
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                check_at(item, path, depth + 1)?;
+                path.truncate(len);
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                let len = path.len();
+                path.push('.');
+                path.push_str(k);
+                check_at(v, path, depth + 1)?;
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+struct Parser<'a> {
+    s: &'a [u8],
+    text: &'a str,
+    i: usize,
+}
+
+impl Parser<'_> {
+    fn err(&self, what: &str) -> JsonError {
+        JsonError::Syntax { at: self.i, what: what.to_owned() }
+    }
+
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.s.get(self.i) {
+            self.i += 1;
+        }
+    }
+
+    fn literal(&mut self, word: &str, v: Value) -> Result<Value, JsonError> {
+        if self.s[self.i..].starts_with(word.as_bytes()) {
+            self.i += word.len();
+            Ok(v)
+        } else {
+            Err(self.err("unexpected character"))
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Value, JsonError> {
+        if depth > MAX_DEPTH {
+            return Err(JsonError::TooDeep);
+        }
+        match self.s.get(self.i) {
+            None => Err(self.err("unexpected end of input")),
+            Some(b'{') => self.object(depth),
+            Some(b'[') => self.array(depth),
+            Some(b'"') => Ok(Value::String(self.string()?)),
+            Some(b't') => self.literal("true", Value::Bool(true)),
+            Some(b'f') => self.literal("false", Value::Bool(false)),
+            Some(b'n') => self.literal("null", Value::Null),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(_) => Err(self.err("unexpected character")),
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Result<Value, JsonError> {
+        self.i += 1;
+        let mut map = Map::new();
+        self.ws();
+        if self.s.get(self.i) == Some(&b'}') {
+            self.i += 1;
+            return Ok(Value::Object(map));
+        }
+        loop {
+            self.ws();
+            if self.s.get(self.i) != Some(&b'"') {
+                return Err(self.err("expected a member name"));
+            }
+            let name = self.string()?;
+            self.ws();
+            if self.s.get(self.i) != Some(&b':') {
+                return Err(self.err("expected ':'"));
+            }
+            self.i += 1;
+            self.ws();
+            let v = self.value(depth + 1)?;
+            if map.contains_key(&name) {
+                return Err(JsonError::DuplicateName { name });
+            }
+            map.insert(name, v);
+            self.ws();
+            match self.s.get(self.i) {
+                Some(b',') => self.i += 1,
+                Some(b'}') => {
+                    self.i += 1;
+                    return Ok(Value::Object(map));
+                }
+                _ => return Err(self.err("expected ',' or '}'")),
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<Value, JsonError> {
+        self.i += 1;
+        let mut items = Vec::new();
+        self.ws();
+        if self.s.get(self.i) == Some(&b']') {
+            self.i += 1;
+            return Ok(Value::Array(items));
+        }
+        loop {
+            self.ws();
+            items.push(self.value(depth + 1)?);
+            self.ws();
+            match self.s.get(self.i) {
+                Some(b',') => self.i += 1,
+                Some(b']') => {
+                    self.i += 1;
+                    return Ok(Value::Array(items));
+                }
+                _ => return Err(self.err("expected ',' or ']'")),
+            }
+        }
+    }
+
+    fn hex4(&mut self) -> Result<u32, JsonError> {
+        let h = self.s.get(self.i..self.i + 4).ok_or_else(|| self.err("short \\u escape"))?;
+        let h = std::str::from_utf8(h).map_err(|_| self.err("bad \\u escape"))?;
+        let v = u32::from_str_radix(h, 16).map_err(|_| self.err("bad \\u escape"))?;
+        self.i += 4;
+        Ok(v)
+    }
+
+    fn string(&mut self) -> Result<String, JsonError> {
+        self.i += 1;
+        let mut out = String::new();
+        let mut start = self.i;
+        loop {
+            let Some(&b) = self.s.get(self.i) else {
+                return Err(self.err("unterminated string"));
+            };
+            match b {
+                b'"' => {
+                    out.push_str(&self.text[start..self.i]);
+                    self.i += 1;
+                    return Ok(out);
+                }
+                b'\\' => {
+                    out.push_str(&self.text[start..self.i]);
+                    self.i += 1;
+                    let Some(&e) = self.s.get(self.i) else {
+                        return Err(self.err("unterminated escape"));
+                    };
+                    self.i += 1;
+                    match e {
+                        b'"' => out.push('"'),
+                        b'\\' => out.push('\\'),
+                        b'/' => out.push('/'),
+                        b'b' => out.push('\u{8}'),
+                        b'f' => out.push('\u{c}'),
+                        b'n' => out.push('\n'),
+                        b'r' => out.push('\r'),
+                        b't' => out.push('\t'),
+                        b'u' => {
+                            let hi = self.hex4()?;
+                            let c = if (0xD800..0xDC00).contains(&hi) {
+                                if self.s.get(self.i..self.i + 2) != Some(b"\\u") {
+                                    return Err(self.err("unpaired surrogate (I-JSON needs valid Unicode)"));
+                                }
+                                self.i += 2;
+                                let lo = self.hex4()?;
+                                if !(0xDC00..0xE000).contains(&lo) {
+                                    return Err(self.err("unpaired surrogate (I-JSON needs valid Unicode)"));
+                                }
+                                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                            } else if (0xDC00..0xE000).contains(&hi) {
+                                return Err(self.err("unpaired surrogate (I-JSON needs valid Unicode)"));
+                            } else {
+                                hi
+                            };
+                            out.push(char::from_u32(c).ok_or_else(|| self.err("bad \\u escape"))?);
+                        }
+                        _ => return Err(self.err("unknown escape")),
+                    }
+                    start = self.i;
+                }
+                0..=0x1f => return Err(self.err("control character in a string")),
+                _ => self.i += 1,
+            }
+        }
+    }
+
+    fn number(&mut self) -> Result<Value, JsonError> {
+        let start = self.i;
+        let neg = self.s[self.i] == b'-';
+        if neg {
+            self.i += 1;
+        }
+        let int_start = self.i;
+        match self.s.get(self.i) {
+            Some(b'0') => self.i += 1,
+            Some(b'1'..=b'9') => {
+                while let Some(b'0'..=b'9') = self.s.get(self.i) {
+                    self.i += 1;
+                }
+            }
+            _ => return Err(self.err("bad number")),
+        }
+        let int_digits = &self.text[int_start..self.i];
+        let mut frac_digits = "";
+        if self.s.get(self.i) == Some(&b'.') {
+            self.i += 1;
+            let f = self.i;
+            while let Some(b'0'..=b'9') = self.s.get(self.i) {
+                self.i += 1;
+            }
+            if f == self.i {
+                return Err(self.err("bad number: no digit after '.'"));
+            }
+            frac_digits = &self.text[f..self.i];
+        }
+        let mut exp: i64 = 0;
+        let mut has_exp = false;
+        if let Some(b'e' | b'E') = self.s.get(self.i) {
+            has_exp = true;
+            self.i += 1;
+            let mut eneg = false;
+            if let Some(&c @ (b'+' | b'-')) = self.s.get(self.i) {
+                eneg = c == b'-';
+                self.i += 1;
+            }
+            let e = self.i;
+            while let Some(b'0'..=b'9') = self.s.get(self.i) {
+                self.i += 1;
+            }
+            if e == self.i {
+                return Err(self.err("bad number: no digit in the exponent"));
+            }
+            // Saturate: anything this large overflows or underflows anyway.
+            exp = self.text[e..self.i].parse::<i64>().unwrap_or(i64::MAX / 4).min(100_000);
+            if eneg {
+                exp = -exp;
+            }
+        }
+        let literal = &self.text[start..self.i];
+        let lossy = |why| JsonError::LossyNumber { literal: literal.to_owned(), path: None, why };
+        if frac_digits.is_empty() && !has_exp {
+            // An integer literal: exact below 2^53, refused from there on,
+            // as I-JSON advises, even where the double happens to be exact.
+            let mag: u64 = int_digits.parse().map_err(|_| lossy("integer beyond 2^53 - 1"))?;
+            if mag > MAX_SAFE_INTEGER {
+                return Err(lossy("integer beyond 2^53 - 1"));
+            }
+            let v = if neg { Number::from(-(mag as i64)) } else { Number::from(mag) };
+            return Ok(Value::Number(v));
+        }
+        let f: f64 = literal.parse().map_err(|_| self.err("bad number"))?;
+        if f.is_infinite() {
+            return Err(lossy("out of the double range"));
+        }
+        // The literal must equal, as an exact decimal, the shortest decimal
+        // of the double it parses to.
+        let (digits, point) = normalise(int_digits, frac_digits, exp);
+        if f == 0.0 {
+            if !digits.is_empty() {
+                return Err(lossy("too small for a double"));
+            }
+            return Ok(Value::Number(Number::from_f64(0.0).expect("zero is finite")));
+        }
+        let (sd, sn) = shortest_digits(f.abs());
+        if digits != sd || point != sn as i64 {
+            return Err(lossy("more digits than a double keeps"));
+        }
+        Ok(Value::Number(Number::from_f64(f).expect("finite")))
+    }
+}
+
+/// The significant digits of a decimal literal (no leading or trailing
+/// zeros) and `n` such that its value is `0.digits x 10^n`.
+fn normalise(int_digits: &str, frac_digits: &str, exp: i64) -> (String, i64) {
+    let all: String = format!("{int_digits}{frac_digits}");
+    let mut point = int_digits.len() as i64 + exp;
+    let trimmed = all.trim_start_matches('0');
+    point -= (all.len() - trimmed.len()) as i64;
+    (trimmed.trim_end_matches('0').to_owned(), point)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[track_caller]
+    fn lossy(text: &str) {
+        match parse(text) {
+            Err(e @ JsonError::LossyNumber { .. }) => assert!(e.to_string().contains("send it as a string"), "{e}"),
+            other => panic!("{text}: expected a lossy-number error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn numbers_that_survive_are_accepted() {
+        for ok in ["0", "-0", "9007199254740991", "-9007199254740991", "0.1", "1.5e300", "1e-7", "100.0", "1.0e2", "0.000", "5e-324", "2.5E+3"] {
+            parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+    }
+
+    #[test]
+    fn numbers_that_do_not_survive_are_refused() {
+        for bad in ["9007199254740992", "12345678901234567890", "-9007199254740993", "1.00000000000000000001", "0.12345678901234567891", "1e400", "1e-400", "9007199254740993.0"] {
+            lossy(bad);
+        }
+    }
+
+    #[test]
+    fn values_built_in_code_are_checked() {
+        assert!(check_value(&serde_json::json!({"a": [1, 2.5, 9007199254740991u64]})).is_ok());
+        let e = check_value(&serde_json::json!({"a": [1, 9007199254740993u64]})).unwrap_err();
+        assert!(e.to_string().contains("$.a[1]"), "{e}");
+    }
+
+    #[test]
+    fn ijson_rules() {
+        assert!(matches!(parse(r#"{"a":1,"a":2}"#), Err(JsonError::DuplicateName { .. })));
+        assert!(parse(r#""\ud800""#).is_err());
+        assert!(parse(r#""\udc00\ud800""#).is_err());
+        assert_eq!(parse(r#""\ud83d\ude00""#).unwrap(), Value::String("\u{1f600}".into()));
+        assert!(parse("[1,]").is_err());
+        assert!(parse("\"a\u{1}\"").is_err());
+        assert!(parse(&"[".repeat(200)).is_err());
+    }
+}

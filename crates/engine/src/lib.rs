@@ -1,0 +1,21 @@
+//! The Postbox event engine: emit events atomically with the caller's own
+//! writes, the per-tenant hash chain, the catalog and the reachability
+//! contract, and the in-process lanes (INLINE and LOCAL).
+//!
+//! Code map, by concept:
+//! - [`json`]: I-JSON payload parsing and checks (numbers that survive a double);
+//! - [`canonical`]: RFC 8785 canonical JSON; [`chain`]: the hash chain;
+//! - [`envelope`]: the event envelope, the request [`Context`], event ids;
+//! - [`glob`]: fnmatchcase globs; [`schema`]: the JSON Schema subset;
+//! - [`catalog`]: the TOML catalog; [`contract`]: the reachability contract;
+//! - [`layout`]: the events table rows; [`writes`]: callers' extra writes;
+//! - [`emit`]: the engine, emit and the per-tenant group-commit batcher;
+//! - [`lanes`]: INLINE and LOCAL handlers and the counters;
+//! - [`verify`]: recomputing chains with a checkpoint.
+//!
+//! Everything that talks to storage is generic over
+//! [`postbox_store::ItemStore`], so the DynamoDB backend works unchanged.
+
+pub mod canonical;
+pub mod glob;
+pub mod json;
