@@ -38,8 +38,8 @@ trait Job: Send {
 
 /// A computed answer waiting for its batch's commit.
 trait Reply: Send {
-    /// True when the operation met a storage error: the batch must not commit.
-    fn is_storage_failure(&self) -> bool;
+    /// The storage error the operation met, if any: the batch must not commit.
+    fn storage_failure(&self) -> Option<String>;
     /// True when the operation succeeded, so its staged changes are kept.
     fn succeeded(&self) -> bool;
     /// Delivers the answer, or `failure` when the commit did not happen.
@@ -76,8 +76,11 @@ where
 }
 
 impl<T: Send + 'static> Reply for Answer<T> {
-    fn is_storage_failure(&self) -> bool {
-        matches!(self.result, Err(StoreError::Storage(_)))
+    fn storage_failure(&self) -> Option<String> {
+        match &self.result {
+            Err(StoreError::Storage(message)) => Some(message.clone()),
+            _ => None,
+        }
     }
 
     fn succeeded(&self) -> bool {
@@ -275,10 +278,10 @@ fn run_jobs(
         let mut ctx = WriteContext::open(txn, &shared.catalog, shared.clock.now_ms())?;
         for job in jobs.by_ref() {
             let reply = job.run(&mut ctx);
-            let (storage_failure, succeeded) = (reply.is_storage_failure(), reply.succeeded());
+            let (storage_failure, succeeded) = (reply.storage_failure(), reply.succeeded());
             replies.push(reply);
-            if storage_failure {
-                return Err(StoreError::Storage("an operation of the batch met a storage failure".to_owned()));
+            if let Some(message) = storage_failure {
+                return Err(StoreError::Storage(format!("an operation of the batch failed: {message}")));
             }
             ctx.end_op(succeeded)?;
         }
