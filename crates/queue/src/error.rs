@@ -54,6 +54,9 @@ pub enum QueueError {
     /// The messages of a batch together exceed the queue's maximum size.
     #[error("Batch requests cannot be longer than {0} bytes. You have sent {1} bytes.")]
     BatchRequestTooLong(usize, usize),
+    /// A second PurgeQueue within 60 seconds.
+    #[error("{0}")]
+    PurgeQueueInProgress(String),
     /// An action the queue cannot do (for example a second move task).
     #[error("{0}")]
     UnsupportedOperation(String),
@@ -85,6 +88,7 @@ impl QueueError {
             QueueError::InvalidBatchEntryId => "InvalidBatchEntryId",
             QueueError::BatchRequestTooLong(..) => "BatchRequestTooLong",
             QueueError::UnsupportedOperation(_) => "UnsupportedOperation",
+            QueueError::PurgeQueueInProgress(_) => "PurgeQueueInProgress",
             QueueError::ResourceNotFound(_) => "ResourceNotFoundException",
             QueueError::Storage(_) => "InternalError",
         }
@@ -103,6 +107,7 @@ impl QueueError {
             QueueError::InvalidBatchEntryId => "AWS.SimpleQueueService.InvalidBatchEntryId",
             QueueError::BatchRequestTooLong(..) => "AWS.SimpleQueueService.BatchRequestTooLong",
             QueueError::UnsupportedOperation(_) => "AWS.SimpleQueueService.UnsupportedOperation",
+            QueueError::PurgeQueueInProgress(_) => "AWS.SimpleQueueService.PurgeQueueInProgress",
             other => other.code(),
         }
     }
@@ -111,6 +116,7 @@ impl QueueError {
     pub fn http_status(&self) -> u16 {
         match self {
             QueueError::ResourceNotFound(_) => 404,
+            QueueError::PurgeQueueInProgress(_) => 403,
             QueueError::Storage(_) => 500,
             _ => 400,
         }

@@ -111,6 +111,7 @@ struct Input {
     destination_arn: Option<String>,
     max_number_of_messages_per_second: Option<i64>,
     task_handle: Option<String>,
+    receive_request_attempt_id: Option<String>,
     #[serde(flatten)]
     message: MessageInput,
 }
@@ -290,6 +291,7 @@ impl Ctx<'_> {
             max_messages: input.max_number_of_messages,
             visibility_timeout: input.visibility_timeout,
             wait_time_seconds: input.wait_time_seconds,
+            receive_request_attempt_id: input.receive_request_attempt_id,
         };
         let messages = self.queues.receive(&name, options).await?;
         let mut system_names: Vec<String> = input.message_system_attribute_names.unwrap_or_default();

@@ -12,6 +12,9 @@ use crate::storage::{QueueRecord, Tables};
 
 use super::{Inner, Queues, first_seq, new_handle};
 
+/// One PurgeQueue per queue in this interval.
+const PURGE_INTERVAL_MS: u64 = 60_000;
+
 impl Queues {
     /// Creates queue `name` with `attributes` (CreateQueue's map). Creating
     /// an existing queue succeeds when every attribute given has the value the
@@ -96,10 +99,19 @@ impl Queues {
                 if let Err(e) = inner.live(&handle) {
                     return Ok(Err(e));
                 }
+                let now = ctx.now_ms();
                 let mut tables = Tables::open(ctx.transaction())?;
                 let mut shared = handle.lock();
+                if shared.last_purge.is_some_and(|at| now < at + PURGE_INTERVAL_MS) {
+                    return Ok(Err(QueueError::PurgeQueueInProgress(format!(
+                        "Only one PurgeQueue operation on {} is allowed every 60 seconds.",
+                        handle.name
+                    ))));
+                }
                 tables.remove_all_messages(handle.id)?;
                 shared.core.purge();
+                shared.attempts.clear();
+                shared.last_purge = Some(now);
                 Ok(Ok(()))
             })
             .await

@@ -84,6 +84,18 @@ pub(crate) struct QueueShared {
     pub record: QueueRecord,
     pub core: QueueCore,
     pub deleted: bool,
+    /// When the last PurgeQueue ran (ms): one purge per 60 s.
+    pub last_purge: Option<u64>,
+    /// FIFO ReceiveRequestAttemptIds: what each receive handed out, so a
+    /// retry during the visibility timeout gets the same messages.
+    pub attempts: std::collections::HashMap<String, Attempt>,
+}
+
+/// What one FIFO receive attempt handed out.
+pub(crate) struct Attempt {
+    pub expires_at: u64,
+    pub token: u64,
+    pub seqs: Vec<u64>,
 }
 
 impl QueueHandle {
@@ -242,7 +254,13 @@ pub(crate) fn new_handle(record: QueueRecord, core: QueueCore) -> QueueHandle {
     QueueHandle {
         id: record.id,
         name: record.name.clone(),
-        state: Mutex::new(QueueShared { record, core, deleted: false }),
+        state: Mutex::new(QueueShared {
+            record,
+            core,
+            deleted: false,
+            last_purge: None,
+            attempts: std::collections::HashMap::new(),
+        }),
         changes,
         counters: Counters::default(),
     }

@@ -28,6 +28,9 @@ pub struct ReceiveOptions {
     /// Long-poll wait in seconds, 0 to 20 (default: the queue's
     /// ReceiveMessageWaitTimeSeconds).
     pub wait_time_seconds: Option<i64>,
+    /// FIFO: a retry with the same id during the visibility timeout gets
+    /// the same messages and receipt handles.
+    pub receive_request_attempt_id: Option<String>,
 }
 
 impl Queues {
@@ -43,6 +46,13 @@ impl Queues {
         let vt = bounded("VisibilityTimeout", options.visibility_timeout.unwrap_or(default_vt as i64), 0, 43_200)?;
         let wait = bounded("WaitTimeSeconds", options.wait_time_seconds.unwrap_or(default_wait as i64), 0, 20)?;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
+        let attempt = options.receive_request_attempt_id.filter(|_| handle.lock().core.fifo());
+        if let Some(id) = &attempt {
+            let (inner, h, id) = (self.inner.clone(), handle.clone(), id.clone());
+            if let Some(again) = self.inner.submit(move |ctx| repeat_attempt(&inner, ctx, &h, &id)).await? {
+                return Ok(again);
+            }
+        }
         loop {
             // Subscribe before looking, so a send between the look and the
             // wait still wakes us.
@@ -59,7 +69,8 @@ impl Queues {
             if ready {
                 let inner = self.inner.clone();
                 let h = handle.clone();
-                let got = self.inner.submit(move |ctx| receive_in(&inner, ctx, &h, max, vt * 1000)).await?;
+                let attempt = attempt.clone();
+                let got = self.inner.submit(move |ctx| receive_in(&inner, ctx, &h, max, vt * 1000, attempt)).await?;
                 if !got.is_empty() {
                     return Ok(got);
                 }
@@ -96,6 +107,7 @@ fn receive_in(
     handle: &QueueHandle,
     max: usize,
     visibility_ms: u64,
+    attempt: Option<String>,
 ) -> StorageResult<QueueResult<Vec<ReceivedMessage>>> {
     let now = ctx.now_ms();
     let mut tables = Tables::open(ctx.transaction())?;
@@ -115,6 +127,13 @@ fn receive_in(
     let token = fastrand::u64(..);
     let r = shared.core.receive(now, max, visibility_ms, token, dlq.as_ref().map(|(_, n)| *n));
     let fifo = shared.core.fifo();
+    if let Some(id) = attempt
+        && !r.received.is_empty()
+    {
+        shared.attempts.retain(|_, a| a.expires_at > now);
+        let seqs = r.received.iter().map(|(s, _)| *s).collect();
+        shared.attempts.insert(id, super::Attempt { expires_at: now + visibility_ms, token, seqs });
+    }
     let mut out = Vec::with_capacity(r.received.len());
     for (seq, state) in &r.received {
         tables.put_state(handle.id, *seq, state)?;
@@ -142,6 +161,31 @@ fn receive_in(
         dlq.wake();
     }
     Ok(Ok(out))
+}
+
+/// A retried FIFO receive: the messages the attempt handed out, if its
+/// visibility timeout has not passed and they are still its own.
+fn repeat_attempt(
+    inner: &Arc<Inner>,
+    ctx: &mut WriteContext<'_>,
+    handle: &QueueHandle,
+    id: &str,
+) -> StorageResult<QueueResult<Option<Vec<ReceivedMessage>>>> {
+    let now = ctx.now_ms();
+    let tables = Tables::open(ctx.transaction())?;
+    let shared = handle.lock();
+    let Some(attempt) = shared.attempts.get(id).filter(|a| a.expires_at > now) else { return Ok(Ok(None)) };
+    let mut out = Vec::new();
+    for seq in &attempt.seqs {
+        match shared.core.get(*seq) {
+            Some(meta) if meta.state.token == attempt.token && meta.state.in_flight(now) => {
+                let payload = tables.payload(handle.id, *seq)?;
+                out.push(received_message(inner, handle, *seq, &meta.state, payload, true, attempt.token));
+            }
+            _ => {}
+        }
+    }
+    Ok(Ok(if out.is_empty() { None } else { Some(out) }))
 }
 
 fn received_message(

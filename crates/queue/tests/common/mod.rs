@@ -43,7 +43,7 @@ pub async fn fifo(queues: &Queues, name: &str) {
 }
 
 pub fn recv(max: i64, visibility: Option<i64>) -> ReceiveOptions {
-    ReceiveOptions { max_messages: Some(max), visibility_timeout: visibility, wait_time_seconds: Some(0) }
+    ReceiveOptions { max_messages: Some(max), visibility_timeout: visibility, wait_time_seconds: Some(0), ..Default::default() }
 }
 
 pub fn bodies(messages: &[ReceivedMessage]) -> Vec<String> {

@@ -1,0 +1,63 @@
+//! Reopening the file: queues, messages, in-flight state, receive counts
+//! and deduplication ids survive; sequence numbers keep growing.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use postbox_queue::NewMessage;
+use postbox_store::embedded::ManualClock;
+
+#[tokio::test]
+async fn state_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.redb");
+    let clock = Arc::new(ManualClock::new(T0));
+    let (std_handle, seq1) = {
+        let (store, queues) = open_at(&path, clock.clone()).await;
+        fifo(&queues, "f.fifo").await;
+        queues.create_queue("q", attrs(&[("VisibilityTimeout", "60")])).await.unwrap();
+        let s1 = queues.send("f.fifo", grouped("a1", "a")).await.unwrap();
+        queues.send("f.fifo", grouped("a2", "a")).await.unwrap();
+        queues.send("q", NewMessage::new("std")).await.unwrap();
+        let got = queues.receive("q", recv(1, None)).await.unwrap();
+        drop((store, queues));
+        (got[0].receipt_handle.clone(), s1.sequence_number.unwrap())
+    };
+    let (_store, queues) = open_at(&path, clock.clone()).await;
+    assert_eq!(queues.list_queues(""), ["f.fifo", "q"]);
+    assert_eq!(queues.queue_attributes("q", &["VisibilityTimeout".into()]).unwrap()["VisibilityTimeout"], "60");
+    // The in-flight message is still hidden, and its handle still deletes it.
+    let s = queues.stats("q").unwrap();
+    assert_eq!((s.visible, s.in_flight), (0, 1));
+    queues.delete("q", &std_handle).await.unwrap();
+    assert_eq!(queues.stats("q").unwrap().in_flight, 0);
+    // FIFO order and deduplication survive.
+    let dup = queues.send("f.fifo", grouped("a1", "a")).await.unwrap();
+    assert_eq!(dup.sequence_number.as_deref(), Some(seq1.as_str()));
+    let got = queues.receive("f.fifo", recv(10, None)).await.unwrap();
+    assert_eq!(bodies(&got), ["a1", "a2"]);
+    assert_eq!(got[1].system["ApproximateReceiveCount"], "1");
+    let later = queues.send("f.fifo", grouped("a3", "a")).await.unwrap();
+    assert!(later.sequence_number.unwrap() > seq1);
+}
+
+#[tokio::test]
+async fn deleted_and_purged_queues_stay_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.redb");
+    let clock = Arc::new(ManualClock::new(T0));
+    {
+        let (_store, queues) = open_at(&path, clock.clone()).await;
+        for q in ["gone", "purged"] {
+            queues.create_queue(q, attrs(&[])).await.unwrap();
+            queues.send(q, NewMessage::new("m")).await.unwrap();
+        }
+        queues.delete_queue("gone").await.unwrap();
+        queues.purge_queue("purged").await.unwrap();
+    }
+    let (_store, queues) = open_at(&path, clock).await;
+    assert_eq!(queues.list_queues(""), ["purged"]);
+    assert_eq!(queues.stats("purged").unwrap().visible, 0);
+}
