@@ -3,6 +3,8 @@
 //! With no subcommand it serves the embedded default, so `cargo run` on a
 //! fresh clone starts a working store with no configuration.
 
+mod catalog;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,6 +26,8 @@ enum Command {
     /// Serve the embedded store and queues over the DynamoDB, DynamoDB
     /// Streams and SQS wire protocols (the default when no subcommand is given).
     Serve(ServeArgs),
+    /// Work with the event catalog (`catalog check`).
+    Catalog(catalog::CatalogArgs),
 }
 
 #[derive(clap::Args)]
@@ -66,6 +70,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command.unwrap_or(Command::Serve(ServeArgs::default())) {
         Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::Catalog(args) => return catalog::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -19,3 +19,14 @@
 pub mod canonical;
 pub mod glob;
 pub mod json;
+pub mod catalog;
+pub mod contract;
+pub mod schema;
+
+/// A JSON value, as payloads and reports use it.
+pub use serde_json::Value as JsonValue;
+
+/// `value` as indented JSON, for reports (so the CLI needs no JSON crate).
+pub fn to_pretty_json(value: &JsonValue) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
