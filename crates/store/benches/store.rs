@@ -33,11 +33,15 @@ struct Sample {
 
 impl Sample {
     fn row(&self, name: &str, durability: &str) {
+        self.row_with(name, durability, "");
+    }
+
+    fn row_with(&self, name: &str, durability: &str, note: &str) {
         let mut l = self.latencies.clone();
         l.sort();
         let pct = |p: f64| l[((l.len() as f64 * p) as usize).min(l.len() - 1)].as_secs_f64() * 1000.0;
         println!(
-            "{name:<44} {durability:<9} {:>10.0} {:>9.3} {:>9.3}",
+            "{name:<44} {durability:<9} {:>10.0} {:>9.3} {:>9.3}  {note}",
             l.len() as f64 / self.elapsed.as_secs_f64(),
             pct(0.50),
             pct(0.99)
@@ -186,7 +190,11 @@ fn main() {
             transactions(store, 1).await.row("TransactWriteItems (3 actions), 1 writer", label);
         }
         for (store, label) in &stores {
-            transactions(store, CONCURRENT).await.row("TransactWriteItems (3 actions), 64 writers", label);
+            let before = store.writer_stats();
+            let sample = transactions(store, CONCURRENT).await;
+            let after = store.writer_stats();
+            let per_commit = (after.operations - before.operations) as f64 / (after.commits - before.commits).max(1) as f64;
+            sample.row_with("TransactWriteItems (3 actions), 64 writers", label, &format!("{per_commit:.1} per commit"));
         }
         let sample = query_1000(&stores[0].0).await;
         sample.row("Query, 1,000 items of one partition", "-");

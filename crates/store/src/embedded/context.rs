@@ -351,9 +351,10 @@ impl<'t> WriteContext<'t> {
             // DynamoDB writes no stream record for a write that changes nothing.
             return Ok(());
         }
-        match &new {
-            Some(item) => {
-                self.tables.items.insert(key.as_slice(), encode_item(item).as_slice()).map_err(storage_err)?;
+        let new_bytes = new.as_ref().map(encode_item);
+        match &new_bytes {
+            Some(bytes) => {
+                self.tables.items.insert(key.as_slice(), bytes.as_slice()).map_err(storage_err)?;
             }
             None => {
                 self.tables.items.remove(key.as_slice()).map_err(storage_err)?;
@@ -368,11 +369,11 @@ impl<'t> WriteContext<'t> {
             }
         }
         if let Some(view) = meta.stream_view_type {
-            let mut record = stream::record_for(&meta, view, old.as_ref(), new.as_ref(), ttl_removal, self.now_ms);
-            let head = self.head(meta.id)?;
-            record.sequence_number = head.0 + 1;
-            self.heads.get_mut(&meta.id).expect("loaded by head()").0 = record.sequence_number;
-            self.tables.stream.insert((meta.id, record.sequence_number), stream::encode(&record).as_slice()).map_err(storage_err)?;
+            let new_image = new.as_ref().zip(new_bytes.as_deref());
+            let record = stream::encode_change(&meta, view, old.as_ref(), new_image, ttl_removal, self.now_ms);
+            let sequence_number = self.head(meta.id)?.0 + 1;
+            self.heads.get_mut(&meta.id).expect("loaded by head()").0 = sequence_number;
+            self.tables.stream.insert((meta.id, sequence_number), record.as_slice()).map_err(storage_err)?;
             self.stream_written = true;
         }
         Ok(())

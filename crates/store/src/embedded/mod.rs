@@ -125,6 +125,24 @@ pub(crate) struct Shared {
     pub(crate) commits: watch::Sender<u64>,
     failure: Mutex<Option<String>>,
     tokens: idempotency::Tokens,
+    /// Counters of the writer, for [`EmbeddedStore::writer_stats`].
+    pub(crate) stats: WriterCounters,
+}
+
+/// Counters the writer bumps after each commit.
+#[derive(Debug, Default)]
+pub(crate) struct WriterCounters {
+    pub(crate) commits: std::sync::atomic::AtomicU64,
+    pub(crate) operations: std::sync::atomic::AtomicU64,
+}
+
+/// What the writer has done since the store was opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Transactions committed (each one fsync when durable).
+    pub commits: u64,
+    /// Operations (requests and submitted closures) in those commits.
+    pub operations: u64,
 }
 
 impl Shared {
@@ -191,6 +209,7 @@ impl EmbeddedStore {
             commits,
             failure: Mutex::new(None),
             tokens: idempotency::Tokens::default(),
+            stats: WriterCounters::default(),
         });
         let db = Arc::new(db);
         let writer = Writer::start(db.clone(), shared.clone());
@@ -224,6 +243,14 @@ impl EmbeddedStore {
         T: Send + 'static,
     {
         self.inner().writer.submit(op).await
+    }
+
+    /// How many commits and operations the writer has done: operations per
+    /// commit is the group-commit factor.
+    pub fn writer_stats(&self) -> WriterStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        let stats = &self.inner().shared.stats;
+        WriterStats { commits: stats.commits.load(Relaxed), operations: stats.operations.load(Relaxed) }
     }
 
     /// Runs one TTL sweep and stream trim now (the background sweeper does

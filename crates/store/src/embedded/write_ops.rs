@@ -62,8 +62,9 @@ struct Checked {
 }
 
 impl Action {
-    /// Reads the item, checks the condition and computes the new item.
-    fn check(&self, ctx: &WriteContext<'_>) -> Result<Result<Checked, Refusal>, StoreError> {
+    /// Reads the item, checks the condition and computes the new item. A
+    /// put's item moves into the result, so an action is checked once.
+    fn check(&mut self, ctx: &WriteContext<'_>) -> Result<Result<Checked, Refusal>, StoreError> {
         if let Some(message) = &self.rejected {
             return Ok(Err(Refusal::Rejected(message.clone())));
         }
@@ -75,8 +76,8 @@ impl Action {
             let item = if self.all_old_on_failure { current.live.clone() } else { None };
             return Ok(Err(Refusal::Condition(item)));
         }
-        let new = match &self.effect {
-            Effect::Put(item) => Some(Some(item.clone())),
+        let new = match &mut self.effect {
+            Effect::Put(item) => Some(Some(std::mem::take(item))),
             Effect::Delete => Some(None),
             Effect::Check => None,
             Effect::Update(update) => match updated(&self.key, current.live.as_ref(), update.as_ref()) {
@@ -284,7 +285,7 @@ impl SingleWrite {
     }
 
     /// Runs in the writer.
-    pub(crate) fn run(self, ctx: &mut WriteContext<'_>) -> Result<WriteOutput, StoreError> {
+    pub(crate) fn run(mut self, ctx: &mut WriteContext<'_>) -> Result<WriteOutput, StoreError> {
         let checked = match self.action.check(ctx)? {
             Ok(c) => c,
             Err(Refusal::Condition(item)) => return Err(StoreError::ConditionalCheckFailed { item }),
@@ -373,9 +374,9 @@ impl BatchWrite {
     }
 
     /// Runs in the writer.
-    pub(crate) fn run(self, ctx: &mut WriteContext<'_>) -> Result<BatchWriteItemOutput, StoreError> {
+    pub(crate) fn run(mut self, ctx: &mut WriteContext<'_>) -> Result<BatchWriteItemOutput, StoreError> {
         let mut checked = Vec::with_capacity(self.actions.len());
-        for action in &self.actions {
+        for action in &mut self.actions {
             match action.check(ctx)? {
                 Ok(c) => checked.push(c),
                 Err(Refusal::Condition(_)) => unreachable!("batch writes carry no condition"),
@@ -483,12 +484,12 @@ impl TransactWrite {
     /// An update that cannot be applied fails the whole request with a
     /// ValidationException, as DynamoDB does; failed conditions and
     /// rejected actions cancel it with one reason per action.
-    pub(crate) fn run(self, ctx: &mut WriteContext<'_>) -> Result<(), StoreError> {
+    pub(crate) fn run(mut self, ctx: &mut WriteContext<'_>) -> Result<(), StoreError> {
         let mut checked = Vec::with_capacity(self.actions.len());
         let mut reasons = Vec::with_capacity(self.actions.len());
         let mut cancelled = false;
         let mut invalid = None;
-        for action in &self.actions {
+        for action in &mut self.actions {
             let reason = match action.check(ctx)? {
                 Ok(c) => {
                     checked.push(c);
