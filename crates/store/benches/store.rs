@@ -97,8 +97,10 @@ fn transaction(phase: usize, writer: usize, i: u64) -> TransactWriteItemsInput {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
-    let head: Item =
-        [("pk", s(format!("head#{phase}#{writer}"))), ("sk", s("HEAD".into()))].into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    let head: Item = [("pk", s(format!("head#{phase}#{writer}"))), ("sk", s("HEAD".into()))]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
     TransactWriteItemsInput {
         transact_items: vec![
             TransactWriteItem {
@@ -181,7 +183,10 @@ fn main() {
         println!("{:<44} {:<9} {:>10} {:>9} {:>9}", "operation", "commit", "ops/s", "p50 ms", "p99 ms");
         let mut stores = Vec::new();
         for durability in [Durability::Durable, Durability::NoFsync] {
-            stores.push((open(&dir, durability).await, if durability == Durability::Durable { "fsync" } else { "no-fsync" }));
+            stores.push((
+                open(&dir, durability).await,
+                if durability == Durability::Durable { "fsync" } else { "no-fsync" },
+            ));
         }
         for (store, label) in &stores {
             single_puts(store).await.row("PutItem, 1 writer", label);
@@ -193,8 +198,13 @@ fn main() {
             let before = store.writer_stats();
             let sample = transactions(store, CONCURRENT).await;
             let after = store.writer_stats();
-            let per_commit = (after.operations - before.operations) as f64 / (after.commits - before.commits).max(1) as f64;
-            sample.row_with("TransactWriteItems (3 actions), 64 writers", label, &format!("{per_commit:.1} per commit"));
+            let per_commit =
+                (after.operations - before.operations) as f64 / (after.commits - before.commits).max(1) as f64;
+            sample.row_with(
+                "TransactWriteItems (3 actions), 64 writers",
+                label,
+                &format!("{per_commit:.1} per commit"),
+            );
         }
         let sample = query_1000(&stores[0].0).await;
         sample.row("Query, 1,000 items of one partition", "-");

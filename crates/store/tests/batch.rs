@@ -30,12 +30,13 @@ async fn batch_write_limits_and_duplicates() {
     check_err(
         s.batch_write_item(req_of(json!({"RequestItems": {"tbl": [
             {"PutRequest": {"Item": {"pk": {"S": "a"}}}}, {"DeleteRequest": {"Key": {"pk": {"S": "a"}}}}]}})))
-        .await,
+            .await,
         "ValidationException",
         "Provided list of item keys contains duplicates",
     );
     check_err(
-        s.batch_write_item(req_of(json!({"RequestItems": {"nope": [{"PutRequest": {"Item": {"pk": {"S": "a"}}}}]}}))).await,
+        s.batch_write_item(req_of(json!({"RequestItems": {"nope": [{"PutRequest": {"Item": {"pk": {"S": "a"}}}}]}})))
+            .await,
         "ResourceNotFoundException",
         "",
     );
@@ -57,7 +58,8 @@ async fn batch_get_answers_every_table_and_refuses_duplicates() {
     assert_eq!(out.responses["tbl"], vec![item(json!({"v": {"N": "1"}}))]);
     assert_eq!(out.responses["empty"], vec![]);
     check_err(
-        s.batch_get_item(req_of(json!({"RequestItems": {"tbl": {"Keys": [{"pk": {"S": "a"}}, {"pk": {"S": "a"}}]}}}))).await,
+        s.batch_get_item(req_of(json!({"RequestItems": {"tbl": {"Keys": [{"pk": {"S": "a"}}, {"pk": {"S": "a"}}]}}})))
+            .await,
         "ValidationException",
         "duplicates",
     );

@@ -128,8 +128,16 @@ async fn crash_safety_under_sigkill() {
         }
         check_after_crash(&path, &acked_puts, &acked_txns, round).await;
     }
-    assert!(acked_txns.len() > ROUNDS as usize, "the child should get transactions acknowledged ({} were)", acked_txns.len());
-    eprintln!("crash test: {ROUNDS} kills, {} puts and {} transactions acknowledged, all present", acked_puts.len(), acked_txns.len());
+    assert!(
+        acked_txns.len() > ROUNDS as usize,
+        "the child should get transactions acknowledged ({} were)",
+        acked_txns.len()
+    );
+    eprintln!(
+        "crash test: {ROUNDS} kills, {} puts and {} transactions acknowledged, all present",
+        acked_puts.len(),
+        acked_txns.len()
+    );
 }
 
 async fn check_after_crash(path: &std::path::Path, puts: &BTreeSet<String>, txns: &BTreeSet<String>, round: u64) {
@@ -155,7 +163,10 @@ async fn check_after_crash(path: &std::path::Path, puts: &BTreeSet<String>, txns
     }
     for id in txns {
         for j in 0..3 {
-            assert!(items.contains_key(&format!("txn#{id}#{j}")), "round {round}: acknowledged transaction {id} lost item {j}");
+            assert!(
+                items.contains_key(&format!("txn#{id}#{j}")),
+                "round {round}: acknowledged transaction {id} lost item {j}"
+            );
         }
     }
     let mut parts: BTreeMap<String, usize> = BTreeMap::new();

@@ -39,7 +39,9 @@ async fn conditional_put_fails_without_writing_and_can_return_the_old_item() {
     let again = json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "2"}},
         "ConditionExpression": "attribute_not_exists(pk)", "ReturnValuesOnConditionCheckFailure": "ALL_OLD"});
     match put(&s, again).await {
-        Err(postbox_store::StoreError::ConditionalCheckFailed { item: Some(old) }) => assert_eq!(old, item(first.clone())),
+        Err(postbox_store::StoreError::ConditionalCheckFailed { item: Some(old) }) => {
+            assert_eq!(old, item(first.clone()))
+        }
         other => panic!("expected a failed condition with the old item, got {other:?}"),
     }
     assert_eq!(get(&s, "tbl", json!({"pk": {"S": "a"}})).await, Some(item(first)));
@@ -60,9 +62,15 @@ async fn numbers_compare_numerically_in_conditions() {
 #[tokio::test]
 async fn put_returns_all_old_only() {
     let s = open_with_table(None).await;
-    let out = put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}}, "ReturnValues": "ALL_OLD"})).await.unwrap();
+    let out =
+        put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}}, "ReturnValues": "ALL_OLD"}))
+            .await
+            .unwrap();
     assert_eq!(out.attributes, None);
-    let out = put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "2"}}, "ReturnValues": "ALL_OLD"})).await.unwrap();
+    let out =
+        put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "2"}}, "ReturnValues": "ALL_OLD"}))
+            .await
+            .unwrap();
     assert_eq!(out.attributes, Some(item(json!({"pk": {"S": "a"}, "v": {"N": "1"}}))));
     for rv in ["ALL_NEW", "UPDATED_OLD", "UPDATED_NEW"] {
         check_err(
@@ -133,7 +141,8 @@ async fn update_return_values_project_the_touched_paths() {
 async fn update_cannot_touch_key_attributes() {
     let s = open_with_table(Some("S")).await;
     for expr in ["SET pk = :v", "SET sk = :v", "REMOVE sk"] {
-        let mut req = json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}, "sk": {"S": "b"}}, "UpdateExpression": expr});
+        let mut req =
+            json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}, "sk": {"S": "b"}}, "UpdateExpression": expr});
         if expr.contains(":v") {
             req["ExpressionAttributeValues"] = json!({":v": {"S": "z"}});
         }
@@ -150,11 +159,17 @@ async fn update_cannot_touch_key_attributes() {
 async fn update_type_errors_are_validation_errors_and_write_nothing() {
     let s = open_with_table(None).await;
     put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"S": "text"}}})).await.unwrap();
-    let r = update(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "SET v = v + :one, w = :one",
-        "ExpressionAttributeValues": {":one": {"N": "1"}}}))
+    let r = update(
+        &s,
+        json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "SET v = v + :one, w = :one",
+        "ExpressionAttributeValues": {":one": {"N": "1"}}}),
+    )
     .await;
     check_err(r, "ValidationException", "");
-    assert_eq!(get(&s, "tbl", json!({"pk": {"S": "a"}})).await, Some(item(json!({"pk": {"S": "a"}, "v": {"S": "text"}}))));
+    assert_eq!(
+        get(&s, "tbl", json!({"pk": {"S": "a"}})).await,
+        Some(item(json!({"pk": {"S": "a"}, "v": {"S": "text"}})))
+    );
 }
 
 #[tokio::test]
@@ -162,14 +177,19 @@ async fn delete_returns_the_old_item_and_honours_conditions() {
     let s = open_with_table(None).await;
     put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}}})).await.unwrap();
     check_err(
-        delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "ConditionExpression": "v = :two",
-            "ExpressionAttributeValues": {":two": {"N": "2"}}}))
+        delete(
+            &s,
+            json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "ConditionExpression": "v = :two",
+            "ExpressionAttributeValues": {":two": {"N": "2"}}}),
+        )
         .await,
         "ConditionalCheckFailedException",
         "",
     );
-    let out = delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "ReturnValues": "ALL_OLD"})).await.unwrap();
+    let out =
+        delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "ReturnValues": "ALL_OLD"})).await.unwrap();
     assert_eq!(out.attributes, Some(item(json!({"pk": {"S": "a"}, "v": {"N": "1"}}))));
-    let out = delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "ReturnValues": "ALL_OLD"})).await.unwrap();
+    let out =
+        delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "ReturnValues": "ALL_OLD"})).await.unwrap();
     assert_eq!(out.attributes, None);
 }

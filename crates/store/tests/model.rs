@@ -89,7 +89,9 @@ impl Model {
     fn after(&self, k: usize, w: &Write) -> Option<Item> {
         let old = self.items.get(KEYS[k]).cloned();
         match w {
-            Write::Put(v) => Some([("pk".to_owned(), AttributeValue::s(KEYS[k])), ("v".to_owned(), AttributeValue::n(*v))].into()),
+            Write::Put(v) => {
+                Some([("pk".to_owned(), AttributeValue::s(KEYS[k])), ("v".to_owned(), AttributeValue::n(*v))].into())
+            }
             Write::SetV(v) => {
                 let mut i = old.unwrap_or_else(|| key_item(k));
                 i.insert("v".into(), AttributeValue::n(*v));
@@ -135,8 +137,10 @@ impl Model {
                 "ok".into()
             }
             Op::Transact(actions) => {
-                let reasons: Vec<&str> =
-                    actions.iter().map(|(k, _, c)| if self.holds(*k, c) { "None" } else { "ConditionalCheckFailed" }).collect();
+                let reasons: Vec<&str> = actions
+                    .iter()
+                    .map(|(k, _, c)| if self.holds(*k, c) { "None" } else { "ConditionalCheckFailed" })
+                    .collect();
                 if reasons.contains(&"ConditionalCheckFailed") {
                     return format!("cancelled {reasons:?}");
                 }
@@ -167,7 +171,9 @@ fn condition_json(c: &Cond, req: &mut Value) {
 fn action_json(k: usize, w: &Write, c: &Cond) -> (&'static str, Value) {
     let key = json!({"pk": {"S": KEYS[k]}});
     let (name, mut req) = match w {
-        Write::Put(v) => ("Put", json!({"TableName": "tbl", "Item": {"pk": {"S": KEYS[k]}, "v": {"N": v.to_string()}}})),
+        Write::Put(v) => {
+            ("Put", json!({"TableName": "tbl", "Item": {"pk": {"S": KEYS[k]}, "v": {"N": v.to_string()}}}))
+        }
         Write::SetV(v) => (
             "Update",
             json!({"TableName": "tbl", "Key": key, "UpdateExpression": "SET v = :v", "ExpressionAttributeValues": {":v": {"N": v.to_string()}}}),
@@ -177,7 +183,10 @@ fn action_json(k: usize, w: &Write, c: &Cond) -> (&'static str, Value) {
             json!({"TableName": "tbl", "Key": key, "UpdateExpression": "ADD n :d", "ExpressionAttributeValues": {":d": {"N": d.to_string()}}}),
         ),
         Write::Delete => ("Delete", json!({"TableName": "tbl", "Key": key})),
-        Write::Check => ("ConditionCheck", json!({"TableName": "tbl", "Key": key, "ConditionExpression": "attribute_exists(pk) OR attribute_not_exists(pk)"})),
+        Write::Check => (
+            "ConditionCheck",
+            json!({"TableName": "tbl", "Key": key, "ConditionExpression": "attribute_exists(pk) OR attribute_not_exists(pk)"}),
+        ),
     };
     if !matches!((w, c), (Write::Check, Cond::None)) {
         condition_json(c, &mut req);

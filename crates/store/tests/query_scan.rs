@@ -81,8 +81,11 @@ async fn begins_with_on_string_sort_keys() {
     for sk in ["a", "ab", "abc", "b", "ab\u{ff}"] {
         put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "p"}, "sk": {"S": sk}}})).await.unwrap();
     }
-    let out = query(&s, json!({"TableName": "tbl", "KeyConditionExpression": "pk = :p AND begins_with(sk, :x)",
-        "ExpressionAttributeValues": {":p": {"S": "p"}, ":x": {"S": "ab"}}}))
+    let out = query(
+        &s,
+        json!({"TableName": "tbl", "KeyConditionExpression": "pk = :p AND begins_with(sk, :x)",
+        "ExpressionAttributeValues": {":p": {"S": "p"}, ":x": {"S": "ab"}}}),
+    )
     .await
     .unwrap();
     let got: Vec<_> = out.items.unwrap().iter().map(|i| i["sk"].as_s().unwrap().to_owned()).collect();
@@ -92,9 +95,12 @@ async fn begins_with_on_string_sort_keys() {
 #[tokio::test]
 async fn limit_counts_items_read_before_the_filter() {
     let s = seeded().await;
-    let out = query(&s, q(json!({"Limit": 4, "FilterExpression": "odd = :t", "ExpressionAttributeValues": {":t": {"BOOL": true}}})))
-        .await
-        .unwrap();
+    let out = query(
+        &s,
+        q(json!({"Limit": 4, "FilterExpression": "odd = :t", "ExpressionAttributeValues": {":t": {"BOOL": true}}})),
+    )
+    .await
+    .unwrap();
     assert_eq!(sks(out.items.as_ref().unwrap()), vec![1, 3]);
     assert_eq!((out.count, out.scanned_count), (2, 4));
     assert_eq!(out.last_evaluated_key, Some(item(json!({"pk": {"S": "p"}, "sk": {"N": "4"}}))));
@@ -137,8 +143,16 @@ async fn limit_reached_exactly_still_reports_a_last_key() {
 #[tokio::test]
 async fn exclusive_start_key_is_checked_against_the_schema() {
     let s = seeded().await;
-    for bad in [json!({"pk": {"S": "p"}}), json!({"pk": {"S": "p"}, "sk": {"S": "1"}}), json!({"pk": {"S": "p"}, "sk": {"N": "1"}, "x": {"N": "1"}})] {
-        check_err(query(&s, q(json!({"ExclusiveStartKey": bad}))).await, "ValidationException", "The provided starting key is invalid");
+    for bad in [
+        json!({"pk": {"S": "p"}}),
+        json!({"pk": {"S": "p"}, "sk": {"S": "1"}}),
+        json!({"pk": {"S": "p"}, "sk": {"N": "1"}, "x": {"N": "1"}}),
+    ] {
+        check_err(
+            query(&s, q(json!({"ExclusiveStartKey": bad}))).await,
+            "ValidationException",
+            "The provided starting key is invalid",
+        );
     }
     check_err(
         query(&s, q(json!({"ExclusiveStartKey": {"pk": {"S": "other"}, "sk": {"N": "1"}}}))).await,
@@ -156,13 +170,21 @@ async fn select_count_and_projection_rules() {
     assert_eq!(out.items.unwrap()[0], item(json!({"sk": {"N": "1"}})));
     let out = query(&s, q(json!({"Select": "SPECIFIC_ATTRIBUTES", "ProjectionExpression": "odd"}))).await.unwrap();
     assert_eq!(out.items.unwrap()[0], item(json!({"odd": {"BOOL": true}})));
-    check_err(query(&s, q(json!({"Select": "SPECIFIC_ATTRIBUTES"}))).await, "ValidationException", "SPECIFIC_ATTRIBUTES");
+    check_err(
+        query(&s, q(json!({"Select": "SPECIFIC_ATTRIBUTES"}))).await,
+        "ValidationException",
+        "SPECIFIC_ATTRIBUTES",
+    );
     check_err(
         query(&s, q(json!({"Select": "ALL_ATTRIBUTES", "ProjectionExpression": "sk"}))).await,
         "ValidationException",
         "ALL_ATTRIBUTES",
     );
-    check_err(query(&s, q(json!({"Select": "COUNT", "ProjectionExpression": "sk"}))).await, "ValidationException", "COUNT");
+    check_err(
+        query(&s, q(json!({"Select": "COUNT", "ProjectionExpression": "sk"}))).await,
+        "ValidationException",
+        "COUNT",
+    );
     check_err(query(&s, q(json!({"Select": "ALL_PROJECTED_ATTRIBUTES"}))).await, "ValidationException", "IndexName");
 }
 
@@ -178,15 +200,30 @@ async fn query_validation_errors() {
         "Condition parameter type does not match schema type",
     );
     check_err(
-        query(&s, json!({"TableName": "tbl", "KeyConditionExpression": "pk = :p AND sk = :s",
-            "ExpressionAttributeValues": {":p": {"S": "p"}, ":s": {"S": "1"}}}))
+        query(
+            &s,
+            json!({"TableName": "tbl", "KeyConditionExpression": "pk = :p AND sk = :s",
+            "ExpressionAttributeValues": {":p": {"S": "p"}, ":s": {"S": "1"}}}),
+        )
         .await,
         "ValidationException",
         "Condition parameter type does not match schema type",
     );
-    check_err(query(&s, q(json!({"IndexName": "gsi"}))).await, "ValidationException", "does not have the specified index");
-    check_err(query(&s, json!({"TableName": "nope", "KeyConditionExpression": "pk = :p",
-        "ExpressionAttributeValues": {":p": {"S": "p"}}})).await, "ResourceNotFoundException", "Requested resource not found");
+    check_err(
+        query(&s, q(json!({"IndexName": "gsi"}))).await,
+        "ValidationException",
+        "does not have the specified index",
+    );
+    check_err(
+        query(
+            &s,
+            json!({"TableName": "nope", "KeyConditionExpression": "pk = :p",
+        "ExpressionAttributeValues": {":p": {"S": "p"}}}),
+        )
+        .await,
+        "ResourceNotFoundException",
+        "Requested resource not found",
+    );
 }
 
 #[tokio::test]
@@ -194,7 +231,9 @@ async fn a_page_stops_after_one_megabyte() {
     let s = open_with_table(Some("N")).await;
     let big = "x".repeat(300 * 1024);
     for i in 0..5 {
-        put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "p"}, "sk": {"N": i.to_string()}, "b": {"S": big}}})).await.unwrap();
+        put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "p"}, "sk": {"N": i.to_string()}, "b": {"S": big}}}))
+            .await
+            .unwrap();
     }
     let out = query(&s, json!({"TableName": "tbl", "KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "p"}}}))
         .await
@@ -246,7 +285,11 @@ async fn parallel_scan_segments_partition_the_table() {
     }
     assert_eq!(seen.len(), 50);
     assert!(sizes.iter().all(|&n| n > 0), "segments should all get items: {sizes:?}");
-    check_err(scan(&s, json!({"TableName": "tbl", "Segment": 4, "TotalSegments": 4})).await, "ValidationException", "Segment");
+    check_err(
+        scan(&s, json!({"TableName": "tbl", "Segment": 4, "TotalSegments": 4})).await,
+        "ValidationException",
+        "Segment",
+    );
     check_err(scan(&s, json!({"TableName": "tbl", "Segment": 0})).await, "ValidationException", "TotalSegments");
     check_err(scan(&s, json!({"TableName": "tbl", "TotalSegments": 2})).await, "ValidationException", "Segment");
 }

@@ -24,8 +24,11 @@ fn events(rs: &[StreamRecord]) -> Vec<EventName> {
 async fn insert_modify_remove_with_both_images() {
     let s = open_with_table(None).await;
     put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}}})).await.unwrap();
-    update(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "SET v = :v",
-        "ExpressionAttributeValues": {":v": {"N": "2"}}}))
+    update(
+        &s,
+        json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "SET v = :v",
+        "ExpressionAttributeValues": {":v": {"N": "2"}}}),
+    )
     .await
     .unwrap();
     delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}})).await.unwrap();
@@ -33,7 +36,10 @@ async fn insert_modify_remove_with_both_images() {
     assert_eq!(events(&rs), [EventName::Insert, EventName::Modify, EventName::Remove]);
     assert!(rs.windows(2).all(|w| w[0].sequence_number < w[1].sequence_number));
     assert_eq!(rs[0].keys, item(json!({"pk": {"S": "a"}})));
-    assert_eq!((rs[0].old_image.clone(), rs[0].new_image.clone()), (None, Some(item(json!({"pk": {"S": "a"}, "v": {"N": "1"}})))));
+    assert_eq!(
+        (rs[0].old_image.clone(), rs[0].new_image.clone()),
+        (None, Some(item(json!({"pk": {"S": "a"}, "v": {"N": "1"}}))))
+    );
     assert_eq!(rs[1].old_image, Some(item(json!({"pk": {"S": "a"}, "v": {"N": "1"}}))));
     assert_eq!(rs[1].new_image, Some(item(json!({"pk": {"S": "a"}, "v": {"N": "2"}}))));
     assert_eq!((rs[2].old_image.is_some(), rs[2].new_image.is_some()), (true, false));
@@ -63,10 +69,18 @@ async fn writes_that_change_nothing_leave_no_record() {
     let it = json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1.0"}, "s": {"SS": ["x", "y"]}}});
     put(&s, it.clone()).await.unwrap();
     put(&s, it).await.unwrap();
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}, "s": {"SS": ["y", "x"]}}})).await.unwrap();
-    update(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "REMOVE nothing"})).await.unwrap();
+    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}, "s": {"SS": ["y", "x"]}}}))
+        .await
+        .unwrap();
+    update(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "REMOVE nothing"}))
+        .await
+        .unwrap();
     delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "missing"}}})).await.unwrap();
-    let _ = put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}, "ConditionExpression": "attribute_not_exists(pk)"})).await;
+    let _ = put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}, "ConditionExpression": "attribute_not_exists(pk)"}),
+    )
+    .await;
     assert_eq!(events(&records(&s, "tbl").await), [EventName::Insert]);
 }
 

@@ -20,7 +20,12 @@ fn create_req(extra: Value) -> CreateTableInput {
 #[tokio::test]
 async fn create_describe_list_delete() {
     let s = open();
-    let d = s.create_table(create_req(json!({"StreamSpecification": {"StreamEnabled": true, "StreamViewType": "KEYS_ONLY"}}))).await.unwrap();
+    let d = s
+        .create_table(create_req(
+            json!({"StreamSpecification": {"StreamEnabled": true, "StreamViewType": "KEYS_ONLY"}}),
+        ))
+        .await
+        .unwrap();
     assert_eq!((d.table_status.as_str(), d.item_count), ("ACTIVE", 0));
     assert!(d.latest_stream_arn.is_some() && d.latest_stream_label.is_some());
     create(&s, "abc", Some("N"), None).await;
@@ -65,12 +70,18 @@ async fn create_table_rules() {
                 "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}]}),
             "same name",
         ),
-        (json!({"AttributeDefinitions": [{"AttributeName": "other", "AttributeType": "S"}]}), "not defined in AttributeDefinitions"),
+        (
+            json!({"AttributeDefinitions": [{"AttributeName": "other", "AttributeType": "S"}]}),
+            "not defined in AttributeDefinitions",
+        ),
         (
             json!({"AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "x", "AttributeType": "S"}]}),
             "does not exactly match",
         ),
-        (json!({"BillingMode": "PAY_PER_REQUEST", "ProvisionedThroughput": {"ReadCapacityUnits": 1, "WriteCapacityUnits": 1}}), "PAY_PER_REQUEST"),
+        (
+            json!({"BillingMode": "PAY_PER_REQUEST", "ProvisionedThroughput": {"ReadCapacityUnits": 1, "WriteCapacityUnits": 1}}),
+            "PAY_PER_REQUEST",
+        ),
         (json!({"StreamSpecification": {"StreamEnabled": true}}), "StreamViewType"),
     ];
     for (i, (extra, msg)) in cases.into_iter().enumerate() {
@@ -80,7 +91,9 @@ async fn create_table_rules() {
         }
         check_err(s.create_table(create_req(extra)).await, "ValidationException", msg);
     }
-    let mut provisioned = create_req(json!({"TableName": "prov", "ProvisionedThroughput": {"ReadCapacityUnits": 1, "WriteCapacityUnits": 1}}));
+    let mut provisioned = create_req(
+        json!({"TableName": "prov", "ProvisionedThroughput": {"ReadCapacityUnits": 1, "WriteCapacityUnits": 1}}),
+    );
     provisioned.billing_mode = None;
     s.create_table(provisioned).await.unwrap();
 }
@@ -90,26 +103,54 @@ async fn key_rules_of_item_operations() {
     let s = open_with_table(Some("N")).await;
     let p = |it: Value| json!({"TableName": "tbl", "Item": it});
     check_err(put(&s, p(json!({"pk": {"S": "a"}}))).await, "ValidationException", "Missing the key sk in the item");
-    check_err(put(&s, p(json!({"pk": {"N": "1"}, "sk": {"N": "1"}}))).await, "ValidationException", "Type mismatch for key pk expected: S actual: N");
-    check_err(put(&s, p(json!({"pk": {"S": ""}, "sk": {"N": "1"}}))).await, "ValidationException", "empty string value. Key: pk");
-    check_err(put(&s, p(json!({"pk": {"S": "x".repeat(2049)}, "sk": {"N": "1"}}))).await, "ValidationException", "2048 bytes");
+    check_err(
+        put(&s, p(json!({"pk": {"N": "1"}, "sk": {"N": "1"}}))).await,
+        "ValidationException",
+        "Type mismatch for key pk expected: S actual: N",
+    );
+    check_err(
+        put(&s, p(json!({"pk": {"S": ""}, "sk": {"N": "1"}}))).await,
+        "ValidationException",
+        "empty string value. Key: pk",
+    );
+    check_err(
+        put(&s, p(json!({"pk": {"S": "x".repeat(2049)}, "sk": {"N": "1"}}))).await,
+        "ValidationException",
+        "2048 bytes",
+    );
     put(&s, p(json!({"pk": {"S": "x".repeat(2048)}, "sk": {"N": "1"}}))).await.unwrap();
-    for key in [json!({"pk": {"S": "a"}}), json!({"pk": {"S": "a"}, "sk": {"S": "1"}}), json!({"pk": {"S": "a"}, "sk": {"N": "1"}, "x": {"N": "1"}})] {
+    for key in [
+        json!({"pk": {"S": "a"}}),
+        json!({"pk": {"S": "a"}, "sk": {"S": "1"}}),
+        json!({"pk": {"S": "a"}, "sk": {"N": "1"}, "x": {"N": "1"}}),
+    ] {
         check_err(
             s.get_item(req_of(json!({"TableName": "tbl", "Key": key}))).await,
             "ValidationException",
             "The provided key element does not match the schema",
         );
     }
-    check_err(s.get_item(req_of(json!({"TableName": "missing", "Key": {"pk": {"S": "a"}}}))).await, "ResourceNotFoundException", "");
+    check_err(
+        s.get_item(req_of(json!({"TableName": "missing", "Key": {"pk": {"S": "a"}}}))).await,
+        "ResourceNotFoundException",
+        "",
+    );
 }
 
 #[tokio::test]
 async fn item_shape_and_size_rules() {
     let s = open_with_table(None).await;
     let p = |it: Value| json!({"TableName": "tbl", "Item": it});
-    check_err(put(&s, p(json!({"pk": {"S": "a"}, "big": {"S": "x".repeat(400 * 1024)}}))).await, "ValidationException", "Item size has exceeded");
-    check_err(put(&s, p(json!({"pk": {"S": "a"}, "": {"S": "x"}}))).await, "ValidationException", "attribute name cannot be empty");
+    check_err(
+        put(&s, p(json!({"pk": {"S": "a"}, "big": {"S": "x".repeat(400 * 1024)}}))).await,
+        "ValidationException",
+        "Item size has exceeded",
+    );
+    check_err(
+        put(&s, p(json!({"pk": {"S": "a"}, "": {"S": "x"}}))).await,
+        "ValidationException",
+        "attribute name cannot be empty",
+    );
     let mut deep = json!({"S": "leaf"});
     for _ in 0..33 {
         deep = json!({"M": {"a": deep}});
@@ -127,7 +168,11 @@ async fn item_shape_and_size_rules() {
 async fn placeholder_map_rules() {
     let s = open_with_table(None).await;
     check_err(
-        put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}, "ExpressionAttributeValues": {":v": {"N": "1"}}})).await,
+        put(
+            &s,
+            json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}, "ExpressionAttributeValues": {":v": {"N": "1"}}}),
+        )
+        .await,
         "ValidationException",
         "ExpressionAttributeValues can only be specified when using expressions",
     );
@@ -137,15 +182,21 @@ async fn placeholder_map_rules() {
         "ExpressionAttributeNames can only be specified when using expressions",
     );
     check_err(
-        put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}, "ConditionExpression": "attribute_exists(pk)",
-            "ExpressionAttributeValues": {}}))
+        put(
+            &s,
+            json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}, "ConditionExpression": "attribute_exists(pk)",
+            "ExpressionAttributeValues": {}}),
+        )
         .await,
         "ValidationException",
         "ExpressionAttributeValues must not be empty",
     );
     check_err(
-        put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}, "ConditionExpression": "attribute_exists(pk)",
-            "ExpressionAttributeValues": {":unused": {"N": "1"}}}))
+        put(
+            &s,
+            json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}, "ConditionExpression": "attribute_exists(pk)",
+            "ExpressionAttributeValues": {":unused": {"N": "1"}}}),
+        )
         .await,
         "ValidationException",
         "unused in expressions",

@@ -100,8 +100,9 @@ async fn action_count_and_shape_limits() {
 async fn a_transaction_over_four_megabytes_is_refused() {
     let s = open_with_table(None).await;
     let big = "x".repeat(390 * 1024);
-    let actions: Vec<Value> =
-        (0..11).map(|i| json!({"Put": {"TableName": "tbl", "Item": {"pk": {"S": format!("k{i}")}, "b": {"S": big}}}})).collect();
+    let actions: Vec<Value> = (0..11)
+        .map(|i| json!({"Put": {"TableName": "tbl", "Item": {"pk": {"S": format!("k{i}")}, "b": {"S": big}}}}))
+        .collect();
     check_err(transact(&s, json!(actions)).await, "ValidationException", "4 MB");
 }
 
@@ -120,8 +121,11 @@ async fn validation_errors_and_unknown_tables_are_not_cancellations() {
     );
     put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "s"}, "v": {"S": "text"}}})).await.unwrap();
     check_err(
-        transact(&s, json!([put_action("ok", None), {"Update": {"TableName": "tbl", "Key": {"pk": {"S": "s"}},
-            "UpdateExpression": "SET v = v + :one", "ExpressionAttributeValues": {":one": {"N": "1"}}}}]))
+        transact(
+            &s,
+            json!([put_action("ok", None), {"Update": {"TableName": "tbl", "Key": {"pk": {"S": "s"}},
+            "UpdateExpression": "SET v = v + :one", "ExpressionAttributeValues": {":one": {"N": "1"}}}}]),
+        )
         .await,
         "ValidationException",
         "",

@@ -13,7 +13,9 @@ const NOW_S: u64 = NOW_MS / 1000;
 
 async fn with_ttl() -> TestStore {
     let s = open_with_table(None).await;
-    s.update_time_to_live("tbl", TimeToLiveSpecification { enabled: true, attribute_name: "exp".into() }).await.unwrap();
+    s.update_time_to_live("tbl", TimeToLiveSpecification { enabled: true, attribute_name: "exp".into() })
+        .await
+        .unwrap();
     s
 }
 
@@ -43,7 +45,10 @@ async fn expired_items_are_invisible_to_every_read() {
     put(&s, expiring("ancient", 5)).await.unwrap();
     assert_eq!(get(&s, "tbl", json!({"pk": {"S": "gone"}})).await, None);
     assert!(get(&s, "tbl", json!({"pk": {"S": "live"}})).await.is_some());
-    assert!(get(&s, "tbl", json!({"pk": {"S": "ancient"}})).await.is_some(), "over five years old: DynamoDB ignores it");
+    assert!(
+        get(&s, "tbl", json!({"pk": {"S": "ancient"}})).await.is_some(),
+        "over five years old: DynamoDB ignores it"
+    );
     let out = scan(&s, json!({"TableName": "tbl"})).await.unwrap();
     assert_eq!(out.count, 2);
     let q = query(&s, json!({"TableName": "tbl", "KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "gone"}}}))
@@ -77,7 +82,8 @@ async fn a_write_over_an_expired_item_treats_it_as_absent() {
     put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}}, "ConditionExpression": "attribute_not_exists(pk)"}))
         .await
         .unwrap();
-    let events: Vec<_> = s.read_stream("tbl", 0, 100).await.unwrap().iter().map(|r| (r.event_name, r.ttl_removal)).collect();
+    let events: Vec<_> =
+        s.read_stream("tbl", 0, 100).await.unwrap().iter().map(|r| (r.event_name, r.ttl_removal)).collect();
     assert_eq!(events, [(EventName::Insert, false), (EventName::Remove, true), (EventName::Insert, false)]);
     assert_eq!(get(&s, "tbl", json!({"pk": {"S": "a"}})).await, Some(item(json!({"pk": {"S": "a"}, "v": {"N": "1"}}))));
 }
@@ -87,15 +93,23 @@ async fn enabling_ttl_indexes_existing_items_and_updates_move_the_expiry() {
     let s = open_with_table(None).await;
     put(&s, expiring("old", NOW_S + 5)).await.unwrap();
     put(&s, expiring("moved", NOW_S + 5)).await.unwrap();
-    s.update_time_to_live("tbl", TimeToLiveSpecification { enabled: true, attribute_name: "exp".into() }).await.unwrap();
-    update(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "moved"}}, "UpdateExpression": "SET exp = :later",
-        "ExpressionAttributeValues": {":later": {"N": (NOW_S + 100_000).to_string()}}}))
+    s.update_time_to_live("tbl", TimeToLiveSpecification { enabled: true, attribute_name: "exp".into() })
+        .await
+        .unwrap();
+    update(
+        &s,
+        json!({"TableName": "tbl", "Key": {"pk": {"S": "moved"}}, "UpdateExpression": "SET exp = :later",
+        "ExpressionAttributeValues": {":later": {"N": (NOW_S + 100_000).to_string()}}}),
+    )
     .await
     .unwrap();
     s.clock.advance_ms(10_000);
     s.sweep_now().await.unwrap();
     let out = scan(&s, json!({"TableName": "tbl"})).await.unwrap();
-    assert_eq!(out.items.unwrap(), vec![item(json!({"pk": {"S": "moved"}, "exp": {"N": (NOW_S + 100_000).to_string()}}))]);
+    assert_eq!(
+        out.items.unwrap(),
+        vec![item(json!({"pk": {"S": "moved"}, "exp": {"N": (NOW_S + 100_000).to_string()}}))]
+    );
     assert_eq!(s.describe_table("tbl").await.unwrap().item_count, 1);
 }
 
@@ -107,7 +121,9 @@ async fn the_background_sweeper_runs_on_its_interval() {
     opts.ttl_sweep_interval = std::time::Duration::from_millis(20);
     let s = postbox_store::embedded::EmbeddedStore::open(dir.path().join("s.redb"), opts).unwrap();
     create(&s, "tbl", None, Some("KEYS_ONLY")).await;
-    s.update_time_to_live("tbl", TimeToLiveSpecification { enabled: true, attribute_name: "exp".into() }).await.unwrap();
+    s.update_time_to_live("tbl", TimeToLiveSpecification { enabled: true, attribute_name: "exp".into() })
+        .await
+        .unwrap();
     put(&s, expiring("a", NOW_S + 1)).await.unwrap();
     clock.advance_ms(2000);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);

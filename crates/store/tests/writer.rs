@@ -19,8 +19,11 @@ async fn concurrent_writes_all_commit_and_failures_do_not_disturb_their_batch() 
         .map(|i| {
             let store = s.store.clone();
             tokio::spawn(async move {
-                put(&store, json!({"TableName": "tbl", "Item": {"pk": {"S": format!("k{i}")}, "v": {"N": "1"}},
-                    "ConditionExpression": "attribute_not_exists(pk)"}))
+                put(
+                    &store,
+                    json!({"TableName": "tbl", "Item": {"pk": {"S": format!("k{i}")}, "v": {"N": "1"}},
+                    "ConditionExpression": "attribute_not_exists(pk)"}),
+                )
                 .await
             })
         })

@@ -53,7 +53,8 @@ pub struct TableMeta {
 impl TableMeta {
     /// The key schema in DynamoDB's shape.
     pub fn key_schema(&self) -> Vec<KeySchemaElement> {
-        let mut out = vec![KeySchemaElement { attribute_name: self.partition_key.name.clone(), key_type: KeyType::Hash }];
+        let mut out =
+            vec![KeySchemaElement { attribute_name: self.partition_key.name.clone(), key_type: KeyType::Hash }];
         if let Some(sk) = &self.sort_key {
             out.push(KeySchemaElement { attribute_name: sk.name.clone(), key_type: KeyType::Range });
         }
@@ -77,7 +78,8 @@ impl TableMeta {
 
     /// DescribeTable's view, with the given item count and size.
     pub fn describe(&self, status: &str, item_count: u64, table_size_bytes: u64) -> TableDescription {
-        let stream = self.stream_view_type.map(|v| StreamSpecification { stream_enabled: true, stream_view_type: Some(v) });
+        let stream =
+            self.stream_view_type.map(|v| StreamSpecification { stream_enabled: true, stream_view_type: Some(v) });
         TableDescription {
             table_name: self.name.clone(),
             table_arn: self.arn(),

@@ -151,7 +151,9 @@ impl<'t> WriteContext<'t> {
     pub fn read_stream(&self, table: &str, after: u64, limit: usize) -> Result<Vec<StreamRecord>, StoreError> {
         let meta = self.table(table)?;
         let mut out = Vec::new();
-        for row in self.tables.stream.range((meta.id, after.saturating_add(1))..=(meta.id, u64::MAX)).map_err(storage_err)? {
+        for row in
+            self.tables.stream.range((meta.id, after.saturating_add(1))..=(meta.id, u64::MAX)).map_err(storage_err)?
+        {
             if out.len() >= limit {
                 break;
             }
@@ -266,7 +268,11 @@ impl<'t> WriteContext<'t> {
 
     /// Turns TTL on (with `attribute`) or off, rebuilding the TTL index of
     /// the table from its items.
-    pub(crate) fn set_ttl(&mut self, meta: &TableMeta, attribute: Option<String>) -> Result<Arc<TableMeta>, StoreError> {
+    pub(crate) fn set_ttl(
+        &mut self,
+        meta: &TableMeta,
+        attribute: Option<String>,
+    ) -> Result<Arc<TableMeta>, StoreError> {
         let id = meta.id;
         let updated = Arc::new(TableMeta { ttl_attribute: attribute, ..meta.clone() });
         self.tables.ttl_index.retain_in((id, 0, &[][..])..(id + 1, 0, &[][..]), |_, _| false).map_err(storage_err)?;

@@ -94,7 +94,9 @@ pub(crate) fn key_of(meta: &TableMeta, item: &Item) -> Item {
 pub(crate) fn has_type(v: &AttributeValue, ty: ScalarType) -> bool {
     matches!(
         (v, ty),
-        (AttributeValue::S(_), ScalarType::S) | (AttributeValue::N(_), ScalarType::N) | (AttributeValue::B(_), ScalarType::B)
+        (AttributeValue::S(_), ScalarType::S)
+            | (AttributeValue::N(_), ScalarType::N)
+            | (AttributeValue::B(_), ScalarType::B)
     )
 }
 
@@ -202,6 +204,8 @@ mod tests {
         let missing = item(&[("pk", AttributeValue::s("a"))]);
         assert!(item_key(&m, &missing).unwrap_err().to_string().contains("Missing the key sk in the item"));
         let mistyped = item(&[("pk", AttributeValue::s("a")), ("sk", AttributeValue::s("1"))]);
-        assert!(item_key(&m, &mistyped).unwrap_err().to_string().contains("Type mismatch for key sk expected: N actual: S"));
+        assert!(
+            item_key(&m, &mistyped).unwrap_err().to_string().contains("Type mismatch for key sk expected: N actual: S")
+        );
     }
 }

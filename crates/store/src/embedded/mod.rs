@@ -278,7 +278,9 @@ impl EmbeddedStore {
     fn stream_meta(&self, table_name: &str) -> StoreResult<Arc<Meta>> {
         let meta = self.catalog().get(table_name)?;
         if meta.stream_view_type.is_none() {
-            return Err(StoreError::validation(format!("Table {table_name} has no stream; enable one with StreamSpecification")));
+            return Err(StoreError::validation(format!(
+                "Table {table_name} has no stream; enable one with StreamSpecification"
+            )));
         }
         Ok(meta)
     }
@@ -352,7 +354,11 @@ impl ItemStore for EmbeddedStore {
         Ok(self.catalog().all().iter().map(|m| m.name.clone()).collect())
     }
 
-    async fn update_time_to_live(&self, table_name: &str, spec: TimeToLiveSpecification) -> StoreResult<TimeToLiveSpecification> {
+    async fn update_time_to_live(
+        &self,
+        table_name: &str,
+        spec: TimeToLiveSpecification,
+    ) -> StoreResult<TimeToLiveSpecification> {
         let meta = self.catalog().get(table_name)?;
         if spec.attribute_name.is_empty() || spec.attribute_name.len() > 255 {
             return Err(StoreError::validation(

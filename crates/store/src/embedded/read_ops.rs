@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use postbox_expr::{Condition, KeyCondition, Projection, SortKeyCondition, parse_filter, parse_key_condition, parse_projection};
+use postbox_expr::{
+    Condition, KeyCondition, Projection, SortKeyCondition, parse_filter, parse_key_condition, parse_projection,
+};
 use postbox_item::{AttributeValue, Item, decode_item, encode_sort_key, item_size};
 use redb::{ReadOnlyTable, ReadTransaction};
 
@@ -19,8 +21,11 @@ use super::catalog::{Catalog, TableMeta};
 use super::tables::ITEMS;
 use super::{keys, storage_err, ttl, validate};
 
+/// The items table as a snapshot sees it.
+type ItemsTable = ReadOnlyTable<&'static [u8], &'static [u8]>;
+
 /// Opens the items table of a snapshot (absent in a brand-new file).
-fn items(txn: &ReadTransaction) -> Result<Option<ReadOnlyTable<&'static [u8], &'static [u8]>>, StoreError> {
+fn items(txn: &ReadTransaction) -> Result<Option<ItemsTable>, StoreError> {
     match txn.open_table(ITEMS) {
         Ok(t) => Ok(Some(t)),
         Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
@@ -29,12 +34,7 @@ fn items(txn: &ReadTransaction) -> Result<Option<ReadOnlyTable<&'static [u8], &'
 }
 
 /// The live item stored under `key`.
-fn get_live(
-    table: Option<&ReadOnlyTable<&'static [u8], &'static [u8]>>,
-    meta: &TableMeta,
-    key: &[u8],
-    now_ms: u64,
-) -> Result<Option<Item>, StoreError> {
+fn get_live(table: Option<&ItemsTable>, meta: &TableMeta, key: &[u8], now_ms: u64) -> Result<Option<Item>, StoreError> {
     let Some(table) = table else { return Ok(None) };
     let Some(bytes) = table.get(key).map_err(storage_err)? else { return Ok(None) };
     let item = decode_item(bytes.value())?;
@@ -58,7 +58,12 @@ fn projected(item: Item, projection: Option<&Projection>) -> Item {
 }
 
 /// GetItem.
-pub(crate) fn get_item(txn: &ReadTransaction, catalog: &Catalog, now_ms: u64, input: GetItemInput) -> Result<GetItemOutput, StoreError> {
+pub(crate) fn get_item(
+    txn: &ReadTransaction,
+    catalog: &Catalog,
+    now_ms: u64,
+    input: GetItemInput,
+) -> Result<GetItemOutput, StoreError> {
     validate::legacy_parameters(
         &[("AttributesToGet", input.attributes_to_get.is_some())],
         &[("ProjectionExpression", input.projection_expression.is_some())],
@@ -94,7 +99,8 @@ pub(crate) fn batch_get_item(
                 "1 validation error detected: Value '[]' at 'requestItems.{table}.member.keys' failed to satisfy constraint: Member must have length greater than or equal to 1"
             )));
         }
-        let projection = projection(request.projection_expression.as_deref(), request.expression_attribute_names.as_ref())?;
+        let projection =
+            projection(request.projection_expression.as_deref(), request.expression_attribute_names.as_ref())?;
         let meta = catalog.get(table)?;
         let mut seen = HashSet::new();
         let mut encoded = Vec::with_capacity(request.keys.len());
@@ -179,16 +185,16 @@ fn shape(select: Option<Select>, projection: Option<Projection>, index: Option<&
         (Some(Select::SpecificAttributes), None) => Err(StoreError::validation(
             "1 validation error detected: Must specify the AttributesToGet or ProjectionExpression when choosing to get SPECIFIC_ATTRIBUTES",
         )),
-        (Some(Select::AllAttributes), Some(_)) => Err(StoreError::validation(
-            "Cannot specify the ProjectionExpression when choosing to get ALL_ATTRIBUTES",
-        )),
+        (Some(Select::AllAttributes), Some(_)) => {
+            Err(StoreError::validation("Cannot specify the ProjectionExpression when choosing to get ALL_ATTRIBUTES"))
+        }
         (Some(Select::Count), None) => Ok(Shape::Count),
         (Some(Select::Count), Some(_)) => {
             Err(StoreError::validation("Cannot specify the ProjectionExpression when choosing to get COUNT"))
         }
-        (Some(Select::AllProjectedAttributes), _) if index.is_none() => Err(StoreError::validation(
-            "ALL_PROJECTED_ATTRIBUTES can be used only when Querying using an IndexName",
-        )),
+        (Some(Select::AllProjectedAttributes), _) if index.is_none() => {
+            Err(StoreError::validation("ALL_PROJECTED_ATTRIBUTES can be used only when Querying using an IndexName"))
+        }
         (Some(Select::AllProjectedAttributes), _) => Ok(Shape::All),
     }
 }
@@ -196,7 +202,8 @@ fn shape(select: Option<Select>, projection: Option<Projection>, index: Option<&
 /// An ExclusiveStartKey must be exactly a key of the table.
 fn start_key(meta: &TableMeta, key: Option<&Item>) -> Result<Option<Vec<u8>>, StoreError> {
     key.map(|k| {
-        keys::key_param(meta, k).map_err(|e| StoreError::validation(format!("The provided starting key is invalid: {e}")))
+        keys::key_param(meta, k)
+            .map_err(|e| StoreError::validation(format!("The provided starting key is invalid: {e}")))
     })
     .transpose()
 }
@@ -212,7 +219,12 @@ fn no_index(meta: &TableMeta, index: Option<&str>) -> Result<(), StoreError> {
 }
 
 /// Query.
-pub(crate) fn query(txn: &ReadTransaction, catalog: &Catalog, now_ms: u64, input: QueryInput) -> Result<QueryOutput, StoreError> {
+pub(crate) fn query(
+    txn: &ReadTransaction,
+    catalog: &Catalog,
+    now_ms: u64,
+    input: QueryInput,
+) -> Result<QueryOutput, StoreError> {
     validate::legacy_parameters(
         &[
             ("KeyConditions", input.key_conditions.is_some()),
@@ -239,13 +251,21 @@ pub(crate) fn query(txn: &ReadTransaction, catalog: &Catalog, now_ms: u64, input
     no_index(&meta, input.index_name.as_deref())?;
     let mut ph = validate::placeholders(names, values);
     let sk_name = meta.sort_key.as_ref().map(|sk| sk.name.as_str());
-    let key_condition = parse_key_condition(key_src, &mut ph, &meta.partition_key.name, sk_name).map_err(validate::expr)?;
-    let filter = input.filter_expression.as_deref().map(|s| parse_filter(s, &mut ph)).transpose().map_err(validate::expr)?;
-    let projection =
-        input.projection_expression.as_deref().map(|s| parse_projection(s, &mut ph)).transpose().map_err(validate::expr)?;
+    let key_condition =
+        parse_key_condition(key_src, &mut ph, &meta.partition_key.name, sk_name).map_err(validate::expr)?;
+    let filter =
+        input.filter_expression.as_deref().map(|s| parse_filter(s, &mut ph)).transpose().map_err(validate::expr)?;
+    let projection = input
+        .projection_expression
+        .as_deref()
+        .map(|s| parse_projection(s, &mut ph))
+        .transpose()
+        .map_err(validate::expr)?;
     ph.finish().map_err(validate::expr)?;
     key_condition_types(&meta, &key_condition)?;
-    if let Some(path) = filter.as_ref().and_then(|f| f.paths().into_iter().find(|p| meta.is_key_attribute(p.top_level()))) {
+    if let Some(path) =
+        filter.as_ref().and_then(|f| f.paths().into_iter().find(|p| meta.is_key_attribute(p.top_level())))
+    {
         return Err(StoreError::validation(format!(
             "Filter Expression can only contain non-primary key attributes: Primary key attribute: {}",
             path.top_level()
@@ -257,19 +277,27 @@ pub(crate) fn query(txn: &ReadTransaction, catalog: &Catalog, now_ms: u64, input
     if let Some(start) = &start
         && !start.starts_with(&prefix)
     {
-        return Err(StoreError::validation("The provided starting key is outside query boundaries based on provided conditions"));
+        return Err(StoreError::validation(
+            "The provided starting key is outside query boundaries based on provided conditions",
+        ));
     }
     let (lo, hi) = sort_bounds(&prefix, key_condition.sort.as_ref());
     let forward = input.scan_index_forward.unwrap_or(true);
     let page = Page { meta, filter, shape, limit, start };
     let sort = key_condition.sort;
     run_page(txn, &page, now_ms, lo, hi, forward, |item| {
-        sort.as_ref().is_none_or(|c| page.meta.sort_key.as_ref().and_then(|sk| item.get(&sk.name)).is_some_and(|v| c.matches(v)))
+        sort.as_ref()
+            .is_none_or(|c| page.meta.sort_key.as_ref().and_then(|sk| item.get(&sk.name)).is_some_and(|v| c.matches(v)))
     })
 }
 
 /// Scan, including parallel segments split by a hash of the partition key.
-pub(crate) fn scan(txn: &ReadTransaction, catalog: &Catalog, now_ms: u64, input: ScanInput) -> Result<QueryOutput, StoreError> {
+pub(crate) fn scan(
+    txn: &ReadTransaction,
+    catalog: &Catalog,
+    now_ms: u64,
+    input: ScanInput,
+) -> Result<QueryOutput, StoreError> {
     validate::legacy_parameters(
         &[
             ("ScanFilter", input.scan_filter.is_some()),
@@ -283,15 +311,24 @@ pub(crate) fn scan(txn: &ReadTransaction, catalog: &Catalog, now_ms: u64, input:
     )?;
     let names = input.expression_attribute_names.as_ref();
     let values = input.expression_attribute_values.as_ref();
-    validate::placeholder_maps(names, values, input.filter_expression.is_some() || input.projection_expression.is_some())?;
+    validate::placeholder_maps(
+        names,
+        values,
+        input.filter_expression.is_some() || input.projection_expression.is_some(),
+    )?;
     let limit = validate::limit(input.limit)?;
     let segment = segment(input.segment, input.total_segments)?;
     let meta = catalog.get(&input.table_name)?;
     no_index(&meta, input.index_name.as_deref())?;
     let mut ph = validate::placeholders(names, values);
-    let filter = input.filter_expression.as_deref().map(|s| parse_filter(s, &mut ph)).transpose().map_err(validate::expr)?;
-    let projection =
-        input.projection_expression.as_deref().map(|s| parse_projection(s, &mut ph)).transpose().map_err(validate::expr)?;
+    let filter =
+        input.filter_expression.as_deref().map(|s| parse_filter(s, &mut ph)).transpose().map_err(validate::expr)?;
+    let projection = input
+        .projection_expression
+        .as_deref()
+        .map(|s| parse_projection(s, &mut ph))
+        .transpose()
+        .map_err(validate::expr)?;
     ph.finish().map_err(validate::expr)?;
     let shape = shape(input.select, projection, input.index_name.as_deref())?;
     let start = start_key(&meta, input.exclusive_start_key.as_ref())?;
@@ -336,7 +373,11 @@ fn segment_of(meta: &TableMeta, item: &Item, total: u64) -> u64 {
 
 /// Key condition values must have the key attributes' declared types.
 fn key_condition_types(meta: &TableMeta, kc: &KeyCondition) -> Result<(), StoreError> {
-    let mismatch = || StoreError::validation("One or more parameter values were invalid: Condition parameter type does not match schema type");
+    let mismatch = || {
+        StoreError::validation(
+            "One or more parameter values were invalid: Condition parameter type does not match schema type",
+        )
+    };
     if !keys::has_type(&kc.partition, meta.partition_key.ty) {
         return Err(mismatch());
     }
@@ -383,7 +424,9 @@ fn sort_bounds(prefix: &[u8], sort: Option<&SortKeyCondition>) -> (Bound<Vec<u8>
         Some(SortKeyCondition::Le(v)) => (start, Bound::Included(at(v))),
         Some(SortKeyCondition::Gt(v)) => (Bound::Excluded(at(v)), end),
         Some(SortKeyCondition::Ge(v)) => (Bound::Included(at(v)), end),
-        Some(SortKeyCondition::Between(lo, hi)) if at(lo) <= at(hi) => (Bound::Included(at(lo)), Bound::Included(at(hi))),
+        Some(SortKeyCondition::Between(lo, hi)) if at(lo) <= at(hi) => {
+            (Bound::Included(at(lo)), Bound::Included(at(hi)))
+        }
         Some(SortKeyCondition::Between(..)) => (Bound::Included(prefix.to_vec()), Bound::Excluded(prefix.to_vec())),
         Some(SortKeyCondition::BeginsWith(v)) => {
             let p = at(v);
@@ -395,7 +438,12 @@ fn sort_bounds(prefix: &[u8], sort: Option<&SortKeyCondition>) -> (Bound<Vec<u8>
 
 /// Narrows `(lo, hi)` to what comes after the exclusive start key in the
 /// direction of reading.
-fn after_start(lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, start: Option<&Vec<u8>>, forward: bool) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+fn after_start(
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    start: Option<&Vec<u8>>,
+    forward: bool,
+) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
     let Some(start) = start else { return (lo, hi) };
     let beyond = |b: &Bound<Vec<u8>>, forward: bool| match b {
         Bound::Unbounded => true,
@@ -429,18 +477,13 @@ fn run_page(
     forward: bool,
     in_scope: impl Fn(&Item) -> bool,
 ) -> Result<QueryOutput, StoreError> {
-    let mut out = QueryOutput {
-        items: (!matches!(page.shape, Shape::Count)).then(Vec::new),
-        ..QueryOutput::default()
-    };
+    let mut out = QueryOutput { items: (!matches!(page.shape, Shape::Count)).then(Vec::new), ..QueryOutput::default() };
     let Some(table) = items(txn)? else { return Ok(out) };
     let (lo, hi) = after_start(lo, hi, page.start.as_ref(), forward);
     if empty_range(&lo, &hi) {
         return Ok(out);
     }
-    let range = table
-        .range::<&[u8]>((as_slice(&lo), as_slice(&hi)))
-        .map_err(storage_err)?;
+    let range = table.range::<&[u8]>((as_slice(&lo), as_slice(&hi))).map_err(storage_err)?;
     let mut bytes_read = 0usize;
     let mut iter: Box<dyn Iterator<Item = _>> = if forward { Box::new(range) } else { Box::new(range.rev()) };
     for row in iter.by_ref() {

@@ -14,8 +14,8 @@ use crate::api::{EventName, StreamRecord, StreamViewType};
 
 use super::catalog::TableMeta;
 use super::keys;
-use super::tables::{STREAM, STREAM_HEADS};
 use super::storage_err;
+use super::tables::{STREAM, STREAM_HEADS};
 
 /// The record for a change from `old` to `new` (at least one present and the
 /// two different), before it gets its sequence number.
@@ -38,7 +38,9 @@ pub(crate) fn record_for(
     let wants_old = matches!(view, StreamViewType::OldImage | StreamViewType::NewAndOldImages);
     let new_image = new.filter(|_| wants_new).cloned();
     let old_image = old.filter(|_| wants_old).cloned();
-    let size_bytes = [Some(&keys), new_image.as_ref(), old_image.as_ref()].into_iter().flatten().map(item_size).sum::<usize>() as u64;
+    let size_bytes =
+        [Some(&keys), new_image.as_ref(), old_image.as_ref()].into_iter().flatten().map(item_size).sum::<usize>()
+            as u64;
     StreamRecord {
         sequence_number: 0,
         event_name,
@@ -181,7 +183,12 @@ pub(crate) fn head(txn: &ReadTransaction, id: u32) -> Result<(u64, u64), StoreEr
 }
 
 /// Up to `limit` records of table `id` after sequence `after`.
-pub(crate) fn read(txn: &ReadTransaction, meta: &TableMeta, after: u64, limit: usize) -> Result<Vec<StreamRecord>, StoreError> {
+pub(crate) fn read(
+    txn: &ReadTransaction,
+    meta: &TableMeta,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<StreamRecord>, StoreError> {
     let (_, trimmed) = head(txn, meta.id)?;
     if after != 0 && after < trimmed {
         return Err(StoreError::TrimmedData(format!(
@@ -223,7 +230,12 @@ mod tests {
         old.insert("pk".into(), AttributeValue::s("a"));
         let mut new = old.clone();
         new.insert("v".into(), AttributeValue::n(1));
-        for view in [StreamViewType::KeysOnly, StreamViewType::NewImage, StreamViewType::OldImage, StreamViewType::NewAndOldImages] {
+        for view in [
+            StreamViewType::KeysOnly,
+            StreamViewType::NewImage,
+            StreamViewType::OldImage,
+            StreamViewType::NewAndOldImages,
+        ] {
             let record = record_for(&meta, view, Some(&old), Some(&new), false, 5);
             let bytes = encode_change(&meta, view, Some(&old), Some((&new, &encode_item(&new))), false, 5);
             assert_eq!(bytes, encode(&record));

@@ -131,7 +131,9 @@ const MAX_NAME_BYTES: usize = 64 * 1024 - 1;
 pub(crate) fn item_shape(item: &Item) -> Result<(), StoreError> {
     for (name, value) in item {
         if name.is_empty() {
-            return Err(StoreError::validation("One or more parameter values were invalid: An attribute name cannot be empty"));
+            return Err(StoreError::validation(
+                "One or more parameter values were invalid: An attribute name cannot be empty",
+            ));
         }
         if name.len() > MAX_NAME_BYTES {
             return Err(StoreError::validation(

@@ -162,7 +162,11 @@ struct KeyedParts<'a> {
     all_old_on_failure: bool,
 }
 
-fn compile_keyed(catalog: &Catalog, p: KeyedParts<'_>, effect: fn(Option<Update>) -> Effect) -> Result<Action, StoreError> {
+fn compile_keyed(
+    catalog: &Catalog,
+    p: KeyedParts<'_>,
+    effect: fn(Option<Update>) -> Effect,
+) -> Result<Action, StoreError> {
     let mut action = compile_keyed_lenient(catalog, p, effect)?;
     match action.rejected.take() {
         Some(message) => Err(StoreError::Validation(message)),
@@ -343,7 +347,14 @@ impl BatchWrite {
                 let action = match (request.put_request, request.delete_request) {
                     (Some(put), None) => compile_put(
                         catalog,
-                        PutParts { table: &table, item: put.item, condition: None, names: None, values: None, all_old_on_failure: false },
+                        PutParts {
+                            table: &table,
+                            item: put.item,
+                            condition: None,
+                            names: None,
+                            values: None,
+                            all_old_on_failure: false,
+                        },
                     )?,
                     (None, Some(delete)) => compile_keyed(
                         catalog,
@@ -380,7 +391,9 @@ impl BatchWrite {
             match action.check(ctx)? {
                 Ok(c) => checked.push(c),
                 Err(Refusal::Condition(_)) => unreachable!("batch writes carry no condition"),
-                Err(Refusal::Invalid(message) | Refusal::Rejected(message)) => return Err(StoreError::Validation(message)),
+                Err(Refusal::Invalid(message) | Refusal::Rejected(message)) => {
+                    return Err(StoreError::Validation(message));
+                }
             }
         }
         checked.into_iter().for_each(|c| c.stage(ctx));
@@ -422,19 +435,21 @@ impl TransactWrite {
                         },
                     )?
                 }
-                TransactWriteItem { update: Some(u), put: None, delete: None, condition_check: None } => compile_keyed_lenient(
-                    catalog,
-                    KeyedParts {
-                        table: &u.table_name,
-                        key: u.key,
-                        update: Some(&u.update_expression),
-                        condition: u.condition_expression.as_deref(),
-                        names: u.expression_attribute_names.as_ref(),
-                        values: u.expression_attribute_values.as_ref(),
-                        all_old_on_failure: all_old(u.return_values_on_condition_check_failure),
-                    },
-                    Effect::Update,
-                )?,
+                TransactWriteItem { update: Some(u), put: None, delete: None, condition_check: None } => {
+                    compile_keyed_lenient(
+                        catalog,
+                        KeyedParts {
+                            table: &u.table_name,
+                            key: u.key,
+                            update: Some(&u.update_expression),
+                            condition: u.condition_expression.as_deref(),
+                            names: u.expression_attribute_names.as_ref(),
+                            values: u.expression_attribute_values.as_ref(),
+                            all_old_on_failure: all_old(u.return_values_on_condition_check_failure),
+                        },
+                        Effect::Update,
+                    )?
+                }
                 TransactWriteItem { delete: Some(d), put: None, update: None, condition_check: None } => compile_keyed(
                     catalog,
                     KeyedParts {

@@ -253,7 +253,12 @@ fn commit_batch(db: &Database, shared: &Shared, batch: Vec<Box<dyn Job>>) -> Res
     if let Err(e) = txn.commit() {
         return Err(fail_replies(replies, storage_err(e)));
     }
-    tracing::trace!(operations = n, run_us = (t1 - t0).as_micros() as u64, commit_us = t1.elapsed().as_micros() as u64, "group commit");
+    tracing::trace!(
+        operations = n,
+        run_us = (t1 - t0).as_micros() as u64,
+        commit_us = t1.elapsed().as_micros() as u64,
+        "group commit"
+    );
     shared.stats.commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     shared.stats.operations.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
     for change in catalog_changes {

@@ -65,7 +65,8 @@ pub async fn create(store: &EmbeddedStore, name: &str, sk_type: Option<&str>, st
         schema.push(json!({"AttributeName": "sk", "KeyType": "RANGE"}));
         defs.push(json!({"AttributeName": "sk", "AttributeType": t}));
     }
-    let mut req = json!({"TableName": name, "KeySchema": schema, "AttributeDefinitions": defs, "BillingMode": "PAY_PER_REQUEST"});
+    let mut req =
+        json!({"TableName": name, "KeySchema": schema, "AttributeDefinitions": defs, "BillingMode": "PAY_PER_REQUEST"});
     if let Some(view) = stream {
         req["StreamSpecification"] = json!({"StreamEnabled": true, "StreamViewType": view});
     }
