@@ -30,3 +30,17 @@ pub use serde_json::Value as JsonValue;
 pub fn to_pretty_json(value: &JsonValue) -> String {
     serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
+pub mod chain;
+pub mod emit;
+pub mod envelope;
+pub mod lanes;
+pub mod layout;
+pub mod verify;
+pub mod writes;
+
+pub use catalog::{Catalog, Lane};
+pub use emit::{EmitError, Emitted, Engine, EngineBuilder, EngineOptions, StartError};
+pub use envelope::{Context, Envelope};
+pub use lanes::{HandlerError, Stats};
+pub use verify::{Problem, Progress, TenantReport, VerifyError, VerifyOptions};
+pub use writes::Write;

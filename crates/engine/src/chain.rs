@@ -1,0 +1,159 @@
+//! The per-tenant hash chain.
+//!
+//! `hash(n) = sha256(hash(n-1) || canonical(envelope(n)))`, where
+//! `canonical` is the RFC 8785 form of the envelope without its hash and
+//! `hash(0)` is [`GENESIS`], 32 zero bytes. The previous hash enters as its
+//! 32 raw bytes; hashes are stored as 64 lowercase hex characters.
+//!
+//! [`canonical_envelope`] writes the canonical form directly from the
+//! envelope's fields (their names are ASCII, so their UTF-16 order is the
+//! fixed order below), which is what lets `verify` hash without building
+//! JSON values; a unit test pins it to the generic canonicaliser.
+
+use sha2::{Digest, Sha256};
+
+use crate::canonical::write_string;
+
+/// The hash before a tenant's first event.
+pub const GENESIS: [u8; 32] = [0; 32];
+
+/// A chain hash.
+pub type Hash = [u8; 32];
+
+/// The fields of an envelope as stored, the payload already canonical.
+#[derive(Clone, Copy, Debug)]
+pub struct EnvelopeFields<'a> {
+    pub actor: &'a str,
+    pub causation_id: Option<&'a str>,
+    pub correlation_id: &'a str,
+    pub id: &'a str,
+    pub occurred_at: &'a str,
+    /// RFC 8785 text of the payload object.
+    pub payload: &'a str,
+    pub seq: u64,
+    pub tenant: &'a str,
+    pub event_type: &'a str,
+}
+
+/// Appends the canonical JSON of the envelope (without `hash`) to `out`.
+pub fn canonical_envelope(f: &EnvelopeFields<'_>, out: &mut String) {
+    out.push_str("{\"actor\":");
+    write_string(out, f.actor);
+    out.push_str(",\"causation_id\":");
+    match f.causation_id {
+        Some(c) => write_string(out, c),
+        None => out.push_str("null"),
+    }
+    out.push_str(",\"correlation_id\":");
+    write_string(out, f.correlation_id);
+    out.push_str(",\"id\":");
+    write_string(out, f.id);
+    out.push_str(",\"occurred_at\":");
+    write_string(out, f.occurred_at);
+    out.push_str(",\"payload\":");
+    out.push_str(f.payload);
+    out.push_str(",\"seq\":");
+    // Integers below 2^53 print the same in ECMAScript and in Rust.
+    out.push_str(&f.seq.to_string());
+    out.push_str(",\"tenant\":");
+    write_string(out, f.tenant);
+    out.push_str(",\"type\":");
+    write_string(out, f.event_type);
+    out.push('}');
+}
+
+/// One link: `sha256(prev || canonical)`.
+pub fn link(prev: &Hash, canonical: &[u8]) -> Hash {
+    let mut h = Sha256::new();
+    h.update(prev);
+    h.update(canonical);
+    h.finalize().into()
+}
+
+/// The hash of an envelope after `prev`.
+pub fn hash_envelope(prev: &Hash, f: &EnvelopeFields<'_>, scratch: &mut String) -> Hash {
+    scratch.clear();
+    canonical_envelope(f, scratch);
+    link(prev, scratch.as_bytes())
+}
+
+/// Lowercase hex of a hash.
+pub fn to_hex(h: &Hash) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(64);
+    for b in h {
+        s.push(HEX[(b >> 4) as usize] as char);
+        s.push(HEX[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// Parses 64 hex characters.
+pub fn from_hex(s: &str) -> Option<Hash> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let nib = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = nib(b[2 * i])? << 4 | nib(b[2 * i + 1])?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canonical::to_canonical_string;
+    use crate::envelope::Envelope;
+    use serde_json::json;
+
+    #[test]
+    fn direct_form_equals_generic_canonical_form() {
+        let payload = json!({"b": [1.5e-7, "\u{2028}"], "a": {"\u{1f600}": null, "\u{fb01}": true}});
+        let env = Envelope {
+            id: "01J0000000000000000000000".into(),
+            event_type: "ORDER_PLACED".into(),
+            tenant: "t1".into(),
+            seq: 42,
+            correlation_id: "c\"1".into(),
+            causation_id: None,
+            actor: "user\n7".into(),
+            occurred_at: "2030-01-01T00:00:00.000Z".into(),
+            payload: payload.clone(),
+        };
+        let generic = to_canonical_string(&serde_json::to_value(&env).unwrap());
+        let p = to_canonical_string(&payload);
+        let mut direct = String::new();
+        canonical_envelope(
+            &EnvelopeFields {
+                actor: &env.actor,
+                causation_id: None,
+                correlation_id: &env.correlation_id,
+                id: &env.id,
+                occurred_at: &env.occurred_at,
+                payload: &p,
+                seq: 42,
+                tenant: "t1",
+                event_type: "ORDER_PLACED",
+            },
+            &mut direct,
+        );
+        assert_eq!(direct, generic);
+    }
+
+    #[test]
+    fn genesis_link_is_sha256_of_zeros_and_body() {
+        let h = link(&GENESIS, b"{}");
+        let mut bytes = vec![0u8; 32];
+        bytes.extend_from_slice(b"{}");
+        let want: Hash = Sha256::digest(&bytes).into();
+        assert_eq!(h, want);
+        assert_eq!(from_hex(&to_hex(&h)), Some(h));
+    }
+}

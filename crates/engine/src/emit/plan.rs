@@ -1,0 +1,195 @@
+//! Turning queued events into one TransactWriteItems, and reading what a
+//! cancelled transaction says about whose fault it was.
+//!
+//! Action layout: `[head, event 1, writes of 1..., event 2, writes of 2...]`.
+//! The head action is a Put conditioned on `attribute_not_exists(pk)` for a
+//! tenant's first event, else an Update of `last_seq`/`last_hash`
+//! conditioned on both being what the planner assumed. Conditioning on the
+//! hash too means a transaction planned on a stale head can never commit,
+//! even if another writer happened to reach the same seq, so the chain can
+//! not fork.
+
+use postbox_item::AttributeValue;
+use postbox_store::StoreError;
+use postbox_store::api::{CancellationReason, TransactPut, TransactUpdate, TransactWriteItem, TransactWriteItemsInput, Values};
+
+use crate::chain::{self, EnvelopeFields, Hash};
+use crate::envelope::Envelope;
+use crate::layout;
+use crate::writes::Write;
+
+/// One event and its writes, ready to be planned.
+pub(crate) struct EventRequest {
+    /// The envelope; `seq` is set by the planner.
+    pub env: Envelope,
+    /// The payload's canonical text.
+    pub payload_text: String,
+    /// Caller's writes, then INLINE handlers' writes.
+    pub writes: Vec<Write>,
+    /// For each write: the INLINE subscription that added it, if any.
+    pub origins: Vec<Option<String>>,
+    /// Estimated transaction bytes (event row + writes).
+    pub bytes: usize,
+}
+
+impl EventRequest {
+    /// Actions this event adds to a transaction.
+    pub fn actions(&self) -> usize {
+        1 + self.writes.len()
+    }
+}
+
+/// A tenant's head as the planner assumes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Head {
+    pub seq: u64,
+    pub hash: Hash,
+    pub exists: bool,
+}
+
+impl Head {
+    pub const EMPTY: Head = Head { seq: 0, hash: chain::GENESIS, exists: false };
+}
+
+/// Who owns an action of a planned transaction.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Owner {
+    Head,
+    Event,
+    Write(usize, usize),
+}
+
+/// A planned transaction.
+pub(crate) struct Plan {
+    pub input: TransactWriteItemsInput,
+    pub owners: Vec<Owner>,
+    /// (seq, hash) per request, in order.
+    pub links: Vec<(u64, Hash)>,
+    pub new_head: Head,
+}
+
+pub(crate) fn plan<'a>(table: &str, tenant: &str, head: &Head, reqs: impl Iterator<Item = &'a EventRequest>) -> Plan {
+    let mut actions = vec![TransactWriteItem::default()];
+    let mut owners = vec![Owner::Head];
+    let mut links = Vec::new();
+    let (mut seq, mut hash) = (head.seq, head.hash);
+    let mut scratch = String::with_capacity(2048);
+    for (r, req) in reqs.enumerate() {
+        seq += 1;
+        let f = EnvelopeFields {
+            actor: &req.env.actor,
+            causation_id: req.env.causation_id.as_deref(),
+            correlation_id: &req.env.correlation_id,
+            id: &req.env.id,
+            occurred_at: &req.env.occurred_at,
+            payload: &req.payload_text,
+            seq,
+            tenant,
+            event_type: &req.env.event_type,
+        };
+        hash = chain::hash_envelope(&hash, &f, &mut scratch);
+        actions.push(TransactWriteItem {
+            put: Some(TransactPut {
+                table_name: table.to_owned(),
+                item: layout::event_item(&f, chain::to_hex(&hash)),
+                condition_expression: Some("attribute_not_exists(pk)".to_owned()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        owners.push(Owner::Event);
+        for (w, write) in req.writes.iter().enumerate() {
+            actions.push(write.as_transact().clone());
+            owners.push(Owner::Write(r, w));
+        }
+        links.push((seq, hash));
+    }
+    actions[0] = head_action(table, tenant, head, seq, &hash);
+    Plan {
+        input: TransactWriteItemsInput { transact_items: actions, client_request_token: None },
+        owners,
+        links,
+        new_head: Head { seq, hash, exists: true },
+    }
+}
+
+fn head_action(table: &str, tenant: &str, head: &Head, seq: u64, hash: &Hash) -> TransactWriteItem {
+    let new_seq = AttributeValue::n(seq as i64);
+    let new_hash = AttributeValue::S(chain::to_hex(hash));
+    if !head.exists {
+        let mut item = layout::key(layout::head_pk(tenant), layout::HEAD_SK);
+        item.insert("last_seq".to_owned(), new_seq);
+        item.insert("last_hash".to_owned(), new_hash);
+        return TransactWriteItem {
+            put: Some(TransactPut {
+                table_name: table.to_owned(),
+                item,
+                condition_expression: Some("attribute_not_exists(pk)".to_owned()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+    }
+    let values = Values::from([
+        (":s".to_owned(), new_seq),
+        (":h".to_owned(), new_hash),
+        (":ps".to_owned(), AttributeValue::n(head.seq as i64)),
+        (":ph".to_owned(), AttributeValue::S(chain::to_hex(&head.hash))),
+    ]);
+    TransactWriteItem {
+        update: Some(TransactUpdate {
+            table_name: table.to_owned(),
+            key: layout::key(layout::head_pk(tenant), layout::HEAD_SK),
+            update_expression: "SET last_seq = :s, last_hash = :h".to_owned(),
+            condition_expression: Some("last_seq = :ps AND last_hash = :ph".to_owned()),
+            expression_attribute_values: Some(values),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Whose fault a failed transaction was.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The head (or an event row) was not as planned: someone else appended.
+    Contention,
+    /// Callers' own writes failed: (request, write, reason).
+    Own(Vec<(usize, usize, CancellationReason)>),
+    /// The request as a whole was refused; which event caused it is unknown.
+    Invalid(StoreError),
+    /// The store failed.
+    Fatal(StoreError),
+}
+
+pub(crate) fn classify(err: StoreError, owners: &[Owner]) -> Failure {
+    match err {
+        StoreError::TransactionCanceled { reasons } => {
+            let mut own = Vec::new();
+            let mut engine_rows_refused = None;
+            for (i, reason) in reasons.iter().enumerate() {
+                if reason.code == "None" {
+                    continue;
+                }
+                match owners.get(i) {
+                    Some(Owner::Write(r, w)) => own.push((*r, *w, reason.clone())),
+                    _ if matches!(reason.code.as_str(), "ConditionalCheckFailed" | "TransactionConflict") => {}
+                    _ => engine_rows_refused = Some(reason.clone()),
+                }
+            }
+            if !own.is_empty() {
+                Failure::Own(own)
+            } else if let Some(r) = engine_rows_refused {
+                Failure::Invalid(StoreError::Validation(format!(
+                    "the event row or head was refused: {} {}",
+                    r.code,
+                    r.message.unwrap_or_default()
+                )))
+            } else {
+                Failure::Contention
+            }
+        }
+        e @ StoreError::Validation(_) => Failure::Invalid(e),
+        e => Failure::Fatal(e),
+    }
+}
