@@ -1,0 +1,189 @@
+//! The in-process lanes: INLINE handlers add writes to the emit's own
+//! transaction and abort it (leaving no trace) on error; LOCAL handlers run
+//! after commit on a bounded pool, failures counted and never retried, never
+//! blocking emit; events no subscription matches are counted.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use postbox_engine::catalog::Catalog;
+use postbox_engine::{EmitError, Engine, EngineOptions, Write};
+use postbox_item::{AttributeValue, Item};
+use serde_json::json;
+
+const LANES: &str = r#"
+[[event_types]]
+name = "PAYMENT_COMPLETED"
+producers = ["payments"]
+[[event_types]]
+name = "PAYMENT_FAILED"
+producers = ["payments"]
+[[event_types]]
+name = "NOBODY_LISTENS"
+producers = ["payments"]
+
+[[subscriptions]]
+name = "order-mirror"
+glob = "PAYMENT_*"
+lane = "INLINE"
+handler = "orders::mirror"
+
+[[subscriptions]]
+name = "tagger"
+glob = "PAYMENT_COMPLETED"
+lane = "LOCAL"
+handler = "crm::tag"
+
+[[subscriptions]]
+name = "flaky"
+glob = "PAYMENT_COMPLETED"
+lane = "LOCAL"
+handler = "crm::flaky"
+"#;
+
+struct Setup {
+    t: TestStore,
+    engine: Engine<postbox_store::embedded::EmbeddedStore>,
+    tagged: Arc<AtomicU32>,
+    flaky_calls: Arc<AtomicU32>,
+}
+
+async fn setup(options: EngineOptions, slow_local: Duration) -> Setup {
+    let t = open().await;
+    let tagged = Arc::new(AtomicU32::new(0));
+    let flaky_calls = Arc::new(AtomicU32::new(0));
+    let (tg, fc) = (tagged.clone(), flaky_calls.clone());
+    let engine = Engine::builder(t.store.clone(), Catalog::from_toml(LANES, "lanes").unwrap())
+        .options(options)
+        .inline("orders::mirror", |env| {
+            if env.payload.get("reject").is_some() {
+                return Err("the mirror refuses this payment".into());
+            }
+            let order = env.payload["order"].as_str().unwrap_or("none");
+            Ok(vec![Write::put(
+                ORDERS,
+                Item::from([
+                    ("pk".to_owned(), AttributeValue::S(format!("MIRROR#{order}"))),
+                    ("event".to_owned(), AttributeValue::S(env.id.clone())),
+                ]),
+            )
+            .condition("attribute_not_exists(pk)")])
+        })
+        .local("crm::tag", move |_env| {
+            let tg = tg.clone();
+            async move {
+                tokio::time::sleep(slow_local).await;
+                tg.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        })
+        .local("crm::flaky", move |_env| {
+            let fc = fc.clone();
+            async move {
+                fc.fetch_add(1, Ordering::SeqCst);
+                Err("flaky handler failed".into())
+            }
+        })
+        .build()
+        .await
+        .unwrap();
+    Setup { t, engine, tagged, flaky_calls }
+}
+
+async fn mirror(t: &TestStore, order: &str) -> Option<Item> {
+    get(&*t.store, ORDERS, Item::from([("pk".to_owned(), AttributeValue::S(format!("MIRROR#{order}")))])).await
+}
+
+#[tokio::test]
+async fn inline_writes_join_the_emit_transaction() {
+    let s = setup(EngineOptions::default(), Duration::ZERO).await;
+    let e = s.engine.emit(&ctx("t1"), "PAYMENT_FAILED", json!({"order": "1"}), vec![put_order("1")]).await.unwrap();
+    let m = mirror(&s.t, "1").await.expect("the INLINE write committed");
+    assert_eq!(attr_s(&m, "event"), e.envelope.id);
+    assert!(get_order(&*s.t.store, "1").await.is_some());
+    // An INLINE write whose condition fails fails the emit, naming the subscription.
+    let err = s.engine.emit(&ctx("t1"), "PAYMENT_FAILED", json!({"order": "1"}), vec![put_order("2")]).await.unwrap_err();
+    match err {
+        EmitError::ConditionalCheckFailed { index: 1, subscription: Some(sub), .. } => assert_eq!(sub, "order-mirror"),
+        other => panic!("{other}"),
+    }
+    assert!(get_order(&*s.t.store, "2").await.is_none());
+    assert_eq!(events(&*s.t.store, "t1").await.len(), 1);
+}
+
+#[tokio::test]
+async fn an_inline_error_aborts_the_emit_without_a_trace() {
+    for group_commit in [true, false] {
+        let s = setup(EngineOptions { group_commit, ..Default::default() }, Duration::ZERO).await;
+        let err = s
+            .engine
+            .emit(&ctx("t1"), "PAYMENT_FAILED", json!({"order": "1", "reject": true}), vec![put_order("1")])
+            .await
+            .unwrap_err();
+        match &err {
+            EmitError::InlineAborted { subscription, message } => {
+                assert_eq!(subscription, "order-mirror");
+                assert!(message.contains("refuses"));
+            }
+            other => panic!("{other}"),
+        }
+        assert!(get_order(&*s.t.store, "1").await.is_none(), "no caller write");
+        assert!(mirror(&s.t, "1").await.is_none(), "no handler write");
+        assert!(events(&*s.t.store, "t1").await.is_empty(), "no event");
+        assert!(head(&*s.t.store, "t1").await.is_none(), "no head");
+        assert_eq!(s.engine.stats().inline_aborts, 1);
+        // The next emit starts the log at seq 1.
+        let ok = s.engine.emit(&ctx("t1"), "PAYMENT_FAILED", json!({"order": "1"}), vec![]).await.unwrap();
+        assert_eq!(ok.envelope.seq, 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_handlers_run_after_commit_and_never_block_emit() {
+    // The tagger sleeps 300 ms per event; twenty emits must not wait for it.
+    let s = setup(EngineOptions { local_concurrency: 4, ..Default::default() }, Duration::from_millis(300)).await;
+    let started = Instant::now();
+    for i in 0..20 {
+        s.engine.emit(&ctx("t1"), "PAYMENT_COMPLETED", json!({"order": i.to_string()}), vec![]).await.unwrap();
+    }
+    assert!(started.elapsed() < Duration::from_millis(300), "emit waited for LOCAL handlers: {:?}", started.elapsed());
+    assert_eq!(s.tagged.load(Ordering::SeqCst), 0, "still running");
+    // Bounded pool: 4 at a time, 300 ms each, 20 jobs = about 1.5 s.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.engine.stats().local_ok < 20 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stats = s.engine.stats();
+    assert_eq!(stats.local_ok, 20);
+    assert!(started.elapsed() >= Duration::from_millis(1200), "the pool ran more than 4 at once: {:?}", started.elapsed());
+    // The flaky handler ran once per event, was never retried, and was counted.
+    assert_eq!(s.flaky_calls.load(Ordering::SeqCst), 20);
+    assert_eq!(stats.local_failed, 20);
+    assert_eq!(s.tagged.load(Ordering::SeqCst), 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_local_queue_drops_and_counts_instead_of_blocking() {
+    let options = EngineOptions { local_concurrency: 1, local_queue: 2, ..Default::default() };
+    let s = setup(options, Duration::from_millis(500)).await;
+    let started = Instant::now();
+    for i in 0..10 {
+        s.engine.emit(&ctx("t1"), "PAYMENT_COMPLETED", json!({"order": i.to_string()}), vec![]).await.unwrap();
+    }
+    assert!(started.elapsed() < Duration::from_millis(400));
+    assert!(s.engine.stats().local_dropped > 0, "{:?}", s.engine.stats());
+}
+
+#[tokio::test]
+async fn events_nobody_subscribes_to_are_counted() {
+    let s = setup(EngineOptions::default(), Duration::ZERO).await;
+    s.engine.emit(&ctx("t1"), "NOBODY_LISTENS", json!({}), vec![]).await.unwrap();
+    s.engine.emit(&ctx("t1"), "PAYMENT_FAILED", json!({"order": "x"}), vec![]).await.unwrap();
+    let stats = s.engine.stats();
+    assert_eq!(stats.undelivered, 1);
+    assert_eq!(stats.emitted, 2);
+}
