@@ -101,3 +101,16 @@ async fn a_panicking_operation_fails_its_batch_and_stops_the_store() {
     check_err(put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}})).await, "InternalServerError", "");
     let _ = s.describe_table("tbl").await.unwrap();
 }
+
+#[tokio::test]
+async fn a_batch_that_changes_nothing_is_not_committed() {
+    let s = open_with_table(None).await;
+    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}})).await.unwrap();
+    let before = s.writer_stats();
+    let _ = put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}, "ConditionExpression": "attribute_not_exists(pk)"})).await;
+    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}})).await.unwrap();
+    delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "missing"}}})).await.unwrap();
+    assert_eq!(s.writer_stats().commits, before.commits, "failed or no-op writes cost no commit (no fsync)");
+    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "b"}}})).await.unwrap();
+    assert_eq!(s.writer_stats().commits, before.commits + 1);
+}

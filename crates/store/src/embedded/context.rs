@@ -64,6 +64,20 @@ pub struct WriteContext<'t> {
     batch_catalog: Vec<CatalogChange>,
     heads: HashMap<u32, (u64, u64)>,
     stream_written: bool,
+    /// Whether anything was written: a batch that wrote nothing is not
+    /// committed, so it costs no fsync. A `Cell` because handing out the raw
+    /// transaction (`&self`) counts as writing.
+    touched: std::cell::Cell<bool>,
+}
+
+/// What a finished batch hands back to the writer.
+pub(crate) struct Finished {
+    /// Catalog changes to publish after the commit.
+    pub catalog: Vec<CatalogChange>,
+    /// Whether a stream record was written (readers are woken).
+    pub stream_written: bool,
+    /// Whether anything at all was written (else the commit is skipped).
+    pub touched: bool,
 }
 
 impl<'t> WriteContext<'t> {
@@ -87,6 +101,7 @@ impl<'t> WriteContext<'t> {
             batch_catalog: Vec::new(),
             heads: HashMap::new(),
             stream_written: false,
+            touched: std::cell::Cell::new(false),
         })
     }
 
@@ -173,6 +188,7 @@ impl<'t> WriteContext<'t> {
     /// the batch. Write it last in an operation: it is not staged.
     pub fn set_checkpoint(&mut self, table: &str, reader: &str, sequence_number: u64) -> Result<(), StoreError> {
         let meta = self.table(table)?;
+        self.touched.set(true);
         self.tables.checkpoints.insert((meta.id, reader), sequence_number).map_err(storage_err)?;
         Ok(())
     }
@@ -183,6 +199,7 @@ impl<'t> WriteContext<'t> {
     /// must validate everything before its first raw write, so that it never
     /// returns `Err` after writing.
     pub fn transaction(&self) -> &'t WriteTransaction {
+        self.touched.set(true);
         self.txn
     }
 
@@ -254,6 +271,7 @@ impl<'t> WriteContext<'t> {
         let id = meta.id;
         let prefix = keys::table_prefix(id);
         let end = keys::prefix_end(&prefix);
+        self.touched.set(true);
         let t = &mut self.tables;
         t.items.retain_in(prefix.as_slice()..end.as_slice(), |_, _| false).map_err(storage_err)?;
         t.ttl_index.retain_in((id, 0, &[][..])..(id + 1, 0, &[][..]), |_, _| false).map_err(storage_err)?;
@@ -275,6 +293,7 @@ impl<'t> WriteContext<'t> {
     ) -> Result<Arc<TableMeta>, StoreError> {
         let id = meta.id;
         let updated = Arc::new(TableMeta { ttl_attribute: attribute, ..meta.clone() });
+        self.touched.set(true);
         self.tables.ttl_index.retain_in((id, 0, &[][..])..(id + 1, 0, &[][..]), |_, _| false).map_err(storage_err)?;
         if updated.ttl_attribute.is_some() {
             let prefix = keys::table_prefix(id);
@@ -309,6 +328,7 @@ impl<'t> WriteContext<'t> {
             doomed.push(k.value().1);
         }
         for seq in &doomed {
+            self.touched.set(true);
             self.tables.stream.remove((id, *seq)).map_err(storage_err)?;
         }
         if let Some(&last) = doomed.last() {
@@ -319,6 +339,7 @@ impl<'t> WriteContext<'t> {
 
     fn write_meta(&mut self, meta: &Arc<TableMeta>) -> Result<(), StoreError> {
         let json = serde_json::to_string(meta.as_ref()).expect("metadata serialises");
+        self.touched.set(true);
         self.tables.meta.insert(meta.name.as_str(), json.as_str()).map_err(storage_err)?;
         self.op_catalog.push(CatalogChange::Put(meta.clone()));
         Ok(())
@@ -342,13 +363,14 @@ impl<'t> WriteContext<'t> {
         Ok(())
     }
 
-    /// Writes the stream heads and hands back what to publish after commit:
-    /// the catalog changes, and whether any stream record was written.
-    pub(crate) fn finish(mut self) -> Result<(Vec<CatalogChange>, bool), StoreError> {
-        for (id, head) in std::mem::take(&mut self.heads) {
-            self.tables.heads.insert(id, head).map_err(storage_err)?;
+    /// Writes the stream heads and hands back what to publish after commit.
+    pub(crate) fn finish(mut self) -> Result<Finished, StoreError> {
+        if self.touched.get() {
+            for (id, head) in std::mem::take(&mut self.heads) {
+                self.tables.heads.insert(id, head).map_err(storage_err)?;
+            }
         }
-        Ok((self.batch_catalog, self.stream_written))
+        Ok(Finished { catalog: self.batch_catalog, stream_written: self.stream_written, touched: self.touched.get() })
     }
 
     fn apply(&mut self, change: Change) -> Result<(), StoreError> {
@@ -357,6 +379,7 @@ impl<'t> WriteContext<'t> {
             // DynamoDB writes no stream record for a write that changes nothing.
             return Ok(());
         }
+        self.touched.set(true);
         let new_bytes = new.as_ref().map(encode_item);
         match &new_bytes {
             Some(bytes) => {

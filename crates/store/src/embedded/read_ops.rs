@@ -494,7 +494,10 @@ fn run_page(
         }
         out.scanned_count += 1;
         bytes_read += item_size(&item);
-        let last_key = keys::key_of(&page.meta, &item);
+        let stop = page.limit.is_some_and(|l| out.scanned_count as usize >= l) || bytes_read >= validate::MAX_PAGE_BYTES;
+        if stop {
+            out.last_evaluated_key = Some(keys::key_of(&page.meta, &item));
+        }
         if page.filter.as_ref().is_none_or(|f| f.evaluate(Some(&item))) {
             out.count += 1;
             match &page.shape {
@@ -503,8 +506,7 @@ fn run_page(
                 Shape::Count => {}
             }
         }
-        if page.limit.is_some_and(|l| out.scanned_count as usize >= l) || bytes_read >= validate::MAX_PAGE_BYTES {
-            out.last_evaluated_key = Some(last_key);
+        if stop {
             break;
         }
     }

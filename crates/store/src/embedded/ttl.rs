@@ -124,13 +124,25 @@ fn expire_chunk(inner: &Inner, meta: &Arc<TableMeta>) -> Result<usize, StoreErro
 
 /// Removes up to one chunk of stream records older than the retention.
 fn trim_chunk(inner: &Inner, meta: &Arc<TableMeta>) -> Result<usize, StoreError> {
-    let cutoff_ms =
-        inner.shared.clock.now_ms().saturating_sub(inner.shared.options.stream_retention.as_millis() as u64);
+    let cutoff_ms = inner.shared.clock.now_ms().saturating_sub(inner.shared.options.stream_retention.as_millis() as u64);
+    if !oldest_record_before(inner, meta, cutoff_ms)? {
+        // Nothing to trim: no write job, so no commit and no fsync.
+        return Ok(0);
+    }
     let meta = meta.clone();
     inner.writer.submit_blocking(move |ctx| {
         let Ok(meta) = ctx.resolve(&meta) else { return Ok(0) };
         ctx.trim_stream(&meta, cutoff_ms, SWEEP_CHUNK)
     })
+}
+
+/// True when the oldest retained record of `meta`'s stream was created
+/// before `cutoff_ms`.
+fn oldest_record_before(inner: &Inner, meta: &TableMeta, cutoff_ms: u64) -> Result<bool, StoreError> {
+    let txn = inner.db.begin_read().map_err(storage_err)?;
+    let (_, trimmed) = super::stream::head(&txn, meta.id)?;
+    let oldest = super::stream::read(&txn, meta, trimmed, 1)?;
+    Ok(oldest.first().is_some_and(|r| r.approximate_creation_time_ms < cutoff_ms))
 }
 
 #[cfg(test)]

@@ -193,13 +193,17 @@ fn gather_target(shared: &Shared, last_batch: usize) -> usize {
 }
 
 /// Longest wait for the callers of the previous batch to come back.
-const GATHER_WAIT: std::time::Duration = std::time::Duration::from_micros(200);
+const GATHER_MAX: std::time::Duration = std::time::Duration::from_micros(1000);
+/// The wait ends early once no request arrived for this long: the callers
+/// that were coming are in.
+const GATHER_IDLE: std::time::Duration = std::time::Duration::from_micros(100);
 
-/// Takes `first` and whatever else is queued (up to [`MAX_BATCH`]), waiting
-/// up to [`GATHER_WAIT`] while fewer than `target` have arrived. Returns the
-/// batch and whether a stop was requested.
+/// Takes `first` and whatever else is queued (up to [`MAX_BATCH`]). While
+/// fewer than `target` have arrived it keeps waiting as long as requests
+/// keep coming (each within [`GATHER_IDLE`]), up to [`GATHER_MAX`]. Returns
+/// the batch and whether a stop was requested.
 fn gather(first: Message, rx: &Receiver<Message>, target: usize) -> (Vec<Box<dyn Job>>, bool) {
-    let deadline = std::time::Instant::now() + GATHER_WAIT;
+    let deadline = std::time::Instant::now() + GATHER_MAX;
     let mut batch = Vec::new();
     let mut next = Some(first);
     while let Some(message) = next.take() {
@@ -214,7 +218,7 @@ fn gather(first: Message, rx: &Receiver<Message>, target: usize) -> (Vec<Box<dyn
             Ok(m) => Some(m),
             Err(_) if batch.len() < target => {
                 let left = deadline.saturating_duration_since(std::time::Instant::now());
-                rx.recv_timeout(left).ok()
+                rx.recv_timeout(left.min(GATHER_IDLE)).ok()
             }
             Err(_) => None,
         };
@@ -242,7 +246,7 @@ fn commit_batch(db: &Database, shared: &Shared, batch: Vec<Box<dyn Job>>) -> Res
     let n = batch.len();
     let t0 = std::time::Instant::now();
     let published = run_jobs(&txn, shared, batch, &mut replies);
-    let (catalog_changes, stream_written) = match published {
+    let finished = match published {
         Ok(v) => v,
         Err(e) => {
             drop(txn);
@@ -250,6 +254,15 @@ fn commit_batch(db: &Database, shared: &Shared, batch: Vec<Box<dyn Job>>) -> Res
         }
     };
     let t1 = std::time::Instant::now();
+    if !finished.touched {
+        // Nothing changed (failed conditions, identical puts): every answer
+        // rests on state that earlier commits already made durable.
+        if let Err(e) = txn.abort() {
+            return Err(fail_replies(replies, storage_err(e)));
+        }
+        replies.into_iter().for_each(|r| r.send(None));
+        return Ok(());
+    }
     if let Err(e) = txn.commit() {
         return Err(fail_replies(replies, storage_err(e)));
     }
@@ -261,10 +274,10 @@ fn commit_batch(db: &Database, shared: &Shared, batch: Vec<Box<dyn Job>>) -> Res
     );
     shared.stats.commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     shared.stats.operations.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
-    for change in catalog_changes {
+    for change in finished.catalog {
         shared.catalog.apply(change);
     }
-    if stream_written {
+    if finished.stream_written {
         shared.commits.send_modify(|n| *n += 1);
     }
     replies.into_iter().for_each(|r| r.send(None));
@@ -279,7 +292,7 @@ fn run_jobs(
     shared: &Shared,
     batch: Vec<Box<dyn Job>>,
     replies: &mut Vec<Box<dyn Reply>>,
-) -> Result<(Vec<super::catalog::CatalogChange>, bool), StoreError> {
+) -> Result<super::context::Finished, StoreError> {
     let mut jobs = batch.into_iter();
     let result = (|| {
         let mut ctx = WriteContext::open(txn, &shared.catalog, shared.clock.now_ms())?;
