@@ -227,14 +227,18 @@ impl QueueCore {
             }
             for lane in lanes {
                 touched.insert(lane.clone());
-                let seqs: Vec<u64> = match &lane {
-                    Lane::One(seq) => vec![*seq],
-                    Lane::Group(g) => self.groups.get(g).map(|gr| gr.seqs.iter().copied().collect()).unwrap_or_default(),
-                };
-                for seq in seqs {
-                    if out.received.len() == max {
-                        break;
-                    }
+                // Walks the lane in order with a cursor: a group may hold many
+                // messages, of which a receive looks at a few.
+                let mut cursor = 0;
+                while out.received.len() < max {
+                    let next = match &lane {
+                        Lane::One(seq) => (cursor == 0).then_some(*seq),
+                        Lane::Group(g) => {
+                            self.groups.get(g).and_then(|gr| gr.seqs.range(cursor..).next().copied())
+                        }
+                    };
+                    let Some(seq) = next else { break };
+                    cursor = seq + 1;
                     let Some(meta) = self.messages.get(&seq) else { continue };
                     if meta.state.visible_at > now {
                         break; // the rest of a group waits behind this one
@@ -342,7 +346,9 @@ impl QueueCore {
     /// The earliest time after `now` when a lane becomes ready, if any: a
     /// long poll waits at most until then before looking again.
     pub fn next_ready_after(&self, now: u64) -> Option<u64> {
-        self.ready.iter().map(|(at, _, _)| *at).find(|at| *at > now)
+        // `Lane::One(0)` is the smallest lane, so this starts at the first
+        // entry after `now`.
+        self.ready.range((now.saturating_add(1), 0, Lane::One(0))..).next().map(|(at, _, _)| *at)
     }
 
     /// Counts messages by state at `now`, leaving out those expired under

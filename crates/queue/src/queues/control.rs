@@ -84,7 +84,7 @@ impl Queues {
                 shared.core.purge();
                 drop(shared);
                 inner.registry.write().expect("registry lock").remove(&handle.name);
-                handle.wake();
+                handle.wake_all();
                 Ok(Ok(()))
             })
             .await
@@ -174,7 +174,7 @@ impl Queues {
                 tables.put_queue(&record)?;
                 shared.record = record;
                 drop(shared);
-                handle.wake();
+                handle.wake_all();
                 Ok(Ok(()))
             })
             .await

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use postbox_store::StoreError;
 use postbox_store::embedded::{Clock, EmbeddedStore, SystemClock, WriteContext};
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 pub use moves::{MoveTask, MoveTaskStatus};
 pub use receive::ReceiveOptions;
@@ -75,8 +75,9 @@ pub(crate) struct QueueHandle {
     pub id: u64,
     pub name: String,
     pub state: Mutex<QueueShared>,
-    /// Bumped when messages arrive or the queue goes: long polls wait on it.
-    pub changes: watch::Sender<u64>,
+    /// Long polls wait here; woken one per message that became receivable
+    /// (not all at once: a herd of waiters would all race for one message).
+    pub arrivals: Notify,
     pub counters: Counters,
 }
 
@@ -103,8 +104,17 @@ impl QueueHandle {
         self.state.lock().expect("queue state lock")
     }
 
-    pub fn wake(&self) {
-        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    /// Wakes up to `n` waiting receives (at most 10: one receive takes up
+    /// to 10 messages).
+    pub fn wake(&self, n: usize) {
+        for _ in 0..n.min(10) {
+            self.arrivals.notify_one();
+        }
+    }
+
+    /// Wakes every waiting receive (the queue changed for all of them).
+    pub fn wake_all(&self) {
+        self.arrivals.notify_waiters();
     }
 }
 
@@ -202,15 +212,17 @@ impl Inner {
 }
 
 /// Adds a message to `handle`'s queue: its rows and its core entry.
+/// `encoded` is `payload` encoded (its send time included).
 pub(crate) fn insert_message(
     tables: &mut Tables<'_>,
     handle: &QueueHandle,
     shared: &mut QueueShared,
     payload: &crate::storage::Payload,
+    encoded: &[u8],
     state: crate::core::MessageState,
 ) -> StorageResult<u64> {
     let seq = shared.core.take_seq();
-    tables.put_message(handle.id, seq, payload, &state)?;
+    tables.put_message(handle.id, seq, encoded, &state)?;
     let meta = MessageMeta {
         group: payload.group.as_deref().map(Arc::from),
         sent_at: payload.sent_at,
@@ -224,7 +236,7 @@ pub(crate) fn insert_message(
 /// Rebuilds every queue's core from the file.
 fn load(ctx: &mut WriteContext<'_>) -> StorageResult<Vec<QueueHandle>> {
     let now = ctx.now_ms();
-    let tables = Tables::open(ctx.transaction())?;
+    let mut tables = Tables::open(ctx.transaction())?;
     let mut out = Vec::new();
     for record in tables.all_queues()? {
         let mut core = QueueCore::new(record.config.fifo, first_seq(now));
@@ -250,7 +262,6 @@ pub(crate) fn first_seq(now: u64) -> u64 {
 }
 
 pub(crate) fn new_handle(record: QueueRecord, core: QueueCore) -> QueueHandle {
-    let (changes, _) = watch::channel(0);
     QueueHandle {
         id: record.id,
         name: record.name.clone(),
@@ -261,7 +272,7 @@ pub(crate) fn new_handle(record: QueueRecord, core: QueueCore) -> QueueHandle {
             last_purge: None,
             attempts: std::collections::HashMap::new(),
         }),
-        changes,
+        arrivals: Notify::new(),
         counters: Counters::default(),
     }
 }

@@ -288,9 +288,10 @@ fn move_in(
         tables.remove_message(source.id, seq)?;
         payload.dead_letter_source = None;
         let mut shared = target.lock();
-        insert_message(&mut tables, &target, &mut shared, &payload, MessageState { visible_at: now, ..Default::default() })?;
+        let state = MessageState { visible_at: now, ..Default::default() };
+        insert_message(&mut tables, &target, &mut shared, &payload, &payload.encode(), state)?;
         drop(shared);
-        target.wake();
+        target.wake(1);
     }
     Counters::add(&source.counters.moved, moved);
     Ok(Ok(moved))

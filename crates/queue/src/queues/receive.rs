@@ -13,7 +13,7 @@ use crate::digest::Receipt;
 use crate::error::{QueueError, QueueResult};
 use crate::message::ReceivedMessage;
 use crate::stats::Counters;
-use crate::storage::{StorageResult, Tables};
+use crate::storage::{Payload, StorageResult, Tables};
 
 use super::send::sequence_number;
 use super::{Inner, QueueHandle, Queues, insert_message};
@@ -48,15 +48,17 @@ impl Queues {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
         let attempt = options.receive_request_attempt_id.filter(|_| handle.lock().core.fifo());
         if let Some(id) = &attempt {
-            let (inner, h, id) = (self.inner.clone(), handle.clone(), id.clone());
-            if let Some(again) = self.inner.submit(move |ctx| repeat_attempt(&inner, ctx, &h, &id)).await? {
-                return Ok(again);
+            let (h, id) = (handle.clone(), id.clone());
+            if let Some(again) = self.inner.submit(move |ctx| repeat_attempt(ctx, &h, &id)).await? {
+                return self.inner.messages(&handle, again);
             }
         }
         loop {
-            // Subscribe before looking, so a send between the look and the
+            // Registered before looking, so a send between the look and the
             // wait still wakes us.
-            let mut changes = handle.changes.subscribe();
+            let notified = handle.arrivals.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
             let now = self.inner.now();
             let (ready, next) = {
                 let s = handle.lock();
@@ -72,7 +74,7 @@ impl Queues {
                 let attempt = attempt.clone();
                 let got = self.inner.submit(move |ctx| receive_in(&inner, ctx, &h, max, vt * 1000, attempt)).await?;
                 if !got.is_empty() {
-                    return Ok(got);
+                    return self.inner.messages(&handle, got);
                 }
                 continue;
             }
@@ -81,10 +83,14 @@ impl Queues {
                 None => deadline,
             };
             if tokio::time::Instant::now() >= deadline {
+                // A wake-up this receive took but did not use goes to the next waiter.
+                if notified.as_mut().enable() {
+                    handle.wake(1);
+                }
                 return Ok(Vec::new());
             }
             tokio::select! {
-                _ = changes.changed() => {}
+                _ = &mut notified => {}
                 _ = tokio::time::sleep_until(until) => {}
             }
         }
@@ -108,7 +114,7 @@ fn receive_in(
     max: usize,
     visibility_ms: u64,
     attempt: Option<String>,
-) -> StorageResult<QueueResult<Vec<ReceivedMessage>>> {
+) -> StorageResult<QueueResult<Vec<Handed>>> {
     let now = ctx.now_ms();
     let mut tables = Tables::open(ctx.transaction())?;
     // The dead-letter queue is looked up before the source is locked: the
@@ -126,7 +132,6 @@ fn receive_in(
     }
     let token = fastrand::u64(..);
     let r = shared.core.receive(now, max, visibility_ms, token, dlq.as_ref().map(|(_, n)| *n));
-    let fifo = shared.core.fifo();
     if let Some(id) = attempt
         && !r.received.is_empty()
     {
@@ -137,8 +142,7 @@ fn receive_in(
     let mut out = Vec::with_capacity(r.received.len());
     for (seq, state) in &r.received {
         tables.put_state(handle.id, *seq, state)?;
-        let payload = tables.payload(handle.id, *seq)?;
-        out.push(received_message(inner, handle, *seq, state, payload, fifo, token));
+        out.push(Handed { seq: *seq, state: *state, payload: tables.payload_bytes(handle.id, *seq)? });
     }
     drop(shared);
     Counters::add(&handle.counters.received, out.len());
@@ -154,11 +158,11 @@ fn receive_in(
             // keeps its send time (retention counts from the original send)
             // and receive count.
             let state = MessageState { visible_at: now, ..meta.state };
-            insert_message(&mut tables, &dlq, &mut target, &payload, state)?;
+            insert_message(&mut tables, &dlq, &mut target, &payload, &payload.encode(), state)?;
         }
         drop(target);
         Counters::add(&handle.counters.dead_lettered, r.dead_lettered.len());
-        dlq.wake();
+        dlq.wake(r.dead_lettered.len());
     }
     Ok(Ok(out))
 }
@@ -166,21 +170,19 @@ fn receive_in(
 /// A retried FIFO receive: the messages the attempt handed out, if its
 /// visibility timeout has not passed and they are still its own.
 fn repeat_attempt(
-    inner: &Arc<Inner>,
     ctx: &mut WriteContext<'_>,
     handle: &QueueHandle,
     id: &str,
-) -> StorageResult<QueueResult<Option<Vec<ReceivedMessage>>>> {
+) -> StorageResult<QueueResult<Option<Vec<Handed>>>> {
     let now = ctx.now_ms();
-    let tables = Tables::open(ctx.transaction())?;
+    let mut tables = Tables::open(ctx.transaction())?;
     let shared = handle.lock();
     let Some(attempt) = shared.attempts.get(id).filter(|a| a.expires_at > now) else { return Ok(Ok(None)) };
     let mut out = Vec::new();
     for seq in &attempt.seqs {
         match shared.core.get(*seq) {
             Some(meta) if meta.state.token == attempt.token && meta.state.in_flight(now) => {
-                let payload = tables.payload(handle.id, *seq)?;
-                out.push(received_message(inner, handle, *seq, &meta.state, payload, true, attempt.token));
+                out.push(Handed { seq: *seq, state: meta.state, payload: tables.payload_bytes(handle.id, *seq)? });
             }
             _ => {}
         }
@@ -188,15 +190,36 @@ fn repeat_attempt(
     Ok(Ok(if out.is_empty() { None } else { Some(out) }))
 }
 
+/// A message handed out inside a commit, turned into a [`ReceivedMessage`]
+/// after it (decoding and formatting stay off the writer thread).
+struct Handed {
+    seq: u64,
+    state: MessageState,
+    payload: Vec<u8>,
+}
+
+impl Inner {
+    fn messages(&self, handle: &QueueHandle, handed: Vec<Handed>) -> QueueResult<Vec<ReceivedMessage>> {
+        let fifo = handle.lock().core.fifo();
+        handed
+            .into_iter()
+            .map(|h| {
+                let payload = Payload::decode(&h.payload).map_err(QueueError::Storage)?;
+                Ok(received_message(self, handle, h.seq, &h.state, payload, fifo))
+            })
+            .collect()
+    }
+}
+
 fn received_message(
     inner: &Inner,
     handle: &QueueHandle,
     seq: u64,
     state: &MessageState,
-    payload: crate::storage::Payload,
+    payload: Payload,
     fifo: bool,
-    token: u64,
 ) -> ReceivedMessage {
+    let token = state.token;
     let mut system = BTreeMap::new();
     system.insert("SenderId".to_owned(), inner.options.account_id.clone());
     system.insert("SentTimestamp".to_owned(), payload.sent_at.to_string());

@@ -19,6 +19,8 @@ const MAX_ID_LEN: usize = 128;
 /// A validated message, ready to commit.
 pub(crate) struct Prepared {
     payload: Payload,
+    /// `payload` encoded, its send time patched in at commit.
+    encoded: Vec<u8>,
     delay_ms: u64,
     dedup_key: Option<String>,
     answer: SendResult,
@@ -89,7 +91,8 @@ pub(crate) fn prepare(handle: &QueueHandle, messages: Vec<NewMessage>) -> Vec<Qu
                 body: m.body,
                 size: size as u32,
             };
-            Ok(Prepared { payload, delay_ms: delay as u64 * 1000, dedup_key: key, answer })
+            let encoded = payload.encode();
+            Ok(Prepared { payload, encoded, delay_ms: delay as u64 * 1000, dedup_key: key, answer })
         })
         .collect()
 }
@@ -154,7 +157,7 @@ pub(crate) fn commit(
     let mut out = Vec::with_capacity(prepared.len());
     let mut enqueued = 0;
     for p in prepared {
-        let Prepared { mut payload, delay_ms, dedup_key, mut answer } = match p {
+        let Prepared { mut payload, mut encoded, delay_ms, dedup_key, mut answer } = match p {
             Ok(p) => p,
             Err(e) => {
                 out.push(Err(e));
@@ -170,8 +173,9 @@ pub(crate) fn commit(
             continue;
         }
         payload.sent_at = now;
+        Payload::patch_sent_at(&mut encoded, now);
         let state = crate::core::MessageState { visible_at: now + delay_ms, ..Default::default() };
-        let seq = insert_message(&mut tables, handle, &mut shared, &payload, state)?;
+        let seq = insert_message(&mut tables, handle, &mut shared, &payload, &encoded, state)?;
         if let Some(key) = dedup_key {
             let entry = DedupEntry { message_id: payload.message_id.clone(), seq, expires_at: now + DEDUP_WINDOW_MS };
             remember_dedup(&mut tables, handle, &mut shared, key, entry)?;
@@ -185,7 +189,7 @@ pub(crate) fn commit(
     drop(shared);
     if enqueued > 0 {
         Counters::add(&handle.counters.sent, enqueued);
-        handle.wake();
+        handle.wake(enqueued);
     }
     Ok(Ok(out))
 }

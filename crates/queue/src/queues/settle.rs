@@ -46,7 +46,7 @@ impl Queues {
                 Counters::add(&h.counters.deleted, deleted);
                 if deleted > 0 && h.lock().core.fifo() {
                     // A delete may release a FIFO group a long poll waits for.
-                    h.wake();
+                    h.wake(deleted);
                 }
                 Ok(Ok(out))
             })
@@ -91,12 +91,12 @@ impl Queues {
                     return Ok(Err(QueueError::QueueDoesNotExist));
                 }
                 let mut out = Vec::with_capacity(checked.len());
-                let mut woke = false;
+                let mut released = 0;
                 for entry in checked {
                     let result = match entry.and_then(|(r, ms)| shared.core.change_visibility(&r, now, ms).map(|s| (r, s))) {
                         Ok((r, state)) => {
                             tables.put_state(h.id, r.seq, &state)?;
-                            woke |= state.visible_at <= now;
+                            released += usize::from(state.visible_at <= now);
                             Ok(())
                         }
                         Err(e) => Err(e),
@@ -104,9 +104,7 @@ impl Queues {
                     out.push(result);
                 }
                 drop(shared);
-                if woke {
-                    h.wake();
-                }
+                h.wake(released);
                 Ok(Ok(out))
             })
             .await

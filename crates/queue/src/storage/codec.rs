@@ -69,6 +69,12 @@ impl Payload {
         out
     }
 
+    /// Sets the send time in encoded bytes (it is known only at commit,
+    /// while encoding happens before, off the writer thread).
+    pub fn patch_sent_at(encoded: &mut [u8], sent_at: u64) {
+        encoded[1..9].copy_from_slice(&sent_at.to_be_bytes());
+    }
+
     /// Reads a payload back.
     pub fn decode(bytes: &[u8]) -> Result<Payload, String> {
         Self::read(bytes, true)
@@ -157,6 +163,9 @@ mod tests {
         );
         p.size = (p.body.len() + 1 + 6 + 2) as u32;
         assert_eq!(Payload::decode(&p.encode()).unwrap(), p);
+        let mut bytes = p.encode();
+        Payload::patch_sent_at(&mut bytes, 7);
+        assert_eq!(Payload::decode(&bytes).unwrap().sent_at, 7);
         let header = Payload::decode_without_body(&p.encode()).unwrap();
         assert_eq!(header.body, "");
         assert_eq!(header.size, p.size);

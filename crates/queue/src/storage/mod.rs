@@ -57,43 +57,53 @@ pub(crate) fn storage_err(e: impl std::fmt::Display) -> postbox_store::StoreErro
     postbox_store::StoreError::Storage(format!("queue tables: {e}"))
 }
 
-/// The queue tables, opened in one write transaction.
+type StatesTable<'t> = Table<'t, (u64, u64), (u64, u32, u64, u64)>;
+type DedupTable<'t> = Table<'t, (u64, &'static str), (u64, u64, &'static str)>;
+
+/// The queue tables of one write transaction, each opened on first use
+/// (an operation touches two or three of them; opening costs a lookup).
 pub(crate) struct Tables<'t> {
-    pub queues: Table<'t, &'static str, &'static str>,
-    pub system: Table<'t, &'static str, u64>,
-    pub payloads: Table<'t, (u64, u64), &'static [u8]>,
-    pub states: Table<'t, (u64, u64), (u64, u32, u64, u64)>,
-    pub dedup: Table<'t, (u64, &'static str), (u64, u64, &'static str)>,
+    txn: &'t WriteTransaction,
+    queues: Option<Table<'t, &'static str, &'static str>>,
+    system: Option<Table<'t, &'static str, u64>>,
+    payloads: Option<Table<'t, (u64, u64), &'static [u8]>>,
+    states: Option<StatesTable<'t>>,
+    dedup: Option<DedupTable<'t>>,
+}
+
+/// Opens `$field` of `$self` from `$def` unless it is open.
+macro_rules! table {
+    ($self:ident, $field:ident, $def:expr) => {{
+        if $self.$field.is_none() {
+            $self.$field = Some($self.txn.open_table($def).map_err(storage_err)?);
+        }
+        $self.$field.as_mut().expect("opened above")
+    }};
 }
 
 impl<'t> Tables<'t> {
     pub fn open(txn: &'t WriteTransaction) -> StorageResult<Tables<'t>> {
-        Ok(Tables {
-            queues: txn.open_table(QUEUES).map_err(storage_err)?,
-            system: txn.open_table(SYSTEM).map_err(storage_err)?,
-            payloads: txn.open_table(PAYLOADS).map_err(storage_err)?,
-            states: txn.open_table(STATES).map_err(storage_err)?,
-            dedup: txn.open_table(DEDUP).map_err(storage_err)?,
-        })
+        Ok(Tables { txn, queues: None, system: None, payloads: None, states: None, dedup: None })
     }
 
     /// Takes the next queue id.
     pub fn next_queue_id(&mut self) -> StorageResult<u64> {
-        let id = self.system.get(NEXT_QUEUE_ID).map_err(storage_err)?.map_or(1, |g| g.value());
-        self.system.insert(NEXT_QUEUE_ID, id + 1).map_err(storage_err)?;
+        let system = table!(self, system, SYSTEM);
+        let id = system.get(NEXT_QUEUE_ID).map_err(storage_err)?.map_or(1, |g| g.value());
+        system.insert(NEXT_QUEUE_ID, id + 1).map_err(storage_err)?;
         Ok(id)
     }
 
     pub fn put_queue(&mut self, record: &QueueRecord) -> StorageResult<()> {
         let json = serde_json::to_string(record).expect("queue records serialise");
-        self.queues.insert(record.name.as_str(), json.as_str()).map_err(storage_err)?;
+        table!(self, queues, QUEUES).insert(record.name.as_str(), json.as_str()).map_err(storage_err)?;
         Ok(())
     }
 
     /// Every stored queue.
-    pub fn all_queues(&self) -> StorageResult<Vec<QueueRecord>> {
+    pub fn all_queues(&mut self) -> StorageResult<Vec<QueueRecord>> {
         let mut out = Vec::new();
-        for row in self.queues.iter().map_err(storage_err)? {
+        for row in table!(self, queues, QUEUES).iter().map_err(storage_err)? {
             let (name, json) = row.map_err(storage_err)?;
             let record = serde_json::from_str(json.value())
                 .map_err(|e| storage_err(format!("corrupt record of queue {}: {e}", name.value())))?;
@@ -106,57 +116,69 @@ impl<'t> Tables<'t> {
     pub fn drop_queue(&mut self, record: &QueueRecord) -> StorageResult<()> {
         self.remove_all_messages(record.id)?;
         let id = record.id;
-        self.dedup.retain_in((id, "")..(id + 1, ""), |_, _| false).map_err(storage_err)?;
-        self.queues.remove(record.name.as_str()).map_err(storage_err)?;
+        table!(self, dedup, DEDUP).retain_in((id, "")..(id + 1, ""), |_, _| false).map_err(storage_err)?;
+        table!(self, queues, QUEUES).remove(record.name.as_str()).map_err(storage_err)?;
         Ok(())
     }
 
     pub fn remove_all_messages(&mut self, id: u64) -> StorageResult<()> {
-        self.payloads.retain_in((id, 0)..=(id, u64::MAX), |_, _| false).map_err(storage_err)?;
-        self.states.retain_in((id, 0)..=(id, u64::MAX), |_, _| false).map_err(storage_err)?;
+        table!(self, payloads, PAYLOADS).retain_in((id, 0)..=(id, u64::MAX), |_, _| false).map_err(storage_err)?;
+        table!(self, states, STATES).retain_in((id, 0)..=(id, u64::MAX), |_, _| false).map_err(storage_err)?;
         Ok(())
     }
 
-    pub fn put_message(&mut self, id: u64, seq: u64, payload: &Payload, state: &MessageState) -> StorageResult<()> {
-        self.payloads.insert((id, seq), payload.encode().as_slice()).map_err(storage_err)?;
+    /// Stores a message: its encoded payload and its state.
+    pub fn put_message(&mut self, id: u64, seq: u64, encoded: &[u8], state: &MessageState) -> StorageResult<()> {
+        table!(self, payloads, PAYLOADS).insert((id, seq), encoded).map_err(storage_err)?;
         self.put_state(id, seq, state)
     }
 
+    /// A message's payload bytes, decoded by the caller off the writer thread.
+    pub fn payload_bytes(&mut self, id: u64, seq: u64) -> StorageResult<Vec<u8>> {
+        let bytes = table!(self, payloads, PAYLOADS).get((id, seq)).map_err(storage_err)?.ok_or_else(|| {
+            storage_err(format!("message {seq} of queue {id} is scheduled but has no payload"))
+        })?;
+        Ok(bytes.value().to_vec())
+    }
+
     pub fn put_state(&mut self, id: u64, seq: u64, s: &MessageState) -> StorageResult<()> {
-        self.states
+        table!(self, states, STATES)
             .insert((id, seq), (s.visible_at, s.receive_count, s.first_receive_at, s.token))
             .map_err(storage_err)?;
         Ok(())
     }
 
-    pub fn payload(&self, id: u64, seq: u64) -> StorageResult<Payload> {
-        let bytes = self.payloads.get((id, seq)).map_err(storage_err)?.ok_or_else(|| {
+    pub fn payload(&mut self, id: u64, seq: u64) -> StorageResult<Payload> {
+        let bytes = table!(self, payloads, PAYLOADS).get((id, seq)).map_err(storage_err)?.ok_or_else(|| {
             storage_err(format!("message {seq} of queue {id} is scheduled but has no payload"))
         })?;
         Payload::decode(bytes.value()).map_err(storage_err)
     }
 
     pub fn remove_message(&mut self, id: u64, seq: u64) -> StorageResult<()> {
-        self.payloads.remove((id, seq)).map_err(storage_err)?;
-        self.states.remove((id, seq)).map_err(storage_err)?;
+        table!(self, payloads, PAYLOADS).remove((id, seq)).map_err(storage_err)?;
+        table!(self, states, STATES).remove((id, seq)).map_err(storage_err)?;
         Ok(())
     }
 
     pub fn put_dedup(&mut self, id: u64, key: &str, e: &DedupEntry) -> StorageResult<()> {
-        self.dedup.insert((id, key), (e.seq, e.expires_at, e.message_id.as_str())).map_err(storage_err)?;
+        table!(self, dedup, DEDUP).insert((id, key), (e.seq, e.expires_at, e.message_id.as_str())).map_err(storage_err)?;
         Ok(())
     }
 
     pub fn remove_dedup(&mut self, id: u64, key: &str) -> StorageResult<()> {
-        self.dedup.remove((id, key)).map_err(storage_err)?;
+        table!(self, dedup, DEDUP).remove((id, key)).map_err(storage_err)?;
         Ok(())
     }
 
     /// A queue's messages in sequence order: `(seq, payload, state)`.
-    pub fn messages(&self, id: u64) -> StorageResult<Vec<(u64, Payload, MessageState)>> {
+    pub fn messages(&mut self, id: u64) -> StorageResult<Vec<(u64, Payload, MessageState)>> {
         let mut out = Vec::new();
-        let mut states = self.states.range((id, 0)..=(id, u64::MAX)).map_err(storage_err)?;
-        for row in self.payloads.range((id, 0)..=(id, u64::MAX)).map_err(storage_err)? {
+        table!(self, states, STATES);
+        table!(self, payloads, PAYLOADS);
+        let (Some(states), Some(payloads)) = (&self.states, &self.payloads) else { unreachable!("opened above") };
+        let mut states = states.range((id, 0)..=(id, u64::MAX)).map_err(storage_err)?;
+        for row in payloads.range((id, 0)..=(id, u64::MAX)).map_err(storage_err)? {
             let (k, v) = row.map_err(storage_err)?;
             let seq = k.value().1;
             let (sk, sv) = states
@@ -174,9 +196,9 @@ impl<'t> Tables<'t> {
     }
 
     /// A queue's deduplication entries.
-    pub fn dedup_entries(&self, id: u64) -> StorageResult<Vec<(String, DedupEntry)>> {
+    pub fn dedup_entries(&mut self, id: u64) -> StorageResult<Vec<(String, DedupEntry)>> {
         let mut out = Vec::new();
-        for row in self.dedup.range((id, "")..(id + 1, "")).map_err(storage_err)? {
+        for row in table!(self, dedup, DEDUP).range((id, "")..(id + 1, "")).map_err(storage_err)? {
             let (k, v) = row.map_err(storage_err)?;
             let (seq, expires_at, message_id) = v.value();
             out.push((k.value().1.to_owned(), DedupEntry { message_id: message_id.to_owned(), seq, expires_at }));
