@@ -176,3 +176,20 @@ async fn delete_table_drops_its_stream_and_a_new_table_starts_afresh() {
     assert_eq!(s.checkpoint("tbl", "r").await.unwrap(), None);
     assert_eq!(get(&s, "tbl", json!({"pk": {"S": "a"}})).await, None);
 }
+
+#[tokio::test]
+async fn reading_can_start_inside_one_commits_records() {
+    let s = open_with_table(None).await;
+    let actions: Vec<_> =
+        (0..5).map(|i| json!({"Put": {"TableName": "tbl", "Item": {"pk": {"S": format!("k{i}")}}}})).collect();
+    transact(&s, json!(actions)).await.unwrap();
+    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "later"}}})).await.unwrap();
+    let all = records(&s, "tbl").await;
+    assert_eq!(all.len(), 6);
+    assert!(all.windows(2).all(|w| w[1].sequence_number == w[0].sequence_number + 1));
+    for after in 0..all.len() {
+        let from = s.read_stream("tbl", all[after].sequence_number, 2).await.unwrap();
+        let expected: Vec<_> = all[after + 1..].iter().take(2).cloned().collect();
+        assert_eq!(from, expected, "after record {after}");
+    }
+}

@@ -63,6 +63,9 @@ pub struct WriteContext<'t> {
     op_catalog: Vec<CatalogChange>,
     batch_catalog: Vec<CatalogChange>,
     heads: HashMap<u32, (u64, u64)>,
+    /// Stream records of this batch not yet written, per table: the first
+    /// sequence number and the block (see `stream`).
+    pending: HashMap<u32, (u64, Vec<u8>)>,
     stream_written: bool,
     /// Whether anything was written: a batch that wrote nothing is not
     /// committed, so it costs no fsync. A `Cell` because handing out the raw
@@ -100,6 +103,7 @@ impl<'t> WriteContext<'t> {
             op_catalog: Vec::new(),
             batch_catalog: Vec::new(),
             heads: HashMap::new(),
+            pending: HashMap::new(),
             stream_written: false,
             touched: std::cell::Cell::new(false),
         })
@@ -163,19 +167,10 @@ impl<'t> WriteContext<'t> {
 
     /// Records of `table`'s stream after `after`, as committed before this
     /// batch plus earlier operations of it.
-    pub fn read_stream(&self, table: &str, after: u64, limit: usize) -> Result<Vec<StreamRecord>, StoreError> {
+    pub fn read_stream(&mut self, table: &str, after: u64, limit: usize) -> Result<Vec<StreamRecord>, StoreError> {
         let meta = self.table(table)?;
-        let mut out = Vec::new();
-        for row in
-            self.tables.stream.range((meta.id, after.saturating_add(1))..=(meta.id, u64::MAX)).map_err(storage_err)?
-        {
-            if out.len() >= limit {
-                break;
-            }
-            let (k, v) = row.map_err(storage_err)?;
-            out.push(stream::decode(k.value().1, v.value())?);
-        }
-        Ok(out)
+        self.flush_pending()?;
+        stream::read_blocks(&self.tables.stream, meta.id, after, limit)
     }
 
     /// Reader `reader`'s checkpoint on `table`'s stream.
@@ -280,6 +275,7 @@ impl<'t> WriteContext<'t> {
         t.heads.remove(id).map_err(storage_err)?;
         t.meta.remove(meta.name.as_str()).map_err(storage_err)?;
         self.heads.remove(&id);
+        self.pending.remove(&id);
         self.op_catalog.push(CatalogChange::Remove(meta.name.clone()));
         Ok(())
     }
@@ -319,22 +315,25 @@ impl<'t> WriteContext<'t> {
         let id = meta.id;
         let (_, trimmed) = self.head(id)?;
         let mut doomed = Vec::new();
+        let mut removed = 0;
         for row in self.tables.stream.range((id, trimmed.saturating_add(1))..=(id, u64::MAX)).map_err(storage_err)? {
             let (k, v) = row.map_err(storage_err)?;
-            let time = v.value().get(3..11).map_or(0, |b| u64::from_be_bytes(b.try_into().expect("8 bytes")));
-            if time >= cutoff_ms || doomed.len() == max {
+            let first_seq = k.value().1;
+            let (time, len) = stream::block_time_and_len(first_seq, v.value());
+            if time >= cutoff_ms || removed >= max {
                 break;
             }
-            doomed.push(k.value().1);
+            doomed.push((first_seq, first_seq + len - 1));
+            removed += len as usize;
         }
-        for seq in &doomed {
+        for (first_seq, _) in &doomed {
             self.touched.set(true);
-            self.tables.stream.remove((id, *seq)).map_err(storage_err)?;
+            self.tables.stream.remove((id, *first_seq)).map_err(storage_err)?;
         }
-        if let Some(&last) = doomed.last() {
+        if let Some(&(_, last)) = doomed.last() {
             self.heads.get_mut(&id).expect("loaded by head()").1 = last;
         }
-        Ok(doomed.len())
+        Ok(removed)
     }
 
     fn write_meta(&mut self, meta: &Arc<TableMeta>) -> Result<(), StoreError> {
@@ -365,6 +364,7 @@ impl<'t> WriteContext<'t> {
 
     /// Writes the stream heads and hands back what to publish after commit.
     pub(crate) fn finish(mut self) -> Result<Finished, StoreError> {
+        self.flush_pending()?;
         if self.touched.get() {
             for (id, head) in std::mem::take(&mut self.heads) {
                 self.tables.heads.insert(id, head).map_err(storage_err)?;
@@ -402,8 +402,17 @@ impl<'t> WriteContext<'t> {
             let record = stream::encode_change(&meta, view, old.as_ref(), new_image, ttl_removal, self.now_ms);
             let sequence_number = self.head(meta.id)?.0 + 1;
             self.heads.get_mut(&meta.id).expect("loaded by head()").0 = sequence_number;
-            self.tables.stream.insert((meta.id, sequence_number), record.as_slice()).map_err(storage_err)?;
+            let (_, block) = self.pending.entry(meta.id).or_insert_with(|| (sequence_number, Vec::new()));
+            stream::block_append(block, &record);
             self.stream_written = true;
+        }
+        Ok(())
+    }
+
+    /// Writes the stream records gathered so far as one block per table.
+    fn flush_pending(&mut self) -> Result<(), StoreError> {
+        for (id, (first_seq, block)) in std::mem::take(&mut self.pending) {
+            self.tables.stream.insert((id, first_seq), block.as_slice()).map_err(storage_err)?;
         }
         Ok(())
     }

@@ -494,7 +494,8 @@ fn run_page(
         }
         out.scanned_count += 1;
         bytes_read += item_size(&item);
-        let stop = page.limit.is_some_and(|l| out.scanned_count as usize >= l) || bytes_read >= validate::MAX_PAGE_BYTES;
+        let stop =
+            page.limit.is_some_and(|l| out.scanned_count as usize >= l) || bytes_read >= validate::MAX_PAGE_BYTES;
         if stop {
             out.last_evaluated_key = Some(keys::key_of(&page.meta, &item));
         }

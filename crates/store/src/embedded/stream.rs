@@ -1,13 +1,19 @@
 //! Change-stream records: what one committed change yields per view type,
 //! the stored byte form, and reading a table's stream back.
 //!
-//! Stored record layout (after the `(table id, sequence)` key):
-//! `event u8 ‖ flags u8 (1 ttl, 2 new image, 4 old image) ‖ view u8 ‖
-//! time_ms u64 BE ‖ size u64 BE ‖ keys ‖ [new] ‖ [old]`, each item as
-//! `len u32 BE ‖ encode_item`.
+//! Records are stored in blocks, one row per table per commit: the key is
+//! `(table id, sequence number of the block's first record)` and the value
+//! the block's records, each as `len u32 BE ‖ record`, with consecutive
+//! sequence numbers. One row per commit instead of one per record halves the
+//! B-tree inserts of a write; all records of a block share the commit time,
+//! so retention trims whole blocks.
+//!
+//! Record layout: `event u8 ‖ flags u8 (1 ttl, 2 new image, 4 old image) ‖
+//! view u8 ‖ time_ms u64 BE ‖ size u64 BE ‖ keys ‖ [new] ‖ [old]`, each item
+//! as `len u32 BE ‖ encode_item`.
 
 use postbox_item::{Item, decode_item, encode_item, item_size};
-use redb::ReadTransaction;
+use redb::{ReadTransaction, ReadableTable};
 
 use crate::StoreError;
 use crate::api::{EventName, StreamRecord, StreamViewType};
@@ -182,7 +188,8 @@ pub(crate) fn head(txn: &ReadTransaction, id: u32) -> Result<(u64, u64), StoreEr
     Ok(heads.get(id).map_err(storage_err)?.map_or((0, 0), |g| g.value()))
 }
 
-/// Up to `limit` records of table `id` after sequence `after`.
+/// Up to `limit` records of `meta`'s stream after sequence `after`, from a
+/// snapshot.
 pub(crate) fn read(
     txn: &ReadTransaction,
     meta: &TableMeta,
@@ -196,21 +203,76 @@ pub(crate) fn read(
             meta.name
         )));
     }
-    let stream = match txn.open_table(STREAM) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-        Err(e) => return Err(storage_err(e)),
-    };
+    match txn.open_table(STREAM) {
+        Ok(t) => read_blocks(&t, meta.id, after, limit),
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(Vec::new()),
+        Err(e) => Err(storage_err(e)),
+    }
+}
+
+/// Up to `limit` records of table `id` after sequence `after`, from the
+/// blocks of `table` (a snapshot's or the writer's).
+pub(crate) fn read_blocks(
+    table: &impl ReadableTable<(u32, u64), &'static [u8]>,
+    id: u32,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<StreamRecord>, StoreError> {
+    let start = after.saturating_add(1);
     let mut out = Vec::new();
-    let start = after.checked_add(1).ok_or_else(|| StoreError::validation("sequence number out of range"))?;
-    for row in stream.range((meta.id, start)..=(meta.id, u64::MAX)).map_err(storage_err)? {
-        if out.len() >= limit {
-            break;
+    // The block holding `start` begins at or before it.
+    let first = table.range((id, 0)..=(id, start)).map_err(storage_err)?.next_back();
+    let first = first.transpose().map_err(storage_err)?.map(|(k, v)| (k.value().1, v.value().to_vec()));
+    let rest = table.range((id, start.saturating_add(1))..=(id, u64::MAX)).map_err(storage_err)?;
+    let rest = rest.map(|row| row.map(|(k, v)| (k.value().1, v.value().to_vec())).map_err(storage_err));
+    for block in first.into_iter().map(Ok).chain(rest) {
+        let (first_seq, bytes) = block?;
+        for (seq, record) in block_records(first_seq, &bytes) {
+            if out.len() >= limit {
+                return Ok(out);
+            }
+            if seq >= start {
+                out.push(decode(seq, record?)?);
+            }
         }
-        let (k, v) = row.map_err(storage_err)?;
-        out.push(decode(k.value().1, v.value())?);
     }
     Ok(out)
+}
+
+/// Appends one encoded record to a block.
+pub(crate) fn block_append(block: &mut Vec<u8>, record: &[u8]) {
+    block.extend_from_slice(&(record.len() as u32).to_be_bytes());
+    block.extend_from_slice(record);
+}
+
+/// The records of a block with their sequence numbers.
+pub(crate) fn block_records(first_seq: u64, block: &[u8]) -> impl Iterator<Item = (u64, Result<&[u8], StoreError>)> {
+    let mut rest = block;
+    let mut seq = first_seq;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let this = seq;
+        seq += 1;
+        let len = rest.get(..4).map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")) as usize);
+        match len.and_then(|len| rest.get(4..4 + len).map(|r| (len, r))) {
+            Some((len, record)) => {
+                rest = &rest[4 + len..];
+                Some((this, Ok(record)))
+            }
+            None => {
+                rest = &[];
+                Some((this, Err(StoreError::Storage(format!("corrupt stream block at record {this}")))))
+            }
+        }
+    })
+}
+
+/// Commit time of a block (all its records share it) and its record count.
+pub(crate) fn block_time_and_len(first_seq: u64, block: &[u8]) -> (u64, u64) {
+    let time = block.get(4 + 3..4 + 11).map_or(0, |b| u64::from_be_bytes(b.try_into().expect("8 bytes")));
+    (time, block_records(first_seq, block).count() as u64)
 }
 
 #[cfg(test)]
@@ -240,6 +302,16 @@ mod tests {
             let bytes = encode_change(&meta, view, Some(&old), Some((&new, &encode_item(&new))), false, 5);
             assert_eq!(bytes, encode(&record));
         }
+    }
+
+    #[test]
+    fn blocks_hold_consecutive_records() {
+        let mut block = Vec::new();
+        block_append(&mut block, b"one");
+        block_append(&mut block, b"three");
+        let got: Vec<_> = block_records(7, &block).map(|(s, r)| (s, r.unwrap().to_vec())).collect();
+        assert_eq!(got, vec![(7, b"one".to_vec()), (8, b"three".to_vec())]);
+        assert!(block_records(1, &block[..6]).any(|(_, r)| r.is_err()));
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! | `system`       | counter name (`next_table_id`)        | u64                           |
 //! | `items`        | id BE ‖ partition key ‖ sort key      | `encode_item` bytes           |
 //! | `ttl_index`    | (id, expires_at seconds, item key)    | ()                            |
-//! | `stream`       | (id, sequence number)                 | encoded stream record         |
+//! | `stream`       | (id, first sequence of the block)     | one commit's records (`stream`) |
 //! | `stream_heads` | id                                    | (last sequence, trimmed through) |
 //! | `checkpoints`  | (id, reader name)                     | sequence number               |
 //!
@@ -27,7 +27,7 @@ pub(crate) const ITEMS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("it
 /// (table id, expiry second, item key): the sweeper's work list, kept in the
 /// same transaction as the item so it never scans whole tables.
 pub(crate) const TTL_INDEX: TableDefinition<(u32, u64, &[u8]), ()> = TableDefinition::new("ttl_index");
-/// (table id, sequence number) -> encoded stream record.
+/// (table id, first sequence number) -> a block of one commit's records.
 pub(crate) const STREAM: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("stream");
 /// Table id -> (last assigned sequence number, sequence trimmed through).
 /// Kept apart from the records so sequence numbers never restart, even when

@@ -124,7 +124,8 @@ fn expire_chunk(inner: &Inner, meta: &Arc<TableMeta>) -> Result<usize, StoreErro
 
 /// Removes up to one chunk of stream records older than the retention.
 fn trim_chunk(inner: &Inner, meta: &Arc<TableMeta>) -> Result<usize, StoreError> {
-    let cutoff_ms = inner.shared.clock.now_ms().saturating_sub(inner.shared.options.stream_retention.as_millis() as u64);
+    let cutoff_ms =
+        inner.shared.clock.now_ms().saturating_sub(inner.shared.options.stream_retention.as_millis() as u64);
     if !oldest_record_before(inner, meta, cutoff_ms)? {
         // Nothing to trim: no write job, so no commit and no fsync.
         return Ok(0);
