@@ -9,7 +9,8 @@
 //! - `writer`: the single writer thread and its group commit;
 //! - `context`: [`WriteContext`], what an operation inside a commit can do;
 //! - `write_ops` / `read_ops`: the item operations;
-//! - `stream`: change-stream records; `ttl`: expiry and the sweeper.
+//! - `stream`: change-stream records and their blocks; `ttl`: expiry and
+//!   the sweeper; `idempotency`: ClientRequestToken of transactions.
 //!
 //! # Reads and writes
 //!
@@ -40,6 +41,19 @@
 //!
 //! Architecture Invariant: a write is acknowledged only after the commit
 //! that holds it, with its stream record, returned (fsync'd in `Durable`).
+//! A batch that changed nothing is not committed at all: its answers rest
+//! on state earlier commits already made durable.
+//!
+//! # Known differences from DynamoDB
+//!
+//! - Reads never return an item whose TTL has passed, even before the
+//!   sweeper deleted it (DynamoDB may return it for a while).
+//! - ClientRequestToken is remembered in memory only (ten minutes, lost on
+//!   restart).
+//! - ItemCount in DescribeTable is exact (counted from a snapshot), where
+//!   DynamoDB updates it about every six hours.
+//! - Legacy parameters (Expected, AttributesToGet, KeyConditions, ...) are
+//!   refused; the expression forms do the same and every client has them.
 
 mod catalog;
 mod clock;
