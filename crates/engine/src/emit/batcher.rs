@@ -180,7 +180,14 @@ impl<S: ItemStore> Batcher<S> {
     async fn fill<'a>(&mut self, store: &'a S, inflight: &mut VecDeque<InFlight<'a>>) {
         let inner = self.inner.clone();
         let opts = &inner.options;
-        while inflight.len() < opts.pipeline_depth.max(1) && !self.pending.is_empty() {
+        // A further transaction goes in flight only with a full batch's
+        // worth waiting: otherwise the events wait for the one in flight and
+        // coalesce, which is what keeps a lightly loaded tenant's
+        // transactions large.
+        while inflight.len() < opts.pipeline_depth.max(1)
+            && !self.pending.is_empty()
+            && (inflight.is_empty() || self.full_batch_waiting())
+        {
             let head = match self.head {
                 Some(h) => h,
                 None => match read_head(store, &opts.events_table, &self.tenant).await {
@@ -205,6 +212,19 @@ impl<S: ItemStore> Batcher<S> {
             };
             inflight.push_back(InFlight { fut, ready, batch, owners: p.owners, links: p.links });
         }
+    }
+
+    /// Whether the queued events would fill a transaction.
+    fn full_batch_waiting(&self) -> bool {
+        let max_events = self.inner.options.max_batch_events.max(1);
+        let mut actions = 1;
+        for (n, p) in self.pending.iter().enumerate() {
+            actions += p.req.actions();
+            if n + 1 >= max_events || actions > MAX_ACTIONS - 2 {
+                return true;
+            }
+        }
+        false
     }
 
     /// The next events that fit one transaction, in arrival order.

@@ -83,7 +83,7 @@ impl Default for EngineOptions {
             backoff_max: Duration::from_millis(200),
             group_commit: true,
             max_batch_events: 99,
-            pipeline_depth: 4,
+            pipeline_depth: 8,
             local_queue: 10_000,
             local_concurrency: 16,
         }
