@@ -60,7 +60,10 @@ async fn fifo_redrive_keeps_group_order_in_the_dlq() {
         assert_eq!(bodies(&got), ["a1", "a2"]);
     }
     assert!(e.queues.receive(src, recv(10, Some(0))).await.unwrap().is_empty());
-    assert_eq!(bodies(&e.queues.receive(dlq, recv(10, None)).await.unwrap()), ["a1", "a2"]);
+    let dead = e.queues.receive(dlq, recv(10, None)).await.unwrap();
+    assert_eq!(bodies(&dead), ["a1", "a2"]);
+    assert_eq!(dead[0].system["MessageDeduplicationId"], dead[0].message_id);
+    assert_eq!(dead[0].system["MessageGroupId"], "a");
 }
 
 #[tokio::test]

@@ -154,6 +154,11 @@ fn receive_in(
             let mut payload = tables.payload(handle.id, *seq)?;
             tables.remove_message(handle.id, *seq)?;
             payload.dead_letter_source = Some(handle.name.clone());
+            if target.core.fifo() {
+                // SQS: in a FIFO dead-letter queue a message's deduplication
+                // id is its message id.
+                payload.dedup_id = Some(payload.message_id.clone());
+            }
             // In the dead-letter queue the message is visible at once and
             // keeps its send time (retention counts from the original send)
             // and receive count.
