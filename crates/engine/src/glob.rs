@@ -144,8 +144,7 @@ fn set(p: &[char], mut i: usize, j: usize) -> Token {
     } else {
         let mut chunks: Vec<Vec<char>> = Vec::new();
         let mut k = if p[i] == '!' { i + 2 } else { i + 1 };
-        loop {
-            let Some(found) = (k..j).find(|&x| p[x] == '-') else { break };
+        while let Some(found) = (k..j).find(|&x| p[x] == '-') {
             chunks.push(p[i..found].to_vec());
             i = found + 1;
             k = found + 3;

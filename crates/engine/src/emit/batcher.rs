@@ -110,7 +110,7 @@ struct Batcher<S> {
 
 enum Step {
     Done(StoreResult<()>),
-    Arrived(Option<Pending>),
+    Arrived(Option<Box<Pending>>),
 }
 
 impl<S: ItemStore> Batcher<S> {
@@ -145,12 +145,12 @@ impl<S: ItemStore> Batcher<S> {
                 None => tokio::select! {
                     biased;
                     r = &mut front.fut => Step::Done(r),
-                    p = self.rx.recv(), if open => Step::Arrived(p),
+                    p = self.rx.recv(), if open => Step::Arrived(p.map(Box::new)),
                 },
             };
             match step {
                 Step::Arrived(Some(p)) => {
-                    self.pending.push_back(p);
+                    self.pending.push_back(*p);
                     self.drain_queue();
                 }
                 Step::Arrived(None) => open = false,
