@@ -213,7 +213,19 @@ impl EmbeddedStore {
     /// Opens (or creates) the store file at `path`, recovering it after a
     /// crash, and starts the writer and the TTL sweeper.
     pub fn open(path: impl AsRef<std::path::Path>, options: EmbeddedOptions) -> StoreResult<EmbeddedStore> {
-        let db = Database::create(path.as_ref()).map_err(storage_err)?;
+        EmbeddedStore::start(Database::create(path.as_ref()).map_err(storage_err)?, options)
+    }
+
+    /// Opens a store on any redb storage backend: `redb::backends::InMemoryBackend`
+    /// for throwaway stores in tests, or a backend that injects I/O faults.
+    pub fn open_with_backend(
+        backend: impl redb::StorageBackend,
+        options: EmbeddedOptions,
+    ) -> StoreResult<EmbeddedStore> {
+        EmbeddedStore::start(Database::builder().create_with_backend(backend).map_err(storage_err)?, options)
+    }
+
+    fn start(db: Database, options: EmbeddedOptions) -> StoreResult<EmbeddedStore> {
         let tables = load_tables(&db)?;
         let (commits, _) = watch::channel(0);
         let shared = Arc::new(Shared {
