@@ -1,0 +1,144 @@
+//! EventBridge event patterns: parsed once (refused with AWS's reasons when
+//! AWS would refuse them), then evaluated over a JSON document — for a pipe,
+//! the stream record in DynamoDB JSON as the Pipe sees it
+//! (`{"eventName": ..., "dynamodb": {"NewImage": {"pk": {"S": ...}}}}`).
+//!
+//! Semantics (those of EventBridge, which the relay must share with a
+//! generated managed Pipe so that moving to AWS changes nothing):
+//! - a pattern is an object; every field of it must hold for the document
+//!   (AND), every leaf is an array of alternatives (OR);
+//! - a leaf is compared with the document's *leaf values* at that path: a
+//!   scalar, or every scalar inside an array (nested arrays flattened) — an
+//!   array matches when any of its elements does; objects are not leaves;
+//! - exact strings, numbers (compared numerically, `5` = `5.0`), booleans and
+//!   `null` (a missing field is not `null`), `""` (only the empty string);
+//! - `prefix`, `suffix` (each optionally `{"equals-ignore-case": ...}`),
+//!   `equals-ignore-case`, `wildcard` (`*` only, `\*` and `\\` escapes),
+//!   `anything-but` (a value, a list of strings or of numbers, or one of
+//!   `prefix`, `suffix`, `equals-ignore-case`, `wildcard`), `numeric` ranges
+//!   over JSON numbers, `exists` (true: the path has a leaf value, null
+//!   included; false: it has none), and `$or` over sub-patterns.
+//!
+//! Module map: `parse` (validation and the reasons), `eval` (matching),
+//! `wildcard` (the glob of `wildcard`).
+
+mod eval;
+mod parse;
+#[cfg(test)]
+mod tests;
+mod wildcard;
+
+use serde_json::Value;
+
+pub use parse::MAX_PATTERN_LEN;
+
+/// A parsed event pattern.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pattern {
+    root: Object,
+    source: String,
+}
+
+/// Why a pattern was refused: the same reasons AWS gives, with the path of
+/// the offending field.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("Event pattern is not valid. Reason: {reason}")]
+pub struct PatternError {
+    /// What is wrong, naming the field.
+    pub reason: String,
+}
+
+/// A pattern AWS accepts but that probably does not do what its author
+/// meant on a pipe over a DynamoDB stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PatternWarning {
+    /// The dotted path of the field concerned.
+    pub path: String,
+    /// What will happen and what to do instead.
+    pub message: String,
+}
+
+impl std::fmt::Display for PatternWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// An object of a pattern: fields that must all hold, and at most one `$or`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Object {
+    pub fields: Vec<(String, Field)>,
+    /// Alternatives of a `$or` (at least two); empty when there is none.
+    pub any_of: Vec<Object>,
+}
+
+/// What a pattern says about one field of the document.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Field {
+    /// A nested object of the pattern.
+    Nested(Object),
+    /// A leaf: any of these matchers.
+    Leaf(Vec<Matcher>),
+}
+
+/// One alternative of a leaf.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Matcher {
+    /// A string, boolean or null, compared exactly.
+    Exact(Value),
+    /// A number, compared numerically.
+    Number(f64),
+    Prefix { value: String, ignore_case: bool },
+    Suffix { value: String, ignore_case: bool },
+    EqualsIgnoreCase(String),
+    Wildcard(wildcard::Glob),
+    AnythingBut(AnythingBut),
+    Numeric(Range),
+    Exists(bool),
+}
+
+/// The forms of `anything-but`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum AnythingBut {
+    /// Not any of these strings.
+    Strings(Vec<String>),
+    /// Not any of these numbers.
+    Numbers(Vec<f64>),
+    Prefix(String),
+    Suffix(String),
+    /// Not any of these strings, ignoring case (stored lowercased).
+    IgnoreCase(Vec<String>),
+    Wildcard(Vec<wildcard::Glob>),
+}
+
+/// A numeric range: each bound with whether it is inclusive.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Range {
+    pub lower: Option<(f64, bool)>,
+    pub upper: Option<(f64, bool)>,
+}
+
+impl Pattern {
+    /// Parses and validates a pattern given as JSON text, returning it with
+    /// the warnings that apply to a pipe over a DynamoDB stream.
+    pub fn parse(text: &str) -> Result<(Pattern, Vec<PatternWarning>), PatternError> {
+        let (root, warnings) = parse::parse(text)?;
+        Ok((Pattern { root, source: text.to_owned() }, warnings))
+    }
+
+    /// Whether `document` matches.
+    pub fn matches(&self, document: &Value) -> bool {
+        eval::object_matches(&self.root, Some(document))
+    }
+
+    /// The JSON text the pattern was parsed from.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+}
+
+/// Pipes' filter rule: a record passes when ANY of the patterns matches;
+/// no patterns means every record passes.
+pub fn any_matches(patterns: &[Pattern], document: &Value) -> bool {
+    patterns.is_empty() || patterns.iter().any(|p| p.matches(document))
+}
