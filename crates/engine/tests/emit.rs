@@ -176,3 +176,19 @@ async fn two_engines_on_one_store_share_the_log() {
         assert!(get_order(&*t.store, &i.to_string()).await.is_some());
     }
 }
+
+fn big_row(id: &str, kb: usize) -> Write {
+    Write::put(ORDERS, Item::from([("pk".to_owned(), s(&format!("BIG#{id}"))), ("blob".to_owned(), s(&"b".repeat(kb * 1024)))]))
+}
+
+#[tokio::test]
+async fn a_transaction_over_four_megabytes_is_refused() {
+    let t = open().await;
+    let engine = engine(t.store.clone()).await;
+    let writes: Vec<Write> = (0..12).map(|i| big_row(&i.to_string(), 350)).collect();
+    let e = engine.emit(&ctx("t1"), "AUDIT_NOTE", json!({}), writes).await.unwrap_err();
+    assert!(matches!(e, EmitError::TransactionTooLarge { .. }), "{e}");
+    assert!(e.to_string().contains("4194304-byte limit"), "{e}");
+    assert!(get(&*t.store, ORDERS, Item::from([("pk".to_owned(), s("BIG#0"))])).await.is_none());
+    assert!(events(&*t.store, "t1").await.is_empty());
+}

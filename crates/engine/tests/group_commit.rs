@@ -169,3 +169,28 @@ async fn tenants_commit_independently() {
         assert_contiguous(&rows);
     }
 }
+
+#[tokio::test]
+async fn batches_respect_the_four_megabyte_limit() {
+    // Each emit carries about 1 MB of writes, so at most three fit one
+    // transaction; ten concurrent emits must be split, and all commit.
+    let t = open().await;
+    let engine = engine(t.store.clone()).await;
+    let ctx = ctx("t1");
+    let tasks: Vec<_> = (0..10)
+        .map(|i| {
+            let (engine, ctx) = (engine.clone(), ctx.clone());
+            tokio::spawn(async move {
+                let writes = (0..3)
+                    .map(|w| Write::put(ORDERS, Item::from([("pk".to_owned(), s(&format!("BIG#{i}-{w}"))), ("blob".to_owned(), s(&"b".repeat(360 * 1024)))])))
+                    .collect();
+                engine.emit(&ctx, "AUDIT_NOTE", json!({"i": i}), writes).await.unwrap()
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_contiguous(&events(&*t.store, "t1").await);
+    assert!(engine.stats().transactions >= 4, "{:?}", engine.stats());
+}
