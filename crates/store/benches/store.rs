@@ -4,11 +4,14 @@
 //! - PutItem, one writer awaiting each write;
 //! - TransactWriteItems of 3 actions (conditional put of an entity, put of
 //!   its event row, update of a per-writer head: the shape of an emit), one
-//!   writer and 64 concurrent writers (what group commit is for);
+//!   writer and 64 concurrent writers (what group commit is for), the latter
+//!   with each writer's keys in its own partitions and with time-ordered keys;
 //! - Query of one partition of 1,000 items (median of repeated runs).
 //!
 //! Run with `cargo bench -p postbox-store`; it takes about half a minute.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use postbox_item::{AttributeValue, Item};
@@ -41,7 +44,7 @@ impl Sample {
         l.sort();
         let pct = |p: f64| l[((l.len() as f64 * p) as usize).min(l.len() - 1)].as_secs_f64() * 1000.0;
         println!(
-            "{name:<44} {durability:<9} {:>10.0} {:>9.3} {:>9.3}  {note}",
+            "{name:<52} {durability:<9} {:>10.0} {:>9.3} {:>9.3}  {note}",
             l.len() as f64 / self.elapsed.as_secs_f64(),
             pct(0.50),
             pct(0.99)
@@ -84,16 +87,35 @@ async fn single_puts(store: &EmbeddedStore) -> Sample {
     Sample { latencies, elapsed: start.elapsed() }
 }
 
+/// Where a transaction's new items go in the key space.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keys {
+    /// Each writer has its own order and event partitions: a commit of 64
+    /// transactions touches about 3 x 64 different B-tree leaves (the worst
+    /// case for page writes per commit).
+    PerWriter,
+    /// New orders and events get time-ordered ids (as ULIDs or a log's
+    /// sequence numbers are), so one commit's new rows share a few leaves.
+    TimeOrdered,
+}
+
 /// Built from the API types directly: the benchmark measures the store, not
-/// JSON decoding (the wire server's cost).
-fn transaction(phase: usize, writer: usize, i: u64) -> TransactWriteItemsInput {
+/// JSON decoding (the wire server's cost). `i` is the writer's counter, `g`
+/// a counter over all writers.
+fn transaction(phase: &str, keys: Keys, writer: usize, i: u64, g: u64) -> TransactWriteItemsInput {
     let s = |v: String| AttributeValue::S(v);
     let data = AttributeValue::S("x".repeat(100));
-    let order: Item = [("pk", s(format!("order#{phase}#{writer}#{i}"))), ("sk", s("0".into())), ("data", data.clone())]
+    let (order_pk, event_pk, event_sk) = match keys {
+        Keys::PerWriter => {
+            (format!("order#{phase}#{writer}#{i}"), format!("events#{phase}#{writer}"), format!("{i:020}"))
+        }
+        Keys::TimeOrdered => (format!("order#{phase}#{g:020}"), format!("events#{phase}"), format!("{g:020}")),
+    };
+    let order: Item = [("pk", s(order_pk)), ("sk", s("0".into())), ("data", data.clone())]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
-    let event: Item = [("pk", s(format!("events#{phase}#{writer}"))), ("sk", s(format!("{i:020}"))), ("data", data)]
+    let event: Item = [("pk", s(event_pk)), ("sk", s(event_sk)), ("data", data)]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
@@ -131,16 +153,18 @@ fn transaction(phase: usize, writer: usize, i: u64) -> TransactWriteItemsInput {
     }
 }
 
-async fn transactions(store: &EmbeddedStore, writers: usize) -> Sample {
+async fn transactions(store: &EmbeddedStore, writers: usize, keys: Keys) -> Sample {
     let start = Instant::now();
+    let phase = format!("{writers}{}", if keys == Keys::PerWriter { "w" } else { "t" });
+    let global = Arc::new(AtomicU64::new(0));
     let tasks: Vec<_> = (0..writers)
         .map(|w| {
-            let store = store.clone();
+            let (store, phase, global) = (store.clone(), phase.clone(), global.clone());
             tokio::spawn(async move {
                 let mut latencies = Vec::new();
                 let mut i = 0u64;
                 while start.elapsed() < PHASE {
-                    let input = transaction(writers, w, i);
+                    let input = transaction(&phase, keys, w, i, global.fetch_add(1, Ordering::Relaxed));
                     let t = Instant::now();
                     store.transact_write_items(input).await.unwrap();
                     latencies.push(t.elapsed());
@@ -180,7 +204,7 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        println!("{:<44} {:<9} {:>10} {:>9} {:>9}", "operation", "commit", "ops/s", "p50 ms", "p99 ms");
+        println!("{:<52} {:<9} {:>10} {:>9} {:>9}", "operation", "commit", "ops/s", "p50 ms", "p99 ms");
         let mut stores = Vec::new();
         for durability in [Durability::Durable, Durability::NoFsync] {
             stores.push((
@@ -192,19 +216,20 @@ fn main() {
             single_puts(store).await.row("PutItem, 1 writer", label);
         }
         for (store, label) in &stores {
-            transactions(store, 1).await.row("TransactWriteItems (3 actions), 1 writer", label);
+            transactions(store, 1, Keys::PerWriter).await.row("TransactWriteItems (3 actions), 1 writer", label);
         }
-        for (store, label) in &stores {
-            let before = store.writer_stats();
-            let sample = transactions(store, CONCURRENT).await;
-            let after = store.writer_stats();
-            let per_commit =
-                (after.operations - before.operations) as f64 / (after.commits - before.commits).max(1) as f64;
-            sample.row_with(
-                "TransactWriteItems (3 actions), 64 writers",
-                label,
-                &format!("{per_commit:.1} per commit"),
-            );
+        for (keys, name) in [
+            (Keys::PerWriter, "TransactWriteItems (3), 64 writers, per-writer keys"),
+            (Keys::TimeOrdered, "TransactWriteItems (3), 64 writers, time-ordered"),
+        ] {
+            for (store, label) in &stores {
+                let before = store.writer_stats();
+                let sample = transactions(store, CONCURRENT, keys).await;
+                let after = store.writer_stats();
+                let per_commit =
+                    (after.operations - before.operations) as f64 / (after.commits - before.commits).max(1) as f64;
+                sample.row_with(name, label, &format!("{per_commit:.1} per commit"));
+            }
         }
         let sample = query_1000(&stores[0].0).await;
         sample.row("Query, 1,000 items of one partition", "-");
