@@ -21,6 +21,9 @@
 //! checkpoint move commit in one transaction, fenced by the lease.
 
 pub mod pattern;
+pub mod record;
+pub mod template;
 
 
 pub use pattern::{Pattern, PatternError, PatternWarning};
+pub use template::{Template, TemplateError};
