@@ -10,8 +10,13 @@
 //! consumer sees it.
 //!
 //! Operations validate everything before their first write and never fail
-//! after it; a storage error fails the store's whole batch and stops the
-//! store, so the in-memory state never outlives a write that did not commit.
+//! after it. A storage error fails the store's whole batch and stops the
+//! store for good; the in-memory cores may then be ahead of the file, but no
+//! later write can commit and a restart rebuilds them from the file.
+//!
+//! The cores hold every message's metadata (not its body): memory grows
+//! with the backlog, about a hundred bytes per message, and opening the file
+//! reads every message header once.
 
 mod control;
 mod moves;
