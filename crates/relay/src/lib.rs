@@ -20,10 +20,12 @@
 //! the target accepted the batch; on the embedded backend the enqueue and the
 //! checkpoint move commit in one transaction, fenced by the lease.
 
+pub mod config;
 pub mod pattern;
 pub mod record;
 pub mod template;
 
 
+pub use config::{ConfigError, RelayConfig};
 pub use pattern::{Pattern, PatternError, PatternWarning};
 pub use template::{Template, TemplateError};
