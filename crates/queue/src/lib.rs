@@ -20,6 +20,8 @@
 //! commit that made it in flight; no message is in flight for two consumers
 //! at once, across crashes included.
 
+#![warn(missing_docs)]
+
 pub mod attributes;
 mod clock;
 pub mod core;
