@@ -23,8 +23,22 @@ async fn messages_commit_with_the_callers_write() {
         .await
         .unwrap()
         .unwrap();
-    assert!(results.iter().all(Result::is_ok));
+    assert_eq!(results.len(), 2);
     assert_eq!(bodies(&e.queues.receive("events.fifo", recv(10, None)).await.unwrap()), ["e1", "e2"]);
+}
+
+#[tokio::test]
+async fn one_invalid_message_sends_none() {
+    let e = env().await;
+    fifo(&e.queues, "events.fifo").await;
+    let queues = e.queues.clone();
+    let r = e
+        .store
+        .submit(move |ctx| queues.send_in(ctx, "events.fifo", vec![grouped("ok", "g"), NewMessage::new("no group")]))
+        .await
+        .unwrap();
+    assert!(matches!(r, Err(QueueError::MissingParameter(_))));
+    assert_eq!(e.queues.stats("events.fifo").unwrap().visible, 0);
 }
 
 #[tokio::test]
@@ -33,4 +47,60 @@ async fn a_missing_queue_is_a_typed_error_not_a_storage_failure() {
     let queues = e.queues.clone();
     let r = e.store.submit(move |ctx| queues.send_in(ctx, "nosuch", vec![NewMessage::new("x")])).await.unwrap();
     assert_eq!(r, Err(QueueError::QueueDoesNotExist));
+}
+
+/// The relay step end to end: read new stream records, enqueue them and
+/// advance the reader's checkpoint, all in one write transaction; when the
+/// enqueue fails the checkpoint stays where it was.
+#[tokio::test]
+async fn enqueue_and_checkpoint_commit_together() {
+    use postbox_store::api::{CreateTableInput, PutItemInput};
+    use postbox_store::{ChangeStreams, ItemStore, StoreError};
+    use serde_json::json;
+
+    let e = env().await;
+    let table: CreateTableInput = serde_json::from_value(json!({
+        "TableName": "events",
+        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+        "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+        "BillingMode": "PAY_PER_REQUEST",
+        "StreamSpecification": {"StreamEnabled": true, "StreamViewType": "NEW_IMAGE"}
+    }))
+    .unwrap();
+    e.store.create_table(table).await.unwrap();
+    for pk in ["a", "b"] {
+        let put: PutItemInput =
+            serde_json::from_value(json!({"TableName": "events", "Item": {"pk": {"S": pk}}})).unwrap();
+        e.store.put_item(put).await.unwrap();
+    }
+    fifo(&e.queues, "events.fifo").await;
+
+    let relay = |queue: &'static str| {
+        let queues = e.queues.clone();
+        move |ctx: &mut postbox_store::embedded::WriteContext<'_>| {
+            let after = ctx.checkpoint("events", "relay")?.unwrap_or(0);
+            let records = ctx.read_stream("events", after, 10)?;
+            let Some(last) = records.last().map(|r| r.sequence_number) else { return Ok(0) };
+            let messages = records
+                .iter()
+                .map(|r| grouped(&format!("record {}", r.sequence_number), "tenant").dedup(r.sequence_number.to_string()))
+                .collect();
+            // Validate-first: a queue error fails the step before anything is written.
+            if let Err(e) = queues.send_in(ctx, queue, messages)? {
+                return Err(StoreError::validation(format!("enqueue failed: {e}")));
+            }
+            ctx.set_checkpoint("events", "relay", last)?;
+            Ok(records.len())
+        }
+    };
+
+    assert!(e.store.submit(relay("nosuch.fifo")).await.is_err());
+    assert_eq!(e.store.checkpoint("events", "relay").await.unwrap(), None);
+
+    assert_eq!(e.store.submit(relay("events.fifo")).await.unwrap(), 2);
+    let head = e.store.stream_head("events").await.unwrap();
+    assert_eq!(e.store.checkpoint("events", "relay").await.unwrap(), Some(head));
+    let got = e.queues.receive("events.fifo", recv(10, None)).await.unwrap();
+    assert_eq!(got.len(), 2);
+    assert_eq!(e.store.submit(relay("events.fifo")).await.unwrap(), 0);
 }

@@ -165,21 +165,26 @@ impl Queues {
 
     /// Sends `messages` to `queue` inside the caller's write operation, so
     /// they commit (or not) with whatever else it writes, e.g. a relay's
-    /// stream checkpoint. One result per message, in order; the outer error
-    /// is for the queue as a whole. Call it last in the operation (its writes
-    /// are not staged) and do not fail the operation after it returned `Ok`.
+    /// stream checkpoint. All or nothing: if the queue is missing or any
+    /// message is invalid, nothing is written and the queue error is
+    /// returned. Call it last in the operation (its writes are not staged)
+    /// and do not fail the operation after it returned `Ok(Ok(_))`.
     pub fn send_in(
         &self,
         ctx: &mut WriteContext<'_>,
         queue: &str,
         messages: Vec<crate::message::NewMessage>,
-    ) -> Result<QueueResult<Vec<QueueResult<crate::message::SendResult>>>, StoreError> {
+    ) -> Result<QueueResult<Vec<crate::message::SendResult>>, StoreError> {
         let handle = match self.inner.handle(queue) {
             Ok(h) => h,
             Err(e) => return Ok(Err(e)),
         };
-        let prepared = send::prepare(&handle, messages);
-        send::commit(ctx, &handle, prepared)
+        let prepared: QueueResult<Vec<send::Prepared>> = send::prepare(&handle, messages).into_iter().collect();
+        let prepared = match prepared {
+            Ok(p) => p.into_iter().map(Ok).collect(),
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(send::commit(ctx, &handle, prepared)?.map(|results| results.into_iter().map(|r| r.expect("all valid")).collect()))
     }
 }
 
