@@ -244,7 +244,7 @@ fn main() {
             drop(items);
             println!("drop: {:?}", started.elapsed());
             for _ in 0..3 {
-                let full = VerifyOptions { full: true, update_checkpoint: false, page_size: 1000 };
+                let full = VerifyOptions { full: true, update_checkpoint: false, ..Default::default() };
                 let started = Instant::now();
                 let r = engine.verify_tenant("tenant-0", &full, &mut |_| {}).await.unwrap();
                 println!("verify {} events: {:.0}/s", r.checked, r.checked as f64 / started.elapsed().as_secs_f64());
@@ -288,7 +288,7 @@ fn main() {
         let floor = report("store floor: same writes, no engine, 8 tx in flight", store_floor(dir.path(), secs).await);
         println!("{:<44} engine reaches {:.0}% of the store's own rate for these writes", "", 100.0 * one / floor.max(1.0));
 
-        let full = VerifyOptions { full: true, update_checkpoint: false, page_size: 1000 };
+        let full = VerifyOptions { full: true, update_checkpoint: false, ..Default::default() };
         let started = Instant::now();
         let r = engine.verify_tenant("tenant-0", &full, &mut |_| {}).await.unwrap();
         let el = started.elapsed();

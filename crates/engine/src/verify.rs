@@ -2,8 +2,9 @@
 //!
 //! The log is read with plain Query pages (sk ascending) through
 //! [`ItemStore`], so it works on every backend. A reader task fetches the
-//! next page while this task hashes the current one. Each event is checked
-//! in order:
+//! next page while another hashes the current one, and a long log is split
+//! into ranges checked in parallel (see [`verify_tenant`]). Each event is
+//! checked in order:
 //! - its sort key must be the next seq (else a **gap**: events are missing);
 //! - its `seq` attribute must equal its sort key (else **reordered**: the
 //!   row claims another place in the log);
@@ -37,11 +38,14 @@ pub struct VerifyOptions {
     pub update_checkpoint: bool,
     /// Events per Query page.
     pub page_size: usize,
+    /// Ranges of a long log checked in parallel (a log is split only when
+    /// each range gets at least four pages).
+    pub segments: usize,
 }
 
 impl Default for VerifyOptions {
     fn default() -> Self {
-        VerifyOptions { full: false, update_checkpoint: true, page_size: 1000 }
+        VerifyOptions { full: false, update_checkpoint: true, page_size: 1000, segments: 2 }
     }
 }
 
@@ -52,7 +56,8 @@ pub struct Progress<'a> {
     pub tenant: &'a str,
     /// Events checked so far in this run.
     pub checked: u64,
-    /// The last seq checked.
+    /// How far the run is: `from_seq + checked` (with several ranges
+    /// checked in parallel there is no single last seq).
     pub seq: u64,
     /// The head's seq when the run started.
     pub head_seq: u64,
@@ -118,6 +123,13 @@ pub enum VerifyError {
 }
 
 /// Verifies one tenant.
+///
+/// Long logs are split into `options.segments` consecutive ranges checked
+/// in parallel, each from the stored hash of the event before it. That is
+/// the same check as one pass: every link `hash(n) = sha256(hash(n-1) ||
+/// canonical(n))` is checked against the stored hashes, and an earlier
+/// range that is intact vouches for the stored hash a later range starts
+/// from; the first problem by seq is the one reported.
 pub async fn verify_tenant<S: ItemStore>(
     store: &Arc<S>,
     table: &str,
@@ -128,31 +140,59 @@ pub async fn verify_tenant<S: ItemStore>(
     let head = super::emit::read_head(&**store, table, tenant).await?;
     let checkpoint = if options.full { None } else { read_checkpoint(&**store, table, tenant).await? };
     let (from_seq, from_hash) = checkpoint.unwrap_or((0, GENESIS));
+    let page = options.page_size.max(1);
+
+    // Segment k covers (bounds[k], bounds[k+1]]; the last one is open-ended
+    // so rows beyond the head are seen too.
+    let span = head.seq.saturating_sub(from_seq);
+    let segments = options.segments.max(1) as u64;
+    let segments = if span >= segments * 4 * page as u64 { segments } else { 1 };
+    let bounds: Vec<u64> = (0..segments).map(|k| from_seq + k * span / segments).collect();
+
+    let (ptx, mut prx) = mpsc::unbounded_channel::<u64>();
+    let mut tasks = Vec::new();
+    for (k, &after) in bounds.iter().enumerate() {
+        let start_hash = if k == 0 { Some(from_hash) } else { stored_hash(&**store, table, tenant, after).await? };
+        let upto = bounds.get(k + 1).copied();
+        let job = Segment { store: store.clone(), table: table.to_owned(), tenant: tenant.to_owned(), after, upto, page };
+        let ptx = ptx.clone();
+        tasks.push(tokio::spawn(async move {
+            match start_hash {
+                Some(h) => job.check(h, ptx).await,
+                // The row before this range is missing or malformed, so
+                // the range before reports a problem at or before it.
+                None => Ok(SegmentResult { checked: 0, last: (after, GENESIS), broken: None }),
+            }
+        }));
+    }
+    drop(ptx);
+    let mut checked = 0;
+    while let Some(n) = prx.recv().await {
+        checked += n;
+        progress(&Progress { tenant, checked, seq: from_seq + checked, head_seq: head.seq });
+    }
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(task.await.map_err(|e| StoreError::Storage(format!("a verify task failed: {e}")))??);
+    }
+
     let mut report = TenantReport { tenant: tenant.to_owned(), from_seq, checked: 0, head_seq: head.seq, broken: None };
     let (mut last_seq, mut last_hash) = (from_seq, from_hash);
-
-    // A reader task fetches pages ahead while this one hashes.
-    let (tx, mut rx) = mpsc::channel::<Result<Vec<Item>, StoreError>>(2);
-    let reader = tokio::spawn(read_pages(store.clone(), table.to_owned(), tenant.to_owned(), from_seq, options.page_size.max(1), tx));
-    let mut scratch = String::with_capacity(4096);
-    'pages: while let Some(page) = rx.recv().await {
-        for item in page? {
-            let problem = check_event(&item, last_seq, &last_hash, &mut scratch);
-            match problem {
-                Ok(hash) => {
-                    last_seq += 1;
-                    last_hash = hash;
-                    report.checked += 1;
-                }
-                Err((seq, p)) => {
-                    report.broken = Some((seq, p));
-                    break 'pages;
-                }
-            }
+    for r in &results {
+        report.checked += r.checked;
+        if r.checked > 0 {
+            (last_seq, last_hash) = r.last;
         }
-        progress(&Progress { tenant, checked: report.checked, seq: last_seq, head_seq: head.seq });
+        if let Some((seq, problem)) = &r.broken {
+            let mut problem = problem.clone();
+            // A range that ended early: name the next row that does exist.
+            if let Problem::Gap { found: found @ None, .. } = &mut problem {
+                *found = next_row(&**store, table, tenant, *seq).await?;
+            }
+            report.broken = Some((*seq, problem));
+            break;
+        }
     }
-    reader.abort();
     if report.broken.is_none() {
         report.broken = check_head(&head, last_seq, &last_hash);
     }
@@ -160,6 +200,94 @@ pub async fn verify_tenant<S: ItemStore>(
         write_checkpoint(&**store, table, tenant, last_seq, &last_hash).await?;
     }
     Ok(report)
+}
+
+/// One range of a tenant's log to check.
+struct Segment<S> {
+    store: Arc<S>,
+    table: String,
+    tenant: String,
+    /// The range starts after this seq...
+    after: u64,
+    /// ...and ends at this one (None: the end of the log).
+    upto: Option<u64>,
+    page: usize,
+}
+
+struct SegmentResult {
+    checked: u64,
+    /// The last verified (seq, hash).
+    last: (u64, Hash),
+    broken: Option<(u64, Problem)>,
+}
+
+impl<S: ItemStore> Segment<S> {
+    /// Checks the range from `start_hash`, a reader task fetching pages
+    /// ahead while this one hashes; reports progress per page.
+    async fn check(self, start_hash: Hash, progress: mpsc::UnboundedSender<u64>) -> Result<SegmentResult, StoreError> {
+        let (tx, mut rx) = mpsc::channel::<Result<Vec<Item>, StoreError>>(2);
+        let reader = tokio::spawn(read_pages(self.store.clone(), self.table.clone(), self.tenant.clone(), self.after, self.upto, self.page, tx));
+        let mut r = SegmentResult { checked: 0, last: (self.after, start_hash), broken: None };
+        let mut scratch = String::with_capacity(4096);
+        'pages: while let Some(page) = rx.recv().await {
+            let page = page?;
+            let before = r.checked;
+            for item in &page {
+                match check_event(item, r.last.0, &r.last.1, &mut scratch) {
+                    Ok(hash) => {
+                        r.last = (r.last.0 + 1, hash);
+                        r.checked += 1;
+                    }
+                    Err(broken) => {
+                        r.broken = Some(broken);
+                        break 'pages;
+                    }
+                }
+            }
+            let _ = progress.send(r.checked - before);
+        }
+        reader.abort();
+        if r.broken.is_none()
+            && let Some(upto) = self.upto
+            && r.last.0 < upto
+        {
+            let expected = r.last.0 + 1;
+            r.broken = Some((expected, Problem::Gap { expected, found: None }));
+        }
+        Ok(r)
+    }
+}
+
+/// The seq of the first event row at or after `seq`.
+async fn next_row<S: ItemStore>(store: &S, table: &str, tenant: &str, seq: u64) -> Result<Option<u64>, StoreError> {
+    let values = Values::from([
+        (":pk".to_owned(), AttributeValue::S(layout::event_pk(tenant))),
+        (":from".to_owned(), AttributeValue::S(layout::seq_sk(seq))),
+    ]);
+    let out = store
+        .query(QueryInput {
+            table_name: table.to_owned(),
+            key_condition_expression: Some("pk = :pk AND sk >= :from".to_owned()),
+            expression_attribute_values: Some(values),
+            limit: Some(1),
+            consistent_read: Some(true),
+            ..Default::default()
+        })
+        .await?;
+    Ok(out.items.unwrap_or_default().first().and_then(|i| i.get(layout::SK)?.as_s()?.parse().ok()))
+}
+
+/// The stored hash of event `seq` (None if the row or its hash is missing).
+async fn stored_hash<S: ItemStore>(store: &S, table: &str, tenant: &str, seq: u64) -> Result<Option<Hash>, StoreError> {
+    let out = store
+        .get_item(GetItemInput {
+            table_name: table.to_owned(),
+            key: layout::key(layout::event_pk(tenant), &layout::seq_sk(seq)),
+            consistent_read: Some(true),
+            ..Default::default()
+        })
+        .await?;
+    Ok(out.item.and_then(|i| chain::from_hex(i.get("hash")?.as_s()?)))
 }
 
 /// Checks one row after `prev_seq`/`prev_hash`; its hash, or the broken seq
@@ -193,17 +321,33 @@ fn check_head(head: &super::emit::Head, last_seq: u64, last_hash: &Hash) -> Opti
     None
 }
 
-async fn read_pages<S: ItemStore>(store: Arc<S>, table: String, tenant: String, after: u64, page: usize, tx: mpsc::Sender<Result<Vec<Item>, StoreError>>) {
+async fn read_pages<S: ItemStore>(
+    store: Arc<S>,
+    table: String,
+    tenant: String,
+    after: u64,
+    upto: Option<u64>,
+    page: usize,
+    tx: mpsc::Sender<Result<Vec<Item>, StoreError>>,
+) {
     let mut start: Option<Item> = None;
     loop {
-        let values = Values::from([
-            (":pk".to_owned(), AttributeValue::S(layout::event_pk(&tenant))),
-            (":after".to_owned(), AttributeValue::S(layout::seq_sk(after))),
-        ]);
+        let mut values = Values::from([(":pk".to_owned(), AttributeValue::S(layout::event_pk(&tenant)))]);
+        let condition = match upto {
+            Some(upto) => {
+                values.insert(":lo".to_owned(), AttributeValue::S(layout::seq_sk(after + 1)));
+                values.insert(":hi".to_owned(), AttributeValue::S(layout::seq_sk(upto)));
+                "pk = :pk AND sk BETWEEN :lo AND :hi"
+            }
+            None => {
+                values.insert(":after".to_owned(), AttributeValue::S(layout::seq_sk(after)));
+                "pk = :pk AND sk > :after"
+            }
+        };
         let out = store
             .query(QueryInput {
                 table_name: table.clone(),
-                key_condition_expression: Some("pk = :pk AND sk > :after".to_owned()),
+                key_condition_expression: Some(condition.to_owned()),
                 expression_attribute_values: Some(values),
                 limit: Some(page as i64),
                 exclusive_start_key: start.take(),

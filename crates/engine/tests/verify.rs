@@ -198,3 +198,47 @@ async fn a_broken_chain_does_not_move_the_checkpoint_past_the_break() {
     assert_eq!(r.broken.as_ref().map(|b| b.0), Some(6));
     let _: Arc<EmbeddedStore> = t.store.clone();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_log_checked_in_parallel_ranges_reports_the_same() {
+    // 100 events, pages of 5, 3 ranges: (0, 33], (33, 66], (66, ...).
+    let (t, engine) = log_of(100).await;
+    let split = VerifyOptions { full: true, update_checkpoint: false, page_size: 5, segments: 3 };
+    let mut total = 0;
+    let r = engine.verify_tenant("t1", &split, &mut |p| total = p.checked).await.unwrap();
+    assert!(r.intact(), "{r:?}");
+    assert_eq!((r.checked, total), (100, 100));
+    let rows = events(&*t.store, "t1").await;
+    let key = |row: &Item| Item::from([("pk".to_owned(), row["pk"].clone()), ("sk".to_owned(), row["sk"].clone())]);
+    for seq in [1usize, 32, 33, 34, 66, 67, 100] {
+        // A changed byte, at range edges and inside.
+        let mut bad = rows[seq - 1].clone();
+        bad.insert("actor".into(), AttributeValue::S("mallory".into()));
+        put(&t.store, bad).await;
+        let r = engine.verify_tenant("t1", &split, &mut |_| {}).await.unwrap();
+        assert!(matches!(r.broken, Some((s, Problem::HashMismatch { .. })) if s == seq as u64), "actor of {seq}: {r:?}");
+        // A changed hash is caught at its own seq, not at the next range's start.
+        let mut bad = rows[seq - 1].clone();
+        bad.insert("hash".into(), AttributeValue::S(chain::to_hex(&[1; 32])));
+        put(&t.store, bad).await;
+        let r = engine.verify_tenant("t1", &split, &mut |_| {}).await.unwrap();
+        assert!(matches!(r.broken, Some((s, Problem::HashMismatch { .. })) if s == seq as u64), "hash of {seq}: {r:?}");
+        // A missing row is a gap at its seq, naming the next row.
+        let del = DeleteItemInput { table_name: EVENTS.to_owned(), key: key(&rows[seq - 1]), ..Default::default() };
+        t.store.delete_item(del).await.unwrap();
+        let r = engine.verify_tenant("t1", &split, &mut |_| {}).await.unwrap();
+        let next = if seq == 100 { None } else { Some(seq as u64 + 1) };
+        assert_eq!(r.broken, Some((seq as u64, Problem::Gap { expected: seq as u64, found: next })), "gap at {seq}");
+        put(&t.store, rows[seq - 1].clone()).await;
+    }
+    assert!(engine.verify_tenant("t1", &split, &mut |_| {}).await.unwrap().intact());
+    // Incremental runs split what is new.
+    let inc = VerifyOptions { page_size: 5, segments: 3, ..Default::default() };
+    engine.verify_tenant("t1", &inc, &mut |_| {}).await.unwrap();
+    for _ in 0..70 {
+        engine.emit(&ctx("t1"), "AUDIT_NOTE", json!({}), vec![]).await.unwrap();
+    }
+    let r = engine.verify_tenant("t1", &inc, &mut |_| {}).await.unwrap();
+    assert!(r.intact());
+    assert_eq!((r.from_seq, r.checked), (100, 70));
+}
