@@ -25,29 +25,35 @@ pub fn encode_sort_key(v: &AttributeValue, out: &mut Vec<u8>) -> Result<(), Item
     Ok(())
 }
 
-/// Appends a self-delimiting encoding of a partition key value: a type byte,
-/// a length, then the bytes. Partition keys are only compared for equality, so
-/// this need not preserve order across partitions.
+/// Appends a self-delimiting, order-preserving encoding of a partition key
+/// value: a type byte, the value's bytes with every 0x00 escaped as
+/// 0x00 0xFF, and the terminator 0x00 0x01. No encoding is a prefix of
+/// another, so a partition is one contiguous range, and partition keys that
+/// share a prefix (`TENANT#t#EVENT` and `TENANT#t#HEAD`) sit side by side in
+/// the file, so one commit touching both dirties neighbouring pages.
 pub fn encode_partition_key(v: &AttributeValue, out: &mut Vec<u8>) -> Result<(), ItemError> {
-    let (tag, start) = (
-        match v.attribute_type() {
-            AttributeType::S => b's',
-            AttributeType::N => b'n',
-            AttributeType::B => b'b',
-            other => {
-                return Err(ItemError::validation(format!(
-                    "Key attributes must be S, N or B, not {}",
-                    other.as_str()
-                )));
-            }
-        },
-        out.len(),
-    );
+    let tag = match v.attribute_type() {
+        AttributeType::S => b's',
+        AttributeType::N => b'n',
+        AttributeType::B => b'b',
+        other => {
+            return Err(ItemError::validation(format!(
+                "Key attributes must be S, N or B, not {}",
+                other.as_str()
+            )));
+        }
+    };
+    let mut raw = Vec::new();
+    encode_sort_key(v, &mut raw)?;
+    out.reserve(raw.len() + 3);
     out.push(tag);
-    out.extend_from_slice(&[0; 4]);
-    encode_sort_key(v, out)?;
-    let len = (out.len() - start - 5) as u32;
-    out[start + 1..start + 5].copy_from_slice(&len.to_be_bytes());
+    for b in raw {
+        out.push(b);
+        if b == 0 {
+            out.push(0xff);
+        }
+    }
+    out.extend_from_slice(&[0x00, 0x01]);
     Ok(())
 }
 
@@ -75,5 +81,11 @@ mod tests {
         let mut b = Vec::new();
         encode_partition_key(&AttributeValue::s("a"), &mut b).unwrap();
         assert!(!a.starts_with(&b));
+        // Embedded zero bytes cannot forge a terminator.
+        let (mut c, mut d) = (Vec::new(), Vec::new());
+        encode_partition_key(&AttributeValue::B(vec![0, 1]), &mut c).unwrap();
+        encode_partition_key(&AttributeValue::B(vec![0]), &mut d).unwrap();
+        assert!(!c.starts_with(&d));
+        assert!(a > b, "byte order is kept");
     }
 }
