@@ -112,6 +112,13 @@ struct Input {
     max_number_of_messages_per_second: Option<i64>,
     task_handle: Option<String>,
     receive_request_attempt_id: Option<String>,
+    /// CreateQueue's tags (SQS spells this member in lower case).
+    #[serde(rename = "tags")]
+    tags: Option<BTreeMap<String, String>>,
+    /// TagQueue's tags.
+    #[serde(rename = "Tags")]
+    tags_upper: Option<BTreeMap<String, String>>,
+    tag_keys: Option<Vec<String>>,
     #[serde(flatten)]
     message: MessageInput,
 }
@@ -166,7 +173,7 @@ impl Ctx<'_> {
                 if name.is_empty() {
                     return Err(missing("QueueName"));
                 }
-                q.create_queue(&name, input.attributes.unwrap_or_default()).await?;
+                q.create_queue_tagged(&name, input.attributes.unwrap_or_default(), input.tags.unwrap_or_default()).await?;
                 Ok(json!({"QueueUrl": self.url(&name)}))
             }
             "GetQueueUrl" => {
@@ -235,13 +242,17 @@ impl Ctx<'_> {
                 let moved = q.cancel_move_task(&handle)?;
                 Ok(json!({"ApproximateNumberOfMessagesMoved": moved}))
             }
-            "TagQueue" | "UntagQueue" => {
-                q.queue_exists(&queue_name(&input.queue_url)?)?;
+            "TagQueue" => {
+                q.tag_queue(&queue_name(&input.queue_url)?, input.tags_upper.unwrap_or_default()).await?;
+                Ok(json!({}))
+            }
+            "UntagQueue" => {
+                q.untag_queue(&queue_name(&input.queue_url)?, input.tag_keys.unwrap_or_default()).await?;
                 Ok(json!({}))
             }
             "ListQueueTags" => {
-                q.queue_exists(&queue_name(&input.queue_url)?)?;
-                Ok(json!({}))
+                let tags = q.queue_tags(&queue_name(&input.queue_url)?)?;
+                Ok(if tags.is_empty() { json!({}) } else { json!({"Tags": tags}) })
             }
             other => Err(Fail::UnknownAction(other.to_owned())),
         }

@@ -20,6 +20,18 @@ impl Queues {
     /// an existing queue succeeds when every attribute given has the value the
     /// queue has, and fails with QueueNameExists otherwise.
     pub async fn create_queue(&self, name: &str, attributes: BTreeMap<String, String>) -> QueueResult<()> {
+        self.create_queue_tagged(name, attributes, BTreeMap::new()).await
+    }
+
+    /// [`Queues::create_queue`] with tags (they apply only when the queue is
+    /// new).
+    pub async fn create_queue_tagged(
+        &self,
+        name: &str,
+        attributes: BTreeMap<String, String>,
+        tags: BTreeMap<String, String>,
+    ) -> QueueResult<()> {
+        check_tags(&tags)?;
         let fifo = match attributes.get("FifoQueue").map(|v| v.to_ascii_lowercase()) {
             None => false,
             Some(v) if v == "true" => true,
@@ -42,7 +54,14 @@ impl Queues {
                 }
                 let now = ctx.now_ms();
                 let mut tables = Tables::open(ctx.transaction())?;
-                let record = QueueRecord { id: tables.next_queue_id()?, name: name.clone(), config, created_at: now, modified_at: now };
+                let record = QueueRecord {
+                    id: tables.next_queue_id()?,
+                    name: name.clone(),
+                    config,
+                    created_at: now,
+                    modified_at: now,
+                    tags,
+                };
                 tables.put_queue(&record)?;
                 let core = QueueCore::new(record.config.fifo, first_seq(now));
                 inner.registry.write().expect("registry lock").insert(name, Arc::new(new_handle(record, core)));
@@ -180,6 +199,56 @@ impl Queues {
             .await
     }
 
+    /// Adds or replaces tags of a queue (at most 50 in all).
+    pub async fn tag_queue(&self, name: &str, tags: BTreeMap<String, String>) -> QueueResult<()> {
+        check_tags(&tags)?;
+        self.change_tags(name, move |all| {
+            all.extend(tags);
+            check_tags(all)
+        })
+        .await
+    }
+
+    /// Removes tags of a queue by key.
+    pub async fn untag_queue(&self, name: &str, keys: Vec<String>) -> QueueResult<()> {
+        self.change_tags(name, move |all| {
+            keys.iter().for_each(|k| {
+                all.remove(k);
+            });
+            Ok(())
+        })
+        .await
+    }
+
+    /// A queue's tags.
+    pub fn queue_tags(&self, name: &str) -> QueueResult<BTreeMap<String, String>> {
+        Ok(self.inner.handle(name)?.lock().record.tags.clone())
+    }
+
+    async fn change_tags(
+        &self,
+        name: &str,
+        change: impl FnOnce(&mut BTreeMap<String, String>) -> QueueResult<()> + Send + 'static,
+    ) -> QueueResult<()> {
+        let handle = self.inner.handle(name)?;
+        let inner = self.inner.clone();
+        self.inner
+            .submit(move |ctx| {
+                if let Err(e) = inner.live(&handle) {
+                    return Ok(Err(e));
+                }
+                let mut shared = handle.lock();
+                let mut record = shared.record.clone();
+                if let Err(e) = change(&mut record.tags) {
+                    return Ok(Err(e));
+                }
+                Tables::open(ctx.transaction())?.put_queue(&record)?;
+                shared.record = record;
+                Ok(Ok(()))
+            })
+            .await
+    }
+
     /// Depth, in flight, delayed, oldest age and counters of one queue.
     pub fn stats(&self, name: &str) -> QueueResult<QueueStats> {
         let handle = self.inner.handle(name)?;
@@ -202,6 +271,21 @@ impl Queues {
     pub fn all_stats(&self) -> Vec<QueueStats> {
         self.list_queues("").iter().filter_map(|n| self.stats(n).ok()).collect()
     }
+}
+
+/// SQS's tag limits: 50 tags, keys 1-128 and values up to 256 characters.
+fn check_tags(tags: &BTreeMap<String, String>) -> QueueResult<()> {
+    if tags.len() > 50 {
+        return Err(QueueError::invalid("Too many tags added for queue. A queue can have at most 50 tags."));
+    }
+    for (k, v) in tags {
+        if k.is_empty() || k.chars().count() > 128 || v.chars().count() > 256 {
+            return Err(QueueError::invalid(format!(
+                "Tag {k} is invalid: keys are 1 to 128 characters and values up to 256."
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn known_attribute(name: &str) -> bool {

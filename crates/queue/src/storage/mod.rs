@@ -18,6 +18,8 @@
 
 mod codec;
 
+use std::collections::BTreeMap;
+
 use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +50,9 @@ pub struct QueueRecord {
     pub created_at: u64,
     /// Last SetQueueAttributes (ms).
     pub modified_at: u64,
+    /// Cost-allocation tags (kept and listed; they change no behaviour).
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
 }
 
 /// A storage failure, in the store's terms (it fails the batch).
