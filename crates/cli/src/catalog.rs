@@ -57,7 +57,10 @@ pub fn run(args: CatalogArgs) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         if args.json || args.markdown {
-            eprintln!("error: the catalog breaks the reachability contract ({} violation(s))", report.violations.len());
+            eprintln!(
+                "error: the catalog breaks the reachability contract ({} violation(s))",
+                report.violations.len()
+            );
         }
         ExitCode::FAILURE
     }

@@ -12,8 +12,16 @@ fn write(name: &str, text: &str) -> PathBuf {
 }
 
 fn check(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_postbox")).arg("catalog").arg("check").args(args).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+    let out = Command::new(env!("CARGO_BIN_EXE_postbox"))
+        .arg("catalog")
+        .arg("check")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
 }
 
 const BAD: &str = r#"
@@ -42,7 +50,10 @@ fn the_example_catalog_passes() {
     assert!(out.contains("contract: OK"), "{out}");
     let (code, md) = check(&["--catalog", example, "--markdown"]);
     assert_eq!(code, 0);
-    assert!(md.starts_with("# Event catalog") && md.contains("| `PAYMENT_COMPLETED` | payments |"), "{md}");
+    assert!(
+        md.starts_with("# Event catalog") && md.contains("| `PAYMENT_COMPLETED` | payments |"),
+        "{md}"
+    );
 }
 
 #[test]
@@ -52,17 +63,28 @@ fn violations_fail_with_a_readable_report() {
     assert_ne!(code, 0);
     assert!(out.contains("2 violation(s)"), "{out}");
     assert!(out.contains("Did you mean \"CONTACTADDRESS\"?"), "{out}");
-    assert!(out.contains("subscription \"rows\"") && out.contains("BEST_EFFORT"), "{out}");
+    assert!(
+        out.contains("subscription \"rows\"") && out.contains("BEST_EFFORT"),
+        "{out}"
+    );
     let (code, json) = check(&["--catalog", path.to_str().unwrap(), "--json"]);
     assert_ne!(code, 0);
-    assert!(json.contains("\"ok\": false") && json.contains("\"rule\": \"no_match\"") && json.contains("\"suggestion\": \"CONTACTADDRESS\""), "{json}");
+    assert!(
+        json.contains("\"ok\": false")
+            && json.contains("\"rule\": \"no_match\"")
+            && json.contains("\"suggestion\": \"CONTACTADDRESS\""),
+        "{json}"
+    );
 }
 
 #[test]
 fn an_unreadable_catalog_is_an_error() {
     let (code, _) = check(&["--catalog", "/nonexistent/catalog.toml"]);
     assert_eq!(code, 2);
-    let path = write("typo-catalog.toml", "[[subscriptions]]\nname='s'\nglob='A'\nlane='SOMETIMES'\nhandler='h'\n");
+    let path = write(
+        "typo-catalog.toml",
+        "[[subscriptions]]\nname='s'\nglob='A'\nlane='SOMETIMES'\nhandler='h'\n",
+    );
     let (code, _) = check(&["--catalog", path.to_str().unwrap()]);
     assert_eq!(code, 2);
 }

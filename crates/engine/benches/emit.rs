@@ -65,13 +65,23 @@ fn report(name: &str, mut o: Outcome) -> f64 {
 }
 
 async fn open(dir: &std::path::Path, name: &str) -> Arc<EmbeddedStore> {
-    let options = EmbeddedOptions { durability: Durability::Durable, ttl_sweep_interval: Duration::from_secs(3600), ..Default::default() };
+    let options = EmbeddedOptions {
+        durability: Durability::Durable,
+        ttl_sweep_interval: Duration::from_secs(3600),
+        ..Default::default()
+    };
     let store = Arc::new(EmbeddedStore::open(dir.join(name), options).unwrap());
     store
         .create_table(CreateTableInput {
             table_name: "orders".into(),
-            key_schema: vec![KeySchemaElement { attribute_name: "pk".into(), key_type: KeyType::Hash }],
-            attribute_definitions: vec![AttributeDefinition { attribute_name: "pk".into(), attribute_type: ScalarType::S }],
+            key_schema: vec![KeySchemaElement {
+                attribute_name: "pk".into(),
+                key_type: KeyType::Hash,
+            }],
+            attribute_definitions: vec![AttributeDefinition {
+                attribute_name: "pk".into(),
+                attribute_type: ScalarType::S,
+            }],
             billing_mode: Some("PAY_PER_REQUEST".into()),
             ..Default::default()
         })
@@ -80,7 +90,12 @@ async fn open(dir: &std::path::Path, name: &str) -> Arc<EmbeddedStore> {
     store
 }
 
-async fn run(engine: &Engine<EmbeddedStore>, emitters: usize, tenants: usize, secs: f64) -> Outcome {
+async fn run(
+    engine: &Engine<EmbeddedStore>,
+    emitters: usize,
+    tenants: usize,
+    secs: f64,
+) -> Outcome {
     let blob = "x".repeat(1000);
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(secs);
@@ -93,9 +108,20 @@ async fn run(engine: &Engine<EmbeddedStore>, emitters: usize, tenants: usize, se
                 while Instant::now() < deadline {
                     let id = format!("{e}-{i}");
                     i += 1;
-                    let row = Item::from([("pk".to_owned(), AttributeValue::S(format!("ORDER#{id}"))), ("status".to_owned(), AttributeValue::s("placed"))]);
+                    let row = Item::from([
+                        ("pk".to_owned(), AttributeValue::S(format!("ORDER#{id}"))),
+                        ("status".to_owned(), AttributeValue::s("placed")),
+                    ]);
                     let t0 = Instant::now();
-                    match engine.emit(&ctx, "ORDER_PLACED", json!({"order": id, "blob": blob}), vec![Write::put("orders", row)]).await {
+                    match engine
+                        .emit(
+                            &ctx,
+                            "ORDER_PLACED",
+                            json!({"order": id, "blob": blob}),
+                            vec![Write::put("orders", row)],
+                        )
+                        .await
+                    {
                         Ok(_) => lat.push(t0.elapsed()),
                         Err(EmitError::Contention { .. }) => failed += 1,
                         Err(e) => panic!("{e}"),
@@ -105,7 +131,12 @@ async fn run(engine: &Engine<EmbeddedStore>, emitters: usize, tenants: usize, se
             })
         })
         .collect();
-    let mut o = Outcome { events: 0, failed: 0, elapsed: Duration::ZERO, latencies: Vec::new() };
+    let mut o = Outcome {
+        events: 0,
+        failed: 0,
+        elapsed: Duration::ZERO,
+        latencies: Vec::new(),
+    };
     for t in tasks {
         let (lat, failed) = t.await.unwrap();
         o.events += lat.len() as u64;
@@ -138,24 +169,51 @@ async fn store_floor(dir: &std::path::Path, secs: f64) -> Outcome {
                     let mut items = vec![TransactWriteItem {
                         update: Some(TransactUpdate {
                             table_name: "floor_events".into(),
-                            key: Item::from([("pk".to_owned(), s(format!("HEAD#{t}"))), ("sk".to_owned(), s("HEAD".into()))]),
+                            key: Item::from([
+                                ("pk".to_owned(), s(format!("HEAD#{t}"))),
+                                ("sk".to_owned(), s("HEAD".into())),
+                            ]),
                             update_expression: "SET last_seq = :s".into(),
-                            expression_attribute_values: Some(Values::from([(":s".to_owned(), AttributeValue::n(i as i64))])),
+                            expression_attribute_values: Some(Values::from([(
+                                ":s".to_owned(),
+                                AttributeValue::n(i as i64),
+                            )])),
                             ..Default::default()
                         }),
                         ..Default::default()
                     }];
                     for e in 0..32 {
                         let id = format!("{t}-{i}-{e}");
-                        let ev = Item::from([("pk".to_owned(), s(format!("EV#{t}"))), ("sk".to_owned(), s(id.clone())), ("payload".to_owned(), s(blob.clone()))]);
-                        let row = Item::from([("pk".to_owned(), s(format!("ORDER#{id}"))), ("status".to_owned(), AttributeValue::s("placed"))]);
+                        let ev = Item::from([
+                            ("pk".to_owned(), s(format!("EV#{t}"))),
+                            ("sk".to_owned(), s(id.clone())),
+                            ("payload".to_owned(), s(blob.clone())),
+                        ]);
+                        let row = Item::from([
+                            ("pk".to_owned(), s(format!("ORDER#{id}"))),
+                            ("status".to_owned(), AttributeValue::s("placed")),
+                        ]);
                         for (table, item) in [("floor_events", ev), ("orders", row)] {
-                            items.push(TransactWriteItem { put: Some(TransactPut { table_name: table.into(), item, condition_expression: Some("attribute_not_exists(pk)".into()), ..Default::default() }), ..Default::default() });
+                            items.push(TransactWriteItem {
+                                put: Some(TransactPut {
+                                    table_name: table.into(),
+                                    item,
+                                    condition_expression: Some("attribute_not_exists(pk)".into()),
+                                    ..Default::default()
+                                }),
+                                ..Default::default()
+                            });
                         }
                     }
                     i += 1;
                     let t0 = Instant::now();
-                    store.transact_write_items(TransactWriteItemsInput { transact_items: items, client_request_token: None }).await.unwrap();
+                    store
+                        .transact_write_items(TransactWriteItemsInput {
+                            transact_items: items,
+                            client_request_token: None,
+                        })
+                        .await
+                        .unwrap();
                     let took = t0.elapsed();
                     lat.extend(std::iter::repeat_n(took, 32));
                 }
@@ -163,7 +221,12 @@ async fn store_floor(dir: &std::path::Path, secs: f64) -> Outcome {
             })
         })
         .collect();
-    let mut o = Outcome { events: 0, failed: 0, elapsed: Duration::ZERO, latencies: Vec::new() };
+    let mut o = Outcome {
+        events: 0,
+        failed: 0,
+        elapsed: Duration::ZERO,
+        latencies: Vec::new(),
+    };
     for t in tasks {
         let lat = t.await.unwrap();
         o.events += lat.len() as u64;
@@ -184,7 +247,10 @@ async fn query_floor(store: &EmbeddedStore, tenant: &str) -> (usize, f64) {
             .query(QueryInput {
                 table_name: "postbox_events".into(),
                 key_condition_expression: Some("pk = :pk".into()),
-                expression_attribute_values: Some(Values::from([(":pk".to_owned(), AttributeValue::S(format!("TENANT#{tenant}#EVENT")))])),
+                expression_attribute_values: Some(Values::from([(
+                    ":pk".to_owned(),
+                    AttributeValue::S(format!("TENANT#{tenant}#EVENT")),
+                )])),
                 limit: Some(1000),
                 exclusive_start_key: start.take(),
                 ..Default::default()
@@ -201,8 +267,15 @@ async fn query_floor(store: &EmbeddedStore, tenant: &str) -> (usize, f64) {
 }
 
 fn main() {
-    let secs: f64 = std::env::var("POSTBOX_BENCH_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(5.0);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let secs: f64 = std::env::var("POSTBOX_BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5.0);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async move {
         let dir = tempfile::tempdir_in(std::env::var("POSTBOX_BENCH_DIR").unwrap_or_else(|_| std::env::temp_dir().display().to_string())).unwrap();
         println!("emit benchmark: durable (fsync) commits, 1 KB payloads, one extra write per emit, {secs} s per scenario, 2 tokio workers");

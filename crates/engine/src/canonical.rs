@@ -242,12 +242,18 @@ mod tests {
         // U+1F600 is D83D DE00 in UTF-16, which sorts before U+FB01 (FB01)
         // although its UTF-8 bytes sort after.
         let v = json!({"\u{fb01}": 1, "\u{1f600}": 2, "a": 3});
-        assert_eq!(to_canonical_string(&v), "{\"a\":3,\"\u{1f600}\":2,\"\u{fb01}\":1}");
+        assert_eq!(
+            to_canonical_string(&v),
+            "{\"a\":3,\"\u{1f600}\":2,\"\u{fb01}\":1}"
+        );
     }
 
     #[test]
     fn strings_escape_like_json_stringify() {
         let v = json!("\"\\\u{8}\u{c}\n\r\t\u{1}\u{1f}\u{7f}\u{2028}é");
-        assert_eq!(to_canonical_string(&v), "\"\\\"\\\\\\b\\f\\n\\r\\t\\u0001\\u001f\u{7f}\u{2028}é\"");
+        assert_eq!(
+            to_canonical_string(&v),
+            "\"\\\"\\\\\\b\\f\\n\\r\\t\\u0001\\u001f\u{7f}\u{2028}é\""
+        );
     }
 }

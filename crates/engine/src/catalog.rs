@@ -44,7 +44,10 @@ pub const ROW_OPS: [&str; 3] = ["INSERT", "MODIFY", "REMOVE"];
 pub enum CatalogError {
     /// The file could not be read.
     #[error("cannot read the catalog {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     /// The file is not a catalog.
     #[error("the catalog {path} is not valid: {message}")]
     Invalid { path: String, message: String },
@@ -136,7 +139,10 @@ fn default_backoff() -> u64 {
 
 impl Default for Retry {
     fn default() -> Retry {
-        Retry { max_attempts: default_attempts(), backoff_ms: default_backoff() }
+        Retry {
+            max_attempts: default_attempts(),
+            backoff_ms: default_backoff(),
+        }
     }
 }
 
@@ -178,8 +184,10 @@ pub struct Catalog {
 impl Catalog {
     /// Parses catalog TOML; `origin` names the source in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Catalog, CatalogError> {
-        let catalog: Catalog =
-            toml::from_str(text).map_err(|e| CatalogError::Invalid { path: origin.to_owned(), message: e.to_string() })?;
+        let catalog: Catalog = toml::from_str(text).map_err(|e| CatalogError::Invalid {
+            path: origin.to_owned(),
+            message: e.to_string(),
+        })?;
         for t in &catalog.event_types {
             if let Some(s) = &t.schema {
                 Schema::new(s.clone()).map_err(|m| CatalogError::Invalid {
@@ -194,8 +202,10 @@ impl Catalog {
     /// Reads and parses a catalog file.
     pub fn load(path: impl AsRef<Path>) -> Result<Catalog, CatalogError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| CatalogError::Io { path: path.display().to_string(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| CatalogError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
         Catalog::from_toml(&text, &path.display().to_string())
     }
 
@@ -208,14 +218,21 @@ impl Catalog {
     pub fn row_types(&self) -> Vec<String> {
         self.entities
             .iter()
-            .flat_map(|e| ROW_OPS.iter().map(move |op| format!("{ROW_PREFIX}{}:{op}", e.name)))
+            .flat_map(|e| {
+                ROW_OPS
+                    .iter()
+                    .map(move |op| format!("{ROW_PREFIX}{}:{op}", e.name))
+            })
             .collect()
     }
 
     /// Producers of `type_name`: those the type names plus those that say
     /// they emit it.
     pub fn producers_of(&self, type_name: &str) -> Vec<String> {
-        let mut out: Vec<String> = self.event_type(type_name).map(|t| t.producers.clone()).unwrap_or_default();
+        let mut out: Vec<String> = self
+            .event_type(type_name)
+            .map(|t| t.producers.clone())
+            .unwrap_or_default();
         for p in &self.producers {
             if p.emits.iter().any(|e| e == type_name) && !out.contains(&p.name) {
                 out.push(p.name.clone());
@@ -226,7 +243,10 @@ impl Catalog {
 
     /// The subscriptions whose glob matches `type_name`.
     pub fn subscribers_of(&self, type_name: &str) -> Vec<&Subscription> {
-        self.subscriptions.iter().filter(|s| Glob::new(&s.glob).matches(type_name)).collect()
+        self.subscriptions
+            .iter()
+            .filter(|s| Glob::new(&s.glob).matches(type_name))
+            .collect()
     }
 }
 
@@ -256,10 +276,14 @@ mod tests {
         assert_eq!(c.subscriptions[0].lane, Lane::BestEffort);
         assert_eq!(c.subscriptions[0].retry, Retry::default());
         assert_eq!(c.row_types()[0], "row:CONTACT:INSERT");
-        let e = Catalog::from_toml("[[subscriptions]]\nname='s'\nglob='A'\nlane='INLINE'\nhandler='h'\nretries=3\n", "t")
-            .unwrap_err();
+        let e = Catalog::from_toml(
+            "[[subscriptions]]\nname='s'\nglob='A'\nlane='INLINE'\nhandler='h'\nretries=3\n",
+            "t",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("retries"), "{e}");
-        let e = Catalog::from_toml("[[event_types]]\nname='A'\nschema={pattern='x'}\n", "t").unwrap_err();
+        let e = Catalog::from_toml("[[event_types]]\nname='A'\nschema={pattern='x'}\n", "t")
+            .unwrap_err();
         assert!(e.to_string().contains("pattern"), "{e}");
     }
 }

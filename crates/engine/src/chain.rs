@@ -115,7 +115,8 @@ mod tests {
 
     #[test]
     fn direct_form_equals_generic_canonical_form() {
-        let payload = json!({"b": [1.5e-7, "\u{2028}"], "a": {"\u{1f600}": null, "\u{fb01}": true}});
+        let payload =
+            json!({"b": [1.5e-7, "\u{2028}"], "a": {"\u{1f600}": null, "\u{fb01}": true}});
         let env = Envelope {
             id: "01J0000000000000000000000".into(),
             event_type: "ORDER_PLACED".into(),

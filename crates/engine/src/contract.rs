@@ -104,7 +104,10 @@ pub fn check(catalog: &Catalog) -> Vec<Violation> {
 
 /// Checks that every INLINE and LOCAL subscription's handler is among
 /// `registered(lane, handler)`.
-pub fn check_handlers(catalog: &Catalog, registered: impl Fn(Lane, &str) -> bool) -> Vec<Violation> {
+pub fn check_handlers(
+    catalog: &Catalog,
+    registered: impl Fn(Lane, &str) -> bool,
+) -> Vec<Violation> {
     catalog
         .subscriptions
         .iter()
@@ -127,7 +130,11 @@ fn declarations(catalog: &Catalog, out: &mut Vec<Violation>) {
     let mut seen = HashSet::new();
     for t in &catalog.event_types {
         if !seen.insert(t.name.as_str()) {
-            out.push(v(Rule::DuplicateDeclaration, &t.name, format!("event type {:?} is declared twice", t.name)));
+            out.push(v(
+                Rule::DuplicateDeclaration,
+                &t.name,
+                format!("event type {:?} is declared twice", t.name),
+            ));
         }
         if t.name.starts_with(ROW_PREFIX) {
             out.push(v(
@@ -140,7 +147,11 @@ fn declarations(catalog: &Catalog, out: &mut Vec<Violation>) {
     let mut seen = HashSet::new();
     for e in &catalog.entities {
         if !seen.insert(e.name.as_str()) {
-            out.push(v(Rule::DuplicateDeclaration, &e.name, format!("entity {:?} is declared twice", e.name)));
+            out.push(v(
+                Rule::DuplicateDeclaration,
+                &e.name,
+                format!("entity {:?} is declared twice", e.name),
+            ));
         }
     }
 }
@@ -149,9 +160,16 @@ fn producers(catalog: &Catalog, out: &mut Vec<Violation>) {
     for p in &catalog.producers {
         for t in &p.emits {
             if catalog.event_type(t).is_none() {
-                let names: Vec<&str> = catalog.event_types.iter().map(|t| t.name.as_str()).collect();
+                let names: Vec<&str> = catalog
+                    .event_types
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect();
                 let suggestion = did_you_mean(t, &names);
-                let hint = suggestion.as_ref().map(|s| format!(" Did you mean {s:?}?")).unwrap_or_default();
+                let hint = suggestion
+                    .as_ref()
+                    .map(|s| format!(" Did you mean {s:?}?"))
+                    .unwrap_or_default();
                 out.push(Violation {
                     rule: Rule::UndeclaredEmittedType,
                     subject: p.name.clone(),
@@ -173,13 +191,24 @@ fn producers(catalog: &Catalog, out: &mut Vec<Violation>) {
 }
 
 fn subscriptions(catalog: &Catalog, out: &mut Vec<Violation>) {
-    let domain: Vec<&str> = catalog.event_types.iter().map(|t| t.name.as_str()).collect();
+    let domain: Vec<&str> = catalog
+        .event_types
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
     let rows = catalog.row_types();
     let rows: Vec<&str> = rows.iter().map(String::as_str).collect();
     let mut names = HashSet::new();
     for s in &catalog.subscriptions {
         if !names.insert(s.name.as_str()) {
-            out.push(v(Rule::DuplicateSubscription, &s.name, format!("subscription name {:?} is used twice; names must be unique", s.name)));
+            out.push(v(
+                Rule::DuplicateSubscription,
+                &s.name,
+                format!(
+                    "subscription name {:?} is used twice; names must be unique",
+                    s.name
+                ),
+            ));
         }
         let row = is_row_glob(&s.glob);
         let lane = s.lane.as_str();
@@ -208,9 +237,20 @@ fn subscriptions(catalog: &Catalog, out: &mut Vec<Violation>) {
         let visible = if row { &rows } else { &domain };
         let glob = Glob::new(&s.glob);
         if !visible.iter().any(|t| glob.matches(t)) {
-            let suggestion = if glob.is_literal() { did_you_mean(&s.glob, visible) } else { None };
-            let hint = suggestion.as_ref().map(|m| format!(" Did you mean {m:?}?")).unwrap_or_default();
-            let kind = if row { "row-change type of a declared entity" } else { "declared event type" };
+            let suggestion = if glob.is_literal() {
+                did_you_mean(&s.glob, visible)
+            } else {
+                None
+            };
+            let hint = suggestion
+                .as_ref()
+                .map(|m| format!(" Did you mean {m:?}?"))
+                .unwrap_or_default();
+            let kind = if row {
+                "row-change type of a declared entity"
+            } else {
+                "declared event type"
+            };
             out.push(Violation {
                 rule: Rule::NoMatch,
                 subject: s.name.clone(),
@@ -222,7 +262,12 @@ fn subscriptions(catalog: &Catalog, out: &mut Vec<Violation>) {
 }
 
 fn v(rule: Rule, subject: &str, message: String) -> Violation {
-    Violation { rule, subject: subject.to_owned(), message, suggestion: None }
+    Violation {
+        rule,
+        subject: subject.to_owned(),
+        message,
+        suggestion: None,
+    }
 }
 
 /// The declared name `wrong` most likely meant: one it is a prefix of (or
@@ -251,7 +296,9 @@ fn levenshtein(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -271,7 +318,10 @@ pub struct Report<'a> {
 impl<'a> Report<'a> {
     /// Checks `catalog`.
     pub fn new(catalog: &'a Catalog) -> Report<'a> {
-        Report { catalog, violations: check(catalog) }
+        Report {
+            catalog,
+            violations: check(catalog),
+        }
     }
 
     /// Whether the catalog passes.
@@ -331,7 +381,9 @@ impl<'a> Report<'a> {
     /// The generated catalog as Markdown.
     pub fn to_markdown(&self) -> String {
         let c = self.catalog;
-        let mut s = String::from("# Event catalog\n\n## Event types\n\n| Type | Producers | Subscribers | Description |\n|---|---|---|---|\n");
+        let mut s = String::from(
+            "# Event catalog\n\n## Event types\n\n| Type | Producers | Subscribers | Description |\n|---|---|---|---|\n",
+        );
         for t in &c.event_types {
             let subs: Vec<String> = c
                 .subscribers_of(&t.name)
@@ -351,12 +403,26 @@ impl<'a> Report<'a> {
         if !c.entities.is_empty() {
             s.push_str("\n## Row-change entities\n\n| Entity | Table | Types |\n|---|---|---|\n");
             for e in &c.entities {
-                let _ = writeln!(s, "| `{}` | {} | `row:{}:INSERT`, `MODIFY`, `REMOVE` |", e.name, e.table.as_deref().unwrap_or(""), e.name);
+                let _ = writeln!(
+                    s,
+                    "| `{}` | {} | `row:{}:INSERT`, `MODIFY`, `REMOVE` |",
+                    e.name,
+                    e.table.as_deref().unwrap_or(""),
+                    e.name
+                );
             }
         }
         s.push_str("\n## Subscriptions\n\n| Name | Glob | Lane | Handler | Max attempts |\n|---|---|---|---|---|\n");
         for sub in &c.subscriptions {
-            let _ = writeln!(s, "| {} | `{}` | {} | `{}` | {} |", sub.name, sub.glob, sub.lane.as_str(), sub.handler, sub.retry.max_attempts);
+            let _ = writeln!(
+                s,
+                "| {} | `{}` | {} | `{}` | {} |",
+                sub.name,
+                sub.glob,
+                sub.lane.as_str(),
+                sub.handler,
+                sub.retry.max_attempts
+            );
         }
         s.push_str("\n## Contract\n\n");
         if self.ok() {
@@ -397,8 +463,14 @@ mod tests {
     #[test]
     fn did_you_mean_prefers_prefixes_then_edit_distance() {
         let names = ["CONTACTADDRESS", "CONTACT_CREATED", "ORDER_PLACED"];
-        assert_eq!(did_you_mean("CONTACTADDR", &names).as_deref(), Some("CONTACTADDRESS"));
-        assert_eq!(did_you_mean("ORDER_PLACD", &names).as_deref(), Some("ORDER_PLACED"));
+        assert_eq!(
+            did_you_mean("CONTACTADDR", &names).as_deref(),
+            Some("CONTACTADDRESS")
+        );
+        assert_eq!(
+            did_you_mean("ORDER_PLACD", &names).as_deref(),
+            Some("ORDER_PLACED")
+        );
         assert_eq!(did_you_mean("SHIPMENT_SENT", &names), None);
         assert_eq!(levenshtein("kitten", "sitting"), 3);
     }

@@ -41,15 +41,25 @@ pub struct Context {
 
 impl Context {
     /// A context for `tenant` acting as `actor`, with a fresh correlation id.
-    pub fn new(tenant: impl Into<String>, actor: impl Into<String>) -> Result<Context, ContextError> {
+    pub fn new(
+        tenant: impl Into<String>,
+        actor: impl Into<String>,
+    ) -> Result<Context, ContextError> {
         let tenant = tenant.into();
         let ok = !tenant.is_empty()
             && tenant.len() <= MAX_TENANT_LEN
-            && tenant.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
+            && tenant
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
         if !ok {
             return Err(ContextError::BadTenant(tenant));
         }
-        Ok(Context { tenant, correlation_id: new_event_id(now_ms()), actor: actor.into(), causation_id: None })
+        Ok(Context {
+            tenant,
+            correlation_id: new_event_id(now_ms()),
+            actor: actor.into(),
+            causation_id: None,
+        })
     }
 
     /// The same context with the correlation id the request came with.
@@ -115,7 +125,10 @@ pub struct Envelope {
 
 /// The system clock in milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// The last id handed out, so ids are strictly increasing in this process
@@ -126,7 +139,8 @@ static LAST_ID: Mutex<u128> = Mutex::new(0);
 /// base32 (the ULID layout), strictly increasing within the process (the
 /// random part is incremented within a millisecond, as monotonic ULIDs do).
 pub fn new_event_id(now_ms: u64) -> String {
-    let random = (u128::from(fastrand::u64(..)) << 16 | u128::from(fastrand::u16(..))) & ((1u128 << 80) - 1);
+    let random =
+        (u128::from(fastrand::u64(..)) << 16 | u128::from(fastrand::u16(..))) & ((1u128 << 80) - 1);
     let mut candidate = (u128::from(now_ms & ((1 << 48) - 1)) << 80) | random;
     {
         let mut last = LAST_ID.lock().unwrap_or_else(|p| p.into_inner());
@@ -139,7 +153,11 @@ pub fn new_event_id(now_ms: u64) -> String {
     let mut out = [0u8; 26];
     for (i, slot) in out.iter_mut().enumerate() {
         let shift = 125 - 5 * i as i32;
-        let v = if shift >= 0 { (candidate >> shift) & 31 } else { (candidate << -shift) & 31 };
+        let v = if shift >= 0 {
+            (candidate >> shift) & 31
+        } else {
+            (candidate << -shift) & 31
+        };
         *slot = ALPHABET[v as usize];
     }
     String::from_utf8(out.to_vec()).expect("the alphabet is ASCII")
@@ -151,7 +169,13 @@ pub fn format_timestamp(ms: u64) -> String {
     let secs = ms / 1000;
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days as i64);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, rem / 60 % 60, rem % 60, ms % 1000)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        ms % 1000
+    )
 }
 
 /// Howard Hinnant's days-to-civil algorithm.
@@ -184,8 +208,14 @@ mod tests {
     #[test]
     fn timestamps() {
         assert_eq!(format_timestamp(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(format_timestamp(1_893_456_000_123), "2030-01-01T00:00:00.123Z");
-        assert_eq!(format_timestamp(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(
+            format_timestamp(1_893_456_000_123),
+            "2030-01-01T00:00:00.123Z"
+        );
+        assert_eq!(
+            format_timestamp(951_782_400_000),
+            "2000-02-29T00:00:00.000Z"
+        );
     }
 
     #[test]

@@ -42,7 +42,10 @@ impl CharSet {
 impl Glob {
     /// Compiles a pattern. Every string is a valid pattern.
     pub fn new(pattern: &str) -> Glob {
-        Glob { source: pattern.to_owned(), tokens: compile(pattern) }
+        Glob {
+            source: pattern.to_owned(),
+            tokens: compile(pattern),
+        }
     }
 
     /// The pattern as written.
@@ -171,7 +174,10 @@ fn set(p: &[char], mut i: usize, j: usize) -> Token {
     let flat_empty = chunks.iter().all(|c| c.is_empty());
     if flat_empty {
         // Empty set: never matches.
-        return Token::Set(CharSet { negated: false, ranges: Vec::new() });
+        return Token::Set(CharSet {
+            negated: false,
+            ranges: Vec::new(),
+        });
     }
     let mut chunks = chunks;
     let negated = chunks[0].first() == Some(&'!');
@@ -184,13 +190,19 @@ fn set(p: &[char], mut i: usize, j: usize) -> Token {
     let m = chunks.len();
     for (idx, chunk) in chunks.iter().enumerate() {
         let from = usize::from(idx > 0);
-        let to = if idx + 1 < m { chunk.len().saturating_sub(1) } else { chunk.len() };
+        let to = if idx + 1 < m {
+            chunk.len().saturating_sub(1)
+        } else {
+            chunk.len()
+        };
         for &c in chunk.get(from..to).unwrap_or(&[]) {
             ranges.push((c, c));
         }
         if idx + 1 < m {
             let lo = *chunk.last().expect("a chunk before a range is not empty");
-            let hi = *chunks[idx + 1].first().expect("a chunk after a range is not empty");
+            let hi = *chunks[idx + 1]
+                .first()
+                .expect("a chunk after a range is not empty");
             ranges.push((lo, hi));
         }
     }

@@ -33,7 +33,11 @@ pub enum JsonError {
         "payload number {literal}{} does not survive as an IEEE double ({why}); send it as a string",
         .path.as_deref().map(|p| format!(" at {p}")).unwrap_or_default()
     )]
-    LossyNumber { literal: String, path: Option<String>, why: &'static str },
+    LossyNumber {
+        literal: String,
+        path: Option<String>,
+        why: &'static str,
+    },
     /// The same member name twice in one object.
     #[error("payload has the member name {name:?} twice in one object (I-JSON forbids duplicates)")]
     DuplicateName { name: String },
@@ -44,7 +48,11 @@ pub enum JsonError {
 
 /// Parses I-JSON text into a value.
 pub fn parse(text: &str) -> Result<Value, JsonError> {
-    let mut p = Parser { s: text.as_bytes(), text, i: 0 };
+    let mut p = Parser {
+        s: text.as_bytes(),
+        text,
+        i: 0,
+    };
     p.ws();
     let v = p.value(0)?;
     p.ws();
@@ -109,7 +117,10 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn err(&self, what: &str) -> JsonError {
-        JsonError::Syntax { at: self.i, what: what.to_owned() }
+        JsonError::Syntax {
+            at: self.i,
+            what: what.to_owned(),
+        }
     }
 
     fn ws(&mut self) {
@@ -205,7 +216,10 @@ impl Parser<'_> {
     }
 
     fn hex4(&mut self) -> Result<u32, JsonError> {
-        let h = self.s.get(self.i..self.i + 4).ok_or_else(|| self.err("short \\u escape"))?;
+        let h = self
+            .s
+            .get(self.i..self.i + 4)
+            .ok_or_else(|| self.err("short \\u escape"))?;
         let h = std::str::from_utf8(h).map_err(|_| self.err("bad \\u escape"))?;
         let v = u32::from_str_radix(h, 16).map_err(|_| self.err("bad \\u escape"))?;
         self.i += 4;
@@ -246,16 +260,22 @@ impl Parser<'_> {
                             let hi = self.hex4()?;
                             let c = if (0xD800..0xDC00).contains(&hi) {
                                 if self.s.get(self.i..self.i + 2) != Some(b"\\u") {
-                                    return Err(self.err("unpaired surrogate (I-JSON needs valid Unicode)"));
+                                    return Err(
+                                        self.err("unpaired surrogate (I-JSON needs valid Unicode)")
+                                    );
                                 }
                                 self.i += 2;
                                 let lo = self.hex4()?;
                                 if !(0xDC00..0xE000).contains(&lo) {
-                                    return Err(self.err("unpaired surrogate (I-JSON needs valid Unicode)"));
+                                    return Err(
+                                        self.err("unpaired surrogate (I-JSON needs valid Unicode)")
+                                    );
                                 }
                                 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
                             } else if (0xDC00..0xE000).contains(&hi) {
-                                return Err(self.err("unpaired surrogate (I-JSON needs valid Unicode)"));
+                                return Err(
+                                    self.err("unpaired surrogate (I-JSON needs valid Unicode)")
+                                );
                             } else {
                                 hi
                             };
@@ -318,21 +338,34 @@ impl Parser<'_> {
                 return Err(self.err("bad number: no digit in the exponent"));
             }
             // Saturate: anything this large overflows or underflows anyway.
-            exp = self.text[e..self.i].parse::<i64>().unwrap_or(i64::MAX / 4).min(100_000);
+            exp = self.text[e..self.i]
+                .parse::<i64>()
+                .unwrap_or(i64::MAX / 4)
+                .min(100_000);
             if eneg {
                 exp = -exp;
             }
         }
         let literal = &self.text[start..self.i];
-        let lossy = |why| JsonError::LossyNumber { literal: literal.to_owned(), path: None, why };
+        let lossy = |why| JsonError::LossyNumber {
+            literal: literal.to_owned(),
+            path: None,
+            why,
+        };
         if frac_digits.is_empty() && !has_exp {
             // An integer literal: exact below 2^53, refused from there on,
             // as I-JSON advises, even where the double happens to be exact.
-            let mag: u64 = int_digits.parse().map_err(|_| lossy("integer beyond 2^53 - 1"))?;
+            let mag: u64 = int_digits
+                .parse()
+                .map_err(|_| lossy("integer beyond 2^53 - 1"))?;
             if mag > MAX_SAFE_INTEGER {
                 return Err(lossy("integer beyond 2^53 - 1"));
             }
-            let v = if neg { Number::from(-(mag as i64)) } else { Number::from(mag) };
+            let v = if neg {
+                Number::from(-(mag as i64))
+            } else {
+                Number::from(mag)
+            };
             return Ok(Value::Number(v));
         }
         let f: f64 = literal.parse().map_err(|_| self.err("bad number"))?;
@@ -346,7 +379,9 @@ impl Parser<'_> {
             if !digits.is_empty() {
                 return Err(lossy("too small for a double"));
             }
-            return Ok(Value::Number(Number::from_f64(0.0).expect("zero is finite")));
+            return Ok(Value::Number(
+                Number::from_f64(0.0).expect("zero is finite"),
+            ));
         }
         let (sd, sn) = shortest_digits(f.abs());
         if digits != sd || point != sn as i64 {
@@ -373,21 +408,45 @@ mod tests {
     #[track_caller]
     fn lossy(text: &str) {
         match parse(text) {
-            Err(e @ JsonError::LossyNumber { .. }) => assert!(e.to_string().contains("send it as a string"), "{e}"),
+            Err(e @ JsonError::LossyNumber { .. }) => {
+                assert!(e.to_string().contains("send it as a string"), "{e}")
+            }
             other => panic!("{text}: expected a lossy-number error, got {other:?}"),
         }
     }
 
     #[test]
     fn numbers_that_survive_are_accepted() {
-        for ok in ["0", "-0", "9007199254740991", "-9007199254740991", "0.1", "1.5e300", "1e-7", "100.0", "1.0e2", "0.000", "5e-324", "2.5E+3"] {
+        for ok in [
+            "0",
+            "-0",
+            "9007199254740991",
+            "-9007199254740991",
+            "0.1",
+            "1.5e300",
+            "1e-7",
+            "100.0",
+            "1.0e2",
+            "0.000",
+            "5e-324",
+            "2.5E+3",
+        ] {
             parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
         }
     }
 
     #[test]
     fn numbers_that_do_not_survive_are_refused() {
-        for bad in ["9007199254740992", "12345678901234567890", "-9007199254740993", "1.00000000000000000001", "0.12345678901234567891", "1e400", "1e-400", "9007199254740993.0"] {
+        for bad in [
+            "9007199254740992",
+            "12345678901234567890",
+            "-9007199254740993",
+            "1.00000000000000000001",
+            "0.12345678901234567891",
+            "1e400",
+            "1e-400",
+            "9007199254740993.0",
+        ] {
             lossy(bad);
         }
     }
@@ -401,10 +460,16 @@ mod tests {
 
     #[test]
     fn ijson_rules() {
-        assert!(matches!(parse(r#"{"a":1,"a":2}"#), Err(JsonError::DuplicateName { .. })));
+        assert!(matches!(
+            parse(r#"{"a":1,"a":2}"#),
+            Err(JsonError::DuplicateName { .. })
+        ));
         assert!(parse(r#""\ud800""#).is_err());
         assert!(parse(r#""\udc00\ud800""#).is_err());
-        assert_eq!(parse(r#""\ud83d\ude00""#).unwrap(), Value::String("\u{1f600}".into()));
+        assert_eq!(
+            parse(r#""\ud83d\ude00""#).unwrap(),
+            Value::String("\u{1f600}".into())
+        );
         assert!(parse("[1,]").is_err());
         assert!(parse("\"a\u{1}\"").is_err());
         assert!(parse(&"[".repeat(200)).is_err());

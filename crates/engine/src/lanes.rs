@@ -176,11 +176,17 @@ impl LocalPool {
         let permits = Arc::new(Semaphore::new(concurrency.max(1)));
         tokio::spawn(async move {
             while let Some(job) = rx.recv().await {
-                let Ok(permit) = permits.clone().acquire_owned().await else { return };
+                let Ok(permit) = permits.clone().acquire_owned().await else {
+                    return;
+                };
                 let counters = counters.clone();
                 tokio::spawn(async move {
                     let _permit = permit;
-                    let LocalJob { subscription, handler, envelope } = job;
+                    let LocalJob {
+                        subscription,
+                        handler,
+                        envelope,
+                    } = job;
                     let (id, seq) = (envelope.id.clone(), envelope.seq);
                     // A panicking handler must count as a failure, not take
                     // the pool down: run it in its own task and look at the join.
@@ -205,7 +211,11 @@ impl LocalPool {
     /// Queues the LOCAL handlers of a committed event without waiting.
     pub(crate) fn dispatch(&self, route: &Route, envelope: &Envelope, counters: &Counters) {
         for (name, handler) in &route.local {
-            let job = LocalJob { subscription: name.clone(), handler: handler.clone(), envelope: envelope.clone() };
+            let job = LocalJob {
+                subscription: name.clone(),
+                handler: handler.clone(),
+                envelope: envelope.clone(),
+            };
             if self.tx.try_send(job).is_err() {
                 bump(&counters.local_dropped, 1);
                 tracing::warn!(subscription = %name, event = %envelope.id, "LOCAL queue full or closed; handler run dropped");

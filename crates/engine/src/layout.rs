@@ -16,7 +16,8 @@
 
 use postbox_item::{AttributeValue, Item};
 use postbox_store::api::{
-    AttributeDefinition, CreateTableInput, KeySchemaElement, KeyType, ScalarType, StreamSpecification, StreamViewType,
+    AttributeDefinition, CreateTableInput, KeySchemaElement, KeyType, ScalarType,
+    StreamSpecification, StreamViewType,
 };
 
 use crate::chain::EnvelopeFields;
@@ -54,18 +55,30 @@ pub fn tenant_of_head_pk(pk: &str) -> Option<&str> {
 
 /// A key item.
 pub fn key(pk: String, sk: &str) -> Item {
-    Item::from([(PK.to_owned(), AttributeValue::S(pk)), (SK.to_owned(), AttributeValue::s(sk))])
+    Item::from([
+        (PK.to_owned(), AttributeValue::S(pk)),
+        (SK.to_owned(), AttributeValue::s(sk)),
+    ])
 }
 
 /// CreateTable for the events table: pk and sk strings, stream with new and
 /// old images (the relay reads it).
 pub fn create_events_table(name: &str) -> CreateTableInput {
-    let attr = |n: &str| AttributeDefinition { attribute_name: n.to_owned(), attribute_type: ScalarType::S };
+    let attr = |n: &str| AttributeDefinition {
+        attribute_name: n.to_owned(),
+        attribute_type: ScalarType::S,
+    };
     CreateTableInput {
         table_name: name.to_owned(),
         key_schema: vec![
-            KeySchemaElement { attribute_name: PK.to_owned(), key_type: KeyType::Hash },
-            KeySchemaElement { attribute_name: SK.to_owned(), key_type: KeyType::Range },
+            KeySchemaElement {
+                attribute_name: PK.to_owned(),
+                key_type: KeyType::Hash,
+            },
+            KeySchemaElement {
+                attribute_name: SK.to_owned(),
+                key_type: KeyType::Range,
+            },
         ],
         attribute_definitions: vec![attr(PK), attr(SK)],
         billing_mode: Some("PAY_PER_REQUEST".to_owned()),
@@ -88,7 +101,10 @@ pub fn event_item(f: &EnvelopeFields<'_>, hash_hex: String) -> Item {
         ("tenant".to_owned(), s(f.tenant)),
         ("seq".to_owned(), AttributeValue::n(f.seq as i64)),
         ("correlation_id".to_owned(), s(f.correlation_id)),
-        ("causation_id".to_owned(), f.causation_id.map_or(AttributeValue::Null, s)),
+        (
+            "causation_id".to_owned(),
+            f.causation_id.map_or(AttributeValue::Null, s),
+        ),
         ("actor".to_owned(), s(f.actor)),
         ("occurred_at".to_owned(), s(f.occurred_at)),
         ("payload".to_owned(), s(f.payload)),
@@ -103,7 +119,10 @@ pub struct MalformedRow(pub String);
 fn get_s<'a>(item: &'a Item, name: &str) -> Result<&'a str, MalformedRow> {
     match item.get(name) {
         Some(AttributeValue::S(s)) => Ok(s),
-        Some(other) => Err(MalformedRow(format!("attribute {name} is {} instead of S", other.attribute_type().as_str()))),
+        Some(other) => Err(MalformedRow(format!(
+            "attribute {name} is {} instead of S",
+            other.attribute_type().as_str()
+        ))),
         None => Err(MalformedRow(format!("attribute {name} is missing"))),
     }
 }
@@ -112,7 +131,9 @@ fn get_s<'a>(item: &'a Item, name: &str) -> Result<&'a str, MalformedRow> {
 /// its sort key says, and its stored hash text.
 pub fn fields_of(item: &Item) -> Result<(EnvelopeFields<'_>, u64, &str), MalformedRow> {
     let sk = get_s(item, SK)?;
-    let row_seq: u64 = sk.parse().map_err(|_| MalformedRow(format!("sort key {sk:?} is not a sequence number")))?;
+    let row_seq: u64 = sk
+        .parse()
+        .map_err(|_| MalformedRow(format!("sort key {sk:?} is not a sequence number")))?;
     let seq = match item.get("seq") {
         Some(AttributeValue::N(n)) => n
             .to_i64()
@@ -123,7 +144,11 @@ pub fn fields_of(item: &Item) -> Result<(EnvelopeFields<'_>, u64, &str), Malform
     let causation_id = match item.get("causation_id") {
         Some(AttributeValue::S(s)) => Some(s.as_str()),
         Some(AttributeValue::Null) | None => None,
-        Some(_) => return Err(MalformedRow("attribute causation_id is neither S nor NULL".to_owned())),
+        Some(_) => {
+            return Err(MalformedRow(
+                "attribute causation_id is neither S nor NULL".to_owned(),
+            ));
+        }
     };
     let fields = EnvelopeFields {
         actor: get_s(item, "actor")?,

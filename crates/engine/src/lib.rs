@@ -17,24 +17,16 @@
 //! [`postbox_store::ItemStore`], so the DynamoDB backend works unchanged.
 
 pub mod canonical;
-pub mod glob;
-pub mod json;
 pub mod catalog;
-pub mod contract;
-pub mod schema;
-
-/// A JSON value, as payloads and reports use it.
-pub use serde_json::Value as JsonValue;
-
-/// `value` as indented JSON, for reports (so the CLI needs no JSON crate).
-pub fn to_pretty_json(value: &JsonValue) -> String {
-    serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
-}
 pub mod chain;
+pub mod contract;
 pub mod emit;
 pub mod envelope;
+pub mod glob;
+pub mod json;
 pub mod lanes;
 pub mod layout;
+pub mod schema;
 pub mod verify;
 pub mod writes;
 
@@ -44,3 +36,11 @@ pub use envelope::{Context, Envelope};
 pub use lanes::{HandlerError, Stats};
 pub use verify::{Problem, Progress, TenantReport, VerifyError, VerifyOptions};
 pub use writes::Write;
+
+/// A JSON value, as payloads and reports use it.
+pub use serde_json::Value as JsonValue;
+
+/// `value` as indented JSON, for reports (so the CLI needs no JSON crate).
+pub fn to_pretty_json(value: &JsonValue) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}

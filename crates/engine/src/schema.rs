@@ -13,12 +13,32 @@
 use serde_json::{Map, Value};
 
 const KNOWN: &[&str] = &[
-    "type", "required", "properties", "additionalProperties", "items", "enum", "const", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems", "maxItems",
-    "description", "title", "$comment", "examples", "default", "$schema",
+    "type",
+    "required",
+    "properties",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "description",
+    "title",
+    "$comment",
+    "examples",
+    "default",
+    "$schema",
 ];
 
-const TYPES: &[&str] = &["object", "array", "string", "number", "integer", "boolean", "null"];
+const TYPES: &[&str] = &[
+    "object", "array", "string", "number", "integer", "boolean", "null",
+];
 
 /// A schema that has been checked to use only the supported subset.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,32 +71,47 @@ fn check_schema(s: &Value, at: &str) -> Result<(), String> {
     };
     for (k, v) in m {
         if !KNOWN.contains(&k.as_str()) {
-            return Err(format!("schema keyword {k:?} at {at} is not supported (supported: {})", KNOWN.join(", ")));
+            return Err(format!(
+                "schema keyword {k:?} at {at} is not supported (supported: {})",
+                KNOWN.join(", ")
+            ));
         }
         let bad = |what: &str| Err(format!("schema keyword {k:?} at {at} must be {what}"));
         match k.as_str() {
             "type" => {
                 let ok = match v {
                     Value::String(t) => TYPES.contains(&t.as_str()),
-                    Value::Array(ts) => ts.iter().all(|t| t.as_str().is_some_and(|t| TYPES.contains(&t))),
+                    Value::Array(ts) => ts
+                        .iter()
+                        .all(|t| t.as_str().is_some_and(|t| TYPES.contains(&t))),
                     _ => false,
                 };
                 if !ok {
                     return bad(&format!("one of {} or a list of them", TYPES.join(", ")));
                 }
             }
-            "required" if !v.as_array().is_some_and(|a| a.iter().all(Value::is_string)) => return bad("a list of names"),
+            "required" if !v.as_array().is_some_and(|a| a.iter().all(Value::is_string)) => {
+                return bad("a list of names");
+            }
             "properties" => {
-                let Some(props) = v.as_object() else { return bad("an object of schemas") };
+                let Some(props) = v.as_object() else {
+                    return bad("an object of schemas");
+                };
                 for (name, sub) in props {
                     check_schema(sub, &format!("{at}/properties/{name}"))?;
                 }
             }
             "items" => check_schema(v, &format!("{at}/items"))?,
-            "additionalProperties" if !v.is_boolean() => return bad("a boolean (schemas there are not supported)"),
+            "additionalProperties" if !v.is_boolean() => {
+                return bad("a boolean (schemas there are not supported)");
+            }
             "enum" if !v.is_array() => return bad("a list"),
-            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" if !v.is_number() => return bad("a number"),
-            "minLength" | "maxLength" | "minItems" | "maxItems" if !v.is_u64() => return bad("a non-negative integer"),
+            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" if !v.is_number() => {
+                return bad("a number");
+            }
+            "minLength" | "maxLength" | "minItems" | "maxItems" if !v.is_u64() => {
+                return bad("a non-negative integer");
+            }
             _ => {}
         }
     }
@@ -102,7 +137,9 @@ fn is_type(v: &Value, t: &str) -> bool {
 }
 
 fn validate(s: &Value, v: &Value, at: &str) -> Result<(), String> {
-    let Some(m) = s.as_object() else { return Ok(()) };
+    let Some(m) = s.as_object() else {
+        return Ok(());
+    };
     if let Some(t) = m.get("type") {
         let ok = match t {
             Value::String(t) => is_type(v, t),
@@ -116,7 +153,10 @@ fn validate(s: &Value, v: &Value, at: &str) -> Result<(), String> {
     if let Some(Value::Array(options)) = m.get("enum")
         && !options.contains(v)
     {
-        return Err(format!("{at} must be one of {}", Value::Array(options.clone())));
+        return Err(format!(
+            "{at} must be one of {}",
+            Value::Array(options.clone())
+        ));
     }
     if let Some(c) = m.get("const")
         && c != v
@@ -141,10 +181,16 @@ fn validate(s: &Value, v: &Value, at: &str) -> Result<(), String> {
     }
     if let Value::Array(items) = v {
         let len = items.len() as u64;
-        if m.get("minItems").and_then(Value::as_u64).is_some_and(|min| len < min) {
+        if m.get("minItems")
+            .and_then(Value::as_u64)
+            .is_some_and(|min| len < min)
+        {
             return Err(format!("{at} has too few items"));
         }
-        if m.get("maxItems").and_then(Value::as_u64).is_some_and(|max| len > max) {
+        if m.get("maxItems")
+            .and_then(Value::as_u64)
+            .is_some_and(|max| len > max)
+        {
             return Err(format!("{at} has too many items"));
         }
         if let Some(item_schema) = m.get("items") {
@@ -197,7 +243,9 @@ fn object(m: &Map<String, Value>, obj: &Map<String, Value>, at: &str) -> Result<
         match props.and_then(|p| p.get(k)) {
             Some(sub) => validate(sub, v, &format!("{at}.{k}"))?,
             None if m.get("additionalProperties") == Some(&Value::Bool(false)) => {
-                return Err(format!("{at}.{k} is not allowed (additionalProperties is false)"));
+                return Err(format!(
+                    "{at}.{k} is not allowed (additionalProperties is false)"
+                ));
             }
             None => {}
         }
@@ -228,15 +276,36 @@ mod tests {
     #[test]
     fn accepts_and_refuses() {
         let s = schema();
-        assert!(s.validate(&json!({"amount": 5, "currency": "EUR", "tags": ["a"]})).is_ok());
+        assert!(
+            s.validate(&json!({"amount": 5, "currency": "EUR", "tags": ["a"]}))
+                .is_ok()
+        );
         let cases = [
             (json!({"currency": "EUR"}), "$.amount is required"),
-            (json!({"amount": 0, "currency": "EUR"}), "$.amount must be >= 1"),
-            (json!({"amount": 1.5, "currency": "EUR"}), "type \"integer\""),
-            (json!({"amount": 1, "currency": "GBP"}), "$.currency must be one of"),
-            (json!({"amount": 1, "currency": "EUR", "note": "toolong"}), "at most 5"),
-            (json!({"amount": 1, "currency": "EUR", "x": 1}), "$.x is not allowed"),
-            (json!({"amount": 1, "currency": "EUR", "tags": [""]}), "$.tags[0] must be at least 1"),
+            (
+                json!({"amount": 0, "currency": "EUR"}),
+                "$.amount must be >= 1",
+            ),
+            (
+                json!({"amount": 1.5, "currency": "EUR"}),
+                "type \"integer\"",
+            ),
+            (
+                json!({"amount": 1, "currency": "GBP"}),
+                "$.currency must be one of",
+            ),
+            (
+                json!({"amount": 1, "currency": "EUR", "note": "toolong"}),
+                "at most 5",
+            ),
+            (
+                json!({"amount": 1, "currency": "EUR", "x": 1}),
+                "$.x is not allowed",
+            ),
+            (
+                json!({"amount": 1, "currency": "EUR", "tags": [""]}),
+                "$.tags[0] must be at least 1",
+            ),
         ];
         for (v, msg) in cases {
             let e = s.validate(&v).unwrap_err();
@@ -246,8 +315,12 @@ mod tests {
 
     #[test]
     fn unsupported_keywords_are_refused() {
-        let e = Schema::new(json!({"type": "object", "properties": {"a": {"pattern": "x"}}})).unwrap_err();
-        assert!(e.contains("\"pattern\"") && e.contains("#/properties/a"), "{e}");
+        let e = Schema::new(json!({"type": "object", "properties": {"a": {"pattern": "x"}}}))
+            .unwrap_err();
+        assert!(
+            e.contains("\"pattern\"") && e.contains("#/properties/a"),
+            "{e}"
+        );
         assert!(Schema::new(json!({"type": "float"})).is_err());
     }
 }

@@ -45,7 +45,12 @@ pub struct VerifyOptions {
 
 impl Default for VerifyOptions {
     fn default() -> Self {
-        VerifyOptions { full: false, update_checkpoint: true, page_size: 1000, segments: 2 }
+        VerifyOptions {
+            full: false,
+            update_checkpoint: true,
+            page_size: 1000,
+            segments: 2,
+        }
     }
 }
 
@@ -82,10 +87,24 @@ pub enum Problem {
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Problem::HashMismatch { stored, computed } => write!(f, "hash mismatch: stored {stored}, recomputed {computed}"),
-            Problem::Gap { expected, found: Some(n) } => write!(f, "gap: event {expected} is missing (next is {n})"),
-            Problem::Gap { expected, found: None } => write!(f, "gap: event {expected} is missing (the head says it exists)"),
-            Problem::Reordered { claimed } => write!(f, "reordered: the row in this place says it is event {claimed}"),
+            Problem::HashMismatch { stored, computed } => {
+                write!(f, "hash mismatch: stored {stored}, recomputed {computed}")
+            }
+            Problem::Gap {
+                expected,
+                found: Some(n),
+            } => write!(f, "gap: event {expected} is missing (next is {n})"),
+            Problem::Gap {
+                expected,
+                found: None,
+            } => write!(
+                f,
+                "gap: event {expected} is missing (the head says it exists)"
+            ),
+            Problem::Reordered { claimed } => write!(
+                f,
+                "reordered: the row in this place says it is event {claimed}"
+            ),
             Problem::Malformed(m) => write!(f, "malformed event row: {m}"),
             Problem::HeadMismatch(m) => write!(f, "head mismatch: {m}"),
         }
@@ -138,7 +157,11 @@ pub async fn verify_tenant<S: ItemStore>(
     progress: &mut (dyn FnMut(&Progress) + Send),
 ) -> Result<TenantReport, VerifyError> {
     let head = super::emit::read_head(&**store, table, tenant).await?;
-    let checkpoint = if options.full { None } else { read_checkpoint(&**store, table, tenant).await? };
+    let checkpoint = if options.full {
+        None
+    } else {
+        read_checkpoint(&**store, table, tenant).await?
+    };
     let (from_seq, from_hash) = checkpoint.unwrap_or((0, GENESIS));
     let page = options.page_size.max(1);
 
@@ -146,22 +169,43 @@ pub async fn verify_tenant<S: ItemStore>(
     // so rows beyond the head are seen too.
     let span = head.seq.saturating_sub(from_seq);
     let segments = options.segments.max(1) as u64;
-    let segments = if span >= segments * 4 * page as u64 { segments } else { 1 };
-    let bounds: Vec<u64> = (0..segments).map(|k| from_seq + k * span / segments).collect();
+    let segments = if span >= segments * 4 * page as u64 {
+        segments
+    } else {
+        1
+    };
+    let bounds: Vec<u64> = (0..segments)
+        .map(|k| from_seq + k * span / segments)
+        .collect();
 
     let (ptx, mut prx) = mpsc::unbounded_channel::<u64>();
     let mut tasks = Vec::new();
     for (k, &after) in bounds.iter().enumerate() {
-        let start_hash = if k == 0 { Some(from_hash) } else { stored_hash(&**store, table, tenant, after).await? };
+        let start_hash = if k == 0 {
+            Some(from_hash)
+        } else {
+            stored_hash(&**store, table, tenant, after).await?
+        };
         let upto = bounds.get(k + 1).copied();
-        let job = Segment { store: store.clone(), table: table.to_owned(), tenant: tenant.to_owned(), after, upto, page };
+        let job = Segment {
+            store: store.clone(),
+            table: table.to_owned(),
+            tenant: tenant.to_owned(),
+            after,
+            upto,
+            page,
+        };
         let ptx = ptx.clone();
         tasks.push(tokio::spawn(async move {
             match start_hash {
                 Some(h) => job.check(h, ptx).await,
                 // The row before this range is missing or malformed, so
                 // the range before reports a problem at or before it.
-                None => Ok(SegmentResult { checked: 0, last: (after, GENESIS), broken: None }),
+                None => Ok(SegmentResult {
+                    checked: 0,
+                    last: (after, GENESIS),
+                    broken: None,
+                }),
             }
         }));
     }
@@ -169,14 +213,28 @@ pub async fn verify_tenant<S: ItemStore>(
     let mut checked = 0;
     while let Some(n) = prx.recv().await {
         checked += n;
-        progress(&Progress { tenant, checked, seq: from_seq + checked, head_seq: head.seq });
+        progress(&Progress {
+            tenant,
+            checked,
+            seq: from_seq + checked,
+            head_seq: head.seq,
+        });
     }
     let mut results = Vec::new();
     for task in tasks {
-        results.push(task.await.map_err(|e| StoreError::Storage(format!("a verify task failed: {e}")))??);
+        results.push(
+            task.await
+                .map_err(|e| StoreError::Storage(format!("a verify task failed: {e}")))??,
+        );
     }
 
-    let mut report = TenantReport { tenant: tenant.to_owned(), from_seq, checked: 0, head_seq: head.seq, broken: None };
+    let mut report = TenantReport {
+        tenant: tenant.to_owned(),
+        from_seq,
+        checked: 0,
+        head_seq: head.seq,
+        broken: None,
+    };
     let (mut last_seq, mut last_hash) = (from_seq, from_hash);
     for r in &results {
         report.checked += r.checked;
@@ -186,7 +244,11 @@ pub async fn verify_tenant<S: ItemStore>(
         if let Some((seq, problem)) = &r.broken {
             let mut problem = problem.clone();
             // A range that ended early: name the next row that does exist.
-            if let Problem::Gap { found: found @ None, .. } = &mut problem {
+            if let Problem::Gap {
+                found: found @ None,
+                ..
+            } = &mut problem
+            {
                 *found = next_row(&**store, table, tenant, *seq).await?;
             }
             report.broken = Some((*seq, problem));
@@ -224,10 +286,26 @@ struct SegmentResult {
 impl<S: ItemStore> Segment<S> {
     /// Checks the range from `start_hash`, a reader task fetching pages
     /// ahead while this one hashes; reports progress per page.
-    async fn check(self, start_hash: Hash, progress: mpsc::UnboundedSender<u64>) -> Result<SegmentResult, StoreError> {
+    async fn check(
+        self,
+        start_hash: Hash,
+        progress: mpsc::UnboundedSender<u64>,
+    ) -> Result<SegmentResult, StoreError> {
         let (tx, mut rx) = mpsc::channel::<Result<Vec<Item>, StoreError>>(2);
-        let reader = tokio::spawn(read_pages(self.store.clone(), self.table.clone(), self.tenant.clone(), self.after, self.upto, self.page, tx));
-        let mut r = SegmentResult { checked: 0, last: (self.after, start_hash), broken: None };
+        let reader = tokio::spawn(read_pages(
+            self.store.clone(),
+            self.table.clone(),
+            self.tenant.clone(),
+            self.after,
+            self.upto,
+            self.page,
+            tx,
+        ));
+        let mut r = SegmentResult {
+            checked: 0,
+            last: (self.after, start_hash),
+            broken: None,
+        };
         let mut scratch = String::with_capacity(4096);
         'pages: while let Some(page) = rx.recv().await {
             let page = page?;
@@ -252,16 +330,30 @@ impl<S: ItemStore> Segment<S> {
             && r.last.0 < upto
         {
             let expected = r.last.0 + 1;
-            r.broken = Some((expected, Problem::Gap { expected, found: None }));
+            r.broken = Some((
+                expected,
+                Problem::Gap {
+                    expected,
+                    found: None,
+                },
+            ));
         }
         Ok(r)
     }
 }
 
 /// The seq of the first event row at or after `seq`.
-async fn next_row<S: ItemStore>(store: &S, table: &str, tenant: &str, seq: u64) -> Result<Option<u64>, StoreError> {
+async fn next_row<S: ItemStore>(
+    store: &S,
+    table: &str,
+    tenant: &str,
+    seq: u64,
+) -> Result<Option<u64>, StoreError> {
     let values = Values::from([
-        (":pk".to_owned(), AttributeValue::S(layout::event_pk(tenant))),
+        (
+            ":pk".to_owned(),
+            AttributeValue::S(layout::event_pk(tenant)),
+        ),
         (":from".to_owned(), AttributeValue::S(layout::seq_sk(seq))),
     ]);
     let out = store
@@ -274,11 +366,20 @@ async fn next_row<S: ItemStore>(store: &S, table: &str, tenant: &str, seq: u64) 
             ..Default::default()
         })
         .await?;
-    Ok(out.items.unwrap_or_default().first().and_then(|i| i.get(layout::SK)?.as_s()?.parse().ok()))
+    Ok(out
+        .items
+        .unwrap_or_default()
+        .first()
+        .and_then(|i| i.get(layout::SK)?.as_s()?.parse().ok()))
 }
 
 /// The stored hash of event `seq` (None if the row or its hash is missing).
-async fn stored_hash<S: ItemStore>(store: &S, table: &str, tenant: &str, seq: u64) -> Result<Option<Hash>, StoreError> {
+async fn stored_hash<S: ItemStore>(
+    store: &S,
+    table: &str,
+    tenant: &str,
+    seq: u64,
+) -> Result<Option<Hash>, StoreError> {
     let out = store
         .get_item(GetItemInput {
             table_name: table.to_owned(),
@@ -287,36 +388,79 @@ async fn stored_hash<S: ItemStore>(store: &S, table: &str, tenant: &str, seq: u6
             ..Default::default()
         })
         .await?;
-    Ok(out.item.and_then(|i| chain::from_hex(i.get("hash")?.as_s()?)))
+    Ok(out
+        .item
+        .and_then(|i| chain::from_hex(i.get("hash")?.as_s()?)))
 }
 
 /// Checks one row after `prev_seq`/`prev_hash`; its hash, or the broken seq
 /// and problem.
-fn check_event(item: &Item, prev_seq: u64, prev_hash: &Hash, scratch: &mut String) -> Result<Hash, (u64, Problem)> {
+fn check_event(
+    item: &Item,
+    prev_seq: u64,
+    prev_hash: &Hash,
+    scratch: &mut String,
+) -> Result<Hash, (u64, Problem)> {
     let expected = prev_seq + 1;
-    let (fields, row_seq, stored) = layout::fields_of(item).map_err(|m| (expected, Problem::Malformed(m.0)))?;
+    let (fields, row_seq, stored) =
+        layout::fields_of(item).map_err(|m| (expected, Problem::Malformed(m.0)))?;
     if row_seq != expected {
-        return Err((expected, Problem::Gap { expected, found: Some(row_seq) }));
+        return Err((
+            expected,
+            Problem::Gap {
+                expected,
+                found: Some(row_seq),
+            },
+        ));
     }
     if fields.seq != row_seq {
-        return Err((row_seq, Problem::Reordered { claimed: fields.seq }));
+        return Err((
+            row_seq,
+            Problem::Reordered {
+                claimed: fields.seq,
+            },
+        ));
     }
     let computed = chain::hash_envelope(prev_hash, &fields, scratch);
     if chain::from_hex(stored) != Some(computed) {
-        return Err((row_seq, Problem::HashMismatch { stored: stored.to_owned(), computed: chain::to_hex(&computed) }));
+        return Err((
+            row_seq,
+            Problem::HashMismatch {
+                stored: stored.to_owned(),
+                computed: chain::to_hex(&computed),
+            },
+        ));
     }
     Ok(computed)
 }
 
 fn check_head(head: &super::emit::Head, last_seq: u64, last_hash: &Hash) -> Option<(u64, Problem)> {
     if head.seq > last_seq {
-        return Some((last_seq + 1, Problem::Gap { expected: last_seq + 1, found: None }));
+        return Some((
+            last_seq + 1,
+            Problem::Gap {
+                expected: last_seq + 1,
+                found: None,
+            },
+        ));
     }
     if head.seq < last_seq {
-        return Some((last_seq, Problem::HeadMismatch(format!("the head says the last event is {}, the log goes to {last_seq}", head.seq))));
+        return Some((
+            last_seq,
+            Problem::HeadMismatch(format!(
+                "the head says the last event is {}, the log goes to {last_seq}",
+                head.seq
+            )),
+        ));
     }
     if head.exists && head.hash != *last_hash {
-        return Some((last_seq, Problem::HeadMismatch(format!("the head's hash {} is not event {last_seq}'s", chain::to_hex(&head.hash)))));
+        return Some((
+            last_seq,
+            Problem::HeadMismatch(format!(
+                "the head's hash {} is not event {last_seq}'s",
+                chain::to_hex(&head.hash)
+            )),
+        ));
     }
     None
 }
@@ -332,15 +476,24 @@ async fn read_pages<S: ItemStore>(
 ) {
     let mut start: Option<Item> = None;
     loop {
-        let mut values = Values::from([(":pk".to_owned(), AttributeValue::S(layout::event_pk(&tenant)))]);
+        let mut values = Values::from([(
+            ":pk".to_owned(),
+            AttributeValue::S(layout::event_pk(&tenant)),
+        )]);
         let condition = match upto {
             Some(upto) => {
-                values.insert(":lo".to_owned(), AttributeValue::S(layout::seq_sk(after + 1)));
+                values.insert(
+                    ":lo".to_owned(),
+                    AttributeValue::S(layout::seq_sk(after + 1)),
+                );
                 values.insert(":hi".to_owned(), AttributeValue::S(layout::seq_sk(upto)));
                 "pk = :pk AND sk BETWEEN :lo AND :hi"
             }
             None => {
-                values.insert(":after".to_owned(), AttributeValue::S(layout::seq_sk(after)));
+                values.insert(
+                    ":after".to_owned(),
+                    AttributeValue::S(layout::seq_sk(after)),
+                );
                 "pk = :pk AND sk > :after"
             }
         };
@@ -375,7 +528,11 @@ async fn read_pages<S: ItemStore>(
     }
 }
 
-async fn read_checkpoint<S: ItemStore>(store: &S, table: &str, tenant: &str) -> Result<Option<(u64, Hash)>, StoreError> {
+async fn read_checkpoint<S: ItemStore>(
+    store: &S,
+    table: &str,
+    tenant: &str,
+) -> Result<Option<(u64, Hash)>, StoreError> {
     let out = store
         .get_item(GetItemInput {
             table_name: table.to_owned(),
@@ -391,12 +548,27 @@ async fn read_checkpoint<S: ItemStore>(store: &S, table: &str, tenant: &str) -> 
     }))
 }
 
-async fn write_checkpoint<S: ItemStore>(store: &S, table: &str, tenant: &str, seq: u64, hash: &Hash) -> Result<(), StoreError> {
+async fn write_checkpoint<S: ItemStore>(
+    store: &S,
+    table: &str,
+    tenant: &str,
+    seq: u64,
+    hash: &Hash,
+) -> Result<(), StoreError> {
     let mut item = layout::key(layout::verified_pk(tenant), layout::VERIFIED_SK);
     item.insert("seq".to_owned(), AttributeValue::n(seq as i64));
     item.insert("hash".to_owned(), AttributeValue::S(chain::to_hex(hash)));
-    item.insert("verified_at".to_owned(), AttributeValue::S(format_timestamp(now_ms())));
-    store.put_item(PutItemInput { table_name: table.to_owned(), item, ..Default::default() }).await?;
+    item.insert(
+        "verified_at".to_owned(),
+        AttributeValue::S(format_timestamp(now_ms())),
+    );
+    store
+        .put_item(PutItemInput {
+            table_name: table.to_owned(),
+            item,
+            ..Default::default()
+        })
+        .await?;
     Ok(())
 }
 
@@ -410,13 +582,20 @@ pub async fn tenants<S: ItemStore>(store: &S, table: &str) -> Result<Vec<String>
             .scan(ScanInput {
                 table_name: table.to_owned(),
                 filter_expression: Some("sk = :h".to_owned()),
-                expression_attribute_values: Some(Values::from([(":h".to_owned(), AttributeValue::s(layout::HEAD_SK))])),
+                expression_attribute_values: Some(Values::from([(
+                    ":h".to_owned(),
+                    AttributeValue::s(layout::HEAD_SK),
+                )])),
                 exclusive_start_key: start.take(),
                 ..Default::default()
             })
             .await?;
         for item in page.items.unwrap_or_default() {
-            if let Some(t) = item.get(layout::PK).and_then(|v| v.as_s()).and_then(layout::tenant_of_head_pk) {
+            if let Some(t) = item
+                .get(layout::PK)
+                .and_then(|v| v.as_s())
+                .and_then(layout::tenant_of_head_pk)
+            {
                 out.push(t.to_owned());
             }
         }

@@ -15,13 +15,21 @@ impl Write {
     /// Put `item` into `table`.
     pub fn put(table: impl Into<String>, item: Item) -> Write {
         Write(TransactWriteItem {
-            put: Some(TransactPut { table_name: table.into(), item, ..Default::default() }),
+            put: Some(TransactPut {
+                table_name: table.into(),
+                item,
+                ..Default::default()
+            }),
             ..Default::default()
         })
     }
 
     /// Update the item at `key` with `update_expression`.
-    pub fn update(table: impl Into<String>, key: Item, update_expression: impl Into<String>) -> Write {
+    pub fn update(
+        table: impl Into<String>,
+        key: Item,
+        update_expression: impl Into<String>,
+    ) -> Write {
         Write(TransactWriteItem {
             update: Some(TransactUpdate {
                 table_name: table.into(),
@@ -36,13 +44,21 @@ impl Write {
     /// Delete the item at `key`.
     pub fn delete(table: impl Into<String>, key: Item) -> Write {
         Write(TransactWriteItem {
-            delete: Some(TransactDelete { table_name: table.into(), key, ..Default::default() }),
+            delete: Some(TransactDelete {
+                table_name: table.into(),
+                key,
+                ..Default::default()
+            }),
             ..Default::default()
         })
     }
 
     /// Require `condition` on the item at `key`, writing nothing.
-    pub fn condition_check(table: impl Into<String>, key: Item, condition: impl Into<String>) -> Write {
+    pub fn condition_check(
+        table: impl Into<String>,
+        key: Item,
+        condition: impl Into<String>,
+    ) -> Write {
         Write(TransactWriteItem {
             condition_check: Some(ConditionCheck {
                 table_name: table.into(),
@@ -78,13 +94,17 @@ impl Write {
 
     /// Adds a `#name` placeholder.
     pub fn name(mut self, placeholder: impl Into<String>, name: impl Into<String>) -> Write {
-        self.names_mut().get_or_insert_with(Names::new).insert(placeholder.into(), name.into());
+        self.names_mut()
+            .get_or_insert_with(Names::new)
+            .insert(placeholder.into(), name.into());
         self
     }
 
     /// Adds a `:value` placeholder.
     pub fn value(mut self, placeholder: impl Into<String>, value: AttributeValue) -> Write {
-        self.values_mut().get_or_insert_with(Values::new).insert(placeholder.into(), value);
+        self.values_mut()
+            .get_or_insert_with(Values::new)
+            .insert(placeholder.into(), value);
         self
     }
 
@@ -97,7 +117,11 @@ impl Write {
         } else if let Some(d) = &mut w.delete {
             &mut d.expression_attribute_names
         } else {
-            &mut w.condition_check.as_mut().expect("a write has one action").expression_attribute_names
+            &mut w
+                .condition_check
+                .as_mut()
+                .expect("a write has one action")
+                .expression_attribute_names
         }
     }
 
@@ -110,7 +134,11 @@ impl Write {
         } else if let Some(d) = &mut w.delete {
             &mut d.expression_attribute_values
         } else {
-            &mut w.condition_check.as_mut().expect("a write has one action").expression_attribute_values
+            &mut w
+                .condition_check
+                .as_mut()
+                .expect("a write has one action")
+                .expression_attribute_values
         }
     }
 
@@ -144,31 +172,69 @@ impl Write {
     /// Put names its item's string and number attributes that look like keys.
     pub fn describe(&self) -> String {
         let w = &self.0;
-        let key: Option<&Item> =
-            w.update.as_ref().map(|u| &u.key).or(w.delete.as_ref().map(|d| &d.key)).or(w.condition_check.as_ref().map(|c| &c.key));
+        let key: Option<&Item> = w
+            .update
+            .as_ref()
+            .map(|u| &u.key)
+            .or(w.delete.as_ref().map(|d| &d.key))
+            .or(w.condition_check.as_ref().map(|c| &c.key));
         let shown: Vec<String> = match (key, &w.put) {
             (Some(k), _) => k.iter().map(|(n, v)| format!("{n}={}", short(v))).collect(),
-            (None, Some(p)) => p.item.iter().filter(|(n, _)| matches!(n.as_str(), "pk" | "sk" | "id")).map(|(n, v)| format!("{n}={}", short(v))).collect(),
+            (None, Some(p)) => p
+                .item
+                .iter()
+                .filter(|(n, _)| matches!(n.as_str(), "pk" | "sk" | "id"))
+                .map(|(n, v)| format!("{n}={}", short(v)))
+                .collect(),
             _ => Vec::new(),
         };
-        format!("{} on {} {{{}}}", self.kind(), self.table(), shown.join(", "))
+        format!(
+            "{} on {} {{{}}}",
+            self.kind(),
+            self.table(),
+            shown.join(", ")
+        )
     }
 
     /// An upper estimate of the bytes this action adds to a transaction.
     pub fn size(&self) -> usize {
         let w = &self.0;
         let exprs = |n: &Option<Names>, v: &Option<Values>| {
-            n.as_ref().map_or(0, |n| n.iter().map(|(a, b)| a.len() + b.len()).sum::<usize>())
-                + v.as_ref().map_or(0, |v| v.iter().map(|(a, b)| a.len() + b.size()).sum::<usize>())
+            n.as_ref().map_or(0, |n| {
+                n.iter().map(|(a, b)| a.len() + b.len()).sum::<usize>()
+            }) + v.as_ref().map_or(0, |v| {
+                v.iter().map(|(a, b)| a.len() + b.size()).sum::<usize>()
+            })
         };
         if let Some(p) = &w.put {
-            item_size(&p.item) + p.condition_expression.as_ref().map_or(0, String::len) + exprs(&p.expression_attribute_names, &p.expression_attribute_values)
+            item_size(&p.item)
+                + p.condition_expression.as_ref().map_or(0, String::len)
+                + exprs(
+                    &p.expression_attribute_names,
+                    &p.expression_attribute_values,
+                )
         } else if let Some(u) = &w.update {
-            item_size(&u.key) + u.update_expression.len() + u.condition_expression.as_ref().map_or(0, String::len) + exprs(&u.expression_attribute_names, &u.expression_attribute_values)
+            item_size(&u.key)
+                + u.update_expression.len()
+                + u.condition_expression.as_ref().map_or(0, String::len)
+                + exprs(
+                    &u.expression_attribute_names,
+                    &u.expression_attribute_values,
+                )
         } else if let Some(d) = &w.delete {
-            item_size(&d.key) + d.condition_expression.as_ref().map_or(0, String::len) + exprs(&d.expression_attribute_names, &d.expression_attribute_values)
+            item_size(&d.key)
+                + d.condition_expression.as_ref().map_or(0, String::len)
+                + exprs(
+                    &d.expression_attribute_names,
+                    &d.expression_attribute_values,
+                )
         } else if let Some(c) = &w.condition_check {
-            item_size(&c.key) + c.condition_expression.len() + exprs(&c.expression_attribute_names, &c.expression_attribute_values)
+            item_size(&c.key)
+                + c.condition_expression.len()
+                + exprs(
+                    &c.expression_attribute_names,
+                    &c.expression_attribute_values,
+                )
         } else {
             0
         }

@@ -28,7 +28,10 @@ fn catalog_with(subscriptions: &str) -> Catalog {
 
 async fn refusal(subscriptions: &str) -> Vec<postbox_engine::contract::Violation> {
     let t = open().await;
-    match Engine::builder(t.store.clone(), catalog_with(subscriptions)).build().await {
+    match Engine::builder(t.store.clone(), catalog_with(subscriptions))
+        .build()
+        .await
+    {
         Ok(_) => panic!("the engine started with {subscriptions}"),
         Err(StartError::Contract(v)) => {
             let e = StartError::Contract(v.clone());
@@ -40,7 +43,9 @@ async fn refusal(subscriptions: &str) -> Vec<postbox_engine::contract::Violation
 }
 
 fn sub(name: &str, glob: &str, lane: &str) -> String {
-    format!("[[subscriptions]]\nname = \"{name}\"\nglob = \"{glob}\"\nlane = \"{lane}\"\nhandler = \"h::{name}\"\n")
+    format!(
+        "[[subscriptions]]\nname = \"{name}\"\nglob = \"{glob}\"\nlane = \"{lane}\"\nhandler = \"h::{name}\"\n"
+    )
 }
 
 #[tokio::test]
@@ -50,7 +55,12 @@ async fn a_glob_matching_nothing_is_refused_with_did_you_mean() {
     assert_eq!(v[0].rule, Rule::NoMatch);
     assert_eq!(v[0].subject, "addr");
     assert_eq!(v[0].suggestion.as_deref(), Some("CONTACTADDRESS"));
-    assert!(v[0].message.contains("\"addr\"") && v[0].message.contains("Did you mean \"CONTACTADDRESS\"?"), "{}", v[0].message);
+    assert!(
+        v[0].message.contains("\"addr\"")
+            && v[0].message.contains("Did you mean \"CONTACTADDRESS\"?"),
+        "{}",
+        v[0].message
+    );
 
     let v = refusal(&sub("typo", "ORDER_PLACD", "DURABLE")).await;
     assert_eq!(v[0].suggestion.as_deref(), Some("ORDER_PLACED"));
@@ -67,7 +77,11 @@ async fn wrong_lanes_are_refused() {
     for lane in ["INLINE", "LOCAL", "DURABLE"] {
         let v = refusal(&sub("rows", "row:CONTACT:*", lane)).await;
         assert_eq!(v[0].rule, Rule::RowGlobOffBestEffort, "{lane}");
-        assert!(v[0].message.contains("\"rows\"") && v[0].message.contains(lane), "{}", v[0].message);
+        assert!(
+            v[0].message.contains("\"rows\"") && v[0].message.contains(lane),
+            "{}",
+            v[0].message
+        );
     }
     let v = refusal(&sub("orders", "ORDER_*", "BEST_EFFORT")).await;
     assert_eq!(v[0].rule, Rule::DomainGlobOnBestEffort);
@@ -76,7 +90,12 @@ async fn wrong_lanes_are_refused() {
 
 #[tokio::test]
 async fn duplicates_and_missing_handlers_are_refused() {
-    let v = refusal(&format!("{}{}", sub("x", "ORDER_*", "DURABLE"), sub("x", "CONTACT*", "DURABLE"))).await;
+    let v = refusal(&format!(
+        "{}{}",
+        sub("x", "ORDER_*", "DURABLE"),
+        sub("x", "CONTACT*", "DURABLE")
+    ))
+    .await;
     assert_eq!(v[0].rule, Rule::DuplicateSubscription);
     // INLINE and LOCAL handlers run in this process, so they must be registered.
     let v = refusal(&sub("mirror", "ORDER_*", "INLINE")).await;
@@ -87,8 +106,17 @@ async fn duplicates_and_missing_handlers_are_refused() {
 #[tokio::test]
 async fn a_sound_catalog_starts() {
     let t = open().await;
-    let subs = format!("{}{}{}", sub("a", "ORDER_*", "DURABLE"), sub("b", "row:CONTACT:INSERT", "BEST_EFFORT"), sub("c", "*", "LOCAL"));
-    Engine::builder(t.store.clone(), catalog_with(&subs)).local("h::c", |_| async { Ok(()) }).build().await.unwrap();
+    let subs = format!(
+        "{}{}{}",
+        sub("a", "ORDER_*", "DURABLE"),
+        sub("b", "row:CONTACT:INSERT", "BEST_EFFORT"),
+        sub("c", "*", "LOCAL")
+    );
+    Engine::builder(t.store.clone(), catalog_with(&subs))
+        .local("h::c", |_| async { Ok(()) })
+        .build()
+        .await
+        .unwrap();
 }
 
 #[test]
@@ -118,13 +146,23 @@ fn catalog_check_runs_the_contract_both_ways() {
     assert!(!report.ok());
     let json = report.to_json();
     assert_eq!(json["ok"], false);
-    assert_eq!(json["subscriptions"][0]["matches"], serde_json::json!(["ORDER_PLACED"]));
+    assert_eq!(
+        json["subscriptions"][0]["matches"],
+        serde_json::json!(["ORDER_PLACED"])
+    );
     assert_eq!(json["violations"][1]["rule"], "no_producer");
     let md = report.to_markdown();
-    assert!(md.contains("| `ORDER_PLACED` | orders | s (DURABLE) |"), "{md}");
+    assert!(
+        md.contains("| `ORDER_PLACED` | orders | s (DURABLE) |"),
+        "{md}"
+    );
     assert!(report.to_text().contains("2 violation(s)"));
     // The shipped example passes.
-    let example = Catalog::load(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/catalog.toml")).unwrap();
+    let example = Catalog::load(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/catalog.toml"
+    ))
+    .unwrap();
     let r = Report::new(&example);
     assert!(r.ok(), "{}", r.to_text());
 }

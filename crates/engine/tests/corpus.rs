@@ -9,7 +9,9 @@ use serde_json::Value;
 fn lines(name: &str) -> Vec<Value> {
     let path = format!("{}/tests/corpus/{name}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    text.lines().map(|l| serde_json::from_str(l).expect("corpus line is JSON")).collect()
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("corpus line is JSON"))
+        .collect()
 }
 
 #[test]
@@ -23,10 +25,19 @@ fn canonical_json_matches_rfc8785_reference() {
         let value = json::parse(input).unwrap_or_else(|e| panic!("{}: {input}: {e}", case["name"]));
         let got = canonical::to_canonical_string(&value);
         if got != want {
-            failures.push(format!("{}: input {input}\n  want {want}\n  got  {got}", case["name"]));
+            failures.push(format!(
+                "{}: input {input}\n  want {want}\n  got  {got}",
+                case["name"]
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} of {} differ:\n{}", failures.len(), cases.len(), failures[..failures.len().min(20)].join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} differ:\n{}",
+        failures.len(),
+        cases.len(),
+        failures[..failures.len().min(20)].join("\n")
+    );
 }
 
 #[test]
@@ -35,11 +46,22 @@ fn globs_match_python_fnmatchcase() {
     assert!(cases.len() > 3000);
     let mut failures = Vec::new();
     for case in &cases {
-        let (pattern, name) = (case["pattern"].as_str().unwrap(), case["name"].as_str().unwrap());
+        let (pattern, name) = (
+            case["pattern"].as_str().unwrap(),
+            case["name"].as_str().unwrap(),
+        );
         let want = case["match"].as_bool().unwrap();
         if glob::fnmatchcase(name, pattern) != want {
-            failures.push(format!("fnmatchcase({name:?}, {pattern:?}) should be {want}"));
+            failures.push(format!(
+                "fnmatchcase({name:?}, {pattern:?}) should be {want}"
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} of {} differ:\n{}", failures.len(), cases.len(), failures[..failures.len().min(30)].join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} differ:\n{}",
+        failures.len(),
+        cases.len(),
+        failures[..failures.len().min(30)].join("\n")
+    );
 }

@@ -29,11 +29,18 @@ const ROUND_ENV: &str = "POSTBOX_ENGINE_CRASH_ROUND";
 /// The emitting child; does nothing unless started by the test below.
 #[test]
 fn crash_child() {
-    let Ok(path) = std::env::var(CHILD_ENV) else { return };
+    let Ok(path) = std::env::var(CHILD_ENV) else {
+        return;
+    };
     let round = std::env::var(ROUND_ENV).unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async move {
-        let store = Arc::new(EmbeddedStore::open(&path, store_options(Durability::Durable)).unwrap());
+        let store =
+            Arc::new(EmbeddedStore::open(&path, store_options(Durability::Durable)).unwrap());
         create_orders(&*store).await;
         let engine = engine(store).await;
         let out = Arc::new(std::sync::Mutex::new(std::io::stdout()));
@@ -43,7 +50,15 @@ fn crash_child() {
                 let ctx = ctx(if task % 4 == 0 { "other" } else { "main" });
                 for i in 0.. {
                     let id = format!("r{round}-{task}-{i}");
-                    engine.emit(&ctx, "ORDER_PLACED", json!({"order": id}), vec![put_order(&id)]).await.unwrap();
+                    engine
+                        .emit(
+                            &ctx,
+                            "ORDER_PLACED",
+                            json!({"order": id}),
+                            vec![put_order(&id)],
+                        )
+                        .await
+                        .unwrap();
                     let mut out = out.lock().unwrap();
                     writeln!(out, "ACK {id}").unwrap();
                     out.flush().unwrap();
@@ -87,17 +102,24 @@ async fn kill_minus_nine_never_separates_state_from_its_event() {
             }
             acks
         });
-        first_rx.recv_timeout(Duration::from_secs(60)).expect("the child emits");
+        first_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the child emits");
         std::thread::sleep(Duration::from_millis(fastrand::u64(0..400)));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         acked.extend(reader.join().unwrap());
 
-        let store = Arc::new(EmbeddedStore::open(&path, store_options(Durability::NoFsync)).unwrap());
+        let store =
+            Arc::new(EmbeddedStore::open(&path, store_options(Durability::NoFsync)).unwrap());
         check_consistent(&store, &acked).await;
         drop(store);
     }
-    assert!(acked.len() > 20, "only {} emits acknowledged in 5 rounds", acked.len());
+    assert!(
+        acked.len() > 20,
+        "only {} emits acknowledged in 5 rounds",
+        acked.len()
+    );
 }
 
 async fn check_consistent(store: &Arc<EmbeddedStore>, acked: &HashSet<String>) {
@@ -106,7 +128,11 @@ async fn check_consistent(store: &Arc<EmbeddedStore>, acked: &HashSet<String>) {
     let mut start = None;
     loop {
         let page = store
-            .scan(ScanInput { table_name: ORDERS.to_owned(), exclusive_start_key: start.take(), ..Default::default() })
+            .scan(ScanInput {
+                table_name: ORDERS.to_owned(),
+                exclusive_start_key: start.take(),
+                ..Default::default()
+            })
             .await
             .unwrap();
         for item in page.items.unwrap_or_default() {
@@ -123,17 +149,30 @@ async fn check_consistent(store: &Arc<EmbeddedStore>, acked: &HashSet<String>) {
         assert_contiguous(&rows);
         for row in &rows {
             let payload: serde_json::Value = serde_json::from_str(attr_s(row, "payload")).unwrap();
-            assert!(logged.insert(payload["order"].as_str().unwrap().to_owned()), "one event per order");
+            assert!(
+                logged.insert(payload["order"].as_str().unwrap().to_owned()),
+                "one event per order"
+            );
         }
     }
     let state_without_event: Vec<_> = orders.difference(&logged).collect();
     let event_without_state: Vec<_> = logged.difference(&orders).collect();
-    assert!(state_without_event.is_empty(), "orders without their event: {state_without_event:?}");
-    assert!(event_without_state.is_empty(), "events without their order: {event_without_state:?}");
+    assert!(
+        state_without_event.is_empty(),
+        "orders without their event: {state_without_event:?}"
+    );
+    assert!(
+        event_without_state.is_empty(),
+        "events without their order: {event_without_state:?}"
+    );
     let lost: Vec<_> = acked.difference(&logged).collect();
     assert!(lost.is_empty(), "acknowledged emits lost: {lost:?}");
     let engine = engine(store.clone()).await;
-    let full = VerifyOptions { full: true, update_checkpoint: false, ..Default::default() };
+    let full = VerifyOptions {
+        full: true,
+        update_checkpoint: false,
+        ..Default::default()
+    };
     for report in engine.verify_all(&full, &mut |_| {}).await.unwrap() {
         assert!(report.intact(), "{report:?}");
     }

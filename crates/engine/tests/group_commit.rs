@@ -24,7 +24,15 @@ async fn concurrent_emitters_never_leave_a_gap_or_a_duplicate() {
             let mut seqs = Vec::new();
             for i in 0..25 {
                 let id = format!("{emitter}-{i}");
-                let e = engine.emit(&ctx, "ORDER_PLACED", json!({"order": id}), vec![put_order(&id)]).await.unwrap();
+                let e = engine
+                    .emit(
+                        &ctx,
+                        "ORDER_PLACED",
+                        json!({"order": id}),
+                        vec![put_order(&id)],
+                    )
+                    .await
+                    .unwrap();
                 seqs.push(e.envelope.seq);
             }
             seqs
@@ -43,12 +51,22 @@ async fn concurrent_emitters_never_leave_a_gap_or_a_duplicate() {
     // Every event's caller write is there, and it is the right one.
     for row in &rows {
         let payload: serde_json::Value = serde_json::from_str(attr_s(row, "payload")).unwrap();
-        assert!(get_order(&*t.store, payload["order"].as_str().unwrap()).await.is_some());
+        assert!(
+            get_order(&*t.store, payload["order"].as_str().unwrap())
+                .await
+                .is_some()
+        );
     }
     let stats = engine.stats();
     assert_eq!(stats.emitted, 1600);
-    assert!(stats.transactions < stats.emitted / 4, "emits were coalesced: {stats:?}");
-    let report = engine.verify_tenant("t1", &Default::default(), &mut |_| {}).await.unwrap();
+    assert!(
+        stats.transactions < stats.emitted / 4,
+        "emits were coalesced: {stats:?}"
+    );
+    let report = engine
+        .verify_tenant("t1", &Default::default(), &mut |_| {})
+        .await
+        .unwrap();
     assert!(report.intact() && report.checked == 1600, "{report:?}");
 }
 
@@ -59,7 +77,15 @@ async fn one_callers_failed_condition_does_not_sink_the_batch() {
     let ctx = ctx("t1");
     // Orders 5, 17 and 33 exist already, so the emits that create them fail.
     for id in ["5", "17", "33"] {
-        engine.emit(&ctx, "ORDER_PLACED", json!({"order": id}), vec![put_order(id)]).await.unwrap();
+        engine
+            .emit(
+                &ctx,
+                "ORDER_PLACED",
+                json!({"order": id}),
+                vec![put_order(id)],
+            )
+            .await
+            .unwrap();
     }
     let before = engine.stats().transactions;
     // Spawned together on this single-threaded runtime, all 40 are queued
@@ -69,8 +95,16 @@ async fn one_callers_failed_condition_does_not_sink_the_batch() {
             let (engine, ctx) = (engine.clone(), ctx.clone());
             tokio::spawn(async move {
                 let id = i.to_string();
-                let writes = vec![Write::put(ORDERS, order_item(&format!("side-{i}"))), put_order(&id)];
-                (i, engine.emit(&ctx, "ORDER_PLACED", json!({"order": id}), writes).await)
+                let writes = vec![
+                    Write::put(ORDERS, order_item(&format!("side-{i}"))),
+                    put_order(&id),
+                ];
+                (
+                    i,
+                    engine
+                        .emit(&ctx, "ORDER_PLACED", json!({"order": id}), writes)
+                        .await,
+                )
             })
         })
         .collect();
@@ -78,12 +112,17 @@ async fn one_callers_failed_condition_does_not_sink_the_batch() {
         let (i, outcome) = task.await.unwrap();
         if [5, 17, 33].contains(&i) {
             match outcome {
-                Err(EmitError::ConditionalCheckFailed { index: 1, write, .. }) => {
+                Err(EmitError::ConditionalCheckFailed {
+                    index: 1, write, ..
+                }) => {
                     assert!(write.contains(&format!("ORDER#{i}")), "{write}")
                 }
                 other => panic!("emit {i}: expected its own ConditionalCheckFailed, got {other:?}"),
             }
-            assert!(get_order(&*t.store, &format!("side-{i}")).await.is_none(), "no trace of the failed emit {i}");
+            assert!(
+                get_order(&*t.store, &format!("side-{i}")).await.is_none(),
+                "no trace of the failed emit {i}"
+            );
         } else {
             outcome.unwrap_or_else(|e| panic!("emit {i} should commit: {e}"));
             assert!(get_order(&*t.store, &format!("side-{i}")).await.is_some());
@@ -93,7 +132,10 @@ async fn one_callers_failed_condition_does_not_sink_the_batch() {
     assert_eq!(rows.len(), 3 + 37);
     assert_contiguous(&rows);
     let stats = engine.stats();
-    assert!(stats.transactions - before <= 4, "the 37 emits shared transactions: {stats:?}");
+    assert!(
+        stats.transactions - before <= 4,
+        "the 37 emits shared transactions: {stats:?}"
+    );
     assert_eq!(stats.condition_failures, 3);
 }
 
@@ -108,7 +150,10 @@ async fn batches_respect_the_hundred_action_limit() {
             let (engine, ctx) = (engine.clone(), ctx.clone());
             tokio::spawn(async move {
                 let writes = (0..10).map(|w| put_order(&format!("{i}-{w}"))).collect();
-                engine.emit(&ctx, "AUDIT_NOTE", json!({"i": i}), writes).await.unwrap()
+                engine
+                    .emit(&ctx, "AUDIT_NOTE", json!({"i": i}), writes)
+                    .await
+                    .unwrap()
             })
         })
         .collect();
@@ -132,8 +177,12 @@ async fn a_batch_the_store_refuses_as_a_whole_is_retried_one_by_one() {
         .map(|_| {
             let (engine, ctx, key) = (engine.clone(), ctx.clone(), key.clone());
             tokio::spawn(async move {
-                let w = Write::update(ORDERS, key, "ADD hits :one").value(":one", postbox_item::AttributeValue::n(1));
-                engine.emit(&ctx, "AUDIT_NOTE", json!({}), vec![w]).await.unwrap()
+                let w = Write::update(ORDERS, key, "ADD hits :one")
+                    .value(":one", postbox_item::AttributeValue::n(1));
+                engine
+                    .emit(&ctx, "AUDIT_NOTE", json!({}), vec![w])
+                    .await
+                    .unwrap()
             })
         })
         .collect();
@@ -155,7 +204,10 @@ async fn tenants_commit_independently() {
             tokio::spawn(async move {
                 let ctx = ctx(&format!("tenant-{}", i % 8));
                 for j in 0..20 {
-                    engine.emit(&ctx, "AUDIT_NOTE", json!({"i": i, "j": j}), vec![]).await.unwrap();
+                    engine
+                        .emit(&ctx, "AUDIT_NOTE", json!({"i": i, "j": j}), vec![])
+                        .await
+                        .unwrap();
                 }
             })
         })
@@ -182,9 +234,20 @@ async fn batches_respect_the_four_megabyte_limit() {
             let (engine, ctx) = (engine.clone(), ctx.clone());
             tokio::spawn(async move {
                 let writes = (0..3)
-                    .map(|w| Write::put(ORDERS, Item::from([("pk".to_owned(), s(&format!("BIG#{i}-{w}"))), ("blob".to_owned(), s(&"b".repeat(360 * 1024)))])))
+                    .map(|w| {
+                        Write::put(
+                            ORDERS,
+                            Item::from([
+                                ("pk".to_owned(), s(&format!("BIG#{i}-{w}"))),
+                                ("blob".to_owned(), s(&"b".repeat(360 * 1024))),
+                            ]),
+                        )
+                    })
                     .collect();
-                engine.emit(&ctx, "AUDIT_NOTE", json!({"i": i}), writes).await.unwrap()
+                engine
+                    .emit(&ctx, "AUDIT_NOTE", json!({"i": i}), writes)
+                    .await
+                    .unwrap()
             })
         })
         .collect();

@@ -64,14 +64,19 @@ async fn setup(options: EngineOptions, slow_local: Duration) -> Setup {
                 return Err("the mirror refuses this payment".into());
             }
             let order = env.payload["order"].as_str().unwrap_or("none");
-            Ok(vec![Write::put(
-                ORDERS,
-                Item::from([
-                    ("pk".to_owned(), AttributeValue::S(format!("MIRROR#{order}"))),
-                    ("event".to_owned(), AttributeValue::S(env.id.clone())),
-                ]),
-            )
-            .condition("attribute_not_exists(pk)")])
+            Ok(vec![
+                Write::put(
+                    ORDERS,
+                    Item::from([
+                        (
+                            "pk".to_owned(),
+                            AttributeValue::S(format!("MIRROR#{order}")),
+                        ),
+                        ("event".to_owned(), AttributeValue::S(env.id.clone())),
+                    ]),
+                )
+                .condition("attribute_not_exists(pk)"),
+            ])
         })
         .local("crm::tag", move |_env| {
             let tg = tg.clone();
@@ -91,24 +96,59 @@ async fn setup(options: EngineOptions, slow_local: Duration) -> Setup {
         .build()
         .await
         .unwrap();
-    Setup { t, engine, tagged, flaky_calls }
+    Setup {
+        t,
+        engine,
+        tagged,
+        flaky_calls,
+    }
 }
 
 async fn mirror(t: &TestStore, order: &str) -> Option<Item> {
-    get(&*t.store, ORDERS, Item::from([("pk".to_owned(), AttributeValue::S(format!("MIRROR#{order}")))])).await
+    get(
+        &*t.store,
+        ORDERS,
+        Item::from([(
+            "pk".to_owned(),
+            AttributeValue::S(format!("MIRROR#{order}")),
+        )]),
+    )
+    .await
 }
 
 #[tokio::test]
 async fn inline_writes_join_the_emit_transaction() {
     let s = setup(EngineOptions::default(), Duration::ZERO).await;
-    let e = s.engine.emit(&ctx("t1"), "PAYMENT_FAILED", json!({"order": "1"}), vec![put_order("1")]).await.unwrap();
+    let e = s
+        .engine
+        .emit(
+            &ctx("t1"),
+            "PAYMENT_FAILED",
+            json!({"order": "1"}),
+            vec![put_order("1")],
+        )
+        .await
+        .unwrap();
     let m = mirror(&s.t, "1").await.expect("the INLINE write committed");
     assert_eq!(attr_s(&m, "event"), e.envelope.id);
     assert!(get_order(&*s.t.store, "1").await.is_some());
     // An INLINE write whose condition fails fails the emit, naming the subscription.
-    let err = s.engine.emit(&ctx("t1"), "PAYMENT_FAILED", json!({"order": "1"}), vec![put_order("2")]).await.unwrap_err();
+    let err = s
+        .engine
+        .emit(
+            &ctx("t1"),
+            "PAYMENT_FAILED",
+            json!({"order": "1"}),
+            vec![put_order("2")],
+        )
+        .await
+        .unwrap_err();
     match err {
-        EmitError::ConditionalCheckFailed { index: 1, subscription: Some(sub), .. } => assert_eq!(sub, "order-mirror"),
+        EmitError::ConditionalCheckFailed {
+            index: 1,
+            subscription: Some(sub),
+            ..
+        } => assert_eq!(sub, "order-mirror"),
         other => panic!("{other}"),
     }
     assert!(get_order(&*s.t.store, "2").await.is_none());
@@ -118,26 +158,48 @@ async fn inline_writes_join_the_emit_transaction() {
 #[tokio::test]
 async fn an_inline_error_aborts_the_emit_without_a_trace() {
     for group_commit in [true, false] {
-        let s = setup(EngineOptions { group_commit, ..Default::default() }, Duration::ZERO).await;
+        let s = setup(
+            EngineOptions {
+                group_commit,
+                ..Default::default()
+            },
+            Duration::ZERO,
+        )
+        .await;
         let err = s
             .engine
-            .emit(&ctx("t1"), "PAYMENT_FAILED", json!({"order": "1", "reject": true}), vec![put_order("1")])
+            .emit(
+                &ctx("t1"),
+                "PAYMENT_FAILED",
+                json!({"order": "1", "reject": true}),
+                vec![put_order("1")],
+            )
             .await
             .unwrap_err();
         match &err {
-            EmitError::InlineAborted { subscription, message } => {
+            EmitError::InlineAborted {
+                subscription,
+                message,
+            } => {
                 assert_eq!(subscription, "order-mirror");
                 assert!(message.contains("refuses"));
             }
             other => panic!("{other}"),
         }
-        assert!(get_order(&*s.t.store, "1").await.is_none(), "no caller write");
+        assert!(
+            get_order(&*s.t.store, "1").await.is_none(),
+            "no caller write"
+        );
         assert!(mirror(&s.t, "1").await.is_none(), "no handler write");
         assert!(events(&*s.t.store, "t1").await.is_empty(), "no event");
         assert!(head(&*s.t.store, "t1").await.is_none(), "no head");
         assert_eq!(s.engine.stats().inline_aborts, 1);
         // The next emit starts the log at seq 1.
-        let ok = s.engine.emit(&ctx("t1"), "PAYMENT_FAILED", json!({"order": "1"}), vec![]).await.unwrap();
+        let ok = s
+            .engine
+            .emit(&ctx("t1"), "PAYMENT_FAILED", json!({"order": "1"}), vec![])
+            .await
+            .unwrap();
         assert_eq!(ok.envelope.seq, 1);
     }
 }
@@ -146,14 +208,36 @@ async fn an_inline_error_aborts_the_emit_without_a_trace() {
 async fn local_handlers_run_after_commit_and_never_block_emit() {
     // The tagger sleeps 1 s per event; eight emits must not wait for it.
     let slow = Duration::from_secs(1);
-    let s = setup(EngineOptions { local_concurrency: 4, ..Default::default() }, slow).await;
+    let s = setup(
+        EngineOptions {
+            local_concurrency: 4,
+            ..Default::default()
+        },
+        slow,
+    )
+    .await;
     let started = Instant::now();
     for i in 0..8 {
-        s.engine.emit(&ctx("t1"), "PAYMENT_COMPLETED", json!({"order": i.to_string()}), vec![]).await.unwrap();
+        s.engine
+            .emit(
+                &ctx("t1"),
+                "PAYMENT_COMPLETED",
+                json!({"order": i.to_string()}),
+                vec![],
+            )
+            .await
+            .unwrap();
     }
     let emitting = started.elapsed();
-    assert!(emitting < slow, "emit waited for LOCAL handlers: {emitting:?}");
-    assert_eq!(s.tagged.load(Ordering::SeqCst), 0, "the handlers are still running");
+    assert!(
+        emitting < slow,
+        "emit waited for LOCAL handlers: {emitting:?}"
+    );
+    assert_eq!(
+        s.tagged.load(Ordering::SeqCst),
+        0,
+        "the handlers are still running"
+    );
     // Bounded pool: 4 at a time, 1 s each, 8 jobs = at least 2 s.
     let deadline = Instant::now() + Duration::from_secs(20);
     while s.engine.stats().local_ok < 8 && Instant::now() < deadline {
@@ -161,7 +245,11 @@ async fn local_handlers_run_after_commit_and_never_block_emit() {
     }
     let stats = s.engine.stats();
     assert_eq!(stats.local_ok, 8);
-    assert!(started.elapsed() >= 2 * slow, "the pool ran more than 4 at once: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= 2 * slow,
+        "the pool ran more than 4 at once: {:?}",
+        started.elapsed()
+    );
     // The flaky handler ran once per event, was never retried, and was counted.
     assert_eq!(s.flaky_calls.load(Ordering::SeqCst), 8);
     assert_eq!(stats.local_failed, 8);
@@ -170,21 +258,42 @@ async fn local_handlers_run_after_commit_and_never_block_emit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_local_queue_drops_and_counts_instead_of_blocking() {
     let slow = Duration::from_secs(3);
-    let options = EngineOptions { local_concurrency: 1, local_queue: 2, ..Default::default() };
+    let options = EngineOptions {
+        local_concurrency: 1,
+        local_queue: 2,
+        ..Default::default()
+    };
     let s = setup(options, slow).await;
     let started = Instant::now();
     for i in 0..10 {
-        s.engine.emit(&ctx("t1"), "PAYMENT_COMPLETED", json!({"order": i.to_string()}), vec![]).await.unwrap();
+        s.engine
+            .emit(
+                &ctx("t1"),
+                "PAYMENT_COMPLETED",
+                json!({"order": i.to_string()}),
+                vec![],
+            )
+            .await
+            .unwrap();
     }
-    assert!(started.elapsed() < slow, "emit blocked on the full LOCAL queue");
+    assert!(
+        started.elapsed() < slow,
+        "emit blocked on the full LOCAL queue"
+    );
     assert!(s.engine.stats().local_dropped > 0, "{:?}", s.engine.stats());
 }
 
 #[tokio::test]
 async fn events_nobody_subscribes_to_are_counted() {
     let s = setup(EngineOptions::default(), Duration::ZERO).await;
-    s.engine.emit(&ctx("t1"), "NOBODY_LISTENS", json!({}), vec![]).await.unwrap();
-    s.engine.emit(&ctx("t1"), "PAYMENT_FAILED", json!({"order": "x"}), vec![]).await.unwrap();
+    s.engine
+        .emit(&ctx("t1"), "NOBODY_LISTENS", json!({}), vec![])
+        .await
+        .unwrap();
+    s.engine
+        .emit(&ctx("t1"), "PAYMENT_FAILED", json!({"order": "x"}), vec![])
+        .await
+        .unwrap();
     let stats = s.engine.stats();
     assert_eq!(stats.undelivered, 1);
     assert_eq!(stats.emitted, 2);

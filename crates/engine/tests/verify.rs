@@ -22,17 +22,31 @@ async fn log_of(n: usize) -> (TestStore, Engine<EmbeddedStore>) {
     let ctx = ctx("t1");
     for i in 0..n {
         let payload = json!({"order": format!("o{i}"), "note": "caf\u{e9} \u{1f600} \"q\"\n", "n": i as f64 / 3.0});
-        engine.emit(&ctx, "ORDER_PLACED", payload, vec![]).await.unwrap();
+        engine
+            .emit(&ctx, "ORDER_PLACED", payload, vec![])
+            .await
+            .unwrap();
     }
     (t, engine)
 }
 
 fn full() -> VerifyOptions {
-    VerifyOptions { full: true, update_checkpoint: false, ..Default::default() }
+    VerifyOptions {
+        full: true,
+        update_checkpoint: false,
+        ..Default::default()
+    }
 }
 
 async fn put(store: &EmbeddedStore, item: Item) {
-    store.put_item(PutItemInput { table_name: EVENTS.to_owned(), item, ..Default::default() }).await.unwrap();
+    store
+        .put_item(PutItemInput {
+            table_name: EVENTS.to_owned(),
+            item,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -46,7 +60,10 @@ async fn stored_hashes_are_the_chain_from_genesis() {
         // The canonical form is also what the generic RFC 8785 writer makes
         // of the envelope.
         let (env, _) = postbox_engine::layout::envelope_of(&row).unwrap();
-        assert_eq!(canonical, postbox_engine::canonical::to_canonical_string(&serde_json::to_value(&env).unwrap()));
+        assert_eq!(
+            canonical,
+            postbox_engine::canonical::to_canonical_string(&serde_json::to_value(&env).unwrap())
+        );
         let hash = chain::link(&prev, canonical.as_bytes());
         assert_eq!(chain::to_hex(&hash), stored);
         prev = hash;
@@ -57,33 +74,74 @@ async fn stored_hashes_are_the_chain_from_genesis() {
 #[tokio::test]
 async fn verify_is_incremental_and_reports_progress() {
     let (t, engine) = log_of(25).await;
-    let options = VerifyOptions { page_size: 10, ..Default::default() };
+    let options = VerifyOptions {
+        page_size: 10,
+        ..Default::default()
+    };
     let mut seen = Vec::new();
-    let r = engine.verify_tenant("t1", &options, &mut |p| seen.push((p.checked, p.seq, p.head_seq))).await.unwrap();
+    let r = engine
+        .verify_tenant("t1", &options, &mut |p| {
+            seen.push((p.checked, p.seq, p.head_seq))
+        })
+        .await
+        .unwrap();
     assert!(r.intact(), "{r:?}");
     assert_eq!((r.from_seq, r.checked, r.head_seq), (0, 25, 25));
     assert_eq!(seen, vec![(10, 10, 25), (20, 20, 25), (25, 25, 25)]);
     // The next run checks only what is new.
-    let r = engine.verify_tenant("t1", &options, &mut |_| {}).await.unwrap();
+    let r = engine
+        .verify_tenant("t1", &options, &mut |_| {})
+        .await
+        .unwrap();
     assert_eq!((r.from_seq, r.checked), (25, 0));
     for _ in 0..3 {
-        engine.emit(&ctx("t1"), "AUDIT_NOTE", json!({}), vec![]).await.unwrap();
+        engine
+            .emit(&ctx("t1"), "AUDIT_NOTE", json!({}), vec![])
+            .await
+            .unwrap();
     }
-    let r = engine.verify_tenant("t1", &options, &mut |_| {}).await.unwrap();
+    let r = engine
+        .verify_tenant("t1", &options, &mut |_| {})
+        .await
+        .unwrap();
     assert!(r.intact());
     assert_eq!((r.from_seq, r.checked, r.head_seq), (25, 3, 28));
-    let checkpoint = get(&*t.store, EVENTS, Item::from([("pk".to_owned(), s("TENANT#t1#VERIFIED")), ("sk".to_owned(), s("VERIFIED"))])).await.unwrap();
+    let checkpoint = get(
+        &*t.store,
+        EVENTS,
+        Item::from([
+            ("pk".to_owned(), s("TENANT#t1#VERIFIED")),
+            ("sk".to_owned(), s("VERIFIED")),
+        ]),
+    )
+    .await
+    .unwrap();
     assert_eq!(attr_n(&checkpoint, "seq"), 28);
     // All tenants.
-    engine.emit(&ctx("t2"), "AUDIT_NOTE", json!({}), vec![]).await.unwrap();
+    engine
+        .emit(&ctx("t2"), "AUDIT_NOTE", json!({}), vec![])
+        .await
+        .unwrap();
     let all = engine.verify_all(&full(), &mut |_| {}).await.unwrap();
-    let mut names: Vec<_> = all.iter().map(|r| (r.tenant.clone(), r.checked, r.intact())).collect();
+    let mut names: Vec<_> = all
+        .iter()
+        .map(|r| (r.tenant.clone(), r.checked, r.intact()))
+        .collect();
     names.sort();
-    assert_eq!(names, vec![("t1".to_owned(), 28, true), ("t2".to_owned(), 1, true)]);
+    assert_eq!(
+        names,
+        vec![("t1".to_owned(), 28, true), ("t2".to_owned(), 1, true)]
+    );
 }
 
 /// Flips one byte of attribute `name` of event `seq`, verifies, restores.
-async fn tamper_and_verify(t: &TestStore, engine: &Engine<EmbeddedStore>, seq: usize, name: &str, at: usize) -> Option<(u64, Problem)> {
+async fn tamper_and_verify(
+    t: &TestStore,
+    engine: &Engine<EmbeddedStore>,
+    seq: usize,
+    name: &str,
+    at: usize,
+) -> Option<(u64, Problem)> {
     let rows = events(&*t.store, "t1").await;
     let original = rows[seq - 1].clone();
     let mut tampered = original.clone();
@@ -105,7 +163,10 @@ async fn tamper_and_verify(t: &TestStore, engine: &Engine<EmbeddedStore>, seq: u
     };
     tampered.insert(name.to_owned(), value);
     put(&t.store, tampered).await;
-    let r = engine.verify_tenant("t1", &full(), &mut |_| {}).await.unwrap();
+    let r = engine
+        .verify_tenant("t1", &full(), &mut |_| {})
+        .await
+        .unwrap();
     put(&t.store, original).await;
     r.broken
 }
@@ -113,7 +174,18 @@ async fn tamper_and_verify(t: &TestStore, engine: &Engine<EmbeddedStore>, seq: u
 #[tokio::test]
 async fn tampering_with_any_byte_is_caught_at_its_seq() {
     let (t, engine) = log_of(12).await;
-    let fields = ["id", "type", "tenant", "seq", "correlation_id", "causation_id", "actor", "occurred_at", "payload", "hash"];
+    let fields = [
+        "id",
+        "type",
+        "tenant",
+        "seq",
+        "correlation_id",
+        "causation_id",
+        "actor",
+        "occurred_at",
+        "payload",
+        "hash",
+    ];
     let mut checked = 0;
     for seq in [1, 6, 12] {
         let row = events(&*t.store, "t1").await[seq - 1].clone();
@@ -124,7 +196,9 @@ async fn tampering_with_any_byte_is_caught_at_its_seq() {
             };
             for at in 0..len {
                 let broken = tamper_and_verify(&t, &engine, seq, name, at).await;
-                let (at_seq, problem) = broken.unwrap_or_else(|| panic!("tampering with byte {at} of {name} of event {seq} went unnoticed"));
+                let (at_seq, problem) = broken.unwrap_or_else(|| {
+                    panic!("tampering with byte {at} of {name} of event {seq} went unnoticed")
+                });
                 if matches!(&problem, Problem::Malformed(m) if m == "skipped non-ASCII") {
                     continue;
                 }
@@ -132,27 +206,60 @@ async fn tampering_with_any_byte_is_caught_at_its_seq() {
                 assert_eq!(at_seq, seq as u64, "{name}[{at}] of event {seq}: {problem}");
                 match name {
                     "seq" => assert!(matches!(problem, Problem::Reordered { .. }), "{problem}"),
-                    _ => assert!(matches!(problem, Problem::HashMismatch { .. } | Problem::Malformed(_)), "{name}: {problem}"),
+                    _ => assert!(
+                        matches!(
+                            problem,
+                            Problem::HashMismatch { .. } | Problem::Malformed(_)
+                        ),
+                        "{name}: {problem}"
+                    ),
                 }
             }
         }
     }
     assert!(checked > 500, "{checked} single-byte tamperings checked");
     // Restored: intact again.
-    assert!(engine.verify_tenant("t1", &full(), &mut |_| {}).await.unwrap().intact());
+    assert!(
+        engine
+            .verify_tenant("t1", &full(), &mut |_| {})
+            .await
+            .unwrap()
+            .intact()
+    );
 }
 
 #[tokio::test]
 async fn gaps_reordering_and_head_damage_are_named() {
     let (t, engine) = log_of(10).await;
     let rows = events(&*t.store, "t1").await;
-    let key = |row: &Item| Item::from([("pk".to_owned(), row["pk"].clone()), ("sk".to_owned(), row["sk"].clone())]);
+    let key = |row: &Item| {
+        Item::from([
+            ("pk".to_owned(), row["pk"].clone()),
+            ("sk".to_owned(), row["sk"].clone()),
+        ])
+    };
 
     // A deleted event is a gap at its seq.
-    let del = |row: &Item| DeleteItemInput { table_name: EVENTS.to_owned(), key: key(row), ..Default::default() };
+    let del = |row: &Item| DeleteItemInput {
+        table_name: EVENTS.to_owned(),
+        key: key(row),
+        ..Default::default()
+    };
     t.store.delete_item(del(&rows[3])).await.unwrap();
-    let r = engine.verify_tenant("t1", &full(), &mut |_| {}).await.unwrap();
-    assert_eq!(r.broken, Some((4, Problem::Gap { expected: 4, found: Some(5) })));
+    let r = engine
+        .verify_tenant("t1", &full(), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(
+        r.broken,
+        Some((
+            4,
+            Problem::Gap {
+                expected: 4,
+                found: Some(5)
+            }
+        ))
+    );
     put(&t.store, rows[3].clone()).await;
 
     // Two events swapped: the row in place 3 claims to be event 7.
@@ -163,24 +270,54 @@ async fn gaps_reordering_and_head_damage_are_named() {
     b.extend(ka);
     put(&t.store, a).await;
     put(&t.store, b).await;
-    let r = engine.verify_tenant("t1", &full(), &mut |_| {}).await.unwrap();
+    let r = engine
+        .verify_tenant("t1", &full(), &mut |_| {})
+        .await
+        .unwrap();
     assert_eq!(r.broken, Some((3, Problem::Reordered { claimed: 7 })));
     put(&t.store, rows[2].clone()).await;
     put(&t.store, rows[6].clone()).await;
-    assert!(engine.verify_tenant("t1", &full(), &mut |_| {}).await.unwrap().intact());
+    assert!(
+        engine
+            .verify_tenant("t1", &full(), &mut |_| {})
+            .await
+            .unwrap()
+            .intact()
+    );
 
     // The last event missing: the head says it exists.
     t.store.delete_item(del(&rows[9])).await.unwrap();
-    let r = engine.verify_tenant("t1", &full(), &mut |_| {}).await.unwrap();
-    assert_eq!(r.broken, Some((10, Problem::Gap { expected: 10, found: None })));
+    let r = engine
+        .verify_tenant("t1", &full(), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(
+        r.broken,
+        Some((
+            10,
+            Problem::Gap {
+                expected: 10,
+                found: None
+            }
+        ))
+    );
     put(&t.store, rows[9].clone()).await;
 
     // A head whose hash is not the last event's.
     let mut h = head(&*t.store, "t1").await.unwrap();
-    h.insert("last_hash".into(), AttributeValue::S(chain::to_hex(&[7; 32])));
+    h.insert(
+        "last_hash".into(),
+        AttributeValue::S(chain::to_hex(&[7; 32])),
+    );
     put(&t.store, h).await;
-    let r = engine.verify_tenant("t1", &full(), &mut |_| {}).await.unwrap();
-    assert!(matches!(r.broken, Some((10, Problem::HeadMismatch(_)))), "{r:?}");
+    let r = engine
+        .verify_tenant("t1", &full(), &mut |_| {})
+        .await
+        .unwrap();
+    assert!(
+        matches!(r.broken, Some((10, Problem::HeadMismatch(_)))),
+        "{r:?}"
+    );
 }
 
 #[tokio::test]
@@ -190,10 +327,16 @@ async fn a_broken_chain_does_not_move_the_checkpoint_past_the_break() {
     let mut bad = rows[5].clone();
     bad.insert("actor".into(), AttributeValue::S("mallory".into()));
     put(&t.store, bad).await;
-    let r = engine.verify_tenant("t1", &VerifyOptions::default(), &mut |_| {}).await.unwrap();
+    let r = engine
+        .verify_tenant("t1", &VerifyOptions::default(), &mut |_| {})
+        .await
+        .unwrap();
     assert_eq!(r.broken.as_ref().map(|b| b.0), Some(6));
     // The next incremental run starts after 5 and still sees the damage.
-    let r = engine.verify_tenant("t1", &VerifyOptions::default(), &mut |_| {}).await.unwrap();
+    let r = engine
+        .verify_tenant("t1", &VerifyOptions::default(), &mut |_| {})
+        .await
+        .unwrap();
     assert_eq!(r.from_seq, 5);
     assert_eq!(r.broken.as_ref().map(|b| b.0), Some(6));
     let _: Arc<EmbeddedStore> = t.store.clone();
@@ -203,40 +346,99 @@ async fn a_broken_chain_does_not_move_the_checkpoint_past_the_break() {
 async fn a_long_log_checked_in_parallel_ranges_reports_the_same() {
     // 100 events, pages of 5, 3 ranges: (0, 33], (33, 66], (66, ...).
     let (t, engine) = log_of(100).await;
-    let split = VerifyOptions { full: true, update_checkpoint: false, page_size: 5, segments: 3 };
+    let split = VerifyOptions {
+        full: true,
+        update_checkpoint: false,
+        page_size: 5,
+        segments: 3,
+    };
     let mut total = 0;
-    let r = engine.verify_tenant("t1", &split, &mut |p| total = p.checked).await.unwrap();
+    let r = engine
+        .verify_tenant("t1", &split, &mut |p| total = p.checked)
+        .await
+        .unwrap();
     assert!(r.intact(), "{r:?}");
     assert_eq!((r.checked, total), (100, 100));
     let rows = events(&*t.store, "t1").await;
-    let key = |row: &Item| Item::from([("pk".to_owned(), row["pk"].clone()), ("sk".to_owned(), row["sk"].clone())]);
+    let key = |row: &Item| {
+        Item::from([
+            ("pk".to_owned(), row["pk"].clone()),
+            ("sk".to_owned(), row["sk"].clone()),
+        ])
+    };
     for seq in [1usize, 32, 33, 34, 66, 67, 100] {
         // A changed byte, at range edges and inside.
         let mut bad = rows[seq - 1].clone();
         bad.insert("actor".into(), AttributeValue::S("mallory".into()));
         put(&t.store, bad).await;
-        let r = engine.verify_tenant("t1", &split, &mut |_| {}).await.unwrap();
-        assert!(matches!(r.broken, Some((s, Problem::HashMismatch { .. })) if s == seq as u64), "actor of {seq}: {r:?}");
+        let r = engine
+            .verify_tenant("t1", &split, &mut |_| {})
+            .await
+            .unwrap();
+        assert!(
+            matches!(r.broken, Some((s, Problem::HashMismatch { .. })) if s == seq as u64),
+            "actor of {seq}: {r:?}"
+        );
         // A changed hash is caught at its own seq, not at the next range's start.
         let mut bad = rows[seq - 1].clone();
         bad.insert("hash".into(), AttributeValue::S(chain::to_hex(&[1; 32])));
         put(&t.store, bad).await;
-        let r = engine.verify_tenant("t1", &split, &mut |_| {}).await.unwrap();
-        assert!(matches!(r.broken, Some((s, Problem::HashMismatch { .. })) if s == seq as u64), "hash of {seq}: {r:?}");
+        let r = engine
+            .verify_tenant("t1", &split, &mut |_| {})
+            .await
+            .unwrap();
+        assert!(
+            matches!(r.broken, Some((s, Problem::HashMismatch { .. })) if s == seq as u64),
+            "hash of {seq}: {r:?}"
+        );
         // A missing row is a gap at its seq, naming the next row.
-        let del = DeleteItemInput { table_name: EVENTS.to_owned(), key: key(&rows[seq - 1]), ..Default::default() };
+        let del = DeleteItemInput {
+            table_name: EVENTS.to_owned(),
+            key: key(&rows[seq - 1]),
+            ..Default::default()
+        };
         t.store.delete_item(del).await.unwrap();
-        let r = engine.verify_tenant("t1", &split, &mut |_| {}).await.unwrap();
-        let next = if seq == 100 { None } else { Some(seq as u64 + 1) };
-        assert_eq!(r.broken, Some((seq as u64, Problem::Gap { expected: seq as u64, found: next })), "gap at {seq}");
+        let r = engine
+            .verify_tenant("t1", &split, &mut |_| {})
+            .await
+            .unwrap();
+        let next = if seq == 100 {
+            None
+        } else {
+            Some(seq as u64 + 1)
+        };
+        assert_eq!(
+            r.broken,
+            Some((
+                seq as u64,
+                Problem::Gap {
+                    expected: seq as u64,
+                    found: next
+                }
+            )),
+            "gap at {seq}"
+        );
         put(&t.store, rows[seq - 1].clone()).await;
     }
-    assert!(engine.verify_tenant("t1", &split, &mut |_| {}).await.unwrap().intact());
+    assert!(
+        engine
+            .verify_tenant("t1", &split, &mut |_| {})
+            .await
+            .unwrap()
+            .intact()
+    );
     // Incremental runs split what is new.
-    let inc = VerifyOptions { page_size: 5, segments: 3, ..Default::default() };
+    let inc = VerifyOptions {
+        page_size: 5,
+        segments: 3,
+        ..Default::default()
+    };
     engine.verify_tenant("t1", &inc, &mut |_| {}).await.unwrap();
     for _ in 0..70 {
-        engine.emit(&ctx("t1"), "AUDIT_NOTE", json!({}), vec![]).await.unwrap();
+        engine
+            .emit(&ctx("t1"), "AUDIT_NOTE", json!({}), vec![])
+            .await
+            .unwrap();
     }
     let r = engine.verify_tenant("t1", &inc, &mut |_| {}).await.unwrap();
     assert!(r.intact());

@@ -39,7 +39,10 @@ use postbox_store::{ItemStore, StoreResult};
 use tokio::sync::{mpsc, oneshot};
 
 use super::plan::{self, Failure, Head};
-use super::{EmitError, EventRequest, Inner, MAX_ACTIONS, MAX_TRANSACTION_BYTES, backoff, own_error, read_head};
+use super::{
+    EmitError, EventRequest, Inner, MAX_ACTIONS, MAX_TRANSACTION_BYTES, backoff, own_error,
+    read_head,
+};
 use crate::chain::Hash;
 use crate::lanes::bump;
 
@@ -60,9 +63,17 @@ pub(crate) struct Pending {
 }
 
 /// Queues `req` on its tenant's batcher and waits for the commit.
-pub(crate) async fn submit<S: ItemStore>(inner: &Arc<Inner<S>>, req: EventRequest) -> Result<(u64, Hash), EmitError> {
+pub(crate) async fn submit<S: ItemStore>(
+    inner: &Arc<Inner<S>>,
+    req: EventRequest,
+) -> Result<(u64, Hash), EmitError> {
     let (tx, rx) = oneshot::channel();
-    let mut pending = Pending { req, tries: 0, solo: false, reply: tx };
+    let mut pending = Pending {
+        req,
+        tries: 0,
+        solo: false,
+        reply: tx,
+    };
     loop {
         let sender = {
             let mut map = inner.batchers.lock().unwrap_or_else(|p| p.into_inner());
@@ -73,7 +84,14 @@ pub(crate) async fn submit<S: ItemStore>(inner: &Arc<Inner<S>>, req: EventReques
                     let (s, r) = mpsc::unbounded_channel();
                     let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
                     map.insert(tenant.clone(), (generation, s.clone()));
-                    let batcher = Batcher { inner: inner.clone(), tenant: tenant.clone(), generation, rx: r, pending: VecDeque::new(), head: None };
+                    let batcher = Batcher {
+                        inner: inner.clone(),
+                        tenant: tenant.clone(),
+                        generation,
+                        rx: r,
+                        pending: VecDeque::new(),
+                        head: None,
+                    };
                     tokio::spawn(batcher.run());
                     s
                 }
@@ -170,8 +188,15 @@ impl<S: ItemStore> Batcher<S> {
 
     /// Leaves the tenant's slot so the next emit starts a fresh batcher.
     fn retire(&self) {
-        let mut map = self.inner.batchers.lock().unwrap_or_else(|p| p.into_inner());
-        if map.get(&self.tenant).is_some_and(|(g, _)| *g == self.generation) {
+        let mut map = self
+            .inner
+            .batchers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if map
+            .get(&self.tenant)
+            .is_some_and(|(g, _)| *g == self.generation)
+        {
             map.remove(&self.tenant);
         }
     }
@@ -201,7 +226,12 @@ impl<S: ItemStore> Batcher<S> {
                 },
             };
             let batch = self.take_batch();
-            let p = plan::plan(&opts.events_table, &self.tenant, &head, batch.iter().map(|p| &p.req));
+            let p = plan::plan(
+                &opts.events_table,
+                &self.tenant,
+                &head,
+                batch.iter().map(|p| &p.req),
+            );
             self.head = Some(p.new_head);
             let mut fut: TxFuture<'a> = Box::pin(store.transact_write_items(p.input));
             // Poll once now so the store sees transactions in plan order.
@@ -210,7 +240,13 @@ impl<S: ItemStore> Batcher<S> {
                 Poll::Ready(r) => Some(r),
                 Poll::Pending => None,
             };
-            inflight.push_back(InFlight { fut, ready, batch, owners: p.owners, links: p.links });
+            inflight.push_back(InFlight {
+                fut,
+                ready,
+                batch,
+                owners: p.owners,
+                links: p.links,
+            });
         }
     }
 
@@ -253,7 +289,12 @@ impl<S: ItemStore> Batcher<S> {
     }
 
     /// Answers a finished transaction and recovers from a failed one.
-    async fn finish<'a>(&mut self, done: InFlight<'a>, result: StoreResult<()>, inflight: &mut VecDeque<InFlight<'a>>) {
+    async fn finish<'a>(
+        &mut self,
+        done: InFlight<'a>,
+        result: StoreResult<()>,
+        inflight: &mut VecDeque<InFlight<'a>>,
+    ) {
         let counters = &self.inner.counters;
         let err = match result {
             Ok(()) => {
@@ -288,7 +329,10 @@ impl<S: ItemStore> Batcher<S> {
                 for mut p in done.batch {
                     p.tries += 1;
                     if p.tries >= self.inner.options.max_tries {
-                        let _ = p.reply.send(Err(EmitError::Contention { tenant: self.tenant.clone(), tries: p.tries }));
+                        let _ = p.reply.send(Err(EmitError::Contention {
+                            tenant: self.tenant.clone(),
+                            tries: p.tries,
+                        }));
                     } else {
                         retry.push(p);
                     }

@@ -106,10 +106,16 @@ pub enum StartError {
 pub enum EmitError {
     /// The type is not declared in the catalog.
     #[error("event type {event_type:?} is not declared in the catalog{}; declare it under [[event_types]]", .suggestion.as_ref().map(|s| format!(" (did you mean {s:?}?)")).unwrap_or_default())]
-    UnknownType { event_type: String, suggestion: Option<String> },
+    UnknownType {
+        event_type: String,
+        suggestion: Option<String>,
+    },
     /// The payload is not a JSON object.
     #[error("the payload of a {event_type} event must be a JSON object, not {found}")]
-    PayloadNotObject { event_type: String, found: &'static str },
+    PayloadNotObject {
+        event_type: String,
+        found: &'static str,
+    },
     /// The payload is not I-JSON (e.g. a number a double cannot carry).
     #[error(transparent)]
     Payload(#[from] JsonError),
@@ -117,28 +123,50 @@ pub enum EmitError {
     #[error("the payload breaks the schema of {event_type}: {message}")]
     SchemaViolation { event_type: String, message: String },
     /// A write targets the events table, which only the engine writes.
-    #[error("write {index} ({write}) targets the events table; event rows are written only by emit")]
+    #[error(
+        "write {index} ({write}) targets the events table; event rows are written only by emit"
+    )]
     WriteOnEventsTable { index: usize, write: String },
     /// An INLINE handler failed; the emit is aborted.
     #[error("INLINE subscription {subscription:?} aborted the emit: {message}")]
-    InlineAborted { subscription: String, message: String },
+    InlineAborted {
+        subscription: String,
+        message: String,
+    },
     /// More actions than one transaction allows.
-    #[error("the emit needs {actions} actions (event, head and writes) but a transaction allows {MAX_ACTIONS}")]
+    #[error(
+        "the emit needs {actions} actions (event, head and writes) but a transaction allows {MAX_ACTIONS}"
+    )]
     TooManyWrites { actions: usize },
     /// The event row is over DynamoDB's item size.
-    #[error("the event row would be {bytes} bytes, over the {MAX_ITEM_SIZE}-byte item limit; make the payload smaller")]
+    #[error(
+        "the event row would be {bytes} bytes, over the {MAX_ITEM_SIZE}-byte item limit; make the payload smaller"
+    )]
     EventTooLarge { bytes: usize },
     /// The transaction would be over 4 MB.
-    #[error("the emit's transaction would be about {bytes} bytes, over the {MAX_TRANSACTION_BYTES}-byte limit")]
+    #[error(
+        "the emit's transaction would be about {bytes} bytes, over the {MAX_TRANSACTION_BYTES}-byte limit"
+    )]
     TransactionTooLarge { bytes: usize },
     /// One of the caller's own conditions failed.
     #[error("write {index} of the emit ({write}{}) failed its condition; nothing was committed", .subscription.as_ref().map(|s| format!(", added by INLINE subscription {s:?}")).unwrap_or_default())]
-    ConditionalCheckFailed { index: usize, write: String, subscription: Option<String> },
+    ConditionalCheckFailed {
+        index: usize,
+        write: String,
+        subscription: Option<String>,
+    },
     /// One of the caller's writes was refused for another reason.
     #[error("write {index} of the emit ({write}) was refused: {code} {message}")]
-    WriteRefused { index: usize, write: String, code: String, message: String },
+    WriteRefused {
+        index: usize,
+        write: String,
+        code: String,
+        message: String,
+    },
     /// The tenant's head kept moving under us.
-    #[error("the event log of tenant {tenant:?} is contended: the commit was retried {tries} times; try again later")]
+    #[error(
+        "the event log of tenant {tenant:?} is contended: the commit was retried {tries} times; try again later"
+    )]
     Contention { tenant: String, tries: u32 },
     /// The store failed or refused the request.
     #[error("the store refused the emit: {0}")]
@@ -188,7 +216,9 @@ impl<S: ItemStore> EngineBuilder<S> {
         F: Fn(Envelope) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
     {
-        self.handlers.local.insert(reference.into(), Arc::new(move |e| Box::pin(f(e))));
+        self.handlers
+            .local
+            .insert(reference.into(), Arc::new(move |e| Box::pin(f(e))));
         self
     }
 
@@ -197,14 +227,20 @@ impl<S: ItemStore> EngineBuilder<S> {
     /// events table exists and starts the LOCAL pool. Needs a tokio runtime.
     pub async fn build(self) -> Result<Engine<S>, StartError> {
         let mut violations = contract::check(&self.catalog);
-        violations.extend(contract::check_handlers(&self.catalog, |lane, h| self.handlers.has(lane, h)));
+        violations.extend(contract::check_handlers(&self.catalog, |lane, h| {
+            self.handlers.has(lane, h)
+        }));
         if !violations.is_empty() {
             return Err(StartError::Contract(violations));
         }
         let table = &self.options.events_table;
         match self.store.describe_table(table).await {
             Ok(_) => {}
-            Err(StoreError::ResourceNotFound(_)) => match self.store.create_table(layout::create_events_table(table)).await {
+            Err(StoreError::ResourceNotFound(_)) => match self
+                .store
+                .create_table(layout::create_events_table(table))
+                .await
+            {
                 Ok(_) | Err(StoreError::ResourceInUse(_)) => {}
                 Err(e) => return Err(e.into()),
             },
@@ -214,10 +250,21 @@ impl<S: ItemStore> EngineBuilder<S> {
             .catalog
             .event_types
             .iter()
-            .filter_map(|t| t.schema.clone().map(|s| (t.name.clone(), Schema::new(s).expect("checked when the catalog loaded"))))
+            .filter_map(|t| {
+                t.schema.clone().map(|s| {
+                    (
+                        t.name.clone(),
+                        Schema::new(s).expect("checked when the catalog loaded"),
+                    )
+                })
+            })
             .collect();
         let counters = Arc::new(Counters::default());
-        let local = LocalPool::start(self.options.local_queue, self.options.local_concurrency, counters.clone());
+        let local = LocalPool::start(
+            self.options.local_queue,
+            self.options.local_concurrency,
+            counters.clone(),
+        );
         let routes = crate::lanes::routes(&self.catalog, &self.handlers);
         Ok(Engine {
             inner: Arc::new(Inner {
@@ -253,20 +300,29 @@ pub struct Engine<S> {
 
 impl<S> Clone for Engine<S> {
     fn clone(&self) -> Self {
-        Engine { inner: self.inner.clone() }
+        Engine {
+            inner: self.inner.clone(),
+        }
     }
 }
 
 impl<S> std::fmt::Debug for Engine<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("options", &self.inner.options).finish_non_exhaustive()
+        f.debug_struct("Engine")
+            .field("options", &self.inner.options)
+            .finish_non_exhaustive()
     }
 }
 
 impl<S: ItemStore> Engine<S> {
     /// Starts building an engine over `store` with `catalog`.
     pub fn builder(store: Arc<S>, catalog: Catalog) -> EngineBuilder<S> {
-        EngineBuilder { store, catalog, options: EngineOptions::default(), handlers: Handlers::default() }
+        EngineBuilder {
+            store,
+            catalog,
+            options: EngineOptions::default(),
+            handlers: Handlers::default(),
+        }
     }
 
     /// The store.
@@ -286,7 +342,13 @@ impl<S: ItemStore> Engine<S> {
 
     /// Emits an event whose payload is I-JSON text (numbers checked against
     /// their literal text; see [`json`]).
-    pub async fn emit_json(&self, ctx: &Context, event_type: &str, payload: &str, writes: Vec<Write>) -> Result<Emitted, EmitError> {
+    pub async fn emit_json(
+        &self,
+        ctx: &Context,
+        event_type: &str,
+        payload: &str,
+        writes: Vec<Write>,
+    ) -> Result<Emitted, EmitError> {
         match json::parse(payload) {
             Ok(v) => self.emit(ctx, event_type, v, writes).await,
             Err(e) => {
@@ -298,20 +360,36 @@ impl<S: ItemStore> Engine<S> {
 
     /// Emits `event_type` with `payload` and the caller's `writes` as one
     /// transaction. On error nothing was written.
-    pub async fn emit(&self, ctx: &Context, event_type: &str, payload: Value, writes: Vec<Write>) -> Result<Emitted, EmitError> {
+    pub async fn emit(
+        &self,
+        ctx: &Context,
+        event_type: &str,
+        payload: Value,
+        writes: Vec<Write>,
+    ) -> Result<Emitted, EmitError> {
         let inner = &self.inner;
         let prepared = self.prepare(ctx, event_type, payload, writes);
         let (req, route) = match prepared {
             Ok(p) => p,
             Err(e) => {
                 let c = &inner.counters;
-                bump(if matches!(e, EmitError::InlineAborted { .. }) { &c.inline_aborts } else { &c.rejected }, 1);
+                bump(
+                    if matches!(e, EmitError::InlineAborted { .. }) {
+                        &c.inline_aborts
+                    } else {
+                        &c.rejected
+                    },
+                    1,
+                );
                 return Err(e);
             }
         };
         let mut env = req.env.clone();
-        let outcome =
-            if inner.options.group_commit { batcher::submit(&self.inner, req).await } else { self.commit_direct(req).await };
+        let outcome = if inner.options.group_commit {
+            batcher::submit(&self.inner, req).await
+        } else {
+            self.commit_direct(req).await
+        };
         let (seq, hash) = match outcome {
             Ok(link) => link,
             Err(e) => {
@@ -328,14 +406,28 @@ impl<S: ItemStore> Engine<S> {
             tracing::warn!(event = %env.id, event_type = %env.event_type, tenant = %env.tenant, seq, "event delivered to nobody: it matches no subscription on any lane");
         }
         inner.local.dispatch(&route, &env, &inner.counters);
-        Ok(Emitted { envelope: env, hash: chain::to_hex(&hash) })
+        Ok(Emitted {
+            envelope: env,
+            hash: chain::to_hex(&hash),
+        })
     }
 
     /// Checks input, runs INLINE handlers, builds the request.
-    fn prepare(&self, ctx: &Context, event_type: &str, payload: Value, mut writes: Vec<Write>) -> Result<(EventRequest, Route), EmitError> {
+    fn prepare(
+        &self,
+        ctx: &Context,
+        event_type: &str,
+        payload: Value,
+        mut writes: Vec<Write>,
+    ) -> Result<(EventRequest, Route), EmitError> {
         let inner = &self.inner;
         let Some(route) = inner.routes.get(event_type) else {
-            let names: Vec<&str> = inner.catalog.event_types.iter().map(|t| t.name.as_str()).collect();
+            let names: Vec<&str> = inner
+                .catalog
+                .event_types
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect();
             return Err(EmitError::UnknownType {
                 event_type: event_type.to_owned(),
                 suggestion: contract::did_you_mean(event_type, &names),
@@ -350,13 +442,19 @@ impl<S: ItemStore> Engine<S> {
                 Value::Array(_) => "an array",
                 Value::Object(_) => "an object",
             };
-            return Err(EmitError::PayloadNotObject { event_type: event_type.to_owned(), found });
+            return Err(EmitError::PayloadNotObject {
+                event_type: event_type.to_owned(),
+                found,
+            });
         }
         json::check_value(&payload)?;
         if let Some(schema) = inner.schemas.get(event_type) {
             schema
                 .validate(&payload)
-                .map_err(|message| EmitError::SchemaViolation { event_type: event_type.to_owned(), message })?;
+                .map_err(|message| EmitError::SchemaViolation {
+                    event_type: event_type.to_owned(),
+                    message,
+                })?;
         }
         let now = now_ms();
         let env = Envelope {
@@ -372,13 +470,19 @@ impl<S: ItemStore> Engine<S> {
         };
         let mut origins = vec![None; writes.len()];
         for (name, handler) in &route.inline {
-            let added = handler(&env).map_err(|e| EmitError::InlineAborted { subscription: name.clone(), message: e.to_string() })?;
+            let added = handler(&env).map_err(|e| EmitError::InlineAborted {
+                subscription: name.clone(),
+                message: e.to_string(),
+            })?;
             origins.extend(added.iter().map(|_| Some(name.clone())));
             writes.extend(added);
         }
         for (index, w) in writes.iter().enumerate() {
             if w.table() == inner.options.events_table {
-                return Err(EmitError::WriteOnEventsTable { index, write: w.describe() });
+                return Err(EmitError::WriteOnEventsTable {
+                    index,
+                    write: w.describe(),
+                });
             }
         }
         let actions = 2 + writes.len();
@@ -409,7 +513,16 @@ impl<S: ItemStore> Engine<S> {
         if bytes > MAX_TRANSACTION_BYTES {
             return Err(EmitError::TransactionTooLarge { bytes });
         }
-        Ok((EventRequest { env, payload_text, writes, origins, bytes }, route.clone()))
+        Ok((
+            EventRequest {
+                env,
+                payload_text,
+                writes,
+                origins,
+                bytes,
+            },
+            route.clone(),
+        ))
     }
 
     /// The direct path: read the head, commit one transaction, retry on
@@ -431,13 +544,20 @@ impl<S: ItemStore> Engine<S> {
                     plan::Failure::Contention => {
                         tries += 1;
                         if tries >= inner.options.max_tries {
-                            return Err(EmitError::Contention { tenant: req.env.tenant.clone(), tries });
+                            return Err(EmitError::Contention {
+                                tenant: req.env.tenant.clone(),
+                                tries,
+                            });
                         }
                         bump(&inner.counters.contention_retries, 1);
                         tokio::time::sleep(backoff(&inner.options, tries)).await;
                     }
-                    plan::Failure::Own(list) => return Err(own_error(&req, &list[0].1, &list[0].2)),
-                    plan::Failure::Invalid(e) | plan::Failure::Fatal(e) => return Err(EmitError::Store(e)),
+                    plan::Failure::Own(list) => {
+                        return Err(own_error(&req, &list[0].1, &list[0].2));
+                    }
+                    plan::Failure::Invalid(e) | plan::Failure::Fatal(e) => {
+                        return Err(EmitError::Store(e));
+                    }
                 },
             }
         }
@@ -445,34 +565,76 @@ impl<S: ItemStore> Engine<S> {
 
     /// Verifies one tenant's chain from its checkpoint (or from genesis
     /// with `options.full`), calling `progress` after each page.
-    pub async fn verify_tenant(&self, tenant: &str, options: &VerifyOptions, progress: &mut (dyn FnMut(&Progress) + Send)) -> Result<TenantReport, VerifyError> {
-        verify::verify_tenant(&self.inner.store, &self.inner.options.events_table, tenant, options, progress).await
+    pub async fn verify_tenant(
+        &self,
+        tenant: &str,
+        options: &VerifyOptions,
+        progress: &mut (dyn FnMut(&Progress) + Send),
+    ) -> Result<TenantReport, VerifyError> {
+        verify::verify_tenant(
+            &self.inner.store,
+            &self.inner.options.events_table,
+            tenant,
+            options,
+            progress,
+        )
+        .await
     }
 
     /// Verifies every tenant's chain.
-    pub async fn verify_all(&self, options: &VerifyOptions, progress: &mut (dyn FnMut(&Progress) + Send)) -> Result<Vec<TenantReport>, VerifyError> {
-        verify::verify_all(&self.inner.store, &self.inner.options.events_table, options, progress).await
+    pub async fn verify_all(
+        &self,
+        options: &VerifyOptions,
+        progress: &mut (dyn FnMut(&Progress) + Send),
+    ) -> Result<Vec<TenantReport>, VerifyError> {
+        verify::verify_all(
+            &self.inner.store,
+            &self.inner.options.events_table,
+            options,
+            progress,
+        )
+        .await
     }
 }
 
 /// The error for a caller's write whose action was refused.
-pub(crate) fn own_error(req: &EventRequest, w: &usize, reason: &postbox_store::api::CancellationReason) -> EmitError {
+pub(crate) fn own_error(
+    req: &EventRequest,
+    w: &usize,
+    reason: &postbox_store::api::CancellationReason,
+) -> EmitError {
     let write = req.writes.get(*w).map(Write::describe).unwrap_or_default();
     if reason.code == "ConditionalCheckFailed" {
-        EmitError::ConditionalCheckFailed { index: *w, write, subscription: req.origins.get(*w).cloned().flatten() }
+        EmitError::ConditionalCheckFailed {
+            index: *w,
+            write,
+            subscription: req.origins.get(*w).cloned().flatten(),
+        }
     } else {
-        EmitError::WriteRefused { index: *w, write, code: reason.code.clone(), message: reason.message.clone().unwrap_or_default() }
+        EmitError::WriteRefused {
+            index: *w,
+            write,
+            code: reason.code.clone(),
+            message: reason.message.clone().unwrap_or_default(),
+        }
     }
 }
 
 /// Jittered exponential backoff before try `tries + 1`.
 pub(crate) fn backoff(options: &EngineOptions, tries: u32) -> Duration {
-    let base = options.backoff_base.saturating_mul(1 << tries.min(16)).min(options.backoff_max);
+    let base = options
+        .backoff_base
+        .saturating_mul(1 << tries.min(16))
+        .min(options.backoff_max);
     base.mul_f64(0.5 + fastrand::f64())
 }
 
 /// Reads a tenant's head row (strongly consistent).
-pub(crate) async fn read_head<S: ItemStore>(store: &S, table: &str, tenant: &str) -> Result<Head, StoreError> {
+pub(crate) async fn read_head<S: ItemStore>(
+    store: &S,
+    table: &str,
+    tenant: &str,
+) -> Result<Head, StoreError> {
     let out = store
         .get_item(GetItemInput {
             table_name: table.to_owned(),
@@ -481,18 +643,31 @@ pub(crate) async fn read_head<S: ItemStore>(store: &S, table: &str, tenant: &str
             ..Default::default()
         })
         .await?;
-    let Some(item) = out.item else { return Ok(Head::EMPTY) };
+    let Some(item) = out.item else {
+        return Ok(Head::EMPTY);
+    };
     let seq = item
         .get("last_seq")
         .and_then(|v| v.as_n())
         .and_then(|n| n.to_i64())
         .and_then(|i| u64::try_from(i).ok())
-        .ok_or_else(|| StoreError::Storage(format!("the head row of tenant {tenant} has no valid last_seq")))?;
+        .ok_or_else(|| {
+            StoreError::Storage(format!(
+                "the head row of tenant {tenant} has no valid last_seq"
+            ))
+        })?;
     let hash = item
         .get("last_hash")
         .and_then(|v| v.as_s())
         .and_then(chain::from_hex)
-        .ok_or_else(|| StoreError::Storage(format!("the head row of tenant {tenant} has no valid last_hash")))?;
-    Ok(Head { seq, hash, exists: true })
+        .ok_or_else(|| {
+            StoreError::Storage(format!(
+                "the head row of tenant {tenant} has no valid last_hash"
+            ))
+        })?;
+    Ok(Head {
+        seq,
+        hash,
+        exists: true,
+    })
 }
-

@@ -11,7 +11,10 @@
 
 use postbox_item::AttributeValue;
 use postbox_store::StoreError;
-use postbox_store::api::{CancellationReason, TransactPut, TransactUpdate, TransactWriteItem, TransactWriteItemsInput, Values};
+use postbox_store::api::{
+    CancellationReason, TransactPut, TransactUpdate, TransactWriteItem, TransactWriteItemsInput,
+    Values,
+};
 
 use crate::chain::{self, EnvelopeFields, Hash};
 use crate::envelope::Envelope;
@@ -48,7 +51,11 @@ pub(crate) struct Head {
 }
 
 impl Head {
-    pub const EMPTY: Head = Head { seq: 0, hash: chain::GENESIS, exists: false };
+    pub const EMPTY: Head = Head {
+        seq: 0,
+        hash: chain::GENESIS,
+        exists: false,
+    };
 }
 
 /// Who owns an action of a planned transaction.
@@ -68,7 +75,12 @@ pub(crate) struct Plan {
     pub new_head: Head,
 }
 
-pub(crate) fn plan<'a>(table: &str, tenant: &str, head: &Head, reqs: impl Iterator<Item = &'a EventRequest>) -> Plan {
+pub(crate) fn plan<'a>(
+    table: &str,
+    tenant: &str,
+    head: &Head,
+    reqs: impl Iterator<Item = &'a EventRequest>,
+) -> Plan {
     let mut actions = vec![TransactWriteItem::default()];
     let mut owners = vec![Owner::Head];
     let mut links = Vec::new();
@@ -106,10 +118,17 @@ pub(crate) fn plan<'a>(table: &str, tenant: &str, head: &Head, reqs: impl Iterat
     }
     actions[0] = head_action(table, tenant, head, seq, &hash);
     Plan {
-        input: TransactWriteItemsInput { transact_items: actions, client_request_token: None },
+        input: TransactWriteItemsInput {
+            transact_items: actions,
+            client_request_token: None,
+        },
         owners,
         links,
-        new_head: Head { seq, hash, exists: true },
+        new_head: Head {
+            seq,
+            hash,
+            exists: true,
+        },
     }
 }
 
@@ -134,7 +153,10 @@ fn head_action(table: &str, tenant: &str, head: &Head, seq: u64, hash: &Hash) ->
         (":s".to_owned(), new_seq),
         (":h".to_owned(), new_hash),
         (":ps".to_owned(), AttributeValue::n(head.seq as i64)),
-        (":ph".to_owned(), AttributeValue::S(chain::to_hex(&head.hash))),
+        (
+            ":ph".to_owned(),
+            AttributeValue::S(chain::to_hex(&head.hash)),
+        ),
     ]);
     TransactWriteItem {
         update: Some(TransactUpdate {
@@ -173,7 +195,10 @@ pub(crate) fn classify(err: StoreError, owners: &[Owner]) -> Failure {
                 }
                 match owners.get(i) {
                     Some(Owner::Write(r, w)) => own.push((*r, *w, reason.clone())),
-                    _ if matches!(reason.code.as_str(), "ConditionalCheckFailed" | "TransactionConflict") => {}
+                    _ if matches!(
+                        reason.code.as_str(),
+                        "ConditionalCheckFailed" | "TransactionConflict"
+                    ) => {}
                     _ => engine_rows_refused = Some(reason.clone()),
                 }
             }

@@ -45,14 +45,24 @@ pub struct TestStore {
 }
 
 pub fn store_options(durability: Durability) -> EmbeddedOptions {
-    EmbeddedOptions { durability, ttl_sweep_interval: Duration::from_secs(3600), ..Default::default() }
+    EmbeddedOptions {
+        durability,
+        ttl_sweep_interval: Duration::from_secs(3600),
+        ..Default::default()
+    }
 }
 
 /// A fresh store (no fsync: tests are about logic, the crash test uses fsync)
 /// with the caller table `orders` (pk S).
 pub async fn open() -> TestStore {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(EmbeddedStore::open(dir.path().join("store.redb"), store_options(Durability::NoFsync)).unwrap());
+    let store = Arc::new(
+        EmbeddedStore::open(
+            dir.path().join("store.redb"),
+            store_options(Durability::NoFsync),
+        )
+        .unwrap(),
+    );
     create_orders(&*store).await;
     TestStore { store, dir }
 }
@@ -60,8 +70,14 @@ pub async fn open() -> TestStore {
 pub async fn create_orders<S: ItemStore>(store: &S) {
     let input = CreateTableInput {
         table_name: ORDERS.to_owned(),
-        key_schema: vec![KeySchemaElement { attribute_name: "pk".into(), key_type: KeyType::Hash }],
-        attribute_definitions: vec![AttributeDefinition { attribute_name: "pk".into(), attribute_type: ScalarType::S }],
+        key_schema: vec![KeySchemaElement {
+            attribute_name: "pk".into(),
+            key_type: KeyType::Hash,
+        }],
+        attribute_definitions: vec![AttributeDefinition {
+            attribute_name: "pk".into(),
+            attribute_type: ScalarType::S,
+        }],
         billing_mode: Some("PAY_PER_REQUEST".into()),
         ..Default::default()
     };
@@ -80,7 +96,11 @@ pub async fn engine<S: ItemStore>(store: Arc<S>) -> Engine<S> {
 }
 
 pub async fn engine_with<S: ItemStore>(store: Arc<S>, options: EngineOptions) -> Engine<S> {
-    Engine::builder(store, catalog()).options(options).build().await.unwrap()
+    Engine::builder(store, catalog())
+        .options(options)
+        .build()
+        .await
+        .unwrap()
 }
 
 pub fn ctx(tenant: &str) -> Context {
@@ -92,7 +112,10 @@ pub fn s(v: &str) -> AttributeValue {
 }
 
 pub fn order_item(id: &str) -> Item {
-    Item::from([("pk".to_owned(), s(&format!("ORDER#{id}"))), ("status".to_owned(), s("placed"))])
+    Item::from([
+        ("pk".to_owned(), s(&format!("ORDER#{id}"))),
+        ("status".to_owned(), s("placed")),
+    ])
 }
 
 /// Put the order, refusing to overwrite one that exists.
@@ -102,14 +125,24 @@ pub fn put_order(id: &str) -> Write {
 
 pub async fn get<S: ItemStore>(store: &S, table: &str, key: Item) -> Option<Item> {
     store
-        .get_item(GetItemInput { table_name: table.to_owned(), key, consistent_read: Some(true), ..Default::default() })
+        .get_item(GetItemInput {
+            table_name: table.to_owned(),
+            key,
+            consistent_read: Some(true),
+            ..Default::default()
+        })
         .await
         .unwrap()
         .item
 }
 
 pub async fn get_order<S: ItemStore>(store: &S, id: &str) -> Option<Item> {
-    get(store, ORDERS, Item::from([("pk".to_owned(), s(&format!("ORDER#{id}")))])).await
+    get(
+        store,
+        ORDERS,
+        Item::from([("pk".to_owned(), s(&format!("ORDER#{id}")))]),
+    )
+    .await
 }
 
 /// Every event row of a tenant, in log order.
@@ -121,7 +154,10 @@ pub async fn events<S: ItemStore>(store: &S, tenant: &str) -> Vec<Item> {
             .query(QueryInput {
                 table_name: EVENTS.to_owned(),
                 key_condition_expression: Some("pk = :pk".to_owned()),
-                expression_attribute_values: Some(Values::from([(":pk".to_owned(), s(&format!("TENANT#{tenant}#EVENT")))])),
+                expression_attribute_values: Some(Values::from([(
+                    ":pk".to_owned(),
+                    s(&format!("TENANT#{tenant}#EVENT")),
+                )])),
                 exclusive_start_key: start.take(),
                 ..Default::default()
             })
@@ -137,15 +173,28 @@ pub async fn events<S: ItemStore>(store: &S, tenant: &str) -> Vec<Item> {
 
 /// The head row of a tenant.
 pub async fn head<S: ItemStore>(store: &S, tenant: &str) -> Option<Item> {
-    get(store, EVENTS, Item::from([("pk".to_owned(), s(&format!("TENANT#{tenant}#HEAD"))), ("sk".to_owned(), s("HEAD"))])).await
+    get(
+        store,
+        EVENTS,
+        Item::from([
+            ("pk".to_owned(), s(&format!("TENANT#{tenant}#HEAD"))),
+            ("sk".to_owned(), s("HEAD")),
+        ]),
+    )
+    .await
 }
 
 pub fn attr_s<'a>(item: &'a Item, name: &str) -> &'a str {
-    item.get(name).and_then(|v| v.as_s()).unwrap_or_else(|| panic!("{name} missing in {item:?}"))
+    item.get(name)
+        .and_then(|v| v.as_s())
+        .unwrap_or_else(|| panic!("{name} missing in {item:?}"))
 }
 
 pub fn attr_n(item: &Item, name: &str) -> i64 {
-    item.get(name).and_then(|v| v.as_n()).and_then(|n| n.to_i64()).unwrap_or_else(|| panic!("{name} missing"))
+    item.get(name)
+        .and_then(|v| v.as_n())
+        .and_then(|n| n.to_i64())
+        .unwrap_or_else(|| panic!("{name} missing"))
 }
 
 /// Seqs of a tenant's log must be exactly 1..=n.
@@ -167,7 +216,11 @@ pub struct Faulty<S> {
 
 impl<S: ItemStore> Faulty<S> {
     pub fn new(inner: S, contended: u32) -> Faulty<S> {
-        Faulty { inner, contended: AtomicU32::new(contended), calls: AtomicU32::new(0) }
+        Faulty {
+            inner,
+            contended: AtomicU32::new(contended),
+            calls: AtomicU32::new(0),
+        }
     }
 }
 
@@ -184,7 +237,11 @@ impl<S: ItemStore> ItemStore for Faulty<S> {
     async fn list_tables(&self) -> StoreResult<Vec<String>> {
         self.inner.list_tables().await
     }
-    async fn update_time_to_live(&self, t: &str, spec: TimeToLiveSpecification) -> StoreResult<TimeToLiveSpecification> {
+    async fn update_time_to_live(
+        &self,
+        t: &str,
+        spec: TimeToLiveSpecification,
+    ) -> StoreResult<TimeToLiveSpecification> {
         self.inner.update_time_to_live(t, spec).await
     }
     async fn describe_time_to_live(&self, t: &str) -> StoreResult<Option<String>> {
@@ -211,7 +268,10 @@ impl<S: ItemStore> ItemStore for Faulty<S> {
     async fn batch_get_item(&self, input: BatchGetItemInput) -> StoreResult<BatchGetItemOutput> {
         self.inner.batch_get_item(input).await
     }
-    async fn batch_write_item(&self, input: BatchWriteItemInput) -> StoreResult<BatchWriteItemOutput> {
+    async fn batch_write_item(
+        &self,
+        input: BatchWriteItemInput,
+    ) -> StoreResult<BatchWriteItemOutput> {
         self.inner.batch_write_item(input).await
     }
     async fn transact_write_items(&self, input: TransactWriteItemsInput) -> StoreResult<()> {
@@ -219,14 +279,28 @@ impl<S: ItemStore> ItemStore for Faulty<S> {
         let left = self.contended.load(Ordering::SeqCst);
         if left > 0 {
             self.contended.store(left - 1, Ordering::SeqCst);
-            let mut reasons: Vec<CancellationReason> =
-                input.transact_items.iter().map(|_| CancellationReason { code: "None".into(), message: None, item: None }).collect();
-            reasons[0] = CancellationReason { code: "ConditionalCheckFailed".into(), message: Some("The conditional request failed".into()), item: None };
+            let mut reasons: Vec<CancellationReason> = input
+                .transact_items
+                .iter()
+                .map(|_| CancellationReason {
+                    code: "None".into(),
+                    message: None,
+                    item: None,
+                })
+                .collect();
+            reasons[0] = CancellationReason {
+                code: "ConditionalCheckFailed".into(),
+                message: Some("The conditional request failed".into()),
+                item: None,
+            };
             return Err(StoreError::TransactionCanceled { reasons });
         }
         self.inner.transact_write_items(input).await
     }
-    async fn transact_get_items(&self, input: TransactGetItemsInput) -> StoreResult<TransactGetItemsOutput> {
+    async fn transact_get_items(
+        &self,
+        input: TransactGetItemsInput,
+    ) -> StoreResult<TransactGetItemsOutput> {
         self.inner.transact_get_items(input).await
     }
 }
