@@ -96,6 +96,21 @@ impl QueueConfig {
         self.deduplication_scope.as_deref() == Some("messageGroup")
     }
 
+    /// Whether this queue's RedriveAllowPolicy lets the queue `source_arn`
+    /// use it as its dead-letter queue (`allowAll` when there is none).
+    pub fn allows_source(&self, source_arn: &str) -> bool {
+        let Some(policy) = &self.redrive_allow_policy else { return true };
+        let json: serde_json::Value = serde_json::from_str(policy).unwrap_or_default();
+        match json.get("redrivePermission").and_then(|v| v.as_str()) {
+            Some("denyAll") => false,
+            Some("byQueue") => json
+                .get("sourceQueueArns")
+                .and_then(|v| v.as_array())
+                .is_some_and(|arns| arns.iter().any(|a| a.as_str() == Some(source_arn))),
+            _ => true,
+        }
+    }
+
     /// Applies `attributes` (as SetQueueAttributes or CreateQueue give them),
     /// all or nothing. `creating` allows `FifoQueue`.
     pub fn apply(&mut self, attributes: &BTreeMap<String, String>, creating: bool) -> QueueResult<()> {

@@ -98,4 +98,11 @@ async fn redrive_policy_rules() {
     assert!(matches!(r, Err(QueueError::InvalidAttributeValue(_))));
     let r = e.queues.start_move_task(&e.queues.arn("f.fifo"), None, None).await;
     assert!(matches!(r, Err(QueueError::InvalidParameterValue(_))));
+
+    let only_a = format!(r#"{{"redrivePermission":"byQueue","sourceQueueArns":["{}"]}}"#, e.queues.arn("a"));
+    e.queues.create_queue("picky-dlq", attrs(&[("RedriveAllowPolicy", &only_a)])).await.unwrap();
+    let to_picky = format!(r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":2}}"#, e.queues.arn("picky-dlq"));
+    e.queues.create_queue("a", attrs(&[("RedrivePolicy", &to_picky)])).await.unwrap();
+    let r = e.queues.create_queue("b", attrs(&[("RedrivePolicy", &to_picky)])).await;
+    assert!(matches!(r, Err(QueueError::InvalidAttributeValue(_))));
 }

@@ -338,8 +338,12 @@ impl Inner {
         let Some(dlq) = self.lookup(&policy.dead_letter_queue) else {
             return Err(invalid("Dead letter target does not exist."));
         };
-        if dlq.lock().record.config.fifo != config.fifo {
+        let dlq_config = dlq.lock().record.config.clone();
+        if dlq_config.fifo != config.fifo {
             return Err(invalid("Dead-letter queue must be same type of queue as the source."));
+        }
+        if !dlq_config.allows_source(&self.arn(name)) {
+            return Err(invalid("The dead-letter queue's RedriveAllowPolicy does not allow this queue as a source."));
         }
         Ok(())
     }
