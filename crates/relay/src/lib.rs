@@ -13,19 +13,27 @@
 //! - [`bus`]: event buses, their rules and targets (routing, pure);
 //! - [`plan`]: what one record becomes: messages, log lines or a dead letter;
 //! - [`lease`]: the reader lease that keeps two relays from both delivering;
-//! - [`source`]: the change-stream source behind a trait, and the embedded one;
 //! - [`relay`]: the loop — wait, filter, template, deliver, retry, bisect.
+//!
+//! The source is read through `postbox_store::ChangeStreams` (any backend's
+//! stream); delivery commits are, for now, the embedded backend's
+//! `EmbeddedStore::submit` with the embedded queues.
 //!
 //! Architecture Invariant: the relay never advances its checkpoint before
 //! the target accepted the batch; on the embedded backend the enqueue and the
 //! checkpoint move commit in one transaction, fenced by the lease.
 
+pub mod bus;
 pub mod config;
+pub mod lease;
 pub mod pattern;
+pub mod plan;
 pub mod record;
+pub mod relay;
 pub mod template;
 
 
 pub use config::{ConfigError, RelayConfig};
 pub use pattern::{Pattern, PatternError, PatternWarning};
+pub use relay::{PipeStats, Relay, RelayError, RelayOptions};
 pub use template::{Template, TemplateError};
