@@ -444,6 +444,54 @@ impl<'a> Report<'a> {
             c.producers.len(),
             c.subscriptions.len()
         );
+        // The catalog itself: who emits each type and who receives it.
+        for t in &c.event_types {
+            let subs: Vec<String> = c
+                .subscribers_of(&t.name)
+                .iter()
+                .filter(|s| s.lane != Lane::BestEffort && !is_row_glob(&s.glob))
+                .map(|s| format!("{} ({})", s.name, s.lane.as_str()))
+                .collect();
+            let producers = c.producers_of(&t.name);
+            let _ = writeln!(
+                s,
+                "  {}  from: {}  to: {}",
+                t.name,
+                if producers.is_empty() {
+                    "-".to_owned()
+                } else {
+                    producers.join(", ")
+                },
+                if subs.is_empty() {
+                    "nobody".to_owned()
+                } else {
+                    subs.join(", ")
+                }
+            );
+        }
+        for e in &c.entities {
+            let subs: Vec<String> = c
+                .subscriptions
+                .iter()
+                .filter(|s| {
+                    s.lane == Lane::BestEffort
+                        && c.row_types().iter().any(|t| {
+                            t.contains(&format!(":{}:", e.name)) && Glob::new(&s.glob).matches(t)
+                        })
+                })
+                .map(|s| s.name.clone())
+                .collect();
+            let _ = writeln!(
+                s,
+                "  row:{}:*  to: {}",
+                e.name,
+                if subs.is_empty() {
+                    "nobody".to_owned()
+                } else {
+                    subs.join(", ")
+                }
+            );
+        }
         if self.ok() {
             s.push_str("contract: OK, every subscription can run and every type is produced\n");
         } else {
