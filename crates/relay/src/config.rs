@@ -5,6 +5,9 @@
 //! ```toml
 //! [relay]
 //! lease_seconds = 10
+//! events_pipe = true                   # the default events pipe (SPEC §6)
+//! events_table = "postbox_events"
+//! events_queue = "postbox-events.fifo"
 //!
 //! [pipes.jobs-pending]
 //! source = "jobs"                      # a table with a stream
@@ -48,6 +51,11 @@ pub const DEFAULT_MAX_RECORD_AGE: Duration = Duration::from_secs(24 * 3600);
 /// Default first retry delay (doubled per retry, capped at 30 s).
 pub const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_millis(200);
 
+/// The engine's events table.
+pub const DEFAULT_EVENTS_TABLE: &str = "postbox_events";
+/// The FIFO queue the default events pipe fills.
+pub const DEFAULT_EVENTS_QUEUE: &str = "postbox-events.fifo";
+
 /// A config value that cannot run, naming the field.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
@@ -80,6 +88,10 @@ struct FileToml {
 struct RelayToml {
     lease_seconds: Option<u64>,
     create_missing_queues: Option<bool>,
+    /// Run the default events pipe (SPEC §6).
+    events_pipe: Option<bool>,
+    events_table: Option<String>,
+    events_queue: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -249,7 +261,18 @@ impl RelayConfig {
             buses.insert(name.clone(), rules(name, bus, &file.buses)?);
         }
         check_bus_cycles(&buses)?;
-        let pipes = file.pipes.iter().map(|(name, p)| pipe(name, p, &buses)).collect::<Result<_, _>>()?;
+        let mut pipes: Vec<PipeSpec> = file.pipes.iter().map(|(name, p)| pipe(name, p, &buses)).collect::<Result<_, _>>()?;
+        if file.relay.events_pipe.unwrap_or(false) {
+            if file.pipes.contains_key("events") {
+                return err("pipes.events", "the name is taken by the default events pipe (relay.events_pipe = true)");
+            }
+            let table = file.relay.events_table.as_deref().unwrap_or(DEFAULT_EVENTS_TABLE);
+            let queue = file.relay.events_queue.as_deref().unwrap_or(DEFAULT_EVENTS_QUEUE);
+            if !queue.ends_with(".fifo") {
+                return err("relay.events_queue", format!("the events queue must be a FIFO queue (name ending in .fifo), got {queue:?}"));
+            }
+            pipes.push(default_events_pipe(table, queue));
+        }
         Ok(RelayConfig { pipes, buses, lease, create_missing_queues: file.relay.create_missing_queues.unwrap_or(true) })
     }
 
