@@ -66,7 +66,10 @@ pub struct EngineOptions {
     /// Most events in one group-commit transaction (also bounded by 100
     /// actions and 4 MB).
     pub max_batch_events: usize,
-    /// Group-commit transactions a tenant may have in flight at once.
+    /// Group-commit transactions a tenant may have in flight at once (8).
+    /// The embedded store applies them in order behind one fsync; on
+    /// DynamoDB, concurrent transactions on the same head item are refused
+    /// with TransactionConflict, so use 1 there.
     pub pipeline_depth: usize,
     /// LOCAL jobs queued before new ones are dropped.
     pub local_queue: usize,
