@@ -30,11 +30,14 @@ impl Queues {
                 }
                 let mut out = Vec::with_capacity(receipts.len());
                 let mut deleted = 0;
+                let mut groups = std::collections::HashSet::new();
                 for r in receipts {
+                    let group = r.as_ref().ok().and_then(|r| shared.core.get(r.seq)).and_then(|m| m.group.clone());
                     let result = match r.and_then(|r| shared.core.delete(&r, now)) {
                         Ok(Deleted::Removed(seq)) => {
                             tables.remove_message(h.id, seq)?;
                             deleted += 1;
+                            groups.extend(group);
                             Ok(())
                         }
                         Ok(Deleted::Nothing) => Ok(()),
@@ -42,11 +45,14 @@ impl Queues {
                     };
                     out.push(result);
                 }
+                let fifo = shared.core.fifo();
                 drop(shared);
                 Counters::add(&h.counters.deleted, deleted);
-                if deleted > 0 && h.lock().core.fifo() {
-                    // A delete may release a FIFO group a long poll waits for.
-                    h.wake(deleted);
+                if fifo {
+                    // A delete may release a FIFO group a long poll waits
+                    // for: one waiter per group is enough, as one receive
+                    // takes what the group has.
+                    h.wake(groups.len());
                 }
                 Ok(Ok(out))
             })
