@@ -4,6 +4,7 @@
 //! fresh clone starts a working store with no configuration.
 
 mod catalog;
+mod pipe;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -28,6 +29,10 @@ enum Command {
     Serve(ServeArgs),
     /// Work with the event catalog (`catalog check`).
     Catalog(catalog::CatalogArgs),
+    /// Test a pipe over a sample record (`pipe test`).
+    Pipe(pipe::PipeArgs),
+    /// Run the pipes of a config file: change stream -> filter -> template -> queue or bus.
+    Relay(pipe::RelayArgs),
 }
 
 #[derive(clap::Args)]
@@ -71,6 +76,8 @@ fn main() -> ExitCode {
     let result = match cli.command.unwrap_or(Command::Serve(ServeArgs::default())) {
         Command::Serve(args) => runtime.block_on(serve(args)),
         Command::Catalog(args) => return catalog::run(args),
+        Command::Pipe(args) => return pipe::run(args),
+        Command::Relay(args) => return pipe::relay(args, &runtime),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

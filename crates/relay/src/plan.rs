@@ -172,3 +172,95 @@ pub fn dead_letter(pipe: &str, dlq: &str, record: RecordView<'_>, reason: &DeadR
     }
     QueueMessage { queue: dlq.to_owned(), message }
 }
+
+/// `postbox pipe test`: runs pipe `pipe_name`'s filters and templates over
+/// one record (the Pipe's JSON form, as DynamoDB Streams gives it) and says
+/// what would happen, in words. `Err` when the record would fail, with the
+/// reason (e.g. the template path that does not resolve).
+pub fn test_record(config: &crate::config::RelayConfig, pipe_name: &str, record: &Value) -> Result<String, String> {
+    let Some(pipe) = config.pipe(pipe_name) else {
+        let names: Vec<&str> = config.pipes.iter().map(|p| p.name.as_str()).collect();
+        return Err(format!("no pipe {pipe_name:?} in the config (pipes: {})", names.join(", ")));
+    };
+    let mut out = String::new();
+    for w in &pipe.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    let created_ms = record["dynamodb"]["ApproximateCreationDateTime"].as_f64().map_or(0, |s| (s * 1000.0) as u64);
+    let seq = record["dynamodb"]["SequenceNumber"].as_str().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+    let id = crate::record::record_id(&pipe.table, seq);
+    let view = RecordView { json: record, id: &id, created_ms };
+    match plan(pipe, &config.buses, view, created_ms) {
+        Outcome::Filtered => out.push_str(&format!("filtered out: none of the {} filter(s) of pipe {} matches\n", pipe.filters.len(), pipe.name)),
+        Outcome::Dead(reason) => {
+            return Err(format!("the record would go to the dead-letter queue {}: {reason}\n{out}", pipe.dead_letter_queue).trim_end().to_owned());
+        }
+        Outcome::Deliver(list) if list.is_empty() => out.push_str("matched, but no rule of the bus matches the event: nothing is delivered\n"),
+        Outcome::Deliver(list) => {
+            for d in list {
+                match d {
+                    Delivery::Queue(QueueMessage { queue, message }) => {
+                        out.push_str(&format!("queue {queue}"));
+                        if let Some(g) = &message.group_id {
+                            out.push_str(&format!(" (MessageGroupId {g}"));
+                            if let Some(d) = &message.deduplication_id {
+                                out.push_str(&format!(", MessageDeduplicationId {d}"));
+                            }
+                            out.push(')');
+                        }
+                        out.push_str(&format!(":\n{}\n", message.body));
+                    }
+                    Delivery::Log { path, line } => out.push_str(&format!("log {}:\n{line}\n", path.display())),
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// [`test_record`] over a record given as JSON text.
+pub fn test_record_text(config: &crate::config::RelayConfig, pipe_name: &str, text: &str) -> Result<String, String> {
+    let record: Value = serde_json::from_str(text).map_err(|e| format!("the record is not JSON: {e}"))?;
+    if !record.is_object() {
+        return Err("the record must be a JSON object: one DynamoDB stream record as a Pipe receives it".to_owned());
+    }
+    test_record(config, pipe_name, &record)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::RelayConfig;
+
+    const CONFIG: &str = r#"
+[pipes.jobs]
+source = "jobs"
+filters = ['{"dynamodb": {"NewImage": {"status": {"S": ["PENDING"]}}}}']
+input_template = '{"jobId": "<$.dynamodb.NewImage.jobId.S>"}'
+target = { queue = "jobs.fifo", message_group_id = "<$.dynamodb.NewImage.tenant.S>" }
+"#;
+
+    fn record(image: serde_json::Value) -> serde_json::Value {
+        json!({"eventName": "INSERT", "eventID": "7", "dynamodb": {"SequenceNumber": "000000000000000000007", "NewImage": image}})
+    }
+
+    #[test]
+    fn pipe_test_shows_the_message_or_the_error() {
+        let c = RelayConfig::from_toml(CONFIG).unwrap();
+        let ok = record(json!({"status": {"S": "PENDING"}, "jobId": {"S": "j1"}, "tenant": {"S": "acme"}}));
+        assert_eq!(
+            test_record(&c, "jobs", &ok).unwrap(),
+            "queue jobs.fifo (MessageGroupId acme, MessageDeduplicationId 7):\n{\"jobId\": \"j1\"}\n"
+        );
+        let filtered = record(json!({"status": {"S": "DONE"}}));
+        assert!(test_record(&c, "jobs", &filtered).unwrap().starts_with("filtered out"));
+        let bad = record(json!({"status": {"S": "PENDING"}, "tenant": {"S": "acme"}}));
+        assert_eq!(
+            test_record(&c, "jobs", &bad).unwrap_err(),
+            "the record would go to the dead-letter queue jobs-dlq: input template path $.dynamodb.NewImage.jobId.S does not resolve in record jobs#7"
+        );
+        assert!(test_record(&c, "nope", &ok).unwrap_err().contains("no pipe \"nope\""));
+    }
+}

@@ -1,0 +1,129 @@
+//! `postbox relay` runs the pipes of a config file on the embedded store;
+//! `postbox pipe test` runs one pipe's filters and templates over a sample
+//! record and prints the message it would send, or the error that would
+//! send the record to the dead-letter queue.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use postbox_queue::{Queues, QueuesOptions};
+use postbox_relay::{Relay, RelayConfig, RelayOptions};
+use postbox_store::ItemStore;
+use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
+
+/// `postbox pipe ...`
+#[derive(clap::Args)]
+pub struct PipeArgs {
+    #[command(subcommand)]
+    command: PipeCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum PipeCommand {
+    /// Run a pipe's filters and input template over one stream record (a
+    /// JSON file, as DynamoDB Streams gives it) and print the result.
+    Test(TestArgs),
+}
+
+#[derive(clap::Args)]
+struct TestArgs {
+    /// The config file declaring the pipes.
+    #[arg(long, default_value = "postbox.toml", env = "POSTBOX_CONFIG")]
+    config: PathBuf,
+    /// The pipe to run.
+    #[arg(long)]
+    pipe: String,
+    /// The record file.
+    #[arg(long)]
+    record: PathBuf,
+}
+
+/// `postbox relay`
+#[derive(clap::Args)]
+pub struct RelayArgs {
+    /// Directory holding the store's file.
+    #[arg(long, default_value = "postbox-data", env = "POSTBOX_DATA")]
+    data: PathBuf,
+    /// The config file declaring the pipes.
+    #[arg(long, default_value = "postbox.toml", env = "POSTBOX_CONFIG")]
+    config: PathBuf,
+    /// How often to log each pipe's lag and counters, in seconds.
+    #[arg(long, default_value_t = 30)]
+    stats_every: u64,
+}
+
+fn load(path: &PathBuf) -> Result<RelayConfig, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read the config {}: {e}", path.display()))?;
+    RelayConfig::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Runs `postbox pipe test`: success when the record would be delivered
+/// or filtered out, failure when it would be dead-lettered.
+pub fn run(args: PipeArgs) -> ExitCode {
+    let PipeCommand::Test(args) = args.command;
+    let result = load(&args.config).and_then(|config| {
+        let text = std::fs::read_to_string(&args.record).map_err(|e| format!("cannot read the record {}: {e}", args.record.display()))?;
+        postbox_relay::plan::test_record_text(&config, &args.pipe, &text)
+    });
+    match result {
+        Ok(report) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs `postbox relay` until SIGINT or SIGTERM.
+pub fn relay(args: RelayArgs, runtime: &tokio::runtime::Runtime) -> ExitCode {
+    match runtime.block_on(run_relay(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run_relay(args: RelayArgs) -> Result<(), String> {
+    let config = load(&args.config)?;
+    if config.pipes.is_empty() {
+        return Err(format!("{}: no pipes are declared (add [pipes.NAME] or relay.events_pipe = true)", args.config.display()));
+    }
+    std::fs::create_dir_all(&args.data).map_err(|e| format!("cannot create the data directory {}: {e}", args.data.display()))?;
+    let file = args.data.join("postbox.redb");
+    let store = EmbeddedStore::open(&file, EmbeddedOptions::default()).map_err(|e| format!("cannot open the store {}: {e}", file.display()))?;
+    let queues = Queues::open(store.clone(), QueuesOptions::default()).await.map_err(|e| format!("cannot open the queues: {e}"))?;
+    // The default events pipe reads the engine's events table; create it as
+    // the engine would, so the relay can start before the first emit.
+    for p in config.pipes.iter().filter(|p| p.name == "events") {
+        match store.create_table(postbox_engine::layout::create_events_table(&p.table)).await {
+            Ok(_) | Err(postbox_store::StoreError::ResourceInUse(_)) => {}
+            Err(e) => return Err(format!("cannot create the events table {}: {e}", p.table)),
+        }
+    }
+    let names: Vec<String> = config.pipes.iter().map(|p| p.name.clone()).collect();
+    let relay = Relay::start(store, queues, config, RelayOptions::default()).await.map_err(|e| e.to_string())?;
+    println!("postbox relay running pipes {} (data: {})", names.join(", "), file.display());
+    let mut every = tokio::time::interval(Duration::from_secs(args.stats_every.max(1)));
+    let stop = crate::shutdown_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => break,
+            _ = every.tick() => {
+                for s in relay.stats().await.map_err(|e| e.to_string())? {
+                    tracing::info!(pipe = %s.pipe, lease = s.holds_lease, behind = s.records_behind,
+                        oldest_ms = ?s.oldest_unrelayed_age_ms, delivered = s.delivered, dead = s.dead_lettered, "relay lag");
+                }
+            }
+        }
+    }
+    relay.shutdown().await;
+    tracing::info!("relay stopped cleanly");
+    Ok(())
+}
