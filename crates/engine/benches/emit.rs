@@ -317,7 +317,7 @@ fn main() {
             drop(items);
             println!("drop: {:?}", started.elapsed());
             for _ in 0..3 {
-                let full = VerifyOptions { full: true, update_checkpoint: false, ..Default::default() };
+                let full = VerifyOptions { full: true, update_checkpoint: false, segments: bench_segments(), ..Default::default() };
                 let started = Instant::now();
                 let r = engine.verify_tenant("tenant-0", &full, &mut |_| {}).await.unwrap();
                 println!("verify {} events: {:.0}/s", r.checked, r.checked as f64 / started.elapsed().as_secs_f64());
@@ -361,7 +361,7 @@ fn main() {
         let floor = report("store floor: same writes, no engine, 8 tx in flight", store_floor(dir.path(), secs).await);
         println!("{:<44} engine reaches {:.0}% of the store's own rate for these writes", "", 100.0 * one / floor.max(1.0));
 
-        let full = VerifyOptions { full: true, update_checkpoint: false, ..Default::default() };
+        let full = VerifyOptions { full: true, update_checkpoint: false, segments: bench_segments(), ..Default::default() };
         let started = Instant::now();
         let r = engine.verify_tenant("tenant-0", &full, &mut |_| {}).await.unwrap();
         let el = started.elapsed();
@@ -375,4 +375,9 @@ fn main() {
             if many >= 80_000.0 { "met" } else { "NOT met" }
         );
     });
+}
+
+/// Verify's parallel ranges (`POSTBOX_BENCH_SEGMENTS`, default 2).
+fn bench_segments() -> usize {
+    std::env::var("POSTBOX_BENCH_SEGMENTS").ok().and_then(|s| s.parse().ok()).unwrap_or(2)
 }
