@@ -379,5 +379,8 @@ fn main() {
 
 /// Verify's parallel ranges (`POSTBOX_BENCH_SEGMENTS`, default 2).
 fn bench_segments() -> usize {
-    std::env::var("POSTBOX_BENCH_SEGMENTS").ok().and_then(|s| s.parse().ok()).unwrap_or(2)
+    std::env::var("POSTBOX_BENCH_SEGMENTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2)
 }

@@ -268,7 +268,10 @@ impl<S: ItemStore> EngineBuilder<S> {
             self.options.local_concurrency,
             counters.clone(),
         );
-        let routes = crate::lanes::routes(&self.catalog, &self.handlers);
+        let routes = crate::lanes::routes(&self.catalog, &self.handlers)
+            .into_iter()
+            .map(|(k, r)| (k, Arc::new(r)))
+            .collect();
         Ok(Engine {
             inner: Arc::new(Inner {
                 store: self.store,
@@ -288,7 +291,7 @@ pub(crate) struct Inner<S> {
     pub store: Arc<S>,
     pub catalog: Catalog,
     schemas: HashMap<String, Schema>,
-    routes: HashMap<String, Route>,
+    routes: HashMap<String, Arc<Route>>,
     pub options: EngineOptions,
     pub counters: Arc<Counters>,
     local: LocalPool,
@@ -422,7 +425,7 @@ impl<S: ItemStore> Engine<S> {
         event_type: &str,
         payload: Value,
         mut writes: Vec<Write>,
-    ) -> Result<(EventRequest, Route), EmitError> {
+    ) -> Result<(EventRequest, Arc<Route>), EmitError> {
         let inner = &self.inner;
         let Some(route) = inner.routes.get(event_type) else {
             let names: Vec<&str> = inner
