@@ -257,3 +257,50 @@ async fn batches_respect_the_four_megabyte_limit() {
     assert_contiguous(&events(&*t.store, "t1").await);
     assert!(engine.stats().transactions >= 4, "{:?}", engine.stats());
 }
+
+#[tokio::test]
+async fn an_invalid_write_fails_only_its_own_emit() {
+    // One emit's Put is over the 400 KB item limit: the store refuses the
+    // whole batch without naming an action, the batcher retries each event
+    // alone, and only the culprit fails.
+    let t = open().await;
+    let engine = engine(t.store.clone()).await;
+    let ctx = ctx("t1");
+    let tasks: Vec<_> = (0..12)
+        .map(|i| {
+            let (engine, ctx) = (engine.clone(), ctx.clone());
+            tokio::spawn(async move {
+                let id = i.to_string();
+                let mut item = order_item(&id);
+                if i == 7 {
+                    item.insert("blob".to_owned(), s(&"b".repeat(410 * 1024)));
+                }
+                (
+                    i,
+                    engine
+                        .emit(
+                            &ctx,
+                            "AUDIT_NOTE",
+                            json!({"i": i}),
+                            vec![Write::put(ORDERS, item)],
+                        )
+                        .await,
+                )
+            })
+        })
+        .collect();
+    for task in tasks {
+        let (i, outcome) = task.await.unwrap();
+        if i == 7 {
+            let e = outcome.unwrap_err();
+            assert!(matches!(e, EmitError::Store(_)), "{e}");
+            assert!(get_order(&*t.store, "7").await.is_none());
+        } else {
+            outcome.unwrap_or_else(|e| panic!("emit {i}: {e}"));
+            assert!(get_order(&*t.store, &i.to_string()).await.is_some());
+        }
+    }
+    let rows = events(&*t.store, "t1").await;
+    assert_eq!(rows.len(), 11);
+    assert_contiguous(&rows);
+}
