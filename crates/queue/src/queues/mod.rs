@@ -296,16 +296,21 @@ async fn sweep_loop(inner: Weak<Inner>) {
         let handles: Vec<Arc<QueueHandle>> = i.registry.read().expect("registry lock").values().cloned().collect();
         let now = i.now();
         for h in handles {
-            let due = {
-                let s = h.lock();
-                let retention = s.record.config.message_retention_period as u64 * 1000;
-                s.core.has_expired(now, retention) || s.core.dedup.has_expired(now)
-            };
-            if due {
+            // Each commit removes a bounded amount; a busy queue may need
+            // many per tick to keep up with what expires.
+            for _ in 0..MAX_SWEEPS_PER_TICK {
+                let due = {
+                    let s = h.lock();
+                    let retention = s.record.config.message_retention_period as u64 * 1000;
+                    !s.deleted && (s.core.has_expired(now, retention) || s.core.dedup.has_expired(now))
+                };
+                if !due {
+                    break;
+                }
                 let h2 = h.clone();
-                let result = i.submit(move |ctx| sweep_queue(ctx, &h2).map(Ok)).await;
-                if let Err(e) = result {
+                if let Err(e) = i.submit(move |ctx| sweep_queue(ctx, &h2).map(Ok)).await {
                     tracing::warn!(queue = %h.name, error = %e, "queue sweep failed");
+                    break;
                 }
             }
         }
@@ -316,6 +321,10 @@ async fn sweep_loop(inner: Weak<Inner>) {
 
 /// Most messages or deduplication ids removed in one sweep commit.
 const SWEEP_BATCH: usize = 1000;
+
+/// Most sweep commits per queue per sweep interval (so up to 100,000
+/// expiries a second with the default interval).
+const MAX_SWEEPS_PER_TICK: usize = 100;
 
 /// Removes a queue's expired messages and deduplication ids (bounded).
 pub(crate) fn sweep_queue(ctx: &mut WriteContext<'_>, h: &QueueHandle) -> StorageResult<()> {
