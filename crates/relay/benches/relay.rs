@@ -1,1 +1,208 @@
-fn main() {}
+//! Relay benchmark, durable commits (fsync) throughout:
+//!
+//! 1. throughput: records/s from a table's stream to a FIFO queue (the
+//!    default events pipe's shape: raw NewImage body, group = tenant, dedup
+//!    id = event id, batch size 10) over a backlog, against a baseline
+//!    measured in the same run: the textbook loop (read 10, SendMessageBatch,
+//!    then move the checkpoint: two commits per 10 records);
+//! 2. lag: a producer commits a steady 10,000 records/s for a few seconds
+//!    while the relay runs; lag is from the producer's commit returning to
+//!    the relay's commit (enqueue + checkpoint) returning, p50/p99/max.
+//!
+//! `cargo bench -p postbox-relay --bench relay` (env `RELAY_BENCH_RECORDS`,
+//! `RELAY_BENCH_SECONDS` to change the sizes).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use postbox_item::{AttributeValue, Item};
+use postbox_queue::{NewMessage, Queues, QueuesOptions};
+use postbox_relay::{Relay, RelayConfig, RelayOptions};
+use postbox_store::api::*;
+use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
+use postbox_store::{ChangeStreams, ItemStore};
+
+const PIPE: &str = r##"
+[pipes.events]
+source = "events"
+filters = ['{"dynamodb": {"Keys": {"pk": {"S": [{"suffix": "#EVENT"}]}}, "NewImage": {"id": {"S": [{"exists": true}]}}}}']
+input_template = '<$.dynamodb.NewImage>'
+batch_size = 10
+target = { queue = "events.fifo", message_group_id = "<$.dynamodb.NewImage.tenant.S>", message_deduplication_id = "<$.dynamodb.NewImage.id.S>" }
+"##;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// An event-row-like item, about 400 bytes.
+fn event_item(n: u64) -> Item {
+    let tenant = format!("t{:03}", n % 100);
+    let s = |v: String| AttributeValue::S(v);
+    Item::from([
+        ("pk".to_owned(), s(format!("TENANT#{tenant}#EVENT"))),
+        ("sk".to_owned(), s(format!("{n:020}"))),
+        ("id".to_owned(), s(format!("01J{n:020}"))),
+        ("type".to_owned(), s("ORDER_PLACED".to_owned())),
+        ("tenant".to_owned(), s(tenant)),
+        ("seq".to_owned(), AttributeValue::n(n as i64)),
+        ("payload".to_owned(), s(format!("{{\"order\":\"o-{n}\",\"amount\":{},\"note\":\"{}\"}}", n % 997, "x".repeat(160)))),
+        ("hash".to_owned(), s(format!("{:064x}", n.wrapping_mul(0x9e37_79b9_7f4a_7c15)))),
+    ])
+}
+
+async fn open(dir: &std::path::Path) -> (EmbeddedStore, Queues) {
+    let store = EmbeddedStore::open(dir.join("postbox.redb"), EmbeddedOptions::default()).unwrap();
+    let queues = Queues::open(store.clone(), QueuesOptions::default()).await.unwrap();
+    let key = |n: &str, t| KeySchemaElement { attribute_name: n.into(), key_type: t };
+    let attr = |n: &str| AttributeDefinition { attribute_name: n.into(), attribute_type: ScalarType::S };
+    store
+        .create_table(CreateTableInput {
+            table_name: "events".into(),
+            key_schema: vec![key("pk", KeyType::Hash), key("sk", KeyType::Range)],
+            attribute_definitions: vec![attr("pk"), attr("sk")],
+            billing_mode: Some("PAY_PER_REQUEST".into()),
+            provisioned_throughput: None,
+            stream_specification: Some(StreamSpecification { stream_enabled: true, stream_view_type: Some(StreamViewType::NewAndOldImages) }),
+        })
+        .await
+        .unwrap();
+    let fifo = [("FifoQueue".to_owned(), "true".to_owned())].into_iter().collect();
+    queues.create_queue("events.fifo", fifo).await.unwrap();
+    (store, queues)
+}
+
+/// Writes `count` items from `first` on, `per_commit` per commit.
+async fn write(store: &EmbeddedStore, first: u64, count: u64, per_commit: u64) {
+    let mut n = first;
+    while n < first + count {
+        let items: Vec<Item> = (n..(n + per_commit).min(first + count)).map(event_item).collect();
+        n += items.len() as u64;
+        store
+            .submit(move |ctx| {
+                for item in items {
+                    ctx.put_item("events", item)?;
+                }
+                Ok(())
+            })
+            .await
+            .unwrap();
+    }
+}
+
+async fn wait_caught_up(store: &EmbeddedStore, reader: &str) {
+    let head = store.stream_head("events").await.unwrap();
+    while store.checkpoint("events", reader).await.unwrap().unwrap_or(0) < head {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// The textbook relay: read 10, send them, then move the checkpoint.
+async fn baseline(records: u64) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, queues) = open(dir.path()).await;
+    write(&store, 0, records, 1000).await;
+    let started = Instant::now();
+    let mut after = 0;
+    loop {
+        let batch = store.read_stream("events", after, 10).await.unwrap();
+        let Some(last) = batch.last().map(|r| r.sequence_number) else { break };
+        let messages: Vec<NewMessage> = batch
+            .iter()
+            .map(|r| {
+                let image = r.new_image.as_ref().unwrap();
+                let get = |k: &str| image[k].as_s().unwrap().to_owned();
+                NewMessage::new(postbox_item::item_to_json(image).to_string()).group(get("tenant")).dedup(get("id"))
+            })
+            .collect();
+        queues.send_batch("events.fifo", messages).await.unwrap();
+        store.set_checkpoint("events", "baseline", last).await.unwrap();
+        after = last;
+    }
+    records as f64 / started.elapsed().as_secs_f64()
+}
+
+async fn throughput(records: u64) -> (f64, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, queues) = open(dir.path()).await;
+    write(&store, 0, records, 1000).await;
+    let commits_before = store.writer_stats().commits;
+    let started = Instant::now();
+    let relay = Relay::start(store.clone(), queues.clone(), RelayConfig::from_toml(PIPE).unwrap(), RelayOptions::default()).await.unwrap();
+    wait_caught_up(&store, "pipe:events").await;
+    let rate = records as f64 / started.elapsed().as_secs_f64();
+    let commits = store.writer_stats().commits - commits_before;
+    let depth = queues.stats("events.fifo").unwrap();
+    relay.shutdown().await;
+    assert_eq!(depth.visible, records, "every record was enqueued once");
+    (rate, commits)
+}
+
+/// Steady producer at `rate`/s for `seconds`; returns lags in µs.
+async fn lag(rate: u64, seconds: u64) -> Vec<u64> {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, queues) = open(dir.path()).await;
+    let relay_commits: Arc<Mutex<Vec<(Instant, u64)>>> = Arc::default();
+    let sink = relay_commits.clone();
+    let hook: Arc<dyn Fn(&str, u64) + Send + Sync> = Arc::new(move |_, at| sink.lock().unwrap().push((Instant::now(), at)));
+    let options = RelayOptions { on_commit: Some(hook), ..RelayOptions::default() };
+    let relay = Relay::start(store.clone(), queues, RelayConfig::from_toml(PIPE).unwrap(), options).await.unwrap();
+    // The producer commits whatever is due every millisecond, one commit at
+    // a time; seq n+1 is item n, so its commit's return time is known.
+    let total = rate * seconds;
+    let mut acked: Vec<Instant> = Vec::with_capacity(total as usize);
+    let started = Instant::now();
+    let mut written = 0u64;
+    let mut tick = tokio::time::interval(Duration::from_millis(1));
+    while written < total {
+        tick.tick().await;
+        let due = ((started.elapsed().as_secs_f64() * rate as f64) as u64).min(total);
+        if due > written {
+            write(&store, written, due - written, due - written).await;
+            let now = Instant::now();
+            acked.extend(std::iter::repeat_n(now, (due - written) as usize));
+            written = due;
+        }
+    }
+    wait_caught_up(&store, "pipe:events").await;
+    relay.shutdown().await;
+    let commits = relay_commits.lock().unwrap().clone();
+    let mut lags = Vec::with_capacity(acked.len());
+    let mut c = 0;
+    for (i, producer_at) in acked.iter().enumerate() {
+        let seq = i as u64 + 1;
+        while commits[c].1 < seq {
+            c += 1;
+        }
+        lags.push(commits[c].0.saturating_duration_since(*producer_at).as_micros() as u64);
+    }
+    lags.sort_unstable();
+    lags
+}
+
+fn pct(sorted: &[u64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)] as f64 / 1000.0
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let records = env_usize("RELAY_BENCH_RECORDS", 100_000) as u64;
+        let seconds = env_usize("RELAY_BENCH_SECONDS", 5) as u64;
+        println!("relay benchmark (durable: fsync per commit, batch size 10, stream -> FIFO queue, 100 tenants)");
+        let base = baseline((records / 10).max(1000)).await;
+        println!("baseline  textbook loop (read 10, send, checkpoint)   {base:>10.0} records/s");
+        let (rate, commits) = throughput(records).await;
+        println!(
+            "relay     {records} records backlog                     {rate:>10.0} records/s  ({commits} commits, {:.1}x baseline; target >= 50000)",
+            rate / base
+        );
+        let lags = lag(10_000, seconds).await;
+        println!(
+            "lag       10000 records/s for {seconds} s, commit -> enqueue   p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  (target p99 < 10 ms)",
+            pct(&lags, 0.50),
+            pct(&lags, 0.99),
+            pct(&lags, 1.0)
+        );
+    });
+}
