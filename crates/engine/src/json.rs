@@ -3,20 +3,29 @@
 //!
 //! The hash of an event covers the canonical form of its payload, and that
 //! form writes every number as an IEEE double. A number that does not
-//! survive the trip through a double (an integer beyond 2^53, a decimal with
-//! more digits than a double keeps, a magnitude out of range) would hash as
-//! something other than what the caller sent, so it is refused, with advice
-//! to send it as a string. Parsing is done here rather than by `serde_json`
-//! because the check needs each number's literal text, and because
-//! `serde_json`'s default float parsing is not always correctly rounded.
-//! Duplicate member names and unpaired surrogates, which I-JSON forbids,
-//! are refused too.
+//! survive the trip through a double (an integer beyond 2^53 such as
+//! 2^53 + 1, a decimal with more digits than a double keeps, a magnitude out
+//! of range) would hash as something other than what the caller sent, so it
+//! is refused, with advice to send it as a string.
+//!
+//! The rule, for integers and decimals alike: a number is accepted iff it
+//! equals, as an exact decimal, the shortest decimal of the double nearest
+//! to it, which is what its canonical form writes. Below 2^53 every integer
+//! passes; beyond, only those a double carries exactly and writes back with
+//! the same digits (2^54, 10^20), so the canonical form of any accepted
+//! payload parses back to itself (a stored payload can always be read and
+//! re-emitted).
+//!
+//! Parsing is done here rather than by `serde_json` because the check needs
+//! each number's literal text, and because `serde_json`'s default float
+//! parsing is not always correctly rounded. Duplicate member names and
+//! unpaired surrogates, which I-JSON forbids, are refused too.
 
 use serde_json::{Map, Number, Value};
 
 use crate::canonical::shortest_digits;
 
-/// Largest integer magnitude I-JSON calls interoperable: 2^53 - 1.
+/// Largest integer magnitude below which every integer survives: 2^53 - 1.
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
 /// Deepest nesting accepted, so hostile input cannot exhaust the stack.
@@ -74,16 +83,16 @@ fn check_at(value: &Value, path: &mut String, depth: usize) -> Result<(), JsonEr
     }
     match value {
         Value::Number(n) => {
-            let too_big = match (n.as_u64(), n.as_i64()) {
-                (Some(u), _) => u > MAX_SAFE_INTEGER,
-                (None, Some(i)) => i.unsigned_abs() > MAX_SAFE_INTEGER,
-                _ => n.as_f64().is_none_or(|f| !f.is_finite()),
+            let survives = match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => integer_survives(u),
+                (None, Some(i)) => integer_survives(i.unsigned_abs()),
+                _ => n.as_f64().is_some_and(f64::is_finite),
             };
-            if too_big {
+            if !survives {
                 return Err(JsonError::LossyNumber {
                     literal: n.to_string(),
                     path: Some(path.clone()),
-                    why: "integer beyond 2^53 - 1",
+                    why: "an integer beyond 2^53 that a double cannot carry exactly",
                 });
             }
         }
@@ -352,22 +361,13 @@ impl Parser<'_> {
             path: None,
             why,
         };
-        if frac_digits.is_empty() && !has_exp {
-            // An integer literal: exact below 2^53, refused from there on,
-            // as I-JSON advises, even where the double happens to be exact.
-            let mag: u64 = int_digits
-                .parse()
-                .map_err(|_| lossy("integer beyond 2^53 - 1"))?;
-            if mag > MAX_SAFE_INTEGER {
-                return Err(lossy("integer beyond 2^53 - 1"));
-            }
-            let v = if neg {
-                Number::from(-(mag as i64))
-            } else {
-                Number::from(mag)
-            };
-            return Ok(Value::Number(v));
-        }
+        // Integer literals that fit keep their integer form in the value
+        // (as_i64/as_u64 work on them), once they pass the check below.
+        let integer = if frac_digits.is_empty() && !has_exp {
+            int_digits.parse::<u64>().ok()
+        } else {
+            None
+        };
         let f: f64 = literal.parse().map_err(|_| self.err("bad number"))?;
         if f.is_infinite() {
             return Err(lossy("out of the double range"));
@@ -385,10 +385,32 @@ impl Parser<'_> {
         }
         let (sd, sn) = shortest_digits(f.abs());
         if digits != sd || point != sn as i64 {
-            return Err(lossy("more digits than a double keeps"));
+            return Err(lossy(
+                if integer.is_some() || (frac_digits.is_empty() && !has_exp) {
+                    "an integer beyond 2^53 that a double cannot carry exactly"
+                } else {
+                    "more digits than a double keeps"
+                },
+            ));
         }
-        Ok(Value::Number(Number::from_f64(f).expect("finite")))
+        Ok(Value::Number(match integer {
+            Some(mag) if !neg => Number::from(mag),
+            Some(mag) if mag <= i64::MAX as u64 => Number::from(-(mag as i64)),
+            _ => Number::from_f64(f).expect("finite"),
+        }))
     }
+}
+
+/// Whether an integer of magnitude `mag` survives a double: below 2^53
+/// always; beyond, when the double is exact and written back with the same
+/// digits.
+fn integer_survives(mag: u64) -> bool {
+    if mag <= MAX_SAFE_INTEGER {
+        return true;
+    }
+    let mut written = String::new();
+    crate::canonical::write_number(&mut written, mag as f64);
+    written == mag.to_string()
 }
 
 /// The significant digits of a decimal literal (no leading or trailing
@@ -422,6 +444,9 @@ mod tests {
             "-0",
             "9007199254740991",
             "-9007199254740991",
+            "9007199254740992",
+            "18014398509481984",
+            "100000000000000000000",
             "0.1",
             "1.5e300",
             "1e-7",
@@ -438,8 +463,10 @@ mod tests {
     #[test]
     fn numbers_that_do_not_survive_are_refused() {
         for bad in [
-            "9007199254740992",
+            "9007199254740993",
+            "18014398509481985",
             "12345678901234567890",
+            "123456789012345678901234567890",
             "-9007199254740993",
             "1.00000000000000000001",
             "0.12345678901234567891",
@@ -455,6 +482,13 @@ mod tests {
     fn values_built_in_code_are_checked() {
         assert!(check_value(&serde_json::json!({"a": [1, 2.5, 9007199254740991u64]})).is_ok());
         let e = check_value(&serde_json::json!({"a": [1, 9007199254740993u64]})).unwrap_err();
+        // Exact beyond 2^53 and written back with the same digits: fine.
+        assert!(
+            check_value(
+                &serde_json::json!({"a": 18014398509481984u64, "b": -1000000000000000000i64})
+            )
+            .is_ok()
+        );
         assert!(e.to_string().contains("$.a[1]"), "{e}");
     }
 

@@ -24,6 +24,15 @@ fn canonical_json_matches_rfc8785_reference() {
         let want = case["canonical"].as_str().unwrap();
         let value = json::parse(input).unwrap_or_else(|e| panic!("{}: {input}: {e}", case["name"]));
         let got = canonical::to_canonical_string(&value);
+        // The canonical form is a fixed point: parsed back (as I-JSON, so
+        // every number in it must survive) it canonicalises to itself.
+        let again = json::parse(want).map(|v| canonical::to_canonical_string(&v));
+        if again.as_deref() != Ok(want) {
+            failures.push(format!(
+                "{}: canonical form {want} is not a fixed point: {again:?}",
+                case["name"]
+            ));
+        }
         if got != want {
             failures.push(format!(
                 "{}: input {input}\n  want {want}\n  got  {got}",

@@ -123,7 +123,7 @@ async fn lossy_numbers_are_refused_with_advice() {
         .emit(
             &ctx,
             "ORDER_PLACED",
-            json!({"order": "1", "n": 18014398509481984u64}),
+            json!({"order": "1", "n": 18014398509481985u64}),
             vec![],
         )
         .await
@@ -137,7 +137,7 @@ async fn lossy_numbers_are_refused_with_advice() {
         .emit_json(
             &ctx,
             "ORDER_PLACED",
-            r#"{"order": "1", "x": 1.50, "y": 1e21, "z": 9007199254740991}"#,
+            r#"{"order": "1", "x": 1.50, "y": 1e21, "z": 9007199254740991, "w": 1E20}"#,
             vec![],
         )
         .await
@@ -146,8 +146,11 @@ async fn lossy_numbers_are_refused_with_advice() {
     assert_eq!(rows.len(), 1, "refused emits wrote nothing");
     assert_eq!(
         attr_s(&rows[0], "payload"),
-        r#"{"order":"1","x":1.5,"y":1e+21,"z":9007199254740991}"#
+        r#"{"order":"1","w":100000000000000000000,"x":1.5,"y":1e+21,"z":9007199254740991}"#
     );
+    // What was stored reads back as the payload that was emitted.
+    let (stored, _) = postbox_engine::layout::envelope_of(&rows[0]).unwrap();
+    assert_eq!(stored.payload, ok.envelope.payload);
     assert_eq!(ok.envelope.seq, 1);
     assert!(head(&*t.store, "t1").await.is_some());
     assert_eq!(engine.stats().rejected, 5);
