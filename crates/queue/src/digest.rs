@@ -76,7 +76,22 @@ pub fn new_message_id() -> String {
     let mut b: [u8; 16] = fastrand::u128(..).to_be_bytes();
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let h = hex(&b);
+    message_id_from_bits(u128::from_be_bytes(b))
+}
+
+/// A message id (a UUID) as 128 bits, for compact bookkeeping; `None` when
+/// it is not a UUID.
+pub fn message_id_bits(id: &str) -> Option<u128> {
+    let hex: String = id.chars().filter(|c| *c != '-').collect();
+    if id.len() != 36 || hex.len() != 32 {
+        return None;
+    }
+    u128::from_str_radix(&hex, 16).ok()
+}
+
+/// A message id from [`message_id_bits`].
+pub fn message_id_from_bits(bits: u128) -> String {
+    let h = hex(&bits.to_be_bytes());
     format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
 }
 
@@ -155,6 +170,8 @@ mod tests {
         assert_eq!(id.len(), 36);
         assert_eq!(&id[14..15], "4");
         assert_ne!(id, new_message_id());
+        assert_eq!(message_id_from_bits(message_id_bits(&id).unwrap()), id);
+        assert_eq!(message_id_bits("not-an-id"), None);
     }
 
     #[test]

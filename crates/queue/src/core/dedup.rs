@@ -1,17 +1,27 @@
 //! FIFO deduplication: a send whose deduplication id was seen in the last
 //! five minutes is accepted but not enqueued, and answered with the
 //! original message's id and sequence number.
+//!
+//! A busy FIFO queue remembers every id of the last five minutes (9 million
+//! at 30,000 messages/s), so entries are compact: the id (with its group,
+//! when deduplication is per group) is kept as the first 128 bits of its
+//! SHA-256, and the original message id as the 128-bit UUID it is.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, VecDeque};
+
+use sha2::{Digest, Sha256};
 
 /// How long a deduplication id is remembered: 5 minutes.
 pub const DEDUP_WINDOW_MS: u64 = 5 * 60 * 1000;
 
+/// A deduplication id as remembered: 128 bits of its SHA-256.
+pub type DedupKey = u128;
+
 /// What a remembered deduplication id answers.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DedupEntry {
-    /// The original message's id.
-    pub message_id: String,
+    /// The original message's id, as a 128-bit UUID.
+    pub message_id: u128,
     /// The original message's sequence.
     pub seq: u64,
     /// When the id is forgotten (ms).
@@ -21,39 +31,46 @@ pub struct DedupEntry {
 /// Deduplication ids of one queue with their expiry.
 #[derive(Debug, Default)]
 pub struct DedupTable {
-    entries: HashMap<String, DedupEntry>,
-    by_expiry: BTreeSet<(u64, String)>,
+    entries: HashMap<DedupKey, DedupEntry>,
+    /// In insertion order, which is expiry order while the clock does not
+    /// go back (a late entry is only forgotten late; `get` checks expiry).
+    by_expiry: VecDeque<(u64, DedupKey)>,
 }
 
 impl DedupTable {
     /// The live entry for `key` at `now`.
-    pub fn get(&self, key: &str, now: u64) -> Option<&DedupEntry> {
-        self.entries.get(key).filter(|e| e.expires_at > now)
+    pub fn get(&self, key: DedupKey, now: u64) -> Option<&DedupEntry> {
+        self.entries.get(&key).filter(|e| e.expires_at > now)
     }
 
     /// Remembers `key`, replacing an expired entry.
-    pub fn insert(&mut self, key: String, entry: DedupEntry) {
-        if let Some(old) = self.entries.get(&key) {
-            self.by_expiry.remove(&(old.expires_at, key.clone()));
-        }
-        self.by_expiry.insert((entry.expires_at, key.clone()));
+    pub fn insert(&mut self, key: DedupKey, entry: DedupEntry) {
+        self.by_expiry.push_back((entry.expires_at, key));
         self.entries.insert(key, entry);
     }
 
     /// Forgets entries expired at `now`, at most `max`; returns their keys.
-    pub fn expire(&mut self, now: u64, max: usize) -> Vec<String> {
-        let doomed: Vec<(u64, String)> =
-            self.by_expiry.iter().take_while(|(at, _)| *at <= now).take(max).cloned().collect();
-        for (at, key) in &doomed {
-            self.by_expiry.remove(&(*at, key.clone()));
-            self.entries.remove(key);
+    pub fn expire(&mut self, now: u64, max: usize) -> Vec<DedupKey> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            match self.by_expiry.front() {
+                Some(&(at, key)) if at <= now => {
+                    self.by_expiry.pop_front();
+                    // The key may have been remembered again since.
+                    if self.entries.get(&key).is_some_and(|e| e.expires_at == at) {
+                        self.entries.remove(&key);
+                        out.push(key);
+                    }
+                }
+                _ => break,
+            }
         }
-        doomed.into_iter().map(|(_, k)| k).collect()
+        out
     }
 
     /// True when an entry expired by `now`.
     pub fn has_expired(&self, now: u64) -> bool {
-        self.by_expiry.first().is_some_and(|(at, _)| *at <= now)
+        self.by_expiry.front().is_some_and(|(at, _)| *at <= now)
     }
 
     /// Number of remembered ids.
@@ -65,16 +82,16 @@ impl DedupTable {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
-
-    /// The highest sequence any entry names (kept sequences increase across
-    /// restarts).
-    pub fn max_seq(&self) -> u64 {
-        self.entries.values().map(|e| e.seq).max().unwrap_or(0)
-    }
 }
 
 /// The key a deduplication id is remembered under: the id alone, or the
 /// group and the id when deduplication is scoped to the message group.
-pub fn dedup_key(per_group: bool, group: &str, id: &str) -> String {
-    if per_group { format!("{group}\u{0}{id}") } else { id.to_owned() }
+pub fn dedup_key(per_group: bool, group: &str, id: &str) -> DedupKey {
+    let mut h = Sha256::new();
+    if per_group {
+        h.update(group.as_bytes());
+        h.update([0]);
+    }
+    h.update(id.as_bytes());
+    u128::from_be_bytes(h.finalize()[..16].try_into().expect("16 bytes"))
 }

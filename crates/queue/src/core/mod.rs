@@ -21,7 +21,7 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-pub use dedup::{DEDUP_WINDOW_MS, DedupEntry, DedupTable, dedup_key};
+pub use dedup::{DEDUP_WINDOW_MS, DedupEntry, DedupKey, DedupTable, dedup_key};
 
 use crate::digest::Receipt;
 use crate::error::{QueueError, QueueResult};

@@ -170,12 +170,17 @@ fn retention_expires_oldest_first() {
 #[test]
 fn dedup_window() {
     let mut d = DedupTable::default();
-    d.insert("x".into(), DedupEntry { message_id: "m".into(), seq: 4, expires_at: 300_000 });
-    assert_eq!(d.get("x", 299_999).unwrap().message_id, "m");
-    assert!(d.get("x", 300_000).is_none());
-    assert_eq!(d.expire(300_000, 10), vec!["x".to_owned()]);
+    let x = dedup_key(false, "g", "x");
+    d.insert(x, DedupEntry { message_id: 7, seq: 4, expires_at: 300_000 });
+    assert_eq!(d.get(x, 299_999).unwrap().message_id, 7);
+    assert!(d.get(x, 300_000).is_none());
+    // Remembered again after it expired: the old expiry does not forget it.
+    d.insert(x, DedupEntry { message_id: 8, seq: 5, expires_at: 600_000 });
+    assert!(d.expire(300_000, 10).is_empty());
+    assert_eq!(d.expire(600_000, 10), vec![x]);
     assert!(d.is_empty());
-    assert_eq!(dedup::dedup_key(true, "g", "x"), "g\u{0}x");
+    assert_ne!(dedup_key(true, "g", "x"), dedup_key(true, "h", "x"));
+    assert_eq!(dedup_key(false, "g", "x"), dedup_key(false, "h", "x"));
 }
 
 #[test]

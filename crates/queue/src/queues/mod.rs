@@ -341,7 +341,7 @@ pub(crate) fn sweep_queue(ctx: &mut WriteContext<'_>, h: &QueueHandle) -> Storag
     }
     Counters::add(&h.counters.expired, expired.len());
     for key in s.core.dedup.expire(now, SWEEP_BATCH) {
-        tables.remove_dedup(h.id, &key)?;
+        tables.remove_dedup(h.id, key)?;
     }
     Ok(())
 }
@@ -351,10 +351,10 @@ pub(crate) fn remember_dedup(
     tables: &mut Tables<'_>,
     handle: &QueueHandle,
     shared: &mut QueueShared,
-    key: String,
+    key: crate::core::DedupKey,
     entry: DedupEntry,
 ) -> StorageResult<()> {
-    tables.put_dedup(handle.id, &key, &entry)?;
+    tables.put_dedup(handle.id, key, &entry)?;
     shared.core.dedup.insert(key, entry);
     Ok(())
 }

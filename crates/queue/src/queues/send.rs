@@ -5,7 +5,9 @@ use postbox_store::embedded::WriteContext;
 
 use crate::core::DedupEntry;
 use crate::core::{DEDUP_WINDOW_MS, dedup_key};
-use crate::digest::{md5_hex, md5_of_attributes, md5_of_trace_header, new_message_id, sha256_hex};
+use crate::digest::{
+    md5_hex, md5_of_attributes, md5_of_trace_header, message_id_bits, message_id_from_bits, new_message_id, sha256_hex,
+};
 use crate::error::{QueueError, QueueResult};
 use crate::message::{NewMessage, SendResult};
 use crate::stats::Counters;
@@ -22,7 +24,7 @@ pub(crate) struct Prepared {
     /// `payload` encoded, its send time patched in at commit.
     encoded: Vec<u8>,
     delay_ms: u64,
-    dedup_key: Option<String>,
+    dedup_key: Option<crate::core::DedupKey>,
     answer: SendResult,
 }
 
@@ -164,10 +166,10 @@ pub(crate) fn commit(
                 continue;
             }
         };
-        if let Some(key) = &dedup_key
+        if let Some(key) = dedup_key
             && let Some(original) = shared.core.dedup.get(key, now)
         {
-            answer.message_id = original.message_id.clone();
+            answer.message_id = message_id_from_bits(original.message_id);
             answer.sequence_number = Some(sequence_number(original.seq));
             out.push(Ok(answer));
             continue;
@@ -177,7 +179,8 @@ pub(crate) fn commit(
         let state = crate::core::MessageState { visible_at: now + delay_ms, ..Default::default() };
         let seq = insert_message(&mut tables, handle, &mut shared, &payload, &encoded, state)?;
         if let Some(key) = dedup_key {
-            let entry = DedupEntry { message_id: payload.message_id.clone(), seq, expires_at: now + DEDUP_WINDOW_MS };
+            let message_id = message_id_bits(&payload.message_id).expect("new message ids are UUIDs");
+            let entry = DedupEntry { message_id, seq, expires_at: now + DEDUP_WINDOW_MS };
             remember_dedup(&mut tables, handle, &mut shared, key, entry)?;
         }
         if fifo {

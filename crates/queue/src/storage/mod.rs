@@ -10,7 +10,8 @@
 //! - `states`: `(queue id, seq)` -> `(visible_at, receive_count,
 //!   first_receive_at, token)`, the part a receive or visibility change
 //!   rewrites: the in-flight/visibility index is rebuilt from it on open;
-//! - `dedup`: `(queue id, dedup key)` -> `(seq, expires_at, message id)`.
+//! - `dedup`: `(queue id, 128-bit dedup key)` -> `(seq, expires_at,
+//!   128-bit message id)`.
 //!
 //! Every write happens inside the store's group-commit transaction through
 //! `EmbeddedStore::submit`, so a queue change can commit together with item
@@ -26,14 +27,14 @@ use serde::{Deserialize, Serialize};
 pub use codec::Payload;
 
 use crate::attributes::QueueConfig;
-use crate::core::{DedupEntry, MessageState};
+use crate::core::{DedupEntry, DedupKey, MessageState};
 
 pub(crate) const QUEUES: TableDefinition<&str, &str> = TableDefinition::new("postbox_queue_queues");
 pub(crate) const SYSTEM: TableDefinition<&str, u64> = TableDefinition::new("postbox_queue_system");
 pub(crate) const PAYLOADS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("postbox_queue_payloads");
 pub(crate) const STATES: TableDefinition<(u64, u64), (u64, u32, u64, u64)> =
     TableDefinition::new("postbox_queue_states");
-pub(crate) const DEDUP: TableDefinition<(u64, &str), (u64, u64, &str)> = TableDefinition::new("postbox_queue_dedup");
+pub(crate) const DEDUP: TableDefinition<(u64, u128), (u64, u64, u128)> = TableDefinition::new("postbox_queue_dedup");
 
 const NEXT_QUEUE_ID: &str = "next_queue_id";
 
@@ -63,7 +64,7 @@ pub(crate) fn storage_err(e: impl std::fmt::Display) -> postbox_store::StoreErro
 }
 
 type StatesTable<'t> = Table<'t, (u64, u64), (u64, u32, u64, u64)>;
-type DedupTable<'t> = Table<'t, (u64, &'static str), (u64, u64, &'static str)>;
+type DedupTable<'t> = Table<'t, (u64, u128), (u64, u64, u128)>;
 
 /// The queue tables of one write transaction, each opened on first use
 /// (an operation touches two or three of them; opening costs a lookup).
@@ -121,7 +122,7 @@ impl<'t> Tables<'t> {
     pub fn drop_queue(&mut self, record: &QueueRecord) -> StorageResult<()> {
         self.remove_all_messages(record.id)?;
         let id = record.id;
-        table!(self, dedup, DEDUP).retain_in((id, "")..(id + 1, ""), |_, _| false).map_err(storage_err)?;
+        table!(self, dedup, DEDUP).retain_in((id, 0)..=(id, u128::MAX), |_, _| false).map_err(storage_err)?;
         table!(self, queues, QUEUES).remove(record.name.as_str()).map_err(storage_err)?;
         Ok(())
     }
@@ -166,12 +167,12 @@ impl<'t> Tables<'t> {
         Ok(())
     }
 
-    pub fn put_dedup(&mut self, id: u64, key: &str, e: &DedupEntry) -> StorageResult<()> {
-        table!(self, dedup, DEDUP).insert((id, key), (e.seq, e.expires_at, e.message_id.as_str())).map_err(storage_err)?;
+    pub fn put_dedup(&mut self, id: u64, key: DedupKey, e: &DedupEntry) -> StorageResult<()> {
+        table!(self, dedup, DEDUP).insert((id, key), (e.seq, e.expires_at, e.message_id)).map_err(storage_err)?;
         Ok(())
     }
 
-    pub fn remove_dedup(&mut self, id: u64, key: &str) -> StorageResult<()> {
+    pub fn remove_dedup(&mut self, id: u64, key: DedupKey) -> StorageResult<()> {
         table!(self, dedup, DEDUP).remove((id, key)).map_err(storage_err)?;
         Ok(())
     }
@@ -201,13 +202,15 @@ impl<'t> Tables<'t> {
     }
 
     /// A queue's deduplication entries.
-    pub fn dedup_entries(&mut self, id: u64) -> StorageResult<Vec<(String, DedupEntry)>> {
+    /// A queue's deduplication entries, in expiry order.
+    pub fn dedup_entries(&mut self, id: u64) -> StorageResult<Vec<(DedupKey, DedupEntry)>> {
         let mut out = Vec::new();
-        for row in table!(self, dedup, DEDUP).range((id, "")..(id + 1, "")).map_err(storage_err)? {
+        for row in table!(self, dedup, DEDUP).range((id, 0)..=(id, u128::MAX)).map_err(storage_err)? {
             let (k, v) = row.map_err(storage_err)?;
             let (seq, expires_at, message_id) = v.value();
-            out.push((k.value().1.to_owned(), DedupEntry { message_id: message_id.to_owned(), seq, expires_at }));
+            out.push((k.value().1, DedupEntry { message_id, seq, expires_at }));
         }
+        out.sort_by_key(|(_, e)| e.expires_at);
         Ok(out)
     }
 }
