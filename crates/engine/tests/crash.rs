@@ -1,9 +1,10 @@
 //! State without its event is impossible: a child process emits (events with
-//! a caller write each, group commit, fsync on) until it is killed with
-//! SIGKILL at a random moment; after reopening, every committed caller write
-//! has its event and every event its write, every acknowledged emit is
-//! there, the log has no gap and its chain verifies. Several rounds run on
-//! the same file, so recovery after a crash is also a starting point.
+//! a caller write each, fsync on; group commit and the direct path in turn)
+//! until it is killed with SIGKILL at a random moment; after reopening, every
+//! committed caller write has its event and every event its write, every
+//! acknowledged emit is there, the log has no gap and its chain verifies.
+//! Several rounds run on the same file, so recovery after a crash is also a
+//! starting point.
 //!
 //! The child is this test binary re-executed with `POSTBOX_ENGINE_CRASH_CHILD`
 //! set, running only `crash_child`.
@@ -42,7 +43,15 @@ fn crash_child() {
         let store =
             Arc::new(EmbeddedStore::open(&path, store_options(Durability::Durable)).unwrap());
         create_orders(&*store).await;
-        let engine = engine(store).await;
+        // Odd rounds commit each emit alone (the direct path), even rounds
+        // group-commit.
+        let group_commit = round.parse::<u32>().unwrap() % 2 == 0;
+        let options = postbox_engine::EngineOptions {
+            group_commit,
+            max_tries: 50,
+            ..Default::default()
+        };
+        let engine = engine_with(store, options).await;
         let out = Arc::new(std::sync::Mutex::new(std::io::stdout()));
         for task in 0..16 {
             let (engine, out, round) = (engine.clone(), out.clone(), round.clone());
@@ -115,6 +124,10 @@ async fn kill_minus_nine_never_separates_state_from_its_event() {
         check_consistent(&store, &acked).await;
         drop(store);
     }
+    eprintln!(
+        "crash test: {} emits acknowledged over 5 kills",
+        acked.len()
+    );
     assert!(
         acked.len() > 20,
         "only {} emits acknowledged in 5 rounds",
