@@ -15,6 +15,32 @@
 //!
 //! Everything that talks to storage is generic over
 //! [`postbox_store::ItemStore`], so the DynamoDB backend works unchanged.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use postbox_engine::{Catalog, Context, Engine, Write};
+//! use postbox_item::{AttributeValue, Item};
+//! use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
+//!
+//! let store = Arc::new(EmbeddedStore::open("postbox.redb", EmbeddedOptions::default())?);
+//! let catalog = Catalog::load("catalog.toml")?;
+//! // Refuses to start if a subscription could never run.
+//! let engine = Engine::builder(store, catalog)
+//!     .inline("orders::mirror", |event| Ok(vec![]))
+//!     .local("crm::tag", |event| async move { Ok(()) })
+//!     .build()
+//!     .await?;
+//! // Once per request: tenant, actor, correlation id.
+//! let ctx = Context::new("acme", "user:7")?.with_correlation_id("req-42");
+//! let order = Item::from([("pk".to_owned(), AttributeValue::s("ORDER#1"))]);
+//! let emitted = engine
+//!     .emit_json(&ctx, "PAYMENT_COMPLETED", r#"{"order_id": "1", "amount": 500, "currency": "EUR"}"#,
+//!         vec![Write::put("orders", order).condition("attribute_not_exists(pk)")])
+//!     .await?;
+//! println!("seq {} hash {}", emitted.envelope.seq, emitted.hash);
+//! # Ok(()) }
+//! ```
 
 pub mod canonical;
 pub mod catalog;
