@@ -34,6 +34,10 @@ async fn attributes_report_configuration_and_counts() {
     assert_eq!(all["QueueArn"], "arn:aws:sqs:us-east-1:000000000000:q");
     assert!(!all.contains_key("FifoQueue"));
     assert!(e.queues.queue_attributes("q", &[]).unwrap().is_empty());
+    assert!(!all.contains_key("ApproximateAgeOfOldestMessage"));
+    e.clock.advance_ms(7_500);
+    let age = e.queues.queue_attributes("q", &["ApproximateAgeOfOldestMessage".into()]).unwrap();
+    assert_eq!(age["ApproximateAgeOfOldestMessage"], "7");
     assert!(matches!(
         e.queues.set_queue_attributes("q", attrs(&[("FifoQueue", "true")])).await,
         Err(QueueError::InvalidAttributeValue(_))

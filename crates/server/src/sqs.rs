@@ -337,8 +337,7 @@ impl Ctx<'_> {
                     ids.push(id);
                     messages.push(m);
                 }
-                Err(Fail::Queue(e)) => failed.push(failure(&id, &e)),
-                Err(Fail::UnknownAction(_)) => unreachable!("messages never name an action"),
+                Err(e) => failed.push(failure(&id, &e)),
             }
         }
         let results = if messages.is_empty() { Vec::new() } else { self.queues.send_batch(&name, messages).await? };
@@ -391,7 +390,11 @@ impl Ctx<'_> {
 }
 
 fn missing(param: &str) -> Fail {
-    Fail::Queue(QueueError::MissingParameter(format!("The request must contain the parameter {param}.")))
+    Fail::Queue(missing_parameter(param))
+}
+
+fn missing_parameter(param: &str) -> QueueError {
+    QueueError::MissingParameter(format!("The request must contain the parameter {param}."))
 }
 
 /// The queue name at the end of a queue URL (`http://host/account/name`).
@@ -400,14 +403,13 @@ fn queue_name(url: &Option<String>) -> Result<String, Fail> {
     Ok(url.trim_end_matches('/').rsplit('/').next().unwrap_or(url).to_owned())
 }
 
-fn new_message(m: MessageInput) -> Result<NewMessage, Fail> {
-    let body = m.message_body.ok_or_else(|| missing("MessageBody"))?;
+fn new_message(m: MessageInput) -> Result<NewMessage, QueueError> {
+    let body = m.message_body.ok_or_else(|| missing_parameter("MessageBody"))?;
     let delay_seconds = match m.delay_seconds {
         Some(d) if !(0..=900).contains(&d) => {
             return Err(QueueError::InvalidParameterValue(format!(
                 "Value {d} for parameter DelaySeconds is invalid. Reason: DelaySeconds must be >= 0 and <= 900."
-            ))
-            .into());
+            )));
         }
         other => other.map(|d| d as u32),
     };
@@ -415,7 +417,7 @@ fn new_message(m: MessageInput) -> Result<NewMessage, Fail> {
         Some(mut system) => {
             let trace = system.remove("AWSTraceHeader");
             if let Some(other) = system.keys().next() {
-                return Err(QueueError::InvalidParameterValue(format!("Message system attribute name '{other}' is invalid.")).into());
+                return Err(QueueError::InvalidParameterValue(format!("Message system attribute name '{other}' is invalid.")));
             }
             trace.and_then(|t| t.string_value)
         }

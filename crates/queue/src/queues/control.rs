@@ -136,7 +136,9 @@ impl Queues {
             .await
     }
 
-    /// GetQueueAttributes: the attributes named (`All` for every one).
+    /// GetQueueAttributes: the attributes named (`All` for every one SQS
+    /// has). Postbox also answers `ApproximateAgeOfOldestMessage` (seconds;
+    /// CloudWatch's metric in SQS) when it is asked for by name.
     pub fn queue_attributes(&self, name: &str, names: &[String]) -> QueueResult<BTreeMap<String, String>> {
         let handle = self.inner.handle(name)?;
         let now = self.inner.now();
@@ -153,6 +155,8 @@ impl Queues {
         if names.iter().any(|n| n == "All") {
             return Ok(all);
         }
+        let oldest_age_s = counts.oldest_sent_at.map_or(0, |t| now.saturating_sub(t) / 1000);
+        all.insert(OLDEST_AGE.into(), oldest_age_s.to_string());
         let mut out = BTreeMap::new();
         for n in names {
             if !known_attribute(n) {
@@ -288,8 +292,12 @@ fn check_tags(tags: &BTreeMap<String, String>) -> QueueResult<()> {
     Ok(())
 }
 
+/// Postbox's extension attribute: the age of the oldest message, seconds.
+const OLDEST_AGE: &str = "ApproximateAgeOfOldestMessage";
+
 fn known_attribute(name: &str) -> bool {
-    COMPUTED.contains(&name)
+    name == OLDEST_AGE
+        || COMPUTED.contains(&name)
         || matches!(
             name,
             "DelaySeconds"
