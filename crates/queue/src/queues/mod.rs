@@ -47,8 +47,9 @@ pub struct QueuesOptions {
     pub account_id: String,
     /// The region in ARNs.
     pub region: String,
-    /// The source of "now" for async decisions (long polls, counts); pass the
-    /// store's clock. Operations inside a commit use the store's clock.
+    /// The source of "now" for async decisions (long polls, counts, the
+    /// sweeper). Must be the clock the store was opened with: operations
+    /// inside a commit use the store's clock.
     pub clock: Arc<dyn Clock>,
     /// How often expired messages and deduplication ids are removed.
     pub sweep_interval: Duration,

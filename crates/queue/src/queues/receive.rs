@@ -76,7 +76,8 @@ impl Queues {
                 if !got.is_empty() {
                     return self.inner.messages(&handle, got);
                 }
-                continue;
+                // Someone else took them: wait like an empty queue (never
+                // retry at once, which could spin).
             }
             let until = match next {
                 Some(at) => deadline.min(tokio::time::Instant::now() + Duration::from_millis(at - now)),
