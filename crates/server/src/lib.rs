@@ -89,6 +89,9 @@ async fn advance_clock<S: Backend>(State(services): State<Services<S>>, body: By
     match seconds {
         Some(s) => {
             clock.advance_ms((s * 1000.0) as u64);
+            if let Some(queues) = &services.queues {
+                queues.time_moved();
+            }
             axum::http::StatusCode::NO_CONTENT.into_response()
         }
         None => (axum::http::StatusCode::BAD_REQUEST, "expected {\"advance_seconds\": N}").into_response(),

@@ -271,6 +271,14 @@ impl Queues {
         Ok(stats)
     }
 
+    /// Makes every waiting long poll look again: for a clock moved forward
+    /// by hand, which their timers do not see.
+    pub fn time_moved(&self) {
+        for handle in self.inner.registry.read().expect("registry lock").values() {
+            handle.wake_all();
+        }
+    }
+
     /// [`Queues::stats`] of every queue.
     pub fn all_stats(&self) -> Vec<QueueStats> {
         self.list_queues("").iter().filter_map(|n| self.stats(n).ok()).collect()
