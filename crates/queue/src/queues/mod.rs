@@ -146,6 +146,10 @@ impl std::fmt::Debug for Queues {
 impl Queues {
     /// Loads the queues kept in `store`'s file and starts the sweeper that
     /// removes expired messages and deduplication ids. Needs a Tokio runtime.
+    ///
+    /// Open the queues of a store once and share the handle (it is cheap to
+    /// clone): each `Queues` keeps its own in-memory schedule, and two of
+    /// them on one store would not see each other's changes.
     pub async fn open(store: EmbeddedStore, options: QueuesOptions) -> QueueResult<Queues> {
         let loaded = store.submit(load).await?;
         let registry = loaded.into_iter().map(|h| (h.name.clone(), Arc::new(h))).collect();
