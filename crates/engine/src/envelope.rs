@@ -108,8 +108,8 @@ pub struct Envelope {
     pub event_type: String,
     /// The tenant whose log holds it.
     pub tenant: String,
-    /// Position in the tenant's log, from 1. Zero while INLINE handlers run:
-    /// the seq is assigned when the (group) commit is planned.
+    /// Position in the tenant's log, from 1, assigned when the commit is
+    /// planned (INLINE handlers already see it).
     pub seq: u64,
     /// The request it belongs to.
     pub correlation_id: String,

@@ -2,11 +2,15 @@
 //! LOCAL handlers (after commit, on a bounded pool), the per-type dispatch
 //! table, and the engine's counters.
 //!
-//! INLINE handlers are synchronous closures: they run on the emitting task
-//! before the event is queued for commit, see the envelope (with `seq` 0,
-//! since the seq is assigned when the commit is planned) and may return
-//! writes that join the same transaction. An error aborts the emit; nothing
-//! is written.
+//! INLINE handlers are synchronous closures. They run when the event is
+//! planned into its transaction, so they see the envelope exactly as it
+//! will be committed (seq included), and may return writes that join that
+//! transaction. An error aborts that emit alone; nothing of it is written
+//! and the other events of its batch go on. A retried transaction plans its
+//! events again and so runs their handlers again, possibly at another seq:
+//! handlers must only compute writes, never act on the world (that is what
+//! LOCAL and DURABLE are for). They run on the tenant's batcher, so they
+//! must be quick.
 //!
 //! LOCAL handlers are async. After a commit, each matching handler is
 //! queued on a bounded channel (`local_queue` jobs); a dispatcher runs them

@@ -73,6 +73,7 @@ async fn setup(options: EngineOptions, slow_local: Duration) -> Setup {
                             AttributeValue::S(format!("MIRROR#{order}")),
                         ),
                         ("event".to_owned(), AttributeValue::S(env.id.clone())),
+                        ("seq".to_owned(), AttributeValue::n(env.seq as i64)),
                     ]),
                 )
                 .condition("attribute_not_exists(pk)"),
@@ -130,6 +131,11 @@ async fn inline_writes_join_the_emit_transaction() {
         .await
         .unwrap();
     let m = mirror(&s.t, "1").await.expect("the INLINE write committed");
+    assert_eq!(
+        attr_n(&m, "seq"),
+        e.envelope.seq as i64,
+        "the handler saw the committed seq"
+    );
     assert_eq!(attr_s(&m, "event"), e.envelope.id);
     assert!(get_order(&*s.t.store, "1").await.is_some());
     // An INLINE write whose condition fails fails the emit, naming the subscription.
@@ -297,4 +303,110 @@ async fn events_nobody_subscribes_to_are_counted() {
     let stats = s.engine.stats();
     assert_eq!(stats.undelivered, 1);
     assert_eq!(stats.emitted, 2);
+}
+
+#[tokio::test]
+async fn inline_handlers_see_their_events_seq_in_a_batch_and_abort_only_their_own() {
+    // Spawned together on this single-threaded runtime, the 30 emits share
+    // batches; every fifth is refused by the mirror, and the others still
+    // get consecutive seqs that their handlers saw.
+    let s = setup(EngineOptions::default(), Duration::ZERO).await;
+    let tasks: Vec<_> = (0..30)
+        .map(|i| {
+            let engine = s.engine.clone();
+            tokio::spawn(async move {
+                let mut payload = json!({"order": i.to_string()});
+                if i % 5 == 0 {
+                    payload["reject"] = json!(true);
+                }
+                (
+                    i,
+                    engine
+                        .emit(
+                            &ctx("t1"),
+                            "PAYMENT_FAILED",
+                            payload,
+                            vec![put_order(&i.to_string())],
+                        )
+                        .await,
+                )
+            })
+        })
+        .collect();
+    for task in tasks {
+        let (i, outcome) = task.await.unwrap();
+        let id = i.to_string();
+        if i % 5 == 0 {
+            assert!(
+                matches!(outcome, Err(EmitError::InlineAborted { .. })),
+                "{i}: {outcome:?}"
+            );
+            assert!(get_order(&*s.t.store, &id).await.is_none());
+            assert!(mirror(&s.t, &id).await.is_none());
+        } else {
+            let e = outcome.unwrap();
+            let m = mirror(&s.t, &id).await.unwrap();
+            assert_eq!(attr_n(&m, "seq"), e.envelope.seq as i64, "emit {i}");
+            assert_eq!(attr_s(&m, "event"), e.envelope.id);
+        }
+    }
+    let rows = events(&*s.t.store, "t1").await;
+    assert_eq!(rows.len(), 24);
+    assert_contiguous(&rows);
+    assert_eq!(s.engine.stats().inline_aborts, 6);
+    assert!(s.engine.stats().transactions < 24, "{:?}", s.engine.stats());
+}
+
+#[tokio::test]
+async fn inline_handlers_run_again_when_a_retried_batch_moves_their_event() {
+    // Order 3 exists, so emit 3's own write fails; the batch is planned
+    // again without it, the later events move down one seq, and their
+    // handlers run again and write the seq they will really have.
+    let s = setup(EngineOptions::default(), Duration::ZERO).await;
+    s.engine
+        .emit(
+            &ctx("t1"),
+            "PAYMENT_FAILED",
+            json!({"order": "pre"}),
+            vec![put_order("3")],
+        )
+        .await
+        .unwrap();
+    let tasks: Vec<_> = (0..10)
+        .map(|i| {
+            let engine = s.engine.clone();
+            tokio::spawn(async move {
+                let id = i.to_string();
+                (
+                    i,
+                    engine
+                        .emit(
+                            &ctx("t1"),
+                            "PAYMENT_FAILED",
+                            json!({"order": id}),
+                            vec![put_order(&id)],
+                        )
+                        .await,
+                )
+            })
+        })
+        .collect();
+    for task in tasks {
+        let (i, outcome) = task.await.unwrap();
+        if i == 3 {
+            assert!(
+                matches!(
+                    outcome,
+                    Err(EmitError::ConditionalCheckFailed { index: 0, .. })
+                ),
+                "{outcome:?}"
+            );
+            assert!(mirror(&s.t, "3").await.is_none());
+        } else {
+            let e = outcome.unwrap();
+            let m = mirror(&s.t, &i.to_string()).await.unwrap();
+            assert_eq!(attr_n(&m, "seq"), e.envelope.seq as i64, "emit {i}");
+        }
+    }
+    assert_contiguous(&events(&*s.t.store, "t1").await);
 }

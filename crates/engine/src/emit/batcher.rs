@@ -40,8 +40,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::plan::{self, Failure, Head};
 use super::{
-    EmitError, EventRequest, Inner, MAX_ACTIONS, MAX_TRANSACTION_BYTES, backoff, own_error,
-    read_head,
+    EmitError, EventRequest, Expanded, Inner, MAX_ACTIONS, MAX_TRANSACTION_BYTES, backoff,
+    own_error, read_head,
 };
 use crate::chain::Hash;
 use crate::lanes::bump;
@@ -111,7 +111,7 @@ type TxFuture<'a> = Pin<Box<dyn Future<Output = StoreResult<()>> + Send + 'a>>;
 struct InFlight<'a> {
     fut: TxFuture<'a>,
     ready: Option<StoreResult<()>>,
-    batch: Vec<Pending>,
+    batch: Vec<(Pending, Expanded)>,
     owners: Vec<plan::Owner>,
     links: Vec<(u64, Hash)>,
 }
@@ -225,12 +225,16 @@ impl<S: ItemStore> Batcher<S> {
                     }
                 },
             };
-            let batch = self.take_batch();
+            let batch = self.take_batch(&head);
+            if batch.is_empty() {
+                // Every event taken was refused by its INLINE handlers.
+                continue;
+            }
             let p = plan::plan(
                 &opts.events_table,
                 &self.tenant,
                 &head,
-                batch.iter().map(|p| &p.req),
+                batch.iter().map(|(p, x)| (&p.req, x)),
             );
             self.head = Some(p.new_head);
             let mut fut: TxFuture<'a> = Box::pin(store.transact_write_items(p.input));
@@ -255,7 +259,7 @@ impl<S: ItemStore> Batcher<S> {
         let max_events = self.inner.options.max_batch_events.max(1);
         let mut actions = 1;
         for (n, p) in self.pending.iter().enumerate() {
-            actions += p.req.actions();
+            actions += p.req.base_actions();
             if n + 1 >= max_events || actions > MAX_ACTIONS - 2 {
                 return true;
             }
@@ -263,27 +267,38 @@ impl<S: ItemStore> Batcher<S> {
         false
     }
 
-    /// The next events that fit one transaction, in arrival order.
-    fn take_batch(&mut self) -> Vec<Pending> {
+    /// The next events that fit one transaction, in arrival order, each
+    /// expanded at the seq it gets after `head` (its INLINE handlers run
+    /// then; one whose handler fails is answered and left out, and the next
+    /// event takes its seq).
+    fn take_batch(&mut self, head: &Head) -> Vec<(Pending, Expanded)> {
         let opts = &self.inner.options;
-        let mut batch: Vec<Pending> = Vec::new();
+        let mut batch: Vec<(Pending, Expanded)> = Vec::new();
         let (mut actions, mut bytes) = (1, 0);
-        while let Some(next) = self.pending.front() {
-            let fits = batch.len() < opts.max_batch_events.max(1)
-                && actions + next.req.actions() <= MAX_ACTIONS
-                && bytes + next.req.bytes <= MAX_TRANSACTION_BYTES
-                && !next.solo
-                && !batch.first().is_some_and(|b| b.solo);
+        while let Some(mut next) = self.pending.pop_front() {
+            let alone =
+                batch.first().is_some_and(|(b, _)| b.solo) || (next.solo && !batch.is_empty());
+            if alone || batch.len() >= opts.max_batch_events.max(1) {
+                self.pending.push_front(next);
+                break;
+            }
+            let seq = head.seq + batch.len() as u64 + 1;
+            let expanded = match next.req.expand(seq, &opts.events_table) {
+                Ok(x) => x,
+                Err(e) => {
+                    let _ = next.reply.send(Err(e));
+                    continue;
+                }
+            };
+            let fits = actions + expanded.actions <= MAX_ACTIONS
+                && bytes + expanded.bytes <= MAX_TRANSACTION_BYTES;
             if !fits && !batch.is_empty() {
+                self.pending.push_front(next);
                 break;
             }
-            let p = self.pending.pop_front().expect("front exists");
-            actions += p.req.actions();
-            bytes += p.req.bytes;
-            batch.push(p);
-            if batch[0].solo {
-                break;
-            }
+            actions += expanded.actions;
+            bytes += expanded.bytes;
+            batch.push((next, expanded));
         }
         batch
     }
@@ -299,7 +314,7 @@ impl<S: ItemStore> Batcher<S> {
         let err = match result {
             Ok(()) => {
                 bump(&counters.transactions, 1);
-                for (p, link) in done.batch.into_iter().zip(done.links) {
+                for ((p, _), link) in done.batch.into_iter().zip(done.links) {
                     let _ = p.reply.send(Ok(link));
                 }
                 return;
@@ -314,10 +329,10 @@ impl<S: ItemStore> Batcher<S> {
                 for (r, w, reason) in list {
                     failed[r].get_or_insert((w, reason));
                 }
-                for (p, f) in done.batch.into_iter().zip(failed) {
+                for ((p, x), f) in done.batch.into_iter().zip(failed) {
                     match f {
                         Some((w, reason)) => {
-                            let _ = p.reply.send(Err(own_error(&p.req, &w, &reason)));
+                            let _ = p.reply.send(Err(own_error(&p.req, &x, w, &reason)));
                         }
                         None => retry.push(p),
                     }
@@ -326,7 +341,7 @@ impl<S: ItemStore> Batcher<S> {
             Failure::Contention => {
                 contended = true;
                 bump(&counters.contention_retries, 1);
-                for mut p in done.batch {
+                for (mut p, _) in done.batch {
                     p.tries += 1;
                     if p.tries >= self.inner.options.max_tries {
                         let _ = p.reply.send(Err(EmitError::Contention {
@@ -339,16 +354,16 @@ impl<S: ItemStore> Batcher<S> {
                 }
             }
             Failure::Invalid(e) if done.batch.len() == 1 => {
-                for p in done.batch {
+                for (p, _) in done.batch {
                     let _ = p.reply.send(Err(EmitError::Store(e.clone())));
                 }
             }
-            Failure::Invalid(_) => retry.extend(done.batch.into_iter().map(|mut p| {
+            Failure::Invalid(_) => retry.extend(done.batch.into_iter().map(|(mut p, _)| {
                 p.solo = true;
                 p
             })),
             Failure::Fatal(e) => {
-                for p in done.batch {
+                for (p, _) in done.batch {
                     let _ = p.reply.send(Err(EmitError::Store(e.clone())));
                 }
             }
@@ -363,11 +378,11 @@ impl<S: ItemStore> Batcher<S> {
                 // Cannot happen (its head condition names a hash that was
                 // never written), but if it did, its callers are committed.
                 Ok(()) => {
-                    for (p, link) in next.batch.into_iter().zip(next.links) {
+                    for ((p, _), link) in next.batch.into_iter().zip(next.links) {
                         let _ = p.reply.send(Ok(link));
                     }
                 }
-                Err(_) => retry.extend(next.batch),
+                Err(_) => retry.extend(next.batch.into_iter().map(|(p, _)| p)),
             }
         }
         retry.extend(self.pending.drain(..));

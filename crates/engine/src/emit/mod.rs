@@ -43,7 +43,7 @@ use crate::schema::Schema;
 use crate::verify::{self, Progress, TenantReport, VerifyError, VerifyOptions};
 use crate::writes::Write;
 
-pub(crate) use plan::{EventRequest, Head};
+pub(crate) use plan::{EventRequest, Expanded, Head};
 
 /// DynamoDB's limit on actions in one TransactWriteItems.
 pub const MAX_ACTIONS: usize = 100;
@@ -204,7 +204,9 @@ impl<S: ItemStore> EngineBuilder<S> {
     }
 
     /// Registers an INLINE handler under `reference` (the catalog's
-    /// `handler`).
+    /// `handler`). It runs when its event is planned into a transaction,
+    /// sees the envelope with its seq, and returns writes for that
+    /// transaction; it may run more than once (see [`crate::lanes`]).
     pub fn inline<F>(mut self, reference: impl Into<String>, f: F) -> Self
     where
         F: Fn(&Envelope) -> Result<Vec<Write>, HandlerError> + Send + Sync + 'static,
@@ -374,33 +376,34 @@ impl<S: ItemStore> Engine<S> {
         writes: Vec<Write>,
     ) -> Result<Emitted, EmitError> {
         let inner = &self.inner;
-        let prepared = self.prepare(ctx, event_type, payload, writes);
-        let (req, route) = match prepared {
-            Ok(p) => p,
+        let outcome = match self.prepare(ctx, event_type, payload, writes) {
+            Ok((req, route)) => {
+                let env = req.env.clone();
+                let committed = if inner.options.group_commit {
+                    batcher::submit(&self.inner, req).await
+                } else {
+                    self.commit_direct(req).await
+                };
+                committed.map(|link| (link, env, route))
+            }
+            Err(e) => Err(e),
+        };
+        let ((seq, hash), mut env, route) = match outcome {
+            Ok(committed) => committed,
             Err(e) => {
                 let c = &inner.counters;
-                bump(
-                    if matches!(e, EmitError::InlineAborted { .. }) {
-                        &c.inline_aborts
-                    } else {
-                        &c.rejected
-                    },
-                    1,
-                );
-                return Err(e);
-            }
-        };
-        let mut env = req.env.clone();
-        let outcome = if inner.options.group_commit {
-            batcher::submit(&self.inner, req).await
-        } else {
-            self.commit_direct(req).await
-        };
-        let (seq, hash) = match outcome {
-            Ok(link) => link,
-            Err(e) => {
-                if matches!(e, EmitError::ConditionalCheckFailed { .. }) {
-                    bump(&inner.counters.condition_failures, 1);
+                match e {
+                    EmitError::InlineAborted { .. } => bump(&c.inline_aborts, 1),
+                    EmitError::ConditionalCheckFailed { .. } => bump(&c.condition_failures, 1),
+                    EmitError::UnknownType { .. }
+                    | EmitError::PayloadNotObject { .. }
+                    | EmitError::Payload(_)
+                    | EmitError::SchemaViolation { .. }
+                    | EmitError::WriteOnEventsTable { .. }
+                    | EmitError::TooManyWrites { .. }
+                    | EmitError::EventTooLarge { .. }
+                    | EmitError::TransactionTooLarge { .. } => bump(&c.rejected, 1),
+                    _ => {}
                 }
                 return Err(e);
             }
@@ -418,13 +421,14 @@ impl<S: ItemStore> Engine<S> {
         })
     }
 
-    /// Checks input, runs INLINE handlers, builds the request.
+    /// Checks input and builds the request (INLINE handlers run when the
+    /// event is planned, see [`EventRequest::expand`]).
     fn prepare(
         &self,
         ctx: &Context,
         event_type: &str,
         payload: Value,
-        mut writes: Vec<Write>,
+        writes: Vec<Write>,
     ) -> Result<(EventRequest, Arc<Route>), EmitError> {
         let inner = &self.inner;
         let Some(route) = inner.routes.get(event_type) else {
@@ -474,15 +478,6 @@ impl<S: ItemStore> Engine<S> {
             occurred_at: format_timestamp(now),
             payload,
         };
-        let mut origins = vec![None; writes.len()];
-        for (name, handler) in &route.inline {
-            let added = handler(&env).map_err(|e| EmitError::InlineAborted {
-                subscription: name.clone(),
-                message: e.to_string(),
-            })?;
-            origins.extend(added.iter().map(|_| Some(name.clone())));
-            writes.extend(added);
-        }
         for (index, w) in writes.iter().enumerate() {
             if w.table() == inner.options.events_table {
                 return Err(EmitError::WriteOnEventsTable {
@@ -524,8 +519,8 @@ impl<S: ItemStore> Engine<S> {
                 env,
                 payload_text,
                 writes,
-                origins,
                 bytes,
+                inline: route.inline.clone(),
             },
             route.clone(),
         ))
@@ -533,13 +528,19 @@ impl<S: ItemStore> Engine<S> {
 
     /// The direct path: read the head, commit one transaction, retry on
     /// contention.
-    async fn commit_direct(&self, req: EventRequest) -> Result<(u64, Hash), EmitError> {
+    async fn commit_direct(&self, mut req: EventRequest) -> Result<(u64, Hash), EmitError> {
         let inner = &self.inner;
         let table = &inner.options.events_table;
         let mut tries = 0;
         loop {
             let head = read_head(&*inner.store, table, &req.env.tenant).await?;
-            let p = plan::plan(table, &req.env.tenant, &head, std::iter::once(&req));
+            let expanded = req.expand(head.seq + 1, table)?;
+            let p = plan::plan(
+                table,
+                &req.env.tenant,
+                &head,
+                std::iter::once((&req, &expanded)),
+            );
             let owners = p.owners;
             match inner.store.transact_write_items(p.input).await {
                 Ok(()) => {
@@ -559,7 +560,7 @@ impl<S: ItemStore> Engine<S> {
                         tokio::time::sleep(backoff(&inner.options, tries)).await;
                     }
                     plan::Failure::Own(list) => {
-                        return Err(own_error(&req, &list[0].1, &list[0].2));
+                        return Err(own_error(&req, &expanded, list[0].1, &list[0].2));
                     }
                     plan::Failure::Invalid(e) | plan::Failure::Fatal(e) => {
                         return Err(EmitError::Store(e));
@@ -606,19 +607,23 @@ impl<S: ItemStore> Engine<S> {
 /// The error for a caller's write whose action was refused.
 pub(crate) fn own_error(
     req: &EventRequest,
-    w: &usize,
+    expanded: &Expanded,
+    w: usize,
     reason: &postbox_store::api::CancellationReason,
 ) -> EmitError {
-    let write = req.writes.get(*w).map(Write::describe).unwrap_or_default();
+    let (write, subscription) = match req.write(expanded, w) {
+        Some((write, by)) => (write.describe(), by.map(str::to_owned)),
+        None => (String::new(), None),
+    };
     if reason.code == "ConditionalCheckFailed" {
         EmitError::ConditionalCheckFailed {
-            index: *w,
+            index: w,
             write,
-            subscription: req.origins.get(*w).cloned().flatten(),
+            subscription,
         }
     } else {
         EmitError::WriteRefused {
-            index: *w,
+            index: w,
             write,
             code: reason.code.clone(),
             message: reason.message.clone().unwrap_or_default(),

@@ -16,29 +16,108 @@ use postbox_store::api::{
     Values,
 };
 
+use super::{EmitError, MAX_ACTIONS, MAX_TRANSACTION_BYTES};
 use crate::chain::{self, EnvelopeFields, Hash};
 use crate::envelope::Envelope;
+use crate::lanes::InlineHandler;
 use crate::layout;
 use crate::writes::Write;
 
-/// One event and its writes, ready to be planned.
+/// One event, its caller's writes and the INLINE handlers that add theirs
+/// once its seq is known.
 pub(crate) struct EventRequest {
-    /// The envelope; `seq` is set by the planner.
+    /// The envelope; `seq` is set by [`EventRequest::expand`].
     pub env: Envelope,
     /// The payload's canonical text.
     pub payload_text: String,
-    /// Caller's writes, then INLINE handlers' writes.
+    /// The caller's writes.
     pub writes: Vec<Write>,
-    /// For each write: the INLINE subscription that added it, if any.
-    pub origins: Vec<Option<String>>,
-    /// Estimated transaction bytes (event row + writes).
+    /// Estimated transaction bytes of the event row and the caller's writes.
+    pub bytes: usize,
+    /// The INLINE subscriptions of the event's type: (name, handler).
+    pub inline: Vec<(String, InlineHandler)>,
+}
+
+/// What an event adds to one planned transaction: the INLINE handlers'
+/// writes for the seq it was planned at, and the totals.
+pub(crate) struct Expanded {
+    /// Writes the INLINE handlers added, after the caller's.
+    pub added: Vec<Write>,
+    /// The subscription that added each of them.
+    pub added_by: Vec<String>,
+    /// Actions: the event row, the caller's writes, the added writes.
+    pub actions: usize,
+    /// Estimated bytes.
     pub bytes: usize,
 }
 
 impl EventRequest {
-    /// Actions this event adds to a transaction.
-    pub fn actions(&self) -> usize {
+    /// Actions before INLINE handlers ran.
+    pub fn base_actions(&self) -> usize {
         1 + self.writes.len()
+    }
+
+    /// Gives the event `seq` and runs its INLINE handlers on it, so they
+    /// see the envelope exactly as it will be committed. Runs again each
+    /// time the event is planned (a retried batch may move it to another
+    /// seq), so handlers must only compute writes. An error aborts this
+    /// event alone.
+    pub fn expand(&mut self, seq: u64, events_table: &str) -> Result<Expanded, EmitError> {
+        self.env.seq = seq;
+        let mut added = Vec::new();
+        let mut added_by = Vec::new();
+        for (name, handler) in &self.inline {
+            let writes = handler(&self.env).map_err(|e| EmitError::InlineAborted {
+                subscription: name.clone(),
+                message: e.to_string(),
+            })?;
+            added_by.extend(writes.iter().map(|_| name.clone()));
+            added.extend(writes);
+        }
+        for (i, w) in added.iter().enumerate() {
+            if w.table() == events_table {
+                return Err(EmitError::WriteOnEventsTable {
+                    index: self.writes.len() + i,
+                    write: w.describe(),
+                });
+            }
+        }
+        let actions = self.base_actions() + added.len();
+        // One more for the head row.
+        if actions + 1 > MAX_ACTIONS {
+            return Err(EmitError::TooManyWrites {
+                actions: actions + 1,
+            });
+        }
+        let bytes = self.bytes + added.iter().map(Write::size).sum::<usize>();
+        if bytes > MAX_TRANSACTION_BYTES {
+            return Err(EmitError::TransactionTooLarge { bytes });
+        }
+        Ok(Expanded {
+            added,
+            added_by,
+            actions,
+            bytes,
+        })
+    }
+
+    /// Write `w` of the expanded event and the INLINE subscription that
+    /// added it (None for the caller's own).
+    pub fn write<'a>(
+        &'a self,
+        expanded: &'a Expanded,
+        w: usize,
+    ) -> Option<(&'a Write, Option<&'a str>)> {
+        match self.writes.get(w) {
+            Some(write) => Some((write, None)),
+            None => {
+                let i = w - self.writes.len();
+                Some((
+                    expanded.added.get(i)?,
+                    expanded.added_by.get(i).map(String::as_str),
+                ))
+            }
+        }
     }
 }
 
@@ -79,15 +158,16 @@ pub(crate) fn plan<'a>(
     table: &str,
     tenant: &str,
     head: &Head,
-    reqs: impl Iterator<Item = &'a EventRequest>,
+    reqs: impl Iterator<Item = (&'a EventRequest, &'a Expanded)>,
 ) -> Plan {
     let mut actions = vec![TransactWriteItem::default()];
     let mut owners = vec![Owner::Head];
     let mut links = Vec::new();
     let (mut seq, mut hash) = (head.seq, head.hash);
     let mut scratch = String::with_capacity(2048);
-    for (r, req) in reqs.enumerate() {
+    for (r, (req, expanded)) in reqs.enumerate() {
         seq += 1;
+        debug_assert_eq!(req.env.seq, seq, "expanded at the seq it is planned at");
         let f = EnvelopeFields {
             actor: &req.env.actor,
             causation_id: req.env.causation_id.as_deref(),
@@ -110,7 +190,7 @@ pub(crate) fn plan<'a>(
             ..Default::default()
         });
         owners.push(Owner::Event);
-        for (w, write) in req.writes.iter().enumerate() {
+        for (w, write) in req.writes.iter().chain(&expanded.added).enumerate() {
             actions.push(write.as_transact().clone());
             owners.push(Owner::Write(r, w));
         }
