@@ -7,9 +7,11 @@
 //! - after the timeout every message that was not acknowledged comes back,
 //!   and no acknowledged one does.
 //!
-//! The child is this test binary run again with `POSTBOX_QUEUE_CRASH_CHILD`
-//! set to the file's path; it prints `RECV <queue> <body>` after a receive
-//! returned and `ACK <queue> <body>` after a delete returned.
+//! Three children are killed one after another on the same file, each
+//! recovering what the previous kill left. A child is this test binary run
+//! again with `POSTBOX_QUEUE_CRASH_CHILD` set to the file's path; it prints
+//! `RECV <queue> <body>` after a receive returned and `ACK <queue> <body>`
+//! after a delete returned.
 
 mod common;
 
@@ -30,8 +32,10 @@ const PER_GROUP: usize = 20;
 /// Long enough that nothing the child received becomes visible by itself
 /// during the test.
 const VISIBILITY: i64 = 3600;
-/// Lines of output after which the child is killed.
-const KILL_AFTER: usize = 700;
+/// Lines of output after which a child is killed.
+const KILL_AFTER: usize = 300;
+/// Children run (and killed) one after another on the same file.
+const ROUNDS: usize = 3;
 
 fn fifo_body(g: usize, i: usize) -> String {
     format!("g{g:02}-{i:03}")
@@ -114,21 +118,21 @@ async fn drain(queues: &Queues, queue: &str) -> Vec<String> {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_minus_nine_loses_nothing_and_never_hands_a_message_twice() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("crash.redb");
-    fill(&path).await;
-
+/// Runs a child on the file and kills it with SIGKILL after `KILL_AFTER`
+/// lines, collecting what it received and acknowledged. A message handed
+/// out twice (in this round or an earlier one) fails the test.
+fn run_child_until_killed(
+    path: &Path,
+    received: &mut BTreeMap<String, BTreeSet<String>>,
+    acked: &mut BTreeMap<String, BTreeSet<String>>,
+) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, &path)
+        .env(CHILD_ENV, path)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut received: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut acked: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut lines = 0;
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         let line = line.unwrap();
@@ -139,7 +143,7 @@ async fn kill_minus_nine_loses_nothing_and_never_hands_a_message_twice() {
             (Some(k @ ("RECV" | "ACK")), Some(q), Some(b)) => (k, q.to_owned(), b.to_owned()),
             _ => continue,
         };
-        let set = if kind == "RECV" { &mut received } else { &mut acked };
+        let set = if kind == "RECV" { &mut *received } else { &mut *acked };
         if kind == "RECV" {
             assert!(!set.entry(queue.clone()).or_default().contains(&body), "{body} handed out twice");
         }
@@ -152,6 +156,20 @@ async fn kill_minus_nine_loses_nothing_and_never_hands_a_message_twice() {
     }
     child.wait().unwrap();
     assert_eq!(lines, KILL_AFTER, "the child stopped early");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_minus_nine_loses_nothing_and_never_hands_a_message_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crash.redb");
+    fill(&path).await;
+
+    let mut received: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut acked: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    // Several rounds: each child opens a file the previous kill left behind.
+    for _round in 0..ROUNDS {
+        run_child_until_killed(&path, &mut received, &mut acked);
+    }
 
     // Reopen at the real time: what the child holds is still in flight.
     let clock = Arc::new(ManualClock::new(SystemClock.now_ms()));
@@ -184,12 +202,12 @@ async fn kill_minus_nine_loses_nothing_and_never_hands_a_message_twice() {
         for body in acked_here {
             assert!(missing.contains(body), "{queue}: acknowledged {body} came back");
         }
-        // A message is gone only if the child deleted it: acknowledged, or
-        // deleted just before the kill (at most one batch per consumer).
+        // A message is gone only if a child deleted it: acknowledged, or
+        // deleted just before a kill (at most one batch per consumer).
         for body in &missing {
             assert!(received_here.contains(*body), "{queue}: {body} was lost without ever being received");
         }
-        assert!(missing.len() - acked_here.len() <= 4 * 10, "{queue}: too many deletes unaccounted for");
+        assert!(missing.len() - acked_here.len() <= ROUNDS * 4 * 10, "{queue}: too many deletes unaccounted for");
         deleted.insert(*queue, missing.into_iter().cloned().collect::<BTreeSet<String>>());
     }
     // FIFO: at reopen no group went past a message the killed consumer still
