@@ -225,6 +225,7 @@ impl<S: ItemStore> Batcher<S> {
                     }
                 },
             };
+            self.head = Some(head);
             let batch = self.take_batch(&head);
             if batch.is_empty() {
                 // Every event taken was refused by its INLINE handlers.
