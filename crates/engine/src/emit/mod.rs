@@ -17,6 +17,12 @@
 //! Architecture Invariant: an event row is committed in the same
 //! transaction as the writes that caused it; nothing is written when emit
 //! returns an error.
+//!
+//! Known limit: the embedded store's answers are definitive, but on
+//! DynamoDB a transaction can time out with its outcome unknown; emit then
+//! reports the store error although the event may have committed. Sending
+//! each planned transaction with a ClientRequestToken and retrying it once
+//! with the same token would settle that; it is not done yet.
 
 mod batcher;
 mod plan;
