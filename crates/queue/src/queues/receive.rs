@@ -74,6 +74,11 @@ impl Queues {
                 let attempt = attempt.clone();
                 let got = self.inner.submit(move |ctx| receive_in(&inner, ctx, &h, max, vt * 1000, attempt)).await?;
                 if !got.is_empty() {
+                    // Wake-ups are one per ten arrivals: a receive that
+                    // leaves ready messages behind passes its wake-up on.
+                    if handle.lock().core.has_ready(self.inner.now()) {
+                        handle.wake(1);
+                    }
                     return self.inner.messages(&handle, got);
                 }
                 // Someone else took them: wait like an empty queue (never
