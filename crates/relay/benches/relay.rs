@@ -32,7 +32,10 @@ target = { queue = "events.fifo", message_group_id = "<$.dynamodb.NewImage.tenan
 "##;
 
 fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// An event-row-like item, about 400 bytes.
@@ -46,16 +49,34 @@ fn event_item(n: u64) -> Item {
         ("type".to_owned(), s("ORDER_PLACED".to_owned())),
         ("tenant".to_owned(), s(tenant)),
         ("seq".to_owned(), AttributeValue::n(n as i64)),
-        ("payload".to_owned(), s(format!("{{\"order\":\"o-{n}\",\"amount\":{},\"note\":\"{}\"}}", n % 997, "x".repeat(160)))),
-        ("hash".to_owned(), s(format!("{:064x}", n.wrapping_mul(0x9e37_79b9_7f4a_7c15)))),
+        (
+            "payload".to_owned(),
+            s(format!(
+                "{{\"order\":\"o-{n}\",\"amount\":{},\"note\":\"{}\"}}",
+                n % 997,
+                "x".repeat(160)
+            )),
+        ),
+        (
+            "hash".to_owned(),
+            s(format!("{:064x}", n.wrapping_mul(0x9e37_79b9_7f4a_7c15))),
+        ),
     ])
 }
 
 async fn open(dir: &std::path::Path) -> (EmbeddedStore, Queues) {
     let store = EmbeddedStore::open(dir.join("postbox.redb"), EmbeddedOptions::default()).unwrap();
-    let queues = Queues::open(store.clone(), QueuesOptions::default()).await.unwrap();
-    let key = |n: &str, t| KeySchemaElement { attribute_name: n.into(), key_type: t };
-    let attr = |n: &str| AttributeDefinition { attribute_name: n.into(), attribute_type: ScalarType::S };
+    let queues = Queues::open(store.clone(), QueuesOptions::default())
+        .await
+        .unwrap();
+    let key = |n: &str, t| KeySchemaElement {
+        attribute_name: n.into(),
+        key_type: t,
+    };
+    let attr = |n: &str| AttributeDefinition {
+        attribute_name: n.into(),
+        attribute_type: ScalarType::S,
+    };
     store
         .create_table(CreateTableInput {
             table_name: "events".into(),
@@ -63,11 +84,16 @@ async fn open(dir: &std::path::Path) -> (EmbeddedStore, Queues) {
             attribute_definitions: vec![attr("pk"), attr("sk")],
             billing_mode: Some("PAY_PER_REQUEST".into()),
             provisioned_throughput: None,
-            stream_specification: Some(StreamSpecification { stream_enabled: true, stream_view_type: Some(StreamViewType::NewAndOldImages) }),
+            stream_specification: Some(StreamSpecification {
+                stream_enabled: true,
+                stream_view_type: Some(StreamViewType::NewAndOldImages),
+            }),
         })
         .await
         .unwrap();
-    let fifo = [("FifoQueue".to_owned(), "true".to_owned())].into_iter().collect();
+    let fifo = [("FifoQueue".to_owned(), "true".to_owned())]
+        .into_iter()
+        .collect();
     queues.create_queue("events.fifo", fifo).await.unwrap();
     (store, queues)
 }
@@ -76,7 +102,9 @@ async fn open(dir: &std::path::Path) -> (EmbeddedStore, Queues) {
 async fn write(store: &EmbeddedStore, first: u64, count: u64, per_commit: u64) {
     let mut n = first;
     while n < first + count {
-        let items: Vec<Item> = (n..(n + per_commit).min(first + count)).map(event_item).collect();
+        let items: Vec<Item> = (n..(n + per_commit).min(first + count))
+            .map(event_item)
+            .collect();
         n += items.len() as u64;
         store
             .submit(move |ctx| {
@@ -92,7 +120,13 @@ async fn write(store: &EmbeddedStore, first: u64, count: u64, per_commit: u64) {
 
 async fn wait_caught_up(store: &EmbeddedStore, reader: &str) {
     let head = store.stream_head("events").await.unwrap();
-    while store.checkpoint("events", reader).await.unwrap().unwrap_or(0) < head {
+    while store
+        .checkpoint("events", reader)
+        .await
+        .unwrap()
+        .unwrap_or(0)
+        < head
+    {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
@@ -106,17 +140,24 @@ async fn baseline(records: u64) -> f64 {
     let mut after = 0;
     loop {
         let batch = store.read_stream("events", after, 10).await.unwrap();
-        let Some(last) = batch.last().map(|r| r.sequence_number) else { break };
+        let Some(last) = batch.last().map(|r| r.sequence_number) else {
+            break;
+        };
         let messages: Vec<NewMessage> = batch
             .iter()
             .map(|r| {
                 let image = r.new_image.as_ref().unwrap();
                 let get = |k: &str| image[k].as_s().unwrap().to_owned();
-                NewMessage::new(postbox_item::item_to_json(image).to_string()).group(get("tenant")).dedup(get("id"))
+                NewMessage::new(postbox_item::item_to_json(image).to_string())
+                    .group(get("tenant"))
+                    .dedup(get("id"))
             })
             .collect();
         queues.send_batch("events.fifo", messages).await.unwrap();
-        store.set_checkpoint("events", "baseline", last).await.unwrap();
+        store
+            .set_checkpoint("events", "baseline", last)
+            .await
+            .unwrap();
         after = last;
     }
     records as f64 / started.elapsed().as_secs_f64()
@@ -128,7 +169,14 @@ async fn throughput(records: u64) -> (f64, u64) {
     write(&store, 0, records, 1000).await;
     let commits_before = store.writer_stats().commits;
     let started = Instant::now();
-    let relay = Relay::start(store.clone(), queues.clone(), RelayConfig::from_toml(PIPE).unwrap(), RelayOptions::default()).await.unwrap();
+    let relay = Relay::start(
+        store.clone(),
+        queues.clone(),
+        RelayConfig::from_toml(PIPE).unwrap(),
+        RelayOptions::default(),
+    )
+    .await
+    .unwrap();
     wait_caught_up(&store, "pipe:events").await;
     let rate = records as f64 / started.elapsed().as_secs_f64();
     let commits = store.writer_stats().commits - commits_before;
@@ -144,9 +192,20 @@ async fn lag(rate: u64, seconds: u64) -> Vec<u64> {
     let (store, queues) = open(dir.path()).await;
     let relay_commits: Arc<Mutex<Vec<(Instant, u64)>>> = Arc::default();
     let sink = relay_commits.clone();
-    let hook: Arc<dyn Fn(&str, u64) + Send + Sync> = Arc::new(move |_, at| sink.lock().unwrap().push((Instant::now(), at)));
-    let options = RelayOptions { on_commit: Some(hook), ..RelayOptions::default() };
-    let relay = Relay::start(store.clone(), queues, RelayConfig::from_toml(PIPE).unwrap(), options).await.unwrap();
+    let hook: Arc<dyn Fn(&str, u64) + Send + Sync> =
+        Arc::new(move |_, at| sink.lock().unwrap().push((Instant::now(), at)));
+    let options = RelayOptions {
+        on_commit: Some(hook),
+        ..RelayOptions::default()
+    };
+    let relay = Relay::start(
+        store.clone(),
+        queues,
+        RelayConfig::from_toml(PIPE).unwrap(),
+        options,
+    )
+    .await
+    .unwrap();
     // The producer commits whatever is due every millisecond, one commit at
     // a time; seq n+1 is item n, so its commit's return time is known.
     let total = rate * seconds;
@@ -174,7 +233,12 @@ async fn lag(rate: u64, seconds: u64) -> Vec<u64> {
         while commits[c].1 < seq {
             c += 1;
         }
-        lags.push(commits[c].0.saturating_duration_since(*producer_at).as_micros() as u64);
+        lags.push(
+            commits[c]
+                .0
+                .saturating_duration_since(*producer_at)
+                .as_micros() as u64,
+        );
     }
     lags.sort_unstable();
     lags
@@ -185,7 +249,11 @@ fn pct(sorted: &[u64], p: f64) -> f64 {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         let records = env_usize("RELAY_BENCH_RECORDS", 100_000) as u64;
         let seconds = env_usize("RELAY_BENCH_SECONDS", 5) as u64;

@@ -14,7 +14,14 @@ use crate::template::{RenderContext, TemplateError};
 /// The EventBridge event a pipe puts on a bus for one record. Its `id` is
 /// derived from the pipe and the record so a redelivery carries the same id
 /// (a FIFO queue behind a rule deduplicates on it by default).
-pub fn event(pipe: &str, record_id: &str, detail_type: &str, source: &str, time_ms: u64, detail: Value) -> Value {
+pub fn event(
+    pipe: &str,
+    record_id: &str,
+    detail_type: &str,
+    source: &str,
+    time_ms: u64,
+    detail: Value,
+) -> Value {
     json!({
         "version": "0",
         "id": format!("{pipe}:{record_id}"),
@@ -43,8 +50,17 @@ pub fn route(
         }
         for target in &rule.targets {
             match target {
-                RuleTarget::Queue(q) => out.push(Delivery::Queue(queue_message(q, event.to_string(), event, cx, "<$.id>")?)),
-                RuleTarget::Log(path) => out.push(Delivery::Log { path: path.clone(), line: event.to_string() }),
+                RuleTarget::Queue(q) => out.push(Delivery::Queue(queue_message(
+                    q,
+                    event.to_string(),
+                    event,
+                    cx,
+                    "<$.id>",
+                )?)),
+                RuleTarget::Log(path) => out.push(Delivery::Log {
+                    path: path.clone(),
+                    line: event.to_string(),
+                }),
                 RuleTarget::Bus(next) => route(buses, next, event, cx, out)?,
             }
         }

@@ -67,7 +67,10 @@ pub struct ConfigError {
 }
 
 fn err<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, ConfigError> {
-    Err(ConfigError { field: field.into(), message: message.into() })
+    Err(ConfigError {
+        field: field.into(),
+        message: message.into(),
+    })
 }
 
 // ---- the file as written ----
@@ -254,26 +257,56 @@ impl RelayConfig {
         let lease = match file.relay.lease_seconds {
             None => Duration::from_secs(10),
             Some(s @ 1..=600) => Duration::from_secs(s),
-            Some(s) => return err("relay.lease_seconds", format!("must be between 1 and 600, got {s}")),
+            Some(s) => {
+                return err(
+                    "relay.lease_seconds",
+                    format!("must be between 1 and 600, got {s}"),
+                );
+            }
         };
         let mut buses = BTreeMap::new();
         for (name, bus) in &file.buses {
             buses.insert(name.clone(), rules(name, bus, &file.buses)?);
         }
         check_bus_cycles(&buses)?;
-        let mut pipes: Vec<PipeSpec> = file.pipes.iter().map(|(name, p)| pipe(name, p, &buses)).collect::<Result<_, _>>()?;
+        let mut pipes: Vec<PipeSpec> = file
+            .pipes
+            .iter()
+            .map(|(name, p)| pipe(name, p, &buses))
+            .collect::<Result<_, _>>()?;
         if file.relay.events_pipe.unwrap_or(false) {
             if file.pipes.contains_key("events") {
-                return err("pipes.events", "the name is taken by the default events pipe (relay.events_pipe = true)");
+                return err(
+                    "pipes.events",
+                    "the name is taken by the default events pipe (relay.events_pipe = true)",
+                );
             }
-            let table = file.relay.events_table.as_deref().unwrap_or(DEFAULT_EVENTS_TABLE);
-            let queue = file.relay.events_queue.as_deref().unwrap_or(DEFAULT_EVENTS_QUEUE);
+            let table = file
+                .relay
+                .events_table
+                .as_deref()
+                .unwrap_or(DEFAULT_EVENTS_TABLE);
+            let queue = file
+                .relay
+                .events_queue
+                .as_deref()
+                .unwrap_or(DEFAULT_EVENTS_QUEUE);
             if !queue.ends_with(".fifo") {
-                return err("relay.events_queue", format!("the events queue must be a FIFO queue (name ending in .fifo), got {queue:?}"));
+                return err(
+                    "relay.events_queue",
+                    format!(
+                        "the events queue must be a FIFO queue (name ending in .fifo), got {queue:?}"
+                    ),
+                );
             }
             pipes.push(default_events_pipe(table, queue));
         }
-        Ok(RelayConfig { pipes, buses, lease, create_missing_queues: file.relay.create_missing_queues.unwrap_or(true) })
+        Ok(RelayConfig {
+            pipes,
+            buses,
+            lease,
+            create_missing_queues: file.relay.create_missing_queues.unwrap_or(true),
+        })
     }
 
     /// The pipe called `name`.
@@ -315,27 +348,54 @@ pub fn default_events_pipe(table: &str, queue: &str) -> PipeSpec {
     }
 }
 
-fn pipe(name: &str, p: &PipeToml, buses: &BTreeMap<String, Vec<Rule>>) -> Result<PipeSpec, ConfigError> {
+fn pipe(
+    name: &str,
+    p: &PipeToml,
+    buses: &BTreeMap<String, Vec<Rule>>,
+) -> Result<PipeSpec, ConfigError> {
     let field = |f: &str| format!("pipes.{name}.{f}");
-    if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.') {
-        return err(format!("pipes.{name}"), "a pipe name is 1-64 letters, digits, '-', '_' or '.'");
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+    {
+        return err(
+            format!("pipes.{name}"),
+            "a pipe name is 1-64 letters, digits, '-', '_' or '.'",
+        );
     }
     if p.source.is_empty() {
-        return err(field("source"), "name the table whose stream the pipe reads");
+        return err(
+            field("source"),
+            "name the table whose stream the pipe reads",
+        );
     }
     let start = match p.start_position.as_deref() {
         None | Some("TRIM_HORIZON") => StartPosition::TrimHorizon,
         Some("LATEST") => StartPosition::Latest,
-        Some(other) => return err(field("start_position"), format!("must be TRIM_HORIZON or LATEST, got {other:?}")),
+        Some(other) => {
+            return err(
+                field("start_position"),
+                format!("must be TRIM_HORIZON or LATEST, got {other:?}"),
+            );
+        }
     };
     if p.filters.len() > MAX_FILTERS {
-        return err(field("filters"), format!("at most {MAX_FILTERS} filters, got {}", p.filters.len()));
+        return err(
+            field("filters"),
+            format!("at most {MAX_FILTERS} filters, got {}", p.filters.len()),
+        );
     }
     let mut filters = Vec::new();
     let mut warnings = Vec::new();
     for (i, text) in p.filters.iter().enumerate() {
-        let (pattern, w) = Pattern::parse(text).or_else(|e| err(format!("{}[{i}]", field("filters")), e.to_string()))?;
-        warnings.extend(w.into_iter().map(|w| format!("{}[{i}]: {w}", field("filters"))));
+        let (pattern, w) = Pattern::parse(text)
+            .or_else(|e| err(format!("{}[{i}]", field("filters")), e.to_string()))?;
+        warnings.extend(
+            w.into_iter()
+                .map(|w| format!("{}[{i}]: {w}", field("filters"))),
+        );
         filters.push(pattern);
     }
     let template = match &p.input_template {
@@ -343,11 +403,38 @@ fn pipe(name: &str, p: &PipeToml, buses: &BTreeMap<String, Vec<Rule>>) -> Result
         Some(t) => Template::parse(t).or_else(|e| err(field("input_template"), e.to_string()))?,
     };
     let target = pipe_target(&field("target"), &p.target, buses)?;
-    let batch_size = bounded(&field("batch_size"), p.batch_size, DEFAULT_BATCH_SIZE as i64, 1, 10)? as usize;
-    let max_retries = bounded(&field("max_retries"), p.max_retries, DEFAULT_MAX_RETRIES as i64, 0, 10_000)? as u32;
-    let age = bounded(&field("max_record_age_seconds"), p.max_record_age_seconds, DEFAULT_MAX_RECORD_AGE.as_secs() as i64, 60, 604_800)?;
-    let backoff = bounded(&field("retry_backoff_ms"), p.retry_backoff_ms, DEFAULT_RETRY_BACKOFF.as_millis() as i64, 1, 60_000)?;
-    let dead_letter_queue = p.dead_letter_queue.clone().unwrap_or_else(|| format!("{name}-dlq"));
+    let batch_size = bounded(
+        &field("batch_size"),
+        p.batch_size,
+        DEFAULT_BATCH_SIZE as i64,
+        1,
+        10,
+    )? as usize;
+    let max_retries = bounded(
+        &field("max_retries"),
+        p.max_retries,
+        DEFAULT_MAX_RETRIES as i64,
+        0,
+        10_000,
+    )? as u32;
+    let age = bounded(
+        &field("max_record_age_seconds"),
+        p.max_record_age_seconds,
+        DEFAULT_MAX_RECORD_AGE.as_secs() as i64,
+        60,
+        604_800,
+    )?;
+    let backoff = bounded(
+        &field("retry_backoff_ms"),
+        p.retry_backoff_ms,
+        DEFAULT_RETRY_BACKOFF.as_millis() as i64,
+        1,
+        60_000,
+    )?;
+    let dead_letter_queue = p
+        .dead_letter_queue
+        .clone()
+        .unwrap_or_else(|| format!("{name}-dlq"));
     if dead_letter_queue.is_empty() {
         return err(field("dead_letter_queue"), "must name a queue");
     }
@@ -368,28 +455,48 @@ fn pipe(name: &str, p: &PipeToml, buses: &BTreeMap<String, Vec<Rule>>) -> Result
     })
 }
 
-fn bounded(field: &str, value: Option<i64>, default: i64, min: i64, max: i64) -> Result<i64, ConfigError> {
+fn bounded(
+    field: &str,
+    value: Option<i64>,
+    default: i64,
+    min: i64,
+    max: i64,
+) -> Result<i64, ConfigError> {
     match value.unwrap_or(default) {
         v if (min..=max).contains(&v) => Ok(v),
         v => err(field, format!("must be between {min} and {max}, got {v}")),
     }
 }
 
-fn pipe_target(field: &str, t: &TargetToml, buses: &BTreeMap<String, Vec<Rule>>) -> Result<PipeTarget, ConfigError> {
+fn pipe_target(
+    field: &str,
+    t: &TargetToml,
+    buses: &BTreeMap<String, Vec<Rule>>,
+) -> Result<PipeTarget, ConfigError> {
     if t.log.is_some() {
-        return err(field, "a pipe delivers to a queue or a bus; log files are targets of bus rules");
+        return err(
+            field,
+            "a pipe delivers to a queue or a bus; log files are targets of bus rules",
+        );
     }
     match (&t.queue, &t.bus) {
         (Some(_), None) => Ok(PipeTarget::Queue(queue_target(field, t)?)),
         (None, Some(bus)) => {
             if !buses.contains_key(bus) {
-                return err(format!("{field}.bus"), format!("no bus {bus:?} is declared under [buses]"));
+                return err(
+                    format!("{field}.bus"),
+                    format!("no bus {bus:?} is declared under [buses]"),
+                );
             }
             let need = |v: &Option<String>, f: &str| match v {
                 Some(s) if !s.is_empty() => Ok(s.clone()),
                 _ => err(format!("{field}.{f}"), "required for a bus target"),
             };
-            Ok(PipeTarget::Bus { bus: bus.clone(), detail_type: need(&t.detail_type, "detail_type")?, source: need(&t.source, "source")? })
+            Ok(PipeTarget::Bus {
+                bus: bus.clone(),
+                detail_type: need(&t.detail_type, "detail_type")?,
+                source: need(&t.source, "source")?,
+            })
         }
         _ => err(field, "set exactly one of queue or bus"),
     }
@@ -404,32 +511,54 @@ fn queue_target(field: &str, t: &TargetToml) -> Result<QueueTarget, ConfigError>
     let id_template = |v: &Option<String>, f: &str| -> Result<Option<Template>, ConfigError> {
         let Some(text) = v else { return Ok(None) };
         if !fifo {
-            return err(format!("{field}.{f}"), format!("only FIFO queues (names ending in .fifo) take a {f}"));
+            return err(
+                format!("{field}.{f}"),
+                format!("only FIFO queues (names ending in .fifo) take a {f}"),
+            );
         }
         let t = Template::parse(text).or_else(|e| err(format!("{field}.{f}"), e.to_string()))?;
         if t.is_json() {
-            return err(format!("{field}.{f}"), "must be a plain-text template, e.g. \"<$.dynamodb.Keys.pk.S>\"");
+            return err(
+                format!("{field}.{f}"),
+                "must be a plain-text template, e.g. \"<$.dynamodb.Keys.pk.S>\"",
+            );
         }
         Ok(Some(t))
     };
     let group_id = id_template(&t.message_group_id, "message_group_id")?;
     if fifo && group_id.is_none() {
-        return err(format!("{field}.message_group_id"), "required for a FIFO queue");
+        return err(
+            format!("{field}.message_group_id"),
+            "required for a FIFO queue",
+        );
     }
     let dedup_id = id_template(&t.message_deduplication_id, "message_deduplication_id")?;
     if t.detail_type.is_some() || t.source.is_some() {
         return err(field, "detail_type and source belong to bus targets");
     }
-    Ok(QueueTarget { queue, fifo, group_id, dedup_id })
+    Ok(QueueTarget {
+        queue,
+        fifo,
+        group_id,
+        dedup_id,
+    })
 }
 
-fn rules(bus: &str, b: &BusToml, all: &BTreeMap<String, BusToml>) -> Result<Vec<Rule>, ConfigError> {
+fn rules(
+    bus: &str,
+    b: &BusToml,
+    all: &BTreeMap<String, BusToml>,
+) -> Result<Vec<Rule>, ConfigError> {
     let mut out = Vec::new();
     for (i, r) in b.rules.iter().enumerate() {
         let field = format!("buses.{bus}.rules[{i}]");
-        let (pattern, _) = Pattern::parse(&r.pattern).or_else(|e| err(format!("{field}.pattern"), e.to_string()))?;
+        let (pattern, _) = Pattern::parse(&r.pattern)
+            .or_else(|e| err(format!("{field}.pattern"), e.to_string()))?;
         if r.targets.is_empty() {
-            return err(format!("{field}.targets"), "a rule needs at least one target");
+            return err(
+                format!("{field}.targets"),
+                "a rule needs at least one target",
+            );
         }
         let mut targets = Vec::new();
         for (j, t) in r.targets.iter().enumerate() {
@@ -437,12 +566,20 @@ fn rules(bus: &str, b: &BusToml, all: &BTreeMap<String, BusToml>) -> Result<Vec<
             targets.push(match (&t.queue, &t.log, &t.bus) {
                 (Some(_), None, None) => RuleTarget::Queue(queue_target(&tf, t)?),
                 (None, Some(path), None) => RuleTarget::Log(path.clone()),
-                (None, None, Some(other)) if all.contains_key(other) => RuleTarget::Bus(other.clone()),
-                (None, None, Some(other)) => return err(format!("{tf}.bus"), format!("no bus {other:?} is declared")),
+                (None, None, Some(other)) if all.contains_key(other) => {
+                    RuleTarget::Bus(other.clone())
+                }
+                (None, None, Some(other)) => {
+                    return err(format!("{tf}.bus"), format!("no bus {other:?} is declared"));
+                }
                 _ => return err(tf, "set exactly one of queue, log or bus"),
             });
         }
-        out.push(Rule { name: r.name.clone(), pattern, targets });
+        out.push(Rule {
+            name: r.name.clone(),
+            pattern,
+            targets,
+        });
     }
     Ok(out)
 }
@@ -450,10 +587,20 @@ fn rules(bus: &str, b: &BusToml, all: &BTreeMap<String, BusToml>) -> Result<Vec<
 /// Refuses buses that forward to each other in a loop: an event would
 /// circulate for ever.
 fn check_bus_cycles(buses: &BTreeMap<String, Vec<Rule>>) -> Result<(), ConfigError> {
-    fn visit(bus: &str, buses: &BTreeMap<String, Vec<Rule>>, path: &mut Vec<String>) -> Result<(), ConfigError> {
+    fn visit(
+        bus: &str,
+        buses: &BTreeMap<String, Vec<Rule>>,
+        path: &mut Vec<String>,
+    ) -> Result<(), ConfigError> {
         if path.iter().any(|b| b == bus) {
             path.push(bus.to_owned());
-            return err(format!("buses.{}", path[0]), format!("buses forward to each other in a loop: {}", path.join(" -> ")));
+            return err(
+                format!("buses.{}", path[0]),
+                format!(
+                    "buses forward to each other in a loop: {}",
+                    path.join(" -> ")
+                ),
+            );
         }
         path.push(bus.to_owned());
         for rule in buses.get(bus).into_iter().flatten() {
@@ -488,7 +635,10 @@ mod tests {
     fn defaults_are_bounded() {
         let c = RelayConfig::from_toml(&format!("[pipes.p]\nsource = \"t\"\n{QUEUE}\n")).unwrap();
         let p = &c.pipes[0];
-        assert_eq!((p.batch_size, p.max_retries, p.bisect_on_failure), (10, 3, true));
+        assert_eq!(
+            (p.batch_size, p.max_retries, p.bisect_on_failure),
+            (10, 3, true)
+        );
         assert_eq!(p.max_record_age, DEFAULT_MAX_RECORD_AGE);
         assert_eq!(p.dead_letter_queue, "p-dlq");
         assert_eq!(p.start, StartPosition::TrimHorizon);
@@ -498,16 +648,56 @@ mod tests {
     #[test]
     fn errors_name_the_field() {
         let pipe = |extra: &str| format!("[pipes.p]\nsource = \"t\"\n{QUEUE}\n{extra}\n");
-        refused(&pipe("batch_size = 11"), "pipes.p.batch_size", "between 1 and 10, got 11");
-        refused(&pipe("max_retries = -1"), "pipes.p.max_retries", "between 0 and 10000");
-        refused(&pipe("max_record_age_seconds = 5"), "pipes.p.max_record_age_seconds", "between 60 and 604800");
-        refused(&pipe("start_position = \"AT_TIMESTAMP\""), "pipes.p.start_position", "TRIM_HORIZON or LATEST");
-        refused(&pipe("filters = ['{\"a\": \"x\"}']"), "pipes.p.filters[0]", "must be an object or an array");
-        refused(&pipe("input_template = '<$.a..b>'"), "pipes.p.input_template", "empty field name");
-        refused("[pipes.p]\nsource = \"t\"\ntarget = { queue = \"q.fifo\" }\n", "pipes.p.target.message_group_id", "required for a FIFO");
-        refused("[pipes.p]\nsource = \"t\"\ntarget = { queue = \"q\", message_group_id = \"x\" }\n", "pipes.p.target.message_group_id", "only FIFO");
-        refused("[pipes.p]\nsource = \"t\"\ntarget = { bus = \"nope\", detail_type = \"d\", source = \"s\" }\n", "pipes.p.target.bus", "no bus");
-        refused("[pipes.p]\nsource = \"t\"\ntarget = {}\n", "pipes.p.target", "exactly one of queue or bus");
+        refused(
+            &pipe("batch_size = 11"),
+            "pipes.p.batch_size",
+            "between 1 and 10, got 11",
+        );
+        refused(
+            &pipe("max_retries = -1"),
+            "pipes.p.max_retries",
+            "between 0 and 10000",
+        );
+        refused(
+            &pipe("max_record_age_seconds = 5"),
+            "pipes.p.max_record_age_seconds",
+            "between 60 and 604800",
+        );
+        refused(
+            &pipe("start_position = \"AT_TIMESTAMP\""),
+            "pipes.p.start_position",
+            "TRIM_HORIZON or LATEST",
+        );
+        refused(
+            &pipe("filters = ['{\"a\": \"x\"}']"),
+            "pipes.p.filters[0]",
+            "must be an object or an array",
+        );
+        refused(
+            &pipe("input_template = '<$.a..b>'"),
+            "pipes.p.input_template",
+            "empty field name",
+        );
+        refused(
+            "[pipes.p]\nsource = \"t\"\ntarget = { queue = \"q.fifo\" }\n",
+            "pipes.p.target.message_group_id",
+            "required for a FIFO",
+        );
+        refused(
+            "[pipes.p]\nsource = \"t\"\ntarget = { queue = \"q\", message_group_id = \"x\" }\n",
+            "pipes.p.target.message_group_id",
+            "only FIFO",
+        );
+        refused(
+            "[pipes.p]\nsource = \"t\"\ntarget = { bus = \"nope\", detail_type = \"d\", source = \"s\" }\n",
+            "pipes.p.target.bus",
+            "no bus",
+        );
+        refused(
+            "[pipes.p]\nsource = \"t\"\ntarget = {}\n",
+            "pipes.p.target",
+            "exactly one of queue or bus",
+        );
         refused(&pipe("retries = 3"), "config", "unknown field `retries`");
         refused(
             "[[buses.a.rules]]\nname = \"r\"\npattern = '{\"x\": [1]}'\ntargets = [{ bus = \"b\" }]\n[[buses.b.rules]]\nname = \"r\"\npattern = '{\"x\": [1]}'\ntargets = [{ bus = \"a\" }]\n",
@@ -518,8 +708,15 @@ mod tests {
 
     #[test]
     fn event_name_filters_warn() {
-        let c = RelayConfig::from_toml(&format!("[pipes.p]\nsource = \"t\"\n{QUEUE}\nfilters = ['{{\"eventName\": [\"INSERT\"]}}']\n")).unwrap();
+        let c = RelayConfig::from_toml(&format!(
+            "[pipes.p]\nsource = \"t\"\n{QUEUE}\nfilters = ['{{\"eventName\": [\"INSERT\"]}}']\n"
+        ))
+        .unwrap();
         assert_eq!(c.pipes[0].warnings.len(), 1);
-        assert!(c.pipes[0].warnings[0].starts_with("pipes.p.filters[0]: eventName:"), "{}", c.pipes[0].warnings[0]);
+        assert!(
+            c.pipes[0].warnings[0].starts_with("pipes.p.filters[0]: eventName:"),
+            "{}",
+            c.pipes[0].warnings[0]
+        );
     }
 }

@@ -13,7 +13,9 @@
 use std::time::Duration;
 
 use postbox_item::{AttributeValue, Item};
-use postbox_store::api::{AttributeDefinition, CreateTableInput, KeySchemaElement, KeyType, ScalarType};
+use postbox_store::api::{
+    AttributeDefinition, CreateTableInput, KeySchemaElement, KeyType, ScalarType,
+};
 use postbox_store::embedded::{EmbeddedStore, WriteContext};
 use postbox_store::{ItemStore, StoreError};
 
@@ -44,9 +46,20 @@ pub enum Decision {
 pub fn decide(current: Option<&Lease>, me: &str, now: u64, duration: Duration) -> Decision {
     let expires_at = now + duration.as_millis() as u64;
     match current {
-        None => Decision::Take(Lease { owner: me.to_owned(), token: 1, expires_at }),
-        Some(l) if l.owner == me => Decision::Take(Lease { expires_at, ..l.clone() }),
-        Some(l) if l.expires_at <= now => Decision::Take(Lease { owner: me.to_owned(), token: l.token + 1, expires_at }),
+        None => Decision::Take(Lease {
+            owner: me.to_owned(),
+            token: 1,
+            expires_at,
+        }),
+        Some(l) if l.owner == me => Decision::Take(Lease {
+            expires_at,
+            ..l.clone()
+        }),
+        Some(l) if l.expires_at <= now => Decision::Take(Lease {
+            owner: me.to_owned(),
+            token: l.token + 1,
+            expires_at,
+        }),
         Some(l) => Decision::Held(l.clone()),
     }
 }
@@ -60,8 +73,14 @@ pub fn holds(current: Option<&Lease>, me: &str, token: u64, now: u64) -> bool {
 pub async fn ensure_table(store: &EmbeddedStore) -> Result<(), StoreError> {
     let input = CreateTableInput {
         table_name: LEASE_TABLE.to_owned(),
-        key_schema: vec![KeySchemaElement { attribute_name: "pk".to_owned(), key_type: KeyType::Hash }],
-        attribute_definitions: vec![AttributeDefinition { attribute_name: "pk".to_owned(), attribute_type: ScalarType::S }],
+        key_schema: vec![KeySchemaElement {
+            attribute_name: "pk".to_owned(),
+            key_type: KeyType::Hash,
+        }],
+        attribute_definitions: vec![AttributeDefinition {
+            attribute_name: "pk".to_owned(),
+            attribute_type: ScalarType::S,
+        }],
         billing_mode: Some("PAY_PER_REQUEST".to_owned()),
         provisioned_throughput: None,
         stream_specification: None,
@@ -78,10 +97,21 @@ fn key(pipe: &str) -> Item {
 
 /// Reads pipe's lease row inside a commit.
 pub fn read(ctx: &WriteContext<'_>, pipe: &str) -> Result<Option<Lease>, StoreError> {
-    let Some(item) = ctx.get_item(LEASE_TABLE, &key(pipe))? else { return Ok(None) };
-    let num = |name: &str| item.get(name).and_then(AttributeValue::as_n).and_then(|n| n.to_i64()).unwrap_or(0) as u64;
+    let Some(item) = ctx.get_item(LEASE_TABLE, &key(pipe))? else {
+        return Ok(None);
+    };
+    let num = |name: &str| {
+        item.get(name)
+            .and_then(AttributeValue::as_n)
+            .and_then(|n| n.to_i64())
+            .unwrap_or(0) as u64
+    };
     Ok(Some(Lease {
-        owner: item.get("owner").and_then(AttributeValue::as_s).unwrap_or_default().to_owned(),
+        owner: item
+            .get("owner")
+            .and_then(AttributeValue::as_s)
+            .unwrap_or_default()
+            .to_owned(),
         token: num("token"),
         expires_at: num("expires_at"),
     }))
@@ -92,14 +122,22 @@ pub fn write(ctx: &mut WriteContext<'_>, pipe: &str, lease: &Lease) -> Result<()
     let mut item = key(pipe);
     item.insert("owner".to_owned(), AttributeValue::S(lease.owner.clone()));
     item.insert("token".to_owned(), AttributeValue::n(lease.token as i64));
-    item.insert("expires_at".to_owned(), AttributeValue::n(lease.expires_at as i64));
+    item.insert(
+        "expires_at".to_owned(),
+        AttributeValue::n(lease.expires_at as i64),
+    );
     ctx.put_item(LEASE_TABLE, item)?;
     Ok(())
 }
 
 /// Tries to take pipe's lease for `me`; the held lease on success, the
 /// other holder's row otherwise.
-pub async fn acquire(store: &EmbeddedStore, pipe: &str, me: &str, duration: Duration) -> Result<Decision, StoreError> {
+pub async fn acquire(
+    store: &EmbeddedStore,
+    pipe: &str,
+    me: &str,
+    duration: Duration,
+) -> Result<Decision, StoreError> {
     let (pipe, me) = (pipe.to_owned(), me.to_owned());
     store
         .submit(move |ctx| {
@@ -114,7 +152,13 @@ pub async fn acquire(store: &EmbeddedStore, pipe: &str, me: &str, duration: Dura
 
 /// Inside a delivery commit: whether `me` still holds the lease with
 /// `token`; renews it when less than half of `duration` is left.
-pub fn check_in(ctx: &mut WriteContext<'_>, pipe: &str, me: &str, token: u64, duration: Duration) -> Result<bool, StoreError> {
+pub fn check_in(
+    ctx: &mut WriteContext<'_>,
+    pipe: &str,
+    me: &str,
+    token: u64,
+    duration: Duration,
+) -> Result<bool, StoreError> {
     let now = ctx.now_ms();
     let current = read(ctx, pipe)?;
     if !holds(current.as_ref(), me, token, now) {
@@ -122,20 +166,40 @@ pub fn check_in(ctx: &mut WriteContext<'_>, pipe: &str, me: &str, token: u64, du
     }
     let lease = current.expect("held");
     if lease.expires_at - now < duration.as_millis() as u64 / 2 {
-        write(ctx, pipe, &Lease { expires_at: now + duration.as_millis() as u64, ..lease })?;
+        write(
+            ctx,
+            pipe,
+            &Lease {
+                expires_at: now + duration.as_millis() as u64,
+                ..lease
+            },
+        )?;
     }
     Ok(true)
 }
 
 /// Renews the lease outside a delivery (while idle); false when lost.
-pub async fn renew(store: &EmbeddedStore, pipe: &str, me: &str, token: u64, duration: Duration) -> Result<bool, StoreError> {
+pub async fn renew(
+    store: &EmbeddedStore,
+    pipe: &str,
+    me: &str,
+    token: u64,
+    duration: Duration,
+) -> Result<bool, StoreError> {
     let (pipe, me) = (pipe.to_owned(), me.to_owned());
-    store.submit(move |ctx| check_in(ctx, &pipe, &me, token, duration)).await
+    store
+        .submit(move |ctx| check_in(ctx, &pipe, &me, token, duration))
+        .await
 }
 
 /// Gives the lease up (expires it now) so another relay can take over at
 /// once rather than after the expiry.
-pub async fn release(store: &EmbeddedStore, pipe: &str, me: &str, token: u64) -> Result<(), StoreError> {
+pub async fn release(
+    store: &EmbeddedStore,
+    pipe: &str,
+    me: &str,
+    token: u64,
+) -> Result<(), StoreError> {
     let (pipe, me) = (pipe.to_owned(), me.to_owned());
     store
         .submit(move |ctx| {
@@ -143,7 +207,14 @@ pub async fn release(store: &EmbeddedStore, pipe: &str, me: &str, token: u64) ->
             if let Some(lease) = read(ctx, &pipe)?
                 && holds(Some(&lease), &me, token, now)
             {
-                write(ctx, &pipe, &Lease { expires_at: now, ..lease })?;
+                write(
+                    ctx,
+                    &pipe,
+                    &Lease {
+                        expires_at: now,
+                        ..lease
+                    },
+                )?;
             }
             Ok(())
         })
@@ -158,16 +229,45 @@ mod tests {
 
     #[test]
     fn absent_expired_or_own_leases_are_taken() {
-        assert_eq!(decide(None, "a", 100, D), Decision::Take(Lease { owner: "a".into(), token: 1, expires_at: 10_100 }));
-        let b = Lease { owner: "b".into(), token: 4, expires_at: 500 };
+        assert_eq!(
+            decide(None, "a", 100, D),
+            Decision::Take(Lease {
+                owner: "a".into(),
+                token: 1,
+                expires_at: 10_100
+            })
+        );
+        let b = Lease {
+            owner: "b".into(),
+            token: 4,
+            expires_at: 500,
+        };
         assert_eq!(decide(Some(&b), "a", 100, D), Decision::Held(b.clone()));
-        assert_eq!(decide(Some(&b), "a", 500, D), Decision::Take(Lease { owner: "a".into(), token: 5, expires_at: 10_500 }));
-        assert_eq!(decide(Some(&b), "b", 200, D), Decision::Take(Lease { owner: "b".into(), token: 4, expires_at: 10_200 }));
+        assert_eq!(
+            decide(Some(&b), "a", 500, D),
+            Decision::Take(Lease {
+                owner: "a".into(),
+                token: 5,
+                expires_at: 10_500
+            })
+        );
+        assert_eq!(
+            decide(Some(&b), "b", 200, D),
+            Decision::Take(Lease {
+                owner: "b".into(),
+                token: 4,
+                expires_at: 10_200
+            })
+        );
     }
 
     #[test]
     fn holding_needs_owner_token_and_time() {
-        let l = Lease { owner: "a".into(), token: 2, expires_at: 1000 };
+        let l = Lease {
+            owner: "a".into(),
+            token: 2,
+            expires_at: 1000,
+        };
         assert!(holds(Some(&l), "a", 2, 999));
         assert!(!holds(Some(&l), "a", 2, 1000));
         assert!(!holds(Some(&l), "a", 1, 10));

@@ -32,7 +32,6 @@ pub mod record;
 pub mod relay;
 pub mod template;
 
-
 pub use config::{ConfigError, RelayConfig};
 pub use pattern::{Pattern, PatternError, PatternWarning};
 pub use relay::{PipeStats, Relay, RelayError, RelayOptions};

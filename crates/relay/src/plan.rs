@@ -54,8 +54,14 @@ impl std::fmt::Display for DeadReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             DeadReason::Template(e) => write!(f, "{e}"),
-            DeadReason::TooOld { age_seconds, max_seconds } => {
-                write!(f, "the record is {age_seconds} s old, older than the pipe's maximum record age of {max_seconds} s")
+            DeadReason::TooOld {
+                age_seconds,
+                max_seconds,
+            } => {
+                write!(
+                    f,
+                    "the record is {age_seconds} s old, older than the pipe's maximum record age of {max_seconds} s"
+                )
             }
             DeadReason::Delivery(e) => write!(f, "delivery failed after every retry: {e}"),
         }
@@ -96,15 +102,27 @@ pub struct RecordView<'a> {
 }
 
 /// Plans `record` for `pipe` at time `now_ms`.
-pub fn plan(pipe: &PipeSpec, buses: &BTreeMap<String, Vec<Rule>>, record: RecordView<'_>, now_ms: u64) -> Outcome {
+pub fn plan(
+    pipe: &PipeSpec,
+    buses: &BTreeMap<String, Vec<Rule>>,
+    record: RecordView<'_>,
+    now_ms: u64,
+) -> Outcome {
     if !crate::pattern::any_matches(&pipe.filters, record.json) {
         return Outcome::Filtered;
     }
     let age_ms = now_ms.saturating_sub(record.created_ms);
     if age_ms > pipe.max_record_age.as_millis() as u64 {
-        return Outcome::Dead(DeadReason::TooOld { age_seconds: age_ms / 1000, max_seconds: pipe.max_record_age.as_secs() });
+        return Outcome::Dead(DeadReason::TooOld {
+            age_seconds: age_ms / 1000,
+            max_seconds: pipe.max_record_age.as_secs(),
+        });
     }
-    let cx = RenderContext { pipe_name: &pipe.name, record_id: record.id, ingestion_time_ms: record.created_ms };
+    let cx = RenderContext {
+        pipe_name: &pipe.name,
+        record_id: record.id,
+        ingestion_time_ms: record.created_ms,
+    };
     match deliveries(pipe, buses, record, &cx) {
         Ok(d) => Outcome::Deliver(d),
         Err(e) => Outcome::Dead(DeadReason::Template(e)),
@@ -119,11 +137,28 @@ fn deliveries(
 ) -> Result<Vec<Delivery>, TemplateError> {
     let body = pipe.template.render(record.json, cx)?;
     match &pipe.target {
-        PipeTarget::Queue(q) => Ok(vec![Delivery::Queue(queue_message(q, body, record.json, cx, "<$.eventID>")?)]),
-        PipeTarget::Bus { bus, detail_type, source } => {
+        PipeTarget::Queue(q) => Ok(vec![Delivery::Queue(queue_message(
+            q,
+            body,
+            record.json,
+            cx,
+            "<$.eventID>",
+        )?)]),
+        PipeTarget::Bus {
+            bus,
+            detail_type,
+            source,
+        } => {
             // A JSON input becomes the event's detail; text is carried as a string.
             let detail = serde_json::from_str(&body).unwrap_or(Value::String(body));
-            let event = crate::bus::event(&pipe.name, record.id, detail_type, source, record.created_ms, detail);
+            let event = crate::bus::event(
+                &pipe.name,
+                record.id,
+                detail_type,
+                source,
+                record.created_ms,
+                detail,
+            );
             let mut out = Vec::new();
             crate::bus::route(buses, bus, &event, cx, &mut out)?;
             Ok(out)
@@ -143,20 +178,35 @@ pub(crate) fn queue_message(
 ) -> Result<QueueMessage, TemplateError> {
     let mut message = NewMessage::new(body);
     if q.fifo {
-        let render = |t: Option<&Template>| -> Result<Option<String>, TemplateError> { t.map(|t| t.render(doc, cx)).transpose() };
+        let render = |t: Option<&Template>| -> Result<Option<String>, TemplateError> {
+            t.map(|t| t.render(doc, cx)).transpose()
+        };
         message.group_id = render(q.group_id.as_ref())?;
         message.deduplication_id = match render(q.dedup_id.as_ref())? {
             Some(id) => Some(id),
-            None => Some(Template::parse(default_dedup).expect("valid").render(doc, cx)?),
+            None => Some(
+                Template::parse(default_dedup)
+                    .expect("valid")
+                    .render(doc, cx)?,
+            ),
         };
     }
-    Ok(QueueMessage { queue: q.queue.clone(), message })
+    Ok(QueueMessage {
+        queue: q.queue.clone(),
+        message,
+    })
 }
 
 /// The dead letter of a record: the record itself, why it failed, and when.
 /// FIFO dead-letter queues get the pipe as group and the record as
 /// deduplication id.
-pub fn dead_letter(pipe: &str, dlq: &str, record: RecordView<'_>, reason: &DeadReason, now_ms: u64) -> QueueMessage {
+pub fn dead_letter(
+    pipe: &str,
+    dlq: &str,
+    record: RecordView<'_>,
+    reason: &DeadReason,
+    now_ms: u64,
+) -> QueueMessage {
     let body = json!({
         "pipe": pipe,
         "recordId": record.id,
@@ -168,34 +218,70 @@ pub fn dead_letter(pipe: &str, dlq: &str, record: RecordView<'_>, reason: &DeadR
     let mut message = NewMessage::new(body.to_string());
     if dlq.ends_with(".fifo") {
         message.group_id = Some(pipe.to_owned());
-        message.deduplication_id = Some(record.id.chars().filter(|c| c.is_ascii_alphanumeric() || c.is_ascii_punctuation()).take(128).collect());
+        message.deduplication_id = Some(
+            record
+                .id
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || c.is_ascii_punctuation())
+                .take(128)
+                .collect(),
+        );
     }
-    QueueMessage { queue: dlq.to_owned(), message }
+    QueueMessage {
+        queue: dlq.to_owned(),
+        message,
+    }
 }
 
 /// `postbox pipe test`: runs pipe `pipe_name`'s filters and templates over
 /// one record (the Pipe's JSON form, as DynamoDB Streams gives it) and says
 /// what would happen, in words. `Err` when the record would fail, with the
 /// reason (e.g. the template path that does not resolve).
-pub fn test_record(config: &crate::config::RelayConfig, pipe_name: &str, record: &Value) -> Result<String, String> {
+pub fn test_record(
+    config: &crate::config::RelayConfig,
+    pipe_name: &str,
+    record: &Value,
+) -> Result<String, String> {
     let Some(pipe) = config.pipe(pipe_name) else {
         let names: Vec<&str> = config.pipes.iter().map(|p| p.name.as_str()).collect();
-        return Err(format!("no pipe {pipe_name:?} in the config (pipes: {})", names.join(", ")));
+        return Err(format!(
+            "no pipe {pipe_name:?} in the config (pipes: {})",
+            names.join(", ")
+        ));
     };
     let mut out = String::new();
     for w in &pipe.warnings {
         out.push_str(&format!("warning: {w}\n"));
     }
-    let created_ms = record["dynamodb"]["ApproximateCreationDateTime"].as_f64().map_or(0, |s| (s * 1000.0) as u64);
-    let seq = record["dynamodb"]["SequenceNumber"].as_str().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+    let created_ms = record["dynamodb"]["ApproximateCreationDateTime"]
+        .as_f64()
+        .map_or(0, |s| (s * 1000.0) as u64);
+    let seq = record["dynamodb"]["SequenceNumber"]
+        .as_str()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(0);
     let id = crate::record::record_id(&pipe.table, seq);
-    let view = RecordView { json: record, id: &id, created_ms };
+    let view = RecordView {
+        json: record,
+        id: &id,
+        created_ms,
+    };
     match plan(pipe, &config.buses, view, created_ms) {
-        Outcome::Filtered => out.push_str(&format!("filtered out: none of the {} filter(s) of pipe {} matches\n", pipe.filters.len(), pipe.name)),
+        Outcome::Filtered => out.push_str(&format!(
+            "filtered out: none of the {} filter(s) of pipe {} matches\n",
+            pipe.filters.len(),
+            pipe.name
+        )),
         Outcome::Dead(reason) => {
-            return Err(format!("the record would go to the dead-letter queue {}: {reason}\n{out}", pipe.dead_letter_queue).trim_end().to_owned());
+            return Err(format!(
+                "the record would go to the dead-letter queue {}: {reason}\n{out}",
+                pipe.dead_letter_queue
+            )
+            .trim_end()
+            .to_owned());
         }
-        Outcome::Deliver(list) if list.is_empty() => out.push_str("matched, but no rule of the bus matches the event: nothing is delivered\n"),
+        Outcome::Deliver(list) if list.is_empty() => out
+            .push_str("matched, but no rule of the bus matches the event: nothing is delivered\n"),
         Outcome::Deliver(list) => {
             for d in list {
                 match d {
@@ -210,7 +296,9 @@ pub fn test_record(config: &crate::config::RelayConfig, pipe_name: &str, record:
                         }
                         out.push_str(&format!(":\n{}\n", message.body));
                     }
-                    Delivery::Log { path, line } => out.push_str(&format!("log {}:\n{line}\n", path.display())),
+                    Delivery::Log { path, line } => {
+                        out.push_str(&format!("log {}:\n{line}\n", path.display()))
+                    }
                 }
             }
         }
@@ -219,10 +307,18 @@ pub fn test_record(config: &crate::config::RelayConfig, pipe_name: &str, record:
 }
 
 /// [`test_record`] over a record given as JSON text.
-pub fn test_record_text(config: &crate::config::RelayConfig, pipe_name: &str, text: &str) -> Result<String, String> {
-    let record: Value = serde_json::from_str(text).map_err(|e| format!("the record is not JSON: {e}"))?;
+pub fn test_record_text(
+    config: &crate::config::RelayConfig,
+    pipe_name: &str,
+    text: &str,
+) -> Result<String, String> {
+    let record: Value =
+        serde_json::from_str(text).map_err(|e| format!("the record is not JSON: {e}"))?;
     if !record.is_object() {
-        return Err("the record must be a JSON object: one DynamoDB stream record as a Pipe receives it".to_owned());
+        return Err(
+            "the record must be a JSON object: one DynamoDB stream record as a Pipe receives it"
+                .to_owned(),
+        );
     }
     test_record(config, pipe_name, &record)
 }
@@ -249,18 +345,28 @@ target = { queue = "jobs.fifo", message_group_id = "<$.dynamodb.NewImage.tenant.
     #[test]
     fn pipe_test_shows_the_message_or_the_error() {
         let c = RelayConfig::from_toml(CONFIG).unwrap();
-        let ok = record(json!({"status": {"S": "PENDING"}, "jobId": {"S": "j1"}, "tenant": {"S": "acme"}}));
+        let ok = record(
+            json!({"status": {"S": "PENDING"}, "jobId": {"S": "j1"}, "tenant": {"S": "acme"}}),
+        );
         assert_eq!(
             test_record(&c, "jobs", &ok).unwrap(),
             "queue jobs.fifo (MessageGroupId acme, MessageDeduplicationId 7):\n{\"jobId\": \"j1\"}\n"
         );
         let filtered = record(json!({"status": {"S": "DONE"}}));
-        assert!(test_record(&c, "jobs", &filtered).unwrap().starts_with("filtered out"));
+        assert!(
+            test_record(&c, "jobs", &filtered)
+                .unwrap()
+                .starts_with("filtered out")
+        );
         let bad = record(json!({"status": {"S": "PENDING"}, "tenant": {"S": "acme"}}));
         assert_eq!(
             test_record(&c, "jobs", &bad).unwrap_err(),
             "the record would go to the dead-letter queue jobs-dlq: input template path $.dynamodb.NewImage.jobId.S does not resolve in record jobs#7"
         );
-        assert!(test_record(&c, "nope", &ok).unwrap_err().contains("no pipe \"nope\""));
+        assert!(
+            test_record(&c, "nope", &ok)
+                .unwrap_err()
+                .contains("no pipe \"nope\"")
+        );
     }
 }

@@ -66,7 +66,9 @@ pub struct RelayOptions {
 
 impl Default for RelayOptions {
     fn default() -> Self {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
         RelayOptions {
             owner: format!("relay-{}-{nanos:09}", std::process::id()),
             max_records_per_commit: 1000,
@@ -181,14 +183,21 @@ pub struct Relay {
 
 impl std::fmt::Debug for Relay {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Relay").field("pipes", &self.runners.len()).finish_non_exhaustive()
+        f.debug_struct("Relay")
+            .field("pipes", &self.runners.len())
+            .finish_non_exhaustive()
     }
 }
 
 impl Relay {
     /// Checks the pipes against the store (source tables have streams,
     /// queues exist or are created), then starts one task per pipe.
-    pub async fn start(store: EmbeddedStore, queues: Queues, config: RelayConfig, options: RelayOptions) -> Result<Relay, RelayError> {
+    pub async fn start(
+        store: EmbeddedStore,
+        queues: Queues,
+        config: RelayConfig,
+        options: RelayOptions,
+    ) -> Result<Relay, RelayError> {
         lease::ensure_table(&store).await?;
         let buses = Arc::new(config.buses.clone());
         let (stop, _) = watch::channel(false);
@@ -208,8 +217,15 @@ impl Relay {
                 counters: Counters::default(),
             }));
         }
-        let tasks = runners.iter().map(|r| tokio::spawn(r.clone().run(stop.subscribe()))).collect();
-        Ok(Relay { runners, tasks, stop })
+        let tasks = runners
+            .iter()
+            .map(|r| tokio::spawn(r.clone().run(stop.subscribe())))
+            .collect();
+        Ok(Relay {
+            runners,
+            tasks,
+            stop,
+        })
     }
 
     /// Counters and lag of every pipe.
@@ -238,10 +254,16 @@ async fn prepare(
     buses: &BTreeMap<String, Vec<Rule>>,
     create: bool,
 ) -> Result<(), RelayError> {
-    store.stream_head(&spec.table).await.map_err(|e| RelayError::Setup {
-        pipe: spec.name.clone(),
-        message: format!("its source table {} cannot be read as a stream: {e}", spec.table),
-    })?;
+    store
+        .stream_head(&spec.table)
+        .await
+        .map_err(|e| RelayError::Setup {
+            pipe: spec.name.clone(),
+            message: format!(
+                "its source table {} cannot be read as a stream: {e}",
+                spec.table
+            ),
+        })?;
     let mut wanted = vec![spec.dead_letter_queue.clone()];
     match &spec.target {
         PipeTarget::Queue(q) => wanted.push(q.queue.clone()),
@@ -260,13 +282,22 @@ async fn prepare(
             continue;
         }
         if !create {
-            return Err(RelayError::Setup { pipe: spec.name.clone(), message: format!("queue {queue} does not exist; create it first") });
+            return Err(RelayError::Setup {
+                pipe: spec.name.clone(),
+                message: format!("queue {queue} does not exist; create it first"),
+            });
         }
         let mut attributes = BTreeMap::new();
         if queue.ends_with(".fifo") {
             attributes.insert("FifoQueue".to_owned(), "true".to_owned());
         }
-        queues.create_queue(&queue, attributes).await.map_err(|error| RelayError::Queue { queue: queue.clone(), error })?;
+        queues
+            .create_queue(&queue, attributes)
+            .await
+            .map_err(|error| RelayError::Queue {
+                queue: queue.clone(),
+                error,
+            })?;
         tracing::info!(pipe = %spec.name, %queue, "created a missing queue");
     }
     Ok(())
@@ -294,7 +325,11 @@ struct Planned {
 
 impl Planned {
     fn view(&self) -> RecordView<'_> {
-        RecordView { json: &self.json, id: &self.id, created_ms: self.created_ms }
+        RecordView {
+            json: &self.json,
+            id: &self.id,
+            created_ms: self.created_ms,
+        }
     }
 
     fn delivers(&self) -> bool {
@@ -316,7 +351,15 @@ struct Commit {
 
 impl Commit {
     fn new(from: u64) -> Commit {
-        Commit { from, to: from, sends: Vec::new(), logs: Vec::new(), dead: Vec::new(), delivered: 0, filtered: 0 }
+        Commit {
+            from,
+            to: from,
+            sends: Vec::new(),
+            logs: Vec::new(),
+            dead: Vec::new(),
+            delivered: 0,
+            filtered: 0,
+        }
     }
 
     fn send(&mut self, index: usize, m: QueueMessage) {
@@ -338,12 +381,29 @@ impl Commit {
                 for d in list {
                     match d {
                         Delivery::Queue(m) => self.send(index, m.clone()),
-                        Delivery::Log { path, line } => self.logs.push((path.clone(), line.clone())),
+                        Delivery::Log { path, line } => {
+                            self.logs.push((path.clone(), line.clone()))
+                        }
                     }
                 }
             }
         }
     }
+}
+
+/// A delivery commit queued to the store's writer.
+type CommitTask =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Committed, StoreError>> + Send>>;
+
+/// A commit handed to the writer, and what to count when it returns.
+struct InFlight {
+    task: Option<CommitTask>,
+    to: u64,
+    filtered: u64,
+    delivered: u64,
+    logs: usize,
+    sends: usize,
+    dead: Vec<DeadReason>,
 }
 
 /// What a delivery commit found.
@@ -391,7 +451,14 @@ impl Runner {
         let table = self.spec.table.clone();
         let tick = self.lease / 3;
         let token = loop {
-            match lease::acquire(&self.store, &self.spec.name, &self.options.owner, self.lease).await? {
+            match lease::acquire(
+                &self.store,
+                &self.spec.name,
+                &self.options.owner,
+                self.lease,
+            )
+            .await?
+            {
                 Decision::Take(l) => break l.token,
                 Decision::Held(_) => {
                     tokio::select! {
@@ -404,24 +471,48 @@ impl Runner {
         self.counters.token.store(token, Relaxed);
         tracing::info!(pipe = %self.spec.name, owner = %self.options.owner, token, "holding the pipe's lease");
         let mut after = self.start_checkpoint(token).await?;
+        let mut inflight: Option<InFlight> = None;
         loop {
+            // Keep a commit in flight only while more records are waiting.
+            if let Some(f) = inflight.take() {
+                if *stop.borrow() || self.store.stream_head(&table).await? <= after {
+                    self.finish_commit(f).await?;
+                } else {
+                    inflight = Some(f);
+                }
+            }
             if *stop.borrow() {
                 lease::release(&self.store, &self.spec.name, &self.options.owner, token).await?;
                 self.counters.token.store(0, Relaxed);
                 return Ok(());
             }
-            let more = tokio::select! {
-                r = self.store.wait_for_records(&table, after, tick) => r?,
-                _ = stop.changed() => continue,
+            let more = if inflight.is_some() {
+                true
+            } else {
+                tokio::select! {
+                    r = self.store.wait_for_records(&table, after, tick) => r?,
+                    _ = stop.changed() => continue,
+                }
             };
             if !more {
-                if !lease::renew(&self.store, &self.spec.name, &self.options.owner, token, self.lease).await? {
+                if !lease::renew(
+                    &self.store,
+                    &self.spec.name,
+                    &self.options.owner,
+                    token,
+                    self.lease,
+                )
+                .await?
+                {
                     return Err(RelayError::LeaseLost(self.spec.name.clone()));
                 }
                 continue;
             }
-            let records = self.store.read_stream(&table, after, self.options.max_records_per_commit).await?;
-            after = self.relay(records, after, token).await?;
+            let records = self
+                .store
+                .read_stream(&table, after, self.options.max_records_per_commit)
+                .await?;
+            after = self.relay(records, after, token, &mut inflight).await?;
         }
     }
 
@@ -436,7 +527,12 @@ impl Runner {
             return Ok(0);
         }
         let head = self.store.stream_head(&self.spec.table).await?;
-        let (pipe, owner, table, lease_for) = (self.spec.name.clone(), self.options.owner.clone(), self.spec.table.clone(), self.lease);
+        let (pipe, owner, table, lease_for) = (
+            self.spec.name.clone(),
+            self.options.owner.clone(),
+            self.spec.table.clone(),
+            self.lease,
+        );
         let held = self
             .store
             .submit(move |ctx| {
@@ -456,8 +552,18 @@ impl Runner {
     }
 
     /// Plans and delivers `records` (read after checkpoint `after`);
-    /// returns the new checkpoint.
-    async fn relay(&self, records: Vec<postbox_store::api::StreamRecord>, after: u64, token: u64) -> Result<u64, RelayError> {
+    /// returns the new checkpoint. When every batch passes its pre-check the
+    /// commit is only started and left in `inflight` (the previous one is
+    /// finished after it was started), so planning the next records overlaps
+    /// this commit's fsync. Its checkpoint check makes it write nothing if
+    /// the one before it failed.
+    async fn relay(
+        &self,
+        records: Vec<postbox_store::api::StreamRecord>,
+        after: u64,
+        token: u64,
+        inflight: &mut Option<InFlight>,
+    ) -> Result<u64, RelayError> {
         let now = self.options.clock.now_ms();
         let table = &self.spec.table;
         let planned: Vec<Planned> = records
@@ -465,22 +571,53 @@ impl Runner {
             .map(|r| {
                 let json = crate::record::to_json(table, r);
                 let id = crate::record::record_id(table, r.sequence_number);
-                let view = RecordView { json: &json, id: &id, created_ms: r.approximate_creation_time_ms };
+                let view = RecordView {
+                    json: &json,
+                    id: &id,
+                    created_ms: r.approximate_creation_time_ms,
+                };
                 let outcome = plan(&self.spec, &self.buses, view, now);
-                Planned { seq: r.sequence_number, id, json, created_ms: r.approximate_creation_time_ms, outcome }
+                Planned {
+                    seq: r.sequence_number,
+                    id,
+                    json,
+                    created_ms: r.approximate_creation_time_ms,
+                    outcome,
+                }
             })
             .collect();
         self.counters.read.fetch_add(planned.len() as u64, Relaxed);
         let mut facts = HashMap::new();
+        let batches = batches(&planned, self.spec.batch_size);
+        if batches
+            .iter()
+            .all(|b| self.precheck(&planned, b, &mut facts).is_ok())
+        {
+            let mut commit = Commit::new(after);
+            (0..planned.len()).for_each(|i| commit.add(i, &planned[i], None));
+            let started = self.begin_commit(&planned, commit, token)?;
+            let to = started.to;
+            if let Some(previous) = inflight.replace(started) {
+                self.finish_commit(previous).await?;
+            }
+            return Ok(to);
+        }
+        // The slow path runs alone: the commit in flight first.
+        if let Some(previous) = inflight.take() {
+            self.finish_commit(previous).await?;
+        }
+        facts.clear();
         let mut commit = Commit::new(after);
-        for batch in batches(&planned, self.spec.batch_size) {
+        for batch in batches {
             match self.precheck(&planned, &batch, &mut facts) {
                 Ok(()) => batch.iter().for_each(|&i| commit.add(i, &planned[i], None)),
                 Err(error) => {
                     // Deliver what came before, then work on the failing batch alone.
                     let done = std::mem::replace(&mut commit, Commit::new(0));
                     let at = self.commit(&planned, done, token).await?;
-                    let at = self.deliver_failing(&planned, &batch, at, token, error, &mut facts).await?;
+                    let at = self
+                        .deliver_failing(&planned, &batch, at, token, error, &mut facts)
+                        .await?;
                     commit = Commit::new(at);
                 }
             }
@@ -502,7 +639,11 @@ impl Runner {
     ) -> Result<u64, RelayError> {
         for attempt in 0..self.spec.max_retries {
             self.counters.retries.fetch_add(1, Relaxed);
-            let backoff = self.spec.retry_backoff.saturating_mul(1 << attempt.min(16)).min(Duration::from_secs(30));
+            let backoff = self
+                .spec
+                .retry_backoff
+                .saturating_mul(1 << attempt.min(16))
+                .min(Duration::from_secs(30));
             tokio::time::sleep(backoff).await;
             facts.clear();
             match self.precheck(planned, batch, facts) {
@@ -523,7 +664,9 @@ impl Runner {
         }
         let mut c = Commit::new(at);
         for &i in batch {
-            let dead = planned[i].delivers().then(|| DeadReason::Delivery(error.clone()));
+            let dead = planned[i]
+                .delivers()
+                .then(|| DeadReason::Delivery(error.clone()));
             c.add(i, &planned[i], dead);
         }
         self.commit(planned, c, token).await
@@ -544,21 +687,38 @@ impl Runner {
                 part.iter().for_each(|&i| c.add(i, &planned[i], None));
                 self.commit(planned, c, token).await
             }
-            Err(e) => self.deliver_failing(planned, part, at, token, e, facts).await,
+            Err(e) => {
+                self.deliver_failing(planned, part, at, token, e, facts)
+                    .await
+            }
         }
     }
 
     /// Checks a batch's messages against their queues as SendMessage would.
-    fn precheck(&self, planned: &[Planned], batch: &[usize], facts: &mut HashMap<String, Option<QueueFacts>>) -> Result<(), String> {
+    fn precheck(
+        &self,
+        planned: &[Planned],
+        batch: &[usize],
+        facts: &mut HashMap<String, Option<QueueFacts>>,
+    ) -> Result<(), String> {
         for &i in batch {
-            let Outcome::Deliver(list) = &planned[i].outcome else { continue };
+            let Outcome::Deliver(list) = &planned[i].outcome else {
+                continue;
+            };
             for d in list {
                 let Delivery::Queue(m) = d else { continue };
-                let f = facts.entry(m.queue.clone()).or_insert_with(|| queue_facts(&self.queues, &m.queue)).clone();
+                let f = facts
+                    .entry(m.queue.clone())
+                    .or_insert_with(|| queue_facts(&self.queues, &m.queue))
+                    .clone();
                 let Some(f) = f else {
-                    return Err(format!("record {}: queue {} does not exist", planned[i].id, m.queue));
+                    return Err(format!(
+                        "record {}: queue {} does not exist",
+                        planned[i].id, m.queue
+                    ));
                 };
-                check_message(&m.queue, &m.message, &f).map_err(|e| format!("record {}: {e}", planned[i].id))?;
+                check_message(&m.queue, &m.message, &f)
+                    .map_err(|e| format!("record {}: {e}", planned[i].id))?;
             }
         }
         Ok(())
@@ -566,58 +726,131 @@ impl Runner {
 
     /// Writes log lines, then commits the enqueues, dead letters and the
     /// checkpoint move in one store operation fenced by the lease.
-    async fn commit(&self, planned: &[Planned], mut c: Commit, token: u64) -> Result<u64, RelayError> {
+    async fn commit(&self, planned: &[Planned], c: Commit, token: u64) -> Result<u64, RelayError> {
+        let started = self.begin_commit(planned, c, token)?;
+        self.finish_commit(started).await
+    }
+
+    /// Writes the log lines and hands the commit to the store's writer.
+    fn begin_commit(
+        &self,
+        planned: &[Planned],
+        mut c: Commit,
+        token: u64,
+    ) -> Result<InFlight, RelayError> {
         if c.to == c.from {
-            return Ok(c.from);
+            return Ok(InFlight {
+                task: None,
+                to: c.to,
+                filtered: 0,
+                delivered: 0,
+                logs: 0,
+                sends: 0,
+                dead: Vec::new(),
+            });
         }
         append_logs(&c.logs)?;
         let dlq = self.spec.dead_letter_queue.clone();
         let now = self.options.clock.now_ms();
-        let dead: Vec<QueueMessage> = c.dead.iter().map(|(i, r)| dead_letter(&self.spec.name, &dlq, planned[*i].view(), r, now)).collect();
+        let dead: Vec<QueueMessage> = c
+            .dead
+            .iter()
+            .map(|(i, r)| dead_letter(&self.spec.name, &dlq, planned[*i].view(), r, now))
+            .collect();
         let dead_reasons: Vec<DeadReason> = c.dead.iter().map(|(_, r)| r.clone()).collect();
         let sends = std::mem::take(&mut c.sends);
-        let (pipe, owner, table, reader, lease_for) =
-            (self.spec.name.clone(), self.options.owner.clone(), self.spec.table.clone(), self.reader(), self.lease);
+        let (pipe, owner, table, reader, lease_for) = (
+            self.spec.name.clone(),
+            self.options.owner.clone(),
+            self.spec.table.clone(),
+            self.reader(),
+            self.lease,
+        );
         let queues = self.queues.clone();
         let ids: Vec<String> = planned.iter().map(|p| p.id.clone()).collect();
         let (from, to) = (c.from, c.to);
-        let result = self
-            .store
-            .submit(move |ctx| {
-                // Validate everything before the first (unstaged) write.
-                if !lease::check_in(ctx, &pipe, &owner, token, lease_for)? || ctx.checkpoint(&table, &reader)?.unwrap_or(0) != from {
-                    return Ok(Committed::LeaseLost);
-                }
-                if queues.queue_exists(&dlq).is_err() {
-                    return Err(StoreError::validation(format!("the dead-letter queue {dlq} of pipe {pipe} does not exist")));
-                }
-                let mut failed = Vec::new();
-                for (queue, list) in sends {
-                    let (index, messages): (Vec<usize>, Vec<_>) = list.into_iter().unzip();
-                    match queues.send_in(ctx, &queue, messages)? {
-                        Err(e) => failed.extend(index.iter().map(|&i| (i, format!("queue {queue}: {e}")))),
-                        Ok(_) => {}
+        let store = self.store.clone();
+        let op = move |ctx: &mut postbox_store::embedded::WriteContext<'_>| {
+            // Validate everything before the first (unstaged) write.
+            if !lease::check_in(ctx, &pipe, &owner, token, lease_for)?
+                || ctx.checkpoint(&table, &reader)?.unwrap_or(0) != from
+            {
+                return Ok(Committed::LeaseLost);
+            }
+            if queues.queue_exists(&dlq).is_err() {
+                return Err(StoreError::validation(format!(
+                    "the dead-letter queue {dlq} of pipe {pipe} does not exist"
+                )));
+            }
+            let mut failed = Vec::new();
+            for (queue, list) in sends {
+                let (index, messages): (Vec<usize>, Vec<_>) = list.into_iter().unzip();
+                match queues.send_in(ctx, &queue, messages)? {
+                    Err(e) => {
+                        failed.extend(index.iter().map(|&i| (i, format!("queue {queue}: {e}"))))
                     }
+                    Ok(_) => {}
                 }
-                // `send_in` is all or nothing per queue. A queue that refuses
-                // inside the commit (the pre-check passed, so it changed in
-                // between) wrote nothing; retrying here would hold the
-                // writer, so its records go to the DLQ in this commit.
-                let mut letters = dead;
-                for (i, e) in &failed {
-                    let view = RecordView { json: &Value::Null, id: &ids[*i], created_ms: 0 };
-                    letters.push(dead_letter(&pipe, &dlq, view, &DeadReason::Delivery(e.clone()), ctx.now_ms()));
+            }
+            // `send_in` is all or nothing per queue. A queue that refuses
+            // inside the commit (the pre-check passed, so it changed in
+            // between) wrote nothing; retrying here would hold the
+            // writer, so its records go to the DLQ in this commit.
+            let mut letters = dead;
+            for (i, e) in &failed {
+                let view = RecordView {
+                    json: &Value::Null,
+                    id: &ids[*i],
+                    created_ms: 0,
+                };
+                letters.push(dead_letter(
+                    &pipe,
+                    &dlq,
+                    view,
+                    &DeadReason::Delivery(e.clone()),
+                    ctx.now_ms(),
+                ));
+            }
+            if !letters.is_empty() {
+                let messages = letters.into_iter().map(|m| m.message).collect();
+                if let Err(e) = queues.send_in(ctx, &dlq, messages)? {
+                    tracing::error!(pipe = %pipe, error = %e, "dead letters could not be enqueued");
                 }
-                if !letters.is_empty() {
-                    let messages = letters.into_iter().map(|m| m.message).collect();
-                    if let Err(e) = queues.send_in(ctx, &dlq, messages)? {
-                        tracing::error!(pipe = %pipe, error = %e, "dead letters could not be enqueued");
-                    }
-                }
-                ctx.set_checkpoint(&table, &reader, to)?;
-                Ok(Committed::Done { failed_sends: failed })
+            }
+            ctx.set_checkpoint(&table, &reader, to)?;
+            Ok(Committed::Done {
+                failed_sends: failed,
             })
-            .await;
+        };
+        let task = async move { store.submit(op).await };
+        // Poll once now: that queues the operation to the writer, so commits
+        // reach the writer in the order they were begun (the next one checks
+        // the checkpoint this one moves).
+        let mut task: CommitTask = Box::pin(task);
+        let poll = task
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+        let task = match poll {
+            std::task::Poll::Ready(result) => Box::pin(std::future::ready(result)) as CommitTask,
+            std::task::Poll::Pending => task,
+        };
+        let sends = c.sends.iter().map(|(_, l)| l.len()).sum();
+        Ok(InFlight {
+            task: Some(task),
+            to,
+            filtered: c.filtered,
+            delivered: c.delivered,
+            logs: c.logs.len(),
+            sends,
+            dead: dead_reasons,
+        })
+    }
+
+    /// Waits for a commit and counts what it did.
+    async fn finish_commit(&self, f: InFlight) -> Result<u64, RelayError> {
+        let Some(task) = f.task else { return Ok(f.to) };
+        let result = task.await;
+        let (to, dead_reasons) = (f.to, f.dead);
         let failed = match result {
             Ok(Committed::Done { failed_sends }) => failed_sends,
             Ok(Committed::LeaseLost) => return Err(RelayError::LeaseLost(self.spec.name.clone())),
@@ -625,10 +858,12 @@ impl Runner {
         };
         let k = &self.counters;
         k.commits.fetch_add(1, Relaxed);
-        k.filtered.fetch_add(c.filtered, Relaxed);
-        k.delivered.fetch_add(c.delivered.saturating_sub(failed.len() as u64), Relaxed);
-        k.messages.fetch_add(c.logs.len() as u64, Relaxed);
-        k.dead_lettered.fetch_add((dead_reasons.len() + failed.len()) as u64, Relaxed);
+        k.filtered.fetch_add(f.filtered, Relaxed);
+        k.delivered
+            .fetch_add(f.delivered.saturating_sub(failed.len() as u64), Relaxed);
+        k.messages.fetch_add(f.logs as u64, Relaxed);
+        k.dead_lettered
+            .fetch_add((dead_reasons.len() + failed.len()) as u64, Relaxed);
         for r in &dead_reasons {
             match r {
                 DeadReason::Template(e) => {
@@ -638,11 +873,13 @@ impl Runner {
                 DeadReason::TooOld { .. } => {
                     k.too_old.fetch_add(1, Relaxed);
                 }
-                DeadReason::Delivery(e) => tracing::warn!(pipe = %self.spec.name, error = %e, "record sent to the dead-letter queue"),
+                DeadReason::Delivery(e) => {
+                    tracing::warn!(pipe = %self.spec.name, error = %e, "record sent to the dead-letter queue")
+                }
             }
         }
-        let sent: usize = planned_sent(&c, failed.len());
-        k.messages.fetch_add(sent as u64, Relaxed);
+        k.messages
+            .fetch_add(f.sends.saturating_sub(failed.len()) as u64, Relaxed);
         if let Some(hook) = &self.options.on_commit {
             hook(&self.spec.name, to);
         }
@@ -652,10 +889,19 @@ impl Runner {
     async fn stats(&self) -> Result<PipeStats, RelayError> {
         let k = &self.counters;
         let table = &self.spec.table;
-        let checkpoint = self.store.checkpoint(table, &self.reader()).await?.unwrap_or(0);
+        let checkpoint = self
+            .store
+            .checkpoint(table, &self.reader())
+            .await?
+            .unwrap_or(0);
         let head = self.store.stream_head(table).await?;
         let oldest = match self.store.read_stream(table, checkpoint, 1).await {
-            Ok(r) => r.first().map(|r| self.options.clock.now_ms().saturating_sub(r.approximate_creation_time_ms)),
+            Ok(r) => r.first().map(|r| {
+                self.options
+                    .clock
+                    .now_ms()
+                    .saturating_sub(r.approximate_creation_time_ms)
+            }),
             Err(StoreError::TrimmedData(_)) => None,
             Err(e) => return Err(e.into()),
         };
@@ -680,11 +926,6 @@ impl Runner {
     }
 }
 
-/// Messages a commit enqueued: its sends minus the refused ones.
-fn planned_sent(c: &Commit, failed: usize) -> usize {
-    c.sends.iter().map(|(_, l)| l.len()).sum::<usize>().saturating_sub(failed)
-}
-
 /// Splits records into delivery batches: contiguous runs holding at most
 /// `size` delivering records (filtered and dead records ride along, so the
 /// checkpoint always moves over a contiguous range).
@@ -707,11 +948,19 @@ fn batches(planned: &[Planned], size: usize) -> Vec<Vec<usize>> {
 }
 
 fn queue_facts(queues: &Queues, queue: &str) -> Option<QueueFacts> {
-    let names = ["MaximumMessageSize".to_owned(), "ContentBasedDeduplication".to_owned()];
+    let names = [
+        "MaximumMessageSize".to_owned(),
+        "ContentBasedDeduplication".to_owned(),
+    ];
     let attrs = queues.queue_attributes(queue, &names).ok()?;
     Some(QueueFacts {
-        max_size: attrs.get("MaximumMessageSize").and_then(|v| v.parse().ok()).unwrap_or(262_144),
-        content_dedup: attrs.get("ContentBasedDeduplication").is_some_and(|v| v == "true"),
+        max_size: attrs
+            .get("MaximumMessageSize")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(262_144),
+        content_dedup: attrs
+            .get("ContentBasedDeduplication")
+            .is_some_and(|v| v == "true"),
     })
 }
 
@@ -719,20 +968,46 @@ fn queue_facts(queues: &Queues, queue: &str) -> Option<QueueFacts> {
 fn check_message(queue: &str, m: &postbox_queue::NewMessage, f: &QueueFacts) -> Result<(), String> {
     m.validate().map_err(|e| format!("queue {queue}: {e}"))?;
     if m.size() > f.max_size {
-        return Err(format!("queue {queue}: the message is {} bytes, over the queue's maximum of {}", m.size(), f.max_size));
+        return Err(format!(
+            "queue {queue}: the message is {} bytes, over the queue's maximum of {}",
+            m.size(),
+            f.max_size
+        ));
     }
-    let id_ok = |id: &str| !id.is_empty() && id.len() <= 128 && id.chars().all(|c| c.is_ascii_alphanumeric() || c.is_ascii_punctuation());
+    let id_ok = |id: &str| {
+        !id.is_empty()
+            && id.len() <= 128
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c.is_ascii_punctuation())
+    };
     if queue.ends_with(".fifo") {
         match &m.group_id {
             Some(g) if id_ok(g) => {}
-            Some(g) => return Err(format!("queue {queue}: MessageGroupId {g:?} must be 1-128 letters, digits or punctuation")),
-            None => return Err(format!("queue {queue}: a FIFO message needs a MessageGroupId")),
+            Some(g) => {
+                return Err(format!(
+                    "queue {queue}: MessageGroupId {g:?} must be 1-128 letters, digits or punctuation"
+                ));
+            }
+            None => {
+                return Err(format!(
+                    "queue {queue}: a FIFO message needs a MessageGroupId"
+                ));
+            }
         }
         match &m.deduplication_id {
             Some(d) if id_ok(d) => {}
-            Some(d) => return Err(format!("queue {queue}: MessageDeduplicationId {d:?} must be 1-128 letters, digits or punctuation")),
+            Some(d) => {
+                return Err(format!(
+                    "queue {queue}: MessageDeduplicationId {d:?} must be 1-128 letters, digits or punctuation"
+                ));
+            }
             None if f.content_dedup => {}
-            None => return Err(format!("queue {queue}: no MessageDeduplicationId and content-based deduplication is off")),
+            None => {
+                return Err(format!(
+                    "queue {queue}: no MessageDeduplicationId and content-based deduplication is off"
+                ));
+            }
         }
     }
     Ok(())
@@ -742,11 +1017,18 @@ fn check_message(queue: &str, m: &postbox_queue::NewMessage, f: &QueueFacts) -> 
 fn append_logs(lines: &[(std::path::PathBuf, String)]) -> Result<(), RelayError> {
     let mut files: Vec<(&std::path::PathBuf, std::fs::File)> = Vec::new();
     for (path, line) in lines {
-        let io = |e: std::io::Error| RelayError::Log { path: path.display().to_string(), error: e.to_string() };
+        let io = |e: std::io::Error| RelayError::Log {
+            path: path.display().to_string(),
+            error: e.to_string(),
+        };
         let at = match files.iter().position(|(p, _)| *p == path) {
             Some(at) => at,
             None => {
-                let f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
+                let f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(io)?;
                 files.push((path, f));
                 files.len() - 1
             }
@@ -754,7 +1036,10 @@ fn append_logs(lines: &[(std::path::PathBuf, String)]) -> Result<(), RelayError>
         writeln!(files[at].1, "{line}").map_err(io)?;
     }
     for (path, f) in files {
-        f.sync_data().map_err(|e| RelayError::Log { path: path.display().to_string(), error: e.to_string() })?;
+        f.sync_data().map_err(|e| RelayError::Log {
+            path: path.display().to_string(),
+            error: e.to_string(),
+        })?;
     }
     Ok(())
 }

@@ -37,7 +37,10 @@ enum Part {
 #[derive(Clone, Debug, PartialEq)]
 enum Placeholder {
     /// A JSON path, kept with its text for error messages.
-    Path { text: String, steps: Vec<Step> },
+    Path {
+        text: String,
+        steps: Vec<Step>,
+    },
     PipeName,
     IngestionTime,
 }
@@ -100,7 +103,10 @@ impl Template {
                 if !literal.is_empty() {
                     parts.push(Part::Text(std::mem::take(&mut literal)));
                 }
-                parts.push(Part::Placeholder { what, quoted: json && in_string });
+                parts.push(Part::Placeholder {
+                    what,
+                    quoted: json && in_string,
+                });
                 rest = &rest[end + 1..];
                 continue;
             }
@@ -118,7 +124,11 @@ impl Template {
         if !literal.is_empty() {
             parts.push(Part::Text(literal));
         }
-        Ok(Template { parts, json, source: text.to_owned() })
+        Ok(Template {
+            parts,
+            json,
+            source: text.to_owned(),
+        })
     }
 
     /// The whole record, unchanged: the template of a pipe without one.
@@ -157,7 +167,10 @@ impl Template {
         if self.json
             && let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&out)
         {
-            return Err(TemplateError::NotJson { record: cx.record_id.to_owned(), reason: e.to_string() });
+            return Err(TemplateError::NotJson {
+                record: cx.record_id.to_owned(),
+                reason: e.to_string(),
+            });
         }
         Ok(out)
     }
@@ -174,18 +187,27 @@ fn push_escaped(out: &mut String, s: &str) {
 fn placeholder(inner: &str) -> Result<Option<Placeholder>, TemplateError> {
     match inner {
         "aws.pipes.event.json" | "aws.pipes.event" => {
-            return Ok(Some(Placeholder::Path { text: "$".to_owned(), steps: Vec::new() }));
+            return Ok(Some(Placeholder::Path {
+                text: "$".to_owned(),
+                steps: Vec::new(),
+            }));
         }
         "aws.pipes.pipe-name" => return Ok(Some(Placeholder::PipeName)),
         "aws.pipes.event.ingestion-time" => return Ok(Some(Placeholder::IngestionTime)),
         other if other.starts_with("aws.") => {
-            return Err(TemplateError::Invalid(format!("unknown reserved variable <{other}>")));
+            return Err(TemplateError::Invalid(format!(
+                "unknown reserved variable <{other}>"
+            )));
         }
         other if !other.starts_with('$') => return Ok(None),
         _ => {}
     }
-    let steps = parse_path(inner).map_err(|why| TemplateError::Invalid(format!("placeholder <{inner}>: {why}")))?;
-    Ok(Some(Placeholder::Path { text: inner.to_owned(), steps }))
+    let steps = parse_path(inner)
+        .map_err(|why| TemplateError::Invalid(format!("placeholder <{inner}>: {why}")))?;
+    Ok(Some(Placeholder::Path {
+        text: inner.to_owned(),
+        steps,
+    }))
 }
 
 /// `$`, `$.a.b`, `$.a[0]`, `$['a b']`.
@@ -206,7 +228,9 @@ fn parse_path(text: &str) -> Result<Vec<Step>, String> {
             rest = &r[end + 2..];
         } else if let Some(r) = rest.strip_prefix('[') {
             let end = r.find(']').ok_or("unterminated [...]")?;
-            let index = r[..end].parse().map_err(|_| format!("{:?} is not an array index", &r[..end]))?;
+            let index = r[..end]
+                .parse()
+                .map_err(|_| format!("{:?} is not an array index", &r[..end]))?;
             steps.push(Step::Index(index));
             rest = &r[end + 1..];
         } else {
@@ -216,11 +240,17 @@ fn parse_path(text: &str) -> Result<Vec<Step>, String> {
     Ok(steps)
 }
 
-fn resolve<'v>(what: &Placeholder, record: &'v Value, cx: &RenderContext<'_>) -> Result<std::borrow::Cow<'v, Value>, TemplateError> {
+fn resolve<'v>(
+    what: &Placeholder,
+    record: &'v Value,
+    cx: &RenderContext<'_>,
+) -> Result<std::borrow::Cow<'v, Value>, TemplateError> {
     use std::borrow::Cow;
     match what {
         Placeholder::PipeName => Ok(Cow::Owned(Value::String(cx.pipe_name.to_owned()))),
-        Placeholder::IngestionTime => Ok(Cow::Owned(Value::String(crate::record::rfc3339(cx.ingestion_time_ms)))),
+        Placeholder::IngestionTime => Ok(Cow::Owned(Value::String(crate::record::rfc3339(
+            cx.ingestion_time_ms,
+        )))),
         Placeholder::Path { text, steps } => {
             let mut at = record;
             for step in steps {
@@ -228,7 +258,10 @@ fn resolve<'v>(what: &Placeholder, record: &'v Value, cx: &RenderContext<'_>) ->
                     Step::Key(k) => at.get(k.as_str()),
                     Step::Index(i) => at.get(*i),
                 };
-                at = next.ok_or_else(|| TemplateError::Unresolved { path: text.clone(), record: cx.record_id.to_owned() })?;
+                at = next.ok_or_else(|| TemplateError::Unresolved {
+                    path: text.clone(),
+                    record: cx.record_id.to_owned(),
+                })?;
             }
             Ok(Cow::Borrowed(at))
         }
@@ -241,7 +274,11 @@ mod tests {
 
     use super::*;
 
-    const CX: RenderContext<'static> = RenderContext { pipe_name: "jobs", record_id: "jobs#7", ingestion_time_ms: 0 };
+    const CX: RenderContext<'static> = RenderContext {
+        pipe_name: "jobs",
+        record_id: "jobs#7",
+        ingestion_time_ms: 0,
+    };
 
     fn check(template: &str, record: Value, want: &str) {
         let t = Template::parse(template).unwrap();
@@ -253,8 +290,16 @@ mod tests {
         let r = json!({"a": "x\"y", "n": 5, "o": {"k": [1, 2]}, "z": null});
         check(r#"{"v": "<$.a>"}"#, r.clone(), r#"{"v": "x\"y"}"#);
         check(r#"{"v": <$.a>}"#, r.clone(), r#"{"v": "x\"y"}"#);
-        check(r#"{"v": <$.n>, "w": "n=<$.n>"}"#, r.clone(), r#"{"v": 5, "w": "n=5"}"#);
-        check(r#"{"v": <$.o>, "i": <$.o.k[1]>}"#, r.clone(), r#"{"v": {"k":[1,2]}, "i": 2}"#);
+        check(
+            r#"{"v": <$.n>, "w": "n=<$.n>"}"#,
+            r.clone(),
+            r#"{"v": 5, "w": "n=5"}"#,
+        );
+        check(
+            r#"{"v": <$.o>, "i": <$.o.k[1]>}"#,
+            r.clone(),
+            r#"{"v": {"k":[1,2]}, "i": 2}"#,
+        );
         check(r#"{"v": "<$.o>"}"#, r.clone(), r#"{"v": "{\"k\":[1,2]}"}"#);
         check(r#"{"z": <$.z>}"#, r.clone(), r#"{"z": null}"#);
         check(r#"{"q": "a \"<$.n>\" b"}"#, r, r#"{"q": "a \"5\" b"}"#);
@@ -263,30 +308,67 @@ mod tests {
     #[test]
     fn plain_text_and_reserved_variables() {
         let r = json!({"a": "x", "b": {"c": true}});
-        check("job <$.a> is <$.b.c>; 1 < 2", r.clone(), "job x is true; 1 < 2");
+        check(
+            "job <$.a> is <$.b.c>; 1 < 2",
+            r.clone(),
+            "job x is true; 1 < 2",
+        );
         check("<aws.pipes.pipe-name>:<$['a']>", r.clone(), "jobs:x");
-        check("<aws.pipes.event.json>", r.clone(), r#"{"a":"x","b":{"c":true}}"#);
-        check("<aws.pipes.event.ingestion-time>", r, "1970-01-01T00:00:00.000Z");
+        check(
+            "<aws.pipes.event.json>",
+            r.clone(),
+            r#"{"a":"x","b":{"c":true}}"#,
+        );
+        check(
+            "<aws.pipes.event.ingestion-time>",
+            r,
+            "1970-01-01T00:00:00.000Z",
+        );
     }
 
     #[test]
     fn an_unresolved_path_fails_naming_path_and_record() {
         let t = Template::parse(r#"{"jobId": "<$.dynamodb.NewImage.jobId.S>"}"#).unwrap();
-        let err = t.render(&json!({"dynamodb": {"NewImage": {}}}), &CX).unwrap_err();
+        let err = t
+            .render(&json!({"dynamodb": {"NewImage": {}}}), &CX)
+            .unwrap_err();
         assert_eq!(
             err,
-            TemplateError::Unresolved { path: "$.dynamodb.NewImage.jobId.S".into(), record: "jobs#7".into() }
+            TemplateError::Unresolved {
+                path: "$.dynamodb.NewImage.jobId.S".into(),
+                record: "jobs#7".into()
+            }
         );
-        assert_eq!(err.to_string(), "input template path $.dynamodb.NewImage.jobId.S does not resolve in record jobs#7");
-        assert!(matches!(Template::parse("<$.a[9]>").unwrap().render(&json!({"a": [1]}), &CX), Err(TemplateError::Unresolved { .. })));
+        assert_eq!(
+            err.to_string(),
+            "input template path $.dynamodb.NewImage.jobId.S does not resolve in record jobs#7"
+        );
+        assert!(matches!(
+            Template::parse("<$.a[9]>")
+                .unwrap()
+                .render(&json!({"a": [1]}), &CX),
+            Err(TemplateError::Unresolved { .. })
+        ));
     }
 
     #[test]
     fn malformed_templates_are_refused() {
-        assert!(matches!(Template::parse("<$.a..b>"), Err(TemplateError::Invalid(_))));
-        assert!(matches!(Template::parse("<$.a[x]>"), Err(TemplateError::Invalid(_))));
-        assert!(matches!(Template::parse("<aws.pipes.nope>"), Err(TemplateError::Invalid(_))));
+        assert!(matches!(
+            Template::parse("<$.a..b>"),
+            Err(TemplateError::Invalid(_))
+        ));
+        assert!(matches!(
+            Template::parse("<$.a[x]>"),
+            Err(TemplateError::Invalid(_))
+        ));
+        assert!(matches!(
+            Template::parse("<aws.pipes.nope>"),
+            Err(TemplateError::Invalid(_))
+        ));
         let t = Template::parse(r#"{"v": <$.a> <$.a>}"#).unwrap();
-        assert!(matches!(t.render(&json!({"a": 1}), &CX), Err(TemplateError::NotJson { .. })));
+        assert!(matches!(
+            t.render(&json!({"a": 1}), &CX),
+            Err(TemplateError::NotJson { .. })
+        ));
     }
 }

@@ -34,24 +34,38 @@ target = { queue = "copies" }
 "#;
 
 fn relay_options(owner: &str, hook: Option<Arc<dyn Fn(&str, u64) + Send + Sync>>) -> RelayOptions {
-    RelayOptions { owner: owner.to_owned(), max_records_per_commit: 25, on_commit: hook, ..RelayOptions::default() }
+    RelayOptions {
+        owner: owner.to_owned(),
+        max_records_per_commit: 25,
+        on_commit: hook,
+        ..RelayOptions::default()
+    }
 }
 
 /// The child: relays, and writes a record every millisecond, until killed.
 #[test]
 fn crash_child() {
-    let Ok(path) = std::env::var(CHILD_ENV) else { return };
+    let Ok(path) = std::env::var(CHILD_ENV) else {
+        return;
+    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async move {
         let store = EmbeddedStore::open(&path, EmbeddedOptions::default()).unwrap();
-        let queues = Queues::open(store.clone(), QueuesOptions::default()).await.unwrap();
+        let queues = Queues::open(store.clone(), QueuesOptions::default())
+            .await
+            .unwrap();
         let hook: Arc<dyn Fn(&str, u64) + Send + Sync> = Arc::new(|_, at| {
             println!("CKPT {at}");
         });
         let config = RelayConfig::from_toml(PIPE).unwrap();
-        let _relay = Relay::start(store.clone(), queues, config, relay_options(&format!("child-{}", std::process::id()), Some(hook)))
-            .await
-            .unwrap();
+        let _relay = Relay::start(
+            store.clone(),
+            queues,
+            config,
+            relay_options(&format!("child-{}", std::process::id()), Some(hook)),
+        )
+        .await
+        .unwrap();
         let id = std::process::id();
         for k in 0.. {
             put(&store, "items", json!({"pk": {"S": format!("c{id}-{k}")}})).await;
@@ -94,22 +108,36 @@ async fn sigkill_loses_nothing_and_duplicates_nothing() {
                 }
             }
         }
-        assert!(last >= kill_at, "round {round}: the child stopped before checkpoint {kill_at}");
+        assert!(
+            last >= kill_at,
+            "round {round}: the child stopped before checkpoint {kill_at}"
+        );
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
     }
     // Restart and finish: every record exactly once.
     let store = EmbeddedStore::open(&path, EmbeddedOptions::default()).unwrap();
-    let queues = Queues::open(store.clone(), QueuesOptions::default()).await.unwrap();
-    let relay = Relay::start(store.clone(), queues.clone(), RelayConfig::from_toml(PIPE).unwrap(), relay_options("final", None))
+    let queues = Queues::open(store.clone(), QueuesOptions::default())
         .await
         .unwrap();
+    let relay = Relay::start(
+        store.clone(),
+        queues.clone(),
+        RelayConfig::from_toml(PIPE).unwrap(),
+        relay_options("final", None),
+    )
+    .await
+    .unwrap();
     caught_up(&relay).await;
     let head = store.stream_head("items").await.unwrap();
     assert!(head > 900, "the children wrote records too: head {head}");
     let bodies = drain(&queues, "copies").await;
     let unique: BTreeSet<u64> = bodies.iter().map(|b| b.parse().unwrap()).collect();
     assert_eq!(bodies.len(), unique.len(), "no record was enqueued twice");
-    assert_eq!(unique, (1..=head).collect::<BTreeSet<_>>(), "no record was lost");
+    assert_eq!(
+        unique,
+        (1..=head).collect::<BTreeSet<_>>(),
+        "no record was lost"
+    );
     relay.shutdown().await;
 }

@@ -29,13 +29,31 @@ async fn filtered_records_are_templated_into_the_fifo_queue_once() {
     create_table(&env.store, "jobs").await;
     let relay = start(&env, JOBS, "a").await;
     for i in 0..25 {
-        put(&env.store, "jobs", job(&format!("j{i}"), if i % 5 == 0 { "DONE" } else { "PENDING" })).await;
+        put(
+            &env.store,
+            "jobs",
+            job(
+                &format!("j{i}"),
+                if i % 5 == 0 { "DONE" } else { "PENDING" },
+            ),
+        )
+        .await;
     }
     let stats = caught_up(&relay).await;
     let bodies = drain(&env.queues, "jobs.fifo").await;
-    let want: Vec<String> = (0..25).filter(|i| i % 5 != 0).map(|i| format!(r#"{{"jobId": "j{i}"}}"#)).collect();
+    let want: Vec<String> = (0..25)
+        .filter(|i| i % 5 != 0)
+        .map(|i| format!(r#"{{"jobId": "j{i}"}}"#))
+        .collect();
     assert_eq!(bodies, want);
-    assert_eq!((stats[0].delivered, stats[0].filtered, stats[0].dead_lettered), (20, 5, 0));
+    assert_eq!(
+        (
+            stats[0].delivered,
+            stats[0].filtered,
+            stats[0].dead_lettered
+        ),
+        (20, 5, 0)
+    );
     assert_eq!(stats[0].oldest_unrelayed_age_ms, None);
     relay.shutdown().await;
 
@@ -43,7 +61,10 @@ async fn filtered_records_are_templated_into_the_fifo_queue_once() {
     let relay = start(&env, JOBS, "b").await;
     put(&env.store, "jobs", job("late", "PENDING")).await;
     caught_up(&relay).await;
-    assert_eq!(drain(&env.queues, "jobs.fifo").await, vec![r#"{"jobId": "late"}"#.to_owned()]);
+    assert_eq!(
+        drain(&env.queues, "jobs.fifo").await,
+        vec![r#"{"jobId": "late"}"#.to_owned()]
+    );
     relay.shutdown().await;
 }
 
@@ -53,18 +74,36 @@ async fn an_unresolved_template_path_sends_the_record_to_the_dlq_naming_the_path
     create_table(&env.store, "jobs").await;
     let relay = start(&env, JOBS, "a").await;
     put(&env.store, "jobs", job("ok1", "PENDING")).await;
-    put(&env.store, "jobs", json!({"pk": {"S": "JOB#x"}, "tenant": {"S": "t1"}, "status": {"S": "PENDING"}})).await;
+    put(
+        &env.store,
+        "jobs",
+        json!({"pk": {"S": "JOB#x"}, "tenant": {"S": "t1"}, "status": {"S": "PENDING"}}),
+    )
+    .await;
     put(&env.store, "jobs", job("ok2", "PENDING")).await;
     let stats = caught_up(&relay).await;
-    assert_eq!(drain(&env.queues, "jobs.fifo").await, vec![r#"{"jobId": "ok1"}"#, r#"{"jobId": "ok2"}"#]);
+    assert_eq!(
+        drain(&env.queues, "jobs.fifo").await,
+        vec![r#"{"jobId": "ok1"}"#, r#"{"jobId": "ok2"}"#]
+    );
     let dead = drain(&env.queues, "jobs-dlq").await;
     assert_eq!(dead.len(), 1);
     let dead = json(&dead[0]);
     assert_eq!(dead["errorCode"], "TemplateError");
-    assert_eq!(dead["reason"], "input template path $.dynamodb.NewImage.jobId.S does not resolve in record jobs#2");
+    assert_eq!(
+        dead["reason"],
+        "input template path $.dynamodb.NewImage.jobId.S does not resolve in record jobs#2"
+    );
     assert_eq!(dead["recordId"], "jobs#2");
     assert_eq!(dead["record"]["dynamodb"]["NewImage"]["pk"]["S"], "JOB#x");
-    assert_eq!((stats[0].template_errors, stats[0].dead_lettered, stats[0].delivered), (1, 1, 2));
+    assert_eq!(
+        (
+            stats[0].template_errors,
+            stats[0].dead_lettered,
+            stats[0].delivered
+        ),
+        (1, 1, 2)
+    );
     relay.shutdown().await;
 }
 
@@ -74,7 +113,10 @@ async fn a_batch_with_one_bad_record_is_bisected_and_the_good_ones_delivered() {
     create_table(&env.store, "jobs").await;
     // The group id comes from the record; a space is not allowed in one, so
     // that record fails every retry, whatever the queue does.
-    let toml = JOBS.replace("retry_backoff_ms = 1", "retry_backoff_ms = 1\nmax_retries = 2\nbatch_size = 10");
+    let toml = JOBS.replace(
+        "retry_backoff_ms = 1",
+        "retry_backoff_ms = 1\nmax_retries = 2\nbatch_size = 10",
+    );
     let relay = start(&env, &toml, "a").await;
     // Write all ten in one commit, so they form one batch.
     let items: Vec<_> = (0..10)
@@ -96,13 +138,22 @@ async fn a_batch_with_one_bad_record_is_bisected_and_the_good_ones_delivered() {
         .await
         .unwrap();
     let stats = caught_up(&relay).await;
-    let want: Vec<String> = (0..10).filter(|&i| i != 6).map(|i| format!(r#"{{"jobId": "j{i}"}}"#)).collect();
+    let want: Vec<String> = (0..10)
+        .filter(|&i| i != 6)
+        .map(|i| format!(r#"{{"jobId": "j{i}"}}"#))
+        .collect();
     assert_eq!(drain(&env.queues, "jobs.fifo").await, want);
     let dead = drain(&env.queues, "jobs-dlq").await;
     assert_eq!(dead.len(), 1, "{dead:?}");
     let dead = json(&dead[0]);
     assert_eq!(dead["errorCode"], "DeliveryFailed");
-    assert!(dead["reason"].as_str().unwrap().contains("MessageGroupId \"bad tenant\""), "{dead}");
+    assert!(
+        dead["reason"]
+            .as_str()
+            .unwrap()
+            .contains("MessageGroupId \"bad tenant\""),
+        "{dead}"
+    );
     assert_eq!(dead["record"]["dynamodb"]["NewImage"]["jobId"]["S"], "j6");
     let s = &stats[0];
     assert!(s.bisections >= 3, "{s:?}");
@@ -114,22 +165,40 @@ async fn a_batch_with_one_bad_record_is_bisected_and_the_good_ones_delivered() {
 #[tokio::test]
 async fn records_older_than_the_maximum_age_go_to_the_dlq() {
     let clock = Arc::new(ManualClock::new(1_800_000_000_000));
-    let env = env_with(EmbeddedOptions { clock: clock.clone(), ..EmbeddedOptions::default() }).await;
+    let env = env_with(EmbeddedOptions {
+        clock: clock.clone(),
+        ..EmbeddedOptions::default()
+    })
+    .await;
     create_table(&env.store, "jobs").await;
     put(&env.store, "jobs", job("old", "PENDING")).await;
     clock.advance_ms(61_000);
     put(&env.store, "jobs", job("new", "PENDING")).await;
-    let toml = JOBS.replace("retry_backoff_ms = 1", "retry_backoff_ms = 1\nmax_record_age_seconds = 60");
+    let toml = JOBS.replace(
+        "retry_backoff_ms = 1",
+        "retry_backoff_ms = 1\nmax_record_age_seconds = 60",
+    );
     let config = postbox_relay::RelayConfig::from_toml(&toml).unwrap();
-    let options = postbox_relay::RelayOptions { clock: clock.clone(), ..options("a") };
-    let relay = postbox_relay::Relay::start(env.store.clone(), env.queues.clone(), config, options).await.unwrap();
+    let options = postbox_relay::RelayOptions {
+        clock: clock.clone(),
+        ..options("a")
+    };
+    let relay = postbox_relay::Relay::start(env.store.clone(), env.queues.clone(), config, options)
+        .await
+        .unwrap();
     let stats = caught_up(&relay).await;
-    assert_eq!(drain(&env.queues, "jobs.fifo").await, vec![r#"{"jobId": "new"}"#]);
+    assert_eq!(
+        drain(&env.queues, "jobs.fifo").await,
+        vec![r#"{"jobId": "new"}"#]
+    );
     let dead = drain(&env.queues, "jobs-dlq").await;
     assert_eq!(dead.len(), 1);
     let dead = json(&dead[0]);
     assert_eq!(dead["errorCode"], "MaximumRecordAgeExceeded");
-    assert_eq!(dead["reason"], "the record is 61 s old, older than the pipe's maximum record age of 60 s");
+    assert_eq!(
+        dead["reason"],
+        "the record is 61 s old, older than the pipe's maximum record age of 60 s"
+    );
     assert_eq!(stats[0].too_old, 1);
     relay.shutdown().await;
 }
@@ -139,8 +208,17 @@ async fn lag_is_reported_while_behind() {
     let env = env().await;
     create_table(&env.store, "jobs").await;
     // A relay that cannot take the lease (another owner holds it) stays behind.
-    postbox_relay::lease::ensure_table(&env.store).await.unwrap();
-    let held = postbox_relay::lease::acquire(&env.store, "jobs", "someone-else", std::time::Duration::from_secs(600)).await.unwrap();
+    postbox_relay::lease::ensure_table(&env.store)
+        .await
+        .unwrap();
+    let held = postbox_relay::lease::acquire(
+        &env.store,
+        "jobs",
+        "someone-else",
+        std::time::Duration::from_secs(600),
+    )
+    .await
+    .unwrap();
     assert!(matches!(held, postbox_relay::lease::Decision::Take(_)));
     let relay = start(&env, JOBS, "a").await;
     put(&env.store, "jobs", job("j1", "PENDING")).await;
@@ -149,7 +227,10 @@ async fn lag_is_reported_while_behind() {
     let s = &relay.stats().await.unwrap()[0];
     assert!(!s.holds_lease);
     assert_eq!((s.checkpoint, s.head, s.records_behind), (0, 2, 2));
-    assert!(s.oldest_unrelayed_age_ms.is_some_and(|age| age >= 40), "{s:?}");
+    assert!(
+        s.oldest_unrelayed_age_ms.is_some_and(|age| age >= 40),
+        "{s:?}"
+    );
     assert!(drain(&env.queues, "jobs.fifo").await.is_empty());
     relay.shutdown().await;
 }

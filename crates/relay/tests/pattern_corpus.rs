@@ -17,13 +17,20 @@ fn run_matching(name: &str) -> usize {
     let mut checks = 0;
     for case in load(name) {
         let title = case["name"].as_str().unwrap_or("?");
-        let (pattern, _) = Pattern::parse(&case["pattern"].to_string()).unwrap_or_else(|e| panic!("{name}/{title}: {e}"));
+        let (pattern, _) = Pattern::parse(&case["pattern"].to_string())
+            .unwrap_or_else(|e| panic!("{name}/{title}: {e}"));
         for event in case["match"].as_array().expect("match") {
-            assert!(pattern.matches(event), "{name}/{title}: should match {event}");
+            assert!(
+                pattern.matches(event),
+                "{name}/{title}: should match {event}"
+            );
             checks += 1;
         }
         for event in case["no_match"].as_array().expect("no_match") {
-            assert!(!pattern.matches(event), "{name}/{title}: should not match {event}");
+            assert!(
+                !pattern.matches(event),
+                "{name}/{title}: should not match {event}"
+            );
             checks += 1;
         }
     }

@@ -7,7 +7,9 @@ use super::{AnythingBut, Field, Matcher, Object};
 /// Whether `doc` (the object at this level, or nothing when the path is
 /// absent or not an object) satisfies every field and the `$or` of `obj`.
 pub(super) fn object_matches(obj: &Object, doc: Option<&Value>) -> bool {
-    obj.fields.iter().all(|(key, field)| field_matches(field, doc.and_then(|d| d.get(key))))
+    obj.fields
+        .iter()
+        .all(|(key, field)| field_matches(field, doc.and_then(|d| d.get(key))))
         && (obj.any_of.is_empty() || obj.any_of.iter().any(|alt| object_matches(alt, doc)))
 }
 
@@ -16,9 +18,10 @@ fn field_matches(field: &Field, value: Option<&Value>) -> bool {
         Field::Nested(sub) => match value {
             Some(v @ Value::Object(_)) => object_matches(sub, Some(v)),
             // An array of objects matches when any of its objects does.
-            Some(Value::Array(items)) if items.iter().any(Value::is_object) => {
-                items.iter().filter(|i| i.is_object()).any(|i| object_matches(sub, Some(i)))
-            }
+            Some(Value::Array(items)) if items.iter().any(Value::is_object) => items
+                .iter()
+                .filter(|i| i.is_object())
+                .any(|i| object_matches(sub, Some(i))),
             _ => object_matches(sub, None),
         },
         Field::Leaf(matchers) => {
@@ -52,12 +55,20 @@ fn value_matches(m: &Matcher, v: &Value) -> bool {
     match m {
         Matcher::Exact(expected) => expected == v,
         Matcher::Number(n) => v.as_f64() == Some(*n),
-        Matcher::Prefix { value, ignore_case } => {
-            s.is_some_and(|s| if *ignore_case { s.to_lowercase().starts_with(value) } else { s.starts_with(value) })
-        }
-        Matcher::Suffix { value, ignore_case } => {
-            s.is_some_and(|s| if *ignore_case { s.to_lowercase().ends_with(value) } else { s.ends_with(value) })
-        }
+        Matcher::Prefix { value, ignore_case } => s.is_some_and(|s| {
+            if *ignore_case {
+                s.to_lowercase().starts_with(value)
+            } else {
+                s.starts_with(value)
+            }
+        }),
+        Matcher::Suffix { value, ignore_case } => s.is_some_and(|s| {
+            if *ignore_case {
+                s.to_lowercase().ends_with(value)
+            } else {
+                s.ends_with(value)
+            }
+        }),
         Matcher::EqualsIgnoreCase(value) => s.is_some_and(|s| s.to_lowercase() == *value),
         Matcher::Wildcard(glob) => s.is_some_and(|s| glob.matches(s)),
         Matcher::Numeric(range) => v.is_number() && v.as_f64().is_some_and(|n| in_range(range, n)),
@@ -67,8 +78,12 @@ fn value_matches(m: &Matcher, v: &Value) -> bool {
 }
 
 fn in_range(range: &super::Range, n: f64) -> bool {
-    let above = range.lower.is_none_or(|(lo, inclusive)| if inclusive { n >= lo } else { n > lo });
-    let below = range.upper.is_none_or(|(hi, inclusive)| if inclusive { n <= hi } else { n < hi });
+    let above = range
+        .lower
+        .is_none_or(|(lo, inclusive)| if inclusive { n >= lo } else { n > lo });
+    let below = range
+        .upper
+        .is_none_or(|(hi, inclusive)| if inclusive { n <= hi } else { n < hi });
     above && below
 }
 
@@ -82,7 +97,9 @@ fn anything_but(but: &AnythingBut, v: &Value) -> bool {
         AnythingBut::Numbers(excluded) => v.as_f64().is_none_or(|n| !excluded.contains(&n)),
         AnythingBut::Prefix(p) => s.is_some_and(|s| !s.starts_with(p.as_str())),
         AnythingBut::Suffix(p) => s.is_some_and(|s| !s.ends_with(p.as_str())),
-        AnythingBut::IgnoreCase(excluded) => s.is_some_and(|s| !excluded.contains(&s.to_lowercase())),
+        AnythingBut::IgnoreCase(excluded) => {
+            s.is_some_and(|s| !excluded.contains(&s.to_lowercase()))
+        }
         AnythingBut::Wildcard(globs) => s.is_some_and(|s| !globs.iter().any(|g| g.matches(s))),
     }
 }

@@ -88,8 +88,14 @@ pub(crate) enum Matcher {
     Exact(Value),
     /// A number, compared numerically.
     Number(f64),
-    Prefix { value: String, ignore_case: bool },
-    Suffix { value: String, ignore_case: bool },
+    Prefix {
+        value: String,
+        ignore_case: bool,
+    },
+    Suffix {
+        value: String,
+        ignore_case: bool,
+    },
     EqualsIgnoreCase(String),
     Wildcard(wildcard::Glob),
     AnythingBut(AnythingBut),
@@ -123,7 +129,13 @@ impl Pattern {
     /// the warnings that apply to a pipe over a DynamoDB stream.
     pub fn parse(text: &str) -> Result<(Pattern, Vec<PatternWarning>), PatternError> {
         let (root, warnings) = parse::parse(text)?;
-        Ok((Pattern { root, source: text.to_owned() }, warnings))
+        Ok((
+            Pattern {
+                root,
+                source: text.to_owned(),
+            },
+            warnings,
+        ))
     }
 
     /// Whether `document` matches.

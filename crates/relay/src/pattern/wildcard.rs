@@ -38,8 +38,12 @@ impl Glob {
     /// Whether `s` matches the whole glob.
     pub fn matches(&self, s: &str) -> bool {
         let (first, rest) = self.pieces.split_first().expect("never empty");
-        let Some(mut tail) = s.strip_prefix(first.as_str()) else { return false };
-        let Some((last, middle)) = rest.split_last() else { return tail.is_empty() };
+        let Some(mut tail) = s.strip_prefix(first.as_str()) else {
+            return false;
+        };
+        let Some((last, middle)) = rest.split_last() else {
+            return tail.is_empty();
+        };
         for piece in middle {
             match tail.find(piece.as_str()) {
                 Some(at) => tail = &tail[at + piece.len()..],

@@ -7,9 +7,9 @@ use std::time::Duration;
 use postbox_item::item_from_json;
 use postbox_queue::{Queues, QueuesOptions, ReceiveOptions};
 use postbox_relay::{PipeStats, Relay, RelayConfig, RelayOptions};
+use postbox_store::ItemStore;
 use postbox_store::api::*;
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
-use postbox_store::ItemStore;
 use serde_json::Value;
 
 pub struct Env {
@@ -25,7 +25,15 @@ pub async fn env() -> Env {
 pub async fn env_with(options: EmbeddedOptions) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let store = EmbeddedStore::open(dir.path().join("postbox.redb"), options.clone()).unwrap();
-    let queues = Queues::open(store.clone(), QueuesOptions { clock: options.clock, ..QueuesOptions::default() }).await.unwrap();
+    let queues = Queues::open(
+        store.clone(),
+        QueuesOptions {
+            clock: options.clock,
+            ..QueuesOptions::default()
+        },
+    )
+    .await
+    .unwrap();
     Env { dir, store, queues }
 }
 
@@ -34,8 +42,14 @@ pub async fn create_table(store: &EmbeddedStore, name: &str) {
     store
         .create_table(CreateTableInput {
             table_name: name.to_owned(),
-            key_schema: vec![KeySchemaElement { attribute_name: "pk".into(), key_type: KeyType::Hash }],
-            attribute_definitions: vec![AttributeDefinition { attribute_name: "pk".into(), attribute_type: ScalarType::S }],
+            key_schema: vec![KeySchemaElement {
+                attribute_name: "pk".into(),
+                key_type: KeyType::Hash,
+            }],
+            attribute_definitions: vec![AttributeDefinition {
+                attribute_name: "pk".into(),
+                attribute_type: ScalarType::S,
+            }],
             billing_mode: Some("PAY_PER_REQUEST".into()),
             provisioned_throughput: None,
             stream_specification: Some(StreamSpecification {
@@ -50,14 +64,26 @@ pub async fn create_table(store: &EmbeddedStore, name: &str) {
 /// Puts an item given in DynamoDB JSON.
 pub async fn put(store: &EmbeddedStore, table: &str, item: Value) {
     let item = item_from_json(&item).unwrap();
-    store.put_item(PutItemInput { table_name: table.into(), item, ..Default::default() }).await.unwrap();
+    store
+        .put_item(PutItemInput {
+            table_name: table.into(),
+            item,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
 }
 
 /// Receives and deletes every message of `queue`; returns the bodies in order.
 pub async fn drain(queues: &Queues, queue: &str) -> Vec<String> {
     let mut out = Vec::new();
     loop {
-        let options = ReceiveOptions { max_messages: Some(10), visibility_timeout: Some(3600), wait_time_seconds: Some(0), ..Default::default() };
+        let options = ReceiveOptions {
+            max_messages: Some(10),
+            visibility_timeout: Some(3600),
+            wait_time_seconds: Some(0),
+            ..Default::default()
+        };
         let got = queues.receive(queue, options).await.unwrap();
         if got.is_empty() {
             return out;
@@ -71,12 +97,22 @@ pub async fn drain(queues: &Queues, queue: &str) -> Vec<String> {
 
 /// Relay options for tests.
 pub fn options(owner: &str) -> RelayOptions {
-    RelayOptions { owner: owner.to_owned(), ..RelayOptions::default() }
+    RelayOptions {
+        owner: owner.to_owned(),
+        ..RelayOptions::default()
+    }
 }
 
 pub async fn start(env: &Env, toml: &str, owner: &str) -> Relay {
     let config = RelayConfig::from_toml(toml).unwrap();
-    Relay::start(env.store.clone(), env.queues.clone(), config, options(owner)).await.unwrap()
+    Relay::start(
+        env.store.clone(),
+        env.queues.clone(),
+        config,
+        options(owner),
+    )
+    .await
+    .unwrap()
 }
 
 /// Waits until every pipe of `relay` has relayed its whole stream.
@@ -88,7 +124,10 @@ pub async fn caught_up(relay: &Relay) -> Vec<PipeStats> {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("the relay did not catch up: {:?}", relay.stats().await.unwrap());
+    panic!(
+        "the relay did not catch up: {:?}",
+        relay.stats().await.unwrap()
+    );
 }
 
 pub fn json(body: &str) -> Value {
