@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use postbox_item::{AttributeValue, Item};
 use postbox_queue::{NewMessage, Queues, QueuesOptions};
+use postbox_relay::relay::CommitHook;
 use postbox_relay::{Relay, RelayConfig, RelayOptions};
 use postbox_store::api::*;
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
@@ -192,8 +193,7 @@ async fn lag(rate: u64, seconds: u64) -> Vec<u64> {
     let (store, queues) = open(dir.path()).await;
     let relay_commits: Arc<Mutex<Vec<(Instant, u64)>>> = Arc::default();
     let sink = relay_commits.clone();
-    let hook: Arc<dyn Fn(&str, u64) + Send + Sync> =
-        Arc::new(move |_, at| sink.lock().unwrap().push((Instant::now(), at)));
+    let hook: CommitHook = Arc::new(move |_, at| sink.lock().unwrap().push((Instant::now(), at)));
     let options = RelayOptions {
         on_commit: Some(hook),
         ..RelayOptions::default()

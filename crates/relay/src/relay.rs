@@ -50,6 +50,10 @@ use crate::config::{PipeSpec, PipeTarget, RelayConfig, Rule, RuleTarget, StartPo
 use crate::lease::{self, Decision};
 use crate::plan::{DeadReason, Delivery, Outcome, QueueMessage, RecordView, dead_letter, plan};
 
+/// Called after each delivery commit with the pipe's name and its new
+/// checkpoint.
+pub type CommitHook = Arc<dyn Fn(&str, u64) + Send + Sync>;
+
 /// How a relay runs.
 #[derive(Clone)]
 pub struct RelayOptions {
@@ -61,7 +65,7 @@ pub struct RelayOptions {
     pub clock: Arc<dyn Clock>,
     /// Called after each delivery commit with the pipe's name and the
     /// checkpoint it moved to (benchmarks measure lag with it).
-    pub on_commit: Option<Arc<dyn Fn(&str, u64) + Send + Sync>>,
+    pub on_commit: Option<CommitHook>,
 }
 
 impl Default for RelayOptions {
@@ -767,7 +771,9 @@ impl Runner {
             self.lease,
         );
         let queues = self.queues.clone();
-        let ids: Vec<String> = planned.iter().map(|p| p.id.clone()).collect();
+        // Sequence numbers, not ids: nothing allocated per record for the
+        // rare in-commit refusal, and nothing to free on the writer thread.
+        let seqs: Vec<u64> = planned.iter().map(|p| p.seq).collect();
         let (from, to) = (c.from, c.to);
         let store = self.store.clone();
         let op = move |ctx: &mut postbox_store::embedded::WriteContext<'_>| {
@@ -785,11 +791,8 @@ impl Runner {
             let mut failed = Vec::new();
             for (queue, list) in sends {
                 let (index, messages): (Vec<usize>, Vec<_>) = list.into_iter().unzip();
-                match queues.send_in(ctx, &queue, messages)? {
-                    Err(e) => {
-                        failed.extend(index.iter().map(|&i| (i, format!("queue {queue}: {e}"))))
-                    }
-                    Ok(_) => {}
+                if let Err(e) = queues.send_in(ctx, &queue, messages)? {
+                    failed.extend(index.iter().map(|&i| (i, format!("queue {queue}: {e}"))));
                 }
             }
             // `send_in` is all or nothing per queue. A queue that refuses
@@ -798,9 +801,10 @@ impl Runner {
             // writer, so its records go to the DLQ in this commit.
             let mut letters = dead;
             for (i, e) in &failed {
+                let id = crate::record::record_id(&table, seqs[*i]);
                 let view = RecordView {
                     json: &Value::Null,
-                    id: &ids[*i],
+                    id: &id,
                     created_ms: 0,
                 };
                 letters.push(dead_letter(

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use common::*;
 use postbox_queue::{Queues, QueuesOptions};
+use postbox_relay::relay::CommitHook;
 use postbox_relay::{Relay, RelayConfig, RelayOptions};
 use postbox_store::ChangeStreams;
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
@@ -33,7 +34,7 @@ input_template = '<$.dynamodb.SequenceNumber>'
 target = { queue = "copies" }
 "#;
 
-fn relay_options(owner: &str, hook: Option<Arc<dyn Fn(&str, u64) + Send + Sync>>) -> RelayOptions {
+fn relay_options(owner: &str, hook: Option<CommitHook>) -> RelayOptions {
     RelayOptions {
         owner: owner.to_owned(),
         max_records_per_commit: 25,
@@ -54,7 +55,7 @@ fn crash_child() {
         let queues = Queues::open(store.clone(), QueuesOptions::default())
             .await
             .unwrap();
-        let hook: Arc<dyn Fn(&str, u64) + Send + Sync> = Arc::new(|_, at| {
+        let hook: CommitHook = Arc::new(|_, at| {
             println!("CKPT {at}");
         });
         let config = RelayConfig::from_toml(PIPE).unwrap();
