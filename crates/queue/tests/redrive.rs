@@ -33,7 +33,7 @@ async fn redrive_after_max_receive_count_then_move_back() {
     assert_eq!(e.queues.dead_letter_sources(dlq).unwrap(), ["src"]);
 
     let task = e.queues.start_move_task(&e.queues.arn(dlq), None, None).await.unwrap();
-    for _ in 0..100 {
+    for _ in 0..500 {
         if e.queues.list_move_tasks(&e.queues.arn(dlq), 1).unwrap()[0].status().0 != MoveTaskStatus::Running {
             break;
         }
