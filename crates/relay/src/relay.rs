@@ -161,6 +161,9 @@ pub struct PipeStats {
     pub bisections: u64,
     /// Delivery commits.
     pub commits: u64,
+    /// Records the stream's retention removed before they were relayed
+    /// (logged as errors; they cannot be dead-lettered).
+    pub lost_to_retention: u64,
 }
 
 #[derive(Default)]
@@ -176,6 +179,7 @@ struct Counters {
     retries: AtomicU64,
     bisections: AtomicU64,
     commits: AtomicU64,
+    lost_to_retention: AtomicU64,
 }
 
 /// A running relay: one task per pipe.
@@ -431,7 +435,7 @@ impl Runner {
     async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
         let mut failures = 0u32;
         loop {
-            if *stop.borrow() {
+            if stopped(&stop) {
                 return;
             }
             match self.session(&mut stop).await {
@@ -452,7 +456,6 @@ impl Runner {
 
     /// Holds the lease and relays until stopped or the lease is lost.
     async fn session(&self, stop: &mut watch::Receiver<bool>) -> Result<(), RelayError> {
-        let table = self.spec.table.clone();
         let tick = self.lease / 3;
         let token = loop {
             match lease::acquire(
@@ -474,18 +477,36 @@ impl Runner {
         };
         self.counters.token.store(token, Relaxed);
         tracing::info!(pipe = %self.spec.name, owner = %self.options.owner, token, "holding the pipe's lease");
-        let mut after = self.start_checkpoint(token).await?;
         let mut inflight: Option<InFlight> = None;
+        let result = self.deliver(stop, token, &mut inflight).await;
+        // A commit still in flight when the session ends is counted, and
+        // never left behind half-known.
+        if let Some(f) = inflight.take() {
+            let _ = self.finish_commit(f).await;
+        }
+        result
+    }
+
+    /// Relays while holding the lease with `token`.
+    async fn deliver(
+        &self,
+        stop: &mut watch::Receiver<bool>,
+        token: u64,
+        inflight: &mut Option<InFlight>,
+    ) -> Result<(), RelayError> {
+        let table = self.spec.table.clone();
+        let tick = self.lease / 3;
+        let mut after = self.start_checkpoint(token).await?;
         loop {
             // Keep a commit in flight only while more records are waiting.
             if let Some(f) = inflight.take() {
-                if *stop.borrow() || self.store.stream_head(&table).await? <= after {
+                if stopped(stop) || self.store.stream_head(&table).await? <= after {
                     self.finish_commit(f).await?;
                 } else {
-                    inflight = Some(f);
+                    *inflight = Some(f);
                 }
             }
-            if *stop.borrow() {
+            if stopped(stop) {
                 lease::release(&self.store, &self.spec.name, &self.options.owner, token).await?;
                 self.counters.token.store(0, Relaxed);
                 return Ok(());
@@ -499,25 +520,56 @@ impl Runner {
                 }
             };
             if !more {
-                if !lease::renew(
+                let renewed = lease::renew(
                     &self.store,
                     &self.spec.name,
                     &self.options.owner,
                     token,
                     self.lease,
                 )
-                .await?
-                {
+                .await?;
+                if !renewed {
                     return Err(RelayError::LeaseLost(self.spec.name.clone()));
                 }
                 continue;
             }
-            let records = self
+            let records = match self
                 .store
                 .read_stream(&table, after, self.options.max_records_per_commit)
-                .await?;
-            after = self.relay(records, after, token, &mut inflight).await?;
+                .await
+            {
+                Err(StoreError::TrimmedData(_)) => {
+                    if let Some(f) = inflight.take() {
+                        self.finish_commit(f).await?;
+                    }
+                    after = self.skip_trimmed(after, token).await?;
+                    continue;
+                }
+                other => other?,
+            };
+            after = self.relay(records, after, token, inflight).await?;
         }
+    }
+
+    /// The records after `after` were removed by the stream's retention
+    /// before they were relayed: they are gone and cannot even be
+    /// dead-lettered. Says so loudly, counts them, and moves on to the
+    /// oldest retained record rather than stopping the pipe for ever.
+    async fn skip_trimmed(&self, after: u64, token: u64) -> Result<u64, RelayError> {
+        let oldest = self.store.read_stream(&self.spec.table, 0, 1).await?;
+        let Some(first) = oldest.first().map(|r| r.sequence_number) else {
+            return Ok(after);
+        };
+        let lost = first.saturating_sub(after + 1);
+        tracing::error!(
+            pipe = %self.spec.name, lost, from = after + 1, to = first - 1,
+            "records expired from the stream before they were relayed; raise the stream retention or fix the relay's lag"
+        );
+        let mut c = Commit::new(after);
+        c.to = first - 1;
+        let at = self.commit(&[], c, token).await?;
+        self.counters.lost_to_retention.fetch_add(lost, Relaxed);
+        Ok(at)
     }
 
     /// The checkpoint to start from; a LATEST pipe without one starts at the
@@ -926,8 +978,14 @@ impl Runner {
             retries: k.retries.load(Relaxed),
             bisections: k.bisections.load(Relaxed),
             commits: k.commits.load(Relaxed),
+            lost_to_retention: k.lost_to_retention.load(Relaxed),
         })
     }
+}
+
+/// Whether the relay was told to stop (or dropped without being stopped).
+fn stopped(stop: &watch::Receiver<bool>) -> bool {
+    *stop.borrow() || stop.has_changed().is_err()
 }
 
 /// Splits records into delivery batches: contiguous runs holding at most

@@ -234,3 +234,41 @@ async fn lag_is_reported_while_behind() {
     assert!(drain(&env.queues, "jobs.fifo").await.is_empty());
     relay.shutdown().await;
 }
+
+#[tokio::test]
+async fn records_trimmed_before_relaying_are_counted_and_the_relay_moves_on() {
+    let clock = Arc::new(ManualClock::new(1_800_000_000_000));
+    let store_options = EmbeddedOptions {
+        clock: clock.clone(),
+        stream_retention: std::time::Duration::from_secs(60),
+        ttl_sweep_interval: std::time::Duration::from_secs(3600),
+        ..EmbeddedOptions::default()
+    };
+    let env = env_with(store_options).await;
+    create_table(&env.store, "jobs").await;
+    for i in 0..3 {
+        put(&env.store, "jobs", job(&format!("gone{i}"), "PENDING")).await;
+    }
+    // The pipe had relayed the first record (checkpoint 1) before it stopped.
+    postbox_store::ChangeStreams::set_checkpoint(&env.store, "jobs", "pipe:jobs", 1)
+        .await
+        .unwrap();
+    clock.advance_ms(120_000);
+    put(&env.store, "jobs", job("kept", "PENDING")).await;
+    env.store.sweep_now().await.unwrap();
+    let config = postbox_relay::RelayConfig::from_toml(JOBS).unwrap();
+    let options = postbox_relay::RelayOptions {
+        clock: clock.clone(),
+        ..options("a")
+    };
+    let relay = postbox_relay::Relay::start(env.store.clone(), env.queues.clone(), config, options)
+        .await
+        .unwrap();
+    let stats = caught_up(&relay).await;
+    assert_eq!(stats[0].lost_to_retention, 2);
+    assert_eq!(
+        drain(&env.queues, "jobs.fifo").await,
+        vec![r#"{"jobId": "kept"}"#]
+    );
+    relay.shutdown().await;
+}
