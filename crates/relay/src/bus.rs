@@ -67,3 +67,62 @@ pub fn route(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::RelayConfig;
+
+    const BUSES: &str = r#"
+[[buses.front.rules]]
+name = "ready"
+pattern = '{"detail-type": ["ReportReady"]}'
+targets = [{ bus = "audit" }, { queue = "notify" }]
+
+[[buses.front.rules]]
+name = "big"
+pattern = '{"detail": {"pages": [{"numeric": [">", 100]}]}}'
+targets = [{ log = "big.jsonl" }]
+
+[[buses.audit.rules]]
+name = "all"
+pattern = '{"source": [{"prefix": ""}]}'
+targets = [{ log = "audit.jsonl" }]
+"#;
+
+    #[test]
+    fn rules_route_to_queues_logs_and_other_buses() {
+        let c = RelayConfig::from_toml(BUSES).unwrap();
+        let cx = RenderContext {
+            pipe_name: "p",
+            record_id: "t#1",
+            ingestion_time_ms: 0,
+        };
+        let e = event(
+            "p",
+            "t#1",
+            "ReportReady",
+            "postbox.reports",
+            0,
+            json!({"pages": 7}),
+        );
+        let mut out = Vec::new();
+        route(&c.buses, "front", &e, &cx, &mut out).unwrap();
+        let kinds: Vec<String> = out
+            .iter()
+            .map(|d| match d {
+                Delivery::Queue(q) => format!("queue {}", q.queue),
+                Delivery::Log { path, .. } => format!("log {}", path.display()),
+            })
+            .collect();
+        assert_eq!(kinds, vec!["log audit.jsonl", "queue notify"]);
+        let big = event("p", "t#2", "Other", "x", 0, json!({"pages": 700}));
+        let mut out = Vec::new();
+        route(&c.buses, "front", &big, &cx, &mut out).unwrap();
+        assert!(matches!(&out[..], [Delivery::Log { .. }]));
+        assert_eq!(e["id"], "p:t#1");
+        assert_eq!(e["time"], "1970-01-01T00:00:00.000Z");
+    }
+}

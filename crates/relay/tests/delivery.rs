@@ -272,3 +272,28 @@ async fn records_trimmed_before_relaying_are_counted_and_the_relay_moves_on() {
     );
     relay.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_latest_pipe_starts_at_the_head_and_keeps_its_place() {
+    let env = env().await;
+    create_table(&env.store, "jobs").await;
+    put(&env.store, "jobs", job("before", "PENDING")).await;
+    let toml = JOBS.replace(
+        "source = \"jobs\"",
+        "source = \"jobs\"\nstart_position = \"LATEST\"",
+    );
+    let relay = start(&env, &toml, "a").await;
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    put(&env.store, "jobs", job("after", "PENDING")).await;
+    caught_up(&relay).await;
+    relay.shutdown().await;
+    // Restarted, it continues from its checkpoint, not from the new head.
+    put(&env.store, "jobs", job("while-stopped", "PENDING")).await;
+    let relay = start(&env, &toml, "a").await;
+    caught_up(&relay).await;
+    assert_eq!(
+        drain(&env.queues, "jobs.fifo").await,
+        vec![r#"{"jobId": "after"}"#, r#"{"jobId": "while-stopped"}"#]
+    );
+    relay.shutdown().await;
+}
