@@ -191,11 +191,15 @@ async fn throughput(records: u64) -> (f64, f64, u64) {
     let commits_before = store.writer_stats().commits;
     let cpu_before = cpu_time();
     let started = Instant::now();
+    let options = RelayOptions {
+        max_records_per_commit: env_usize("RELAY_BENCH_PER_COMMIT", 1000),
+        ..RelayOptions::default()
+    };
     let relay = Relay::start(
         store.clone(),
         queues.clone(),
         RelayConfig::from_toml(PIPE).unwrap(),
-        RelayOptions::default(),
+        options,
     )
     .await
     .unwrap();

@@ -223,6 +223,7 @@ impl Relay {
                 options: options.clone(),
                 lease: config.lease,
                 counters: Counters::default(),
+                facts: std::sync::Mutex::new((std::time::Instant::now(), HashMap::new())),
             }));
         }
         let tasks = runners
@@ -320,6 +321,9 @@ struct Runner {
     options: RelayOptions,
     lease: Duration,
     counters: Counters,
+    /// Queue facts for pre-checks, refreshed every second: looking them up
+    /// per round would cost a queue walk per few records at low latency.
+    facts: std::sync::Mutex<(std::time::Instant, Facts)>,
 }
 
 /// A record read and planned.
@@ -379,19 +383,23 @@ impl Commit {
 
     /// Adds record `index` as planned (or as dead with `dead`).
     fn add(&mut self, index: usize, record: &Planned, dead: Option<DeadReason>) {
-        self.to = record.seq;
-        match (dead, &record.outcome) {
+        self.add_outcome(index, record.seq, record.outcome.clone(), dead);
+    }
+
+    /// [`Commit::add`] taking the outcome by value (the fast path moves it,
+    /// saving a copy of every message body).
+    fn add_outcome(&mut self, index: usize, seq: u64, outcome: Outcome, dead: Option<DeadReason>) {
+        self.to = seq;
+        match (dead, outcome) {
             (Some(reason), _) => self.dead.push((index, reason)),
             (None, Outcome::Filtered) => self.filtered += 1,
-            (None, Outcome::Dead(reason)) => self.dead.push((index, reason.clone())),
+            (None, Outcome::Dead(reason)) => self.dead.push((index, reason)),
             (None, Outcome::Deliver(list)) => {
                 self.delivered += 1;
                 for d in list {
                     match d {
-                        Delivery::Queue(m) => self.send(index, m.clone()),
-                        Delivery::Log { path, line } => {
-                            self.logs.push((path.clone(), line.clone()))
-                        }
+                        Delivery::Queue(m) => self.send(index, m),
+                        Delivery::Log { path, line } => self.logs.push((path, line)),
                     }
                 }
             }
@@ -420,7 +428,10 @@ enum Committed {
     LeaseLost,
 }
 
-/// The queue facts a pre-check needs, cached for one round.
+/// Queue facts by queue name (`None`: the queue does not exist).
+type Facts = HashMap<String, Option<QueueFacts>>;
+
+/// The queue facts a pre-check needs.
 #[derive(Clone)]
 struct QueueFacts {
     max_size: usize,
@@ -622,7 +633,7 @@ impl Runner {
     ) -> Result<u64, RelayError> {
         let now = self.options.clock.now_ms();
         let table = &self.spec.table;
-        let planned: Vec<Planned> = records
+        let mut planned: Vec<Planned> = records
             .iter()
             .map(|r| {
                 let json = crate::record::to_json(table, r);
@@ -643,14 +654,24 @@ impl Runner {
             })
             .collect();
         self.counters.read.fetch_add(planned.len() as u64, Relaxed);
-        let mut facts = HashMap::new();
+        let mut facts = {
+            let mut cached = self.facts.lock().expect("facts lock");
+            if cached.0.elapsed() > Duration::from_secs(1) {
+                *cached = (std::time::Instant::now(), HashMap::new());
+            }
+            std::mem::take(&mut cached.1)
+        };
         let batches = batches(&planned, self.spec.batch_size);
-        if batches
+        let all_pass = batches
             .iter()
-            .all(|b| self.precheck(&planned, b, &mut facts).is_ok())
-        {
+            .all(|b| self.precheck(&planned, b, &mut facts).is_ok());
+        if all_pass {
+            self.facts.lock().expect("facts lock").1 = facts;
             let mut commit = Commit::new(after);
-            (0..planned.len()).for_each(|i| commit.add(i, &planned[i], None));
+            for (i, p) in planned.iter_mut().enumerate() {
+                let outcome = std::mem::replace(&mut p.outcome, Outcome::Filtered);
+                commit.add_outcome(i, p.seq, outcome, None);
+            }
             let started = self.begin_commit(&planned, commit, token)?;
             let to = started.to;
             if let Some(previous) = inflight.replace(started) {
