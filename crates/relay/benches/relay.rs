@@ -213,8 +213,19 @@ async fn throughput(records: u64) -> (f64, f64, u64) {
     (rate, cpu_per_record, commits)
 }
 
-/// Steady producer at `rate`/s for `seconds`; returns lags in µs.
-async fn lag(rate: u64, seconds: u64) -> Vec<u64> {
+/// The longest pause between consecutive instants, ms.
+fn longest_gap(times: impl Iterator<Item = Instant>) -> f64 {
+    let times: Vec<Instant> = times.collect();
+    times
+        .windows(2)
+        .map(|w| w[1].saturating_duration_since(w[0]).as_secs_f64() * 1000.0)
+        .fold(0.0, f64::max)
+}
+
+/// Steady producer at `rate`/s for `seconds`: lags in µs, and the longest
+/// pause between the producer's commits and between the relay's (a pause
+/// of the producer too means the store's writer or the machine stalled).
+async fn lag(rate: u64, seconds: u64) -> (Vec<u64>, f64, f64) {
     let dir = tempfile::tempdir().unwrap();
     let (store, queues) = open(dir.path()).await;
     let relay_commits: Arc<Mutex<Vec<(Instant, u64)>>> = Arc::default();
@@ -267,7 +278,9 @@ async fn lag(rate: u64, seconds: u64) -> Vec<u64> {
         );
     }
     lags.sort_unstable();
-    lags
+    let producer_gap = longest_gap(acked.iter().copied());
+    let relay_gap = longest_gap(commits.iter().map(|c| c.0));
+    (lags, producer_gap, relay_gap)
 }
 
 fn pct(sorted: &[u64], p: f64) -> f64 {
@@ -297,12 +310,15 @@ fn main() {
             "relay     {records} records backlog, median of 3      {rate:>10.0} records/s  ({:.1}x baseline; {cpu:.1} us CPU per record; {commits} commits; target >= 50000)",
             rate / base
         );
-        let lags = lag(10_000, seconds).await;
+        let (lags, producer_gap, relay_gap) = lag(10_000, seconds).await;
         println!(
             "lag       10000 records/s for {seconds} s, commit -> enqueue   p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  (target p99 < 10 ms)",
             pct(&lags, 0.50),
             pct(&lags, 0.99),
             pct(&lags, 1.0)
+        );
+        println!(
+            "          longest pause between commits: producer {producer_gap:.2} ms, relay {relay_gap:.2} ms"
         );
     });
 }
