@@ -197,6 +197,9 @@ pub(crate) fn queue_message(
     })
 }
 
+/// Largest dead letter body before the record is cut down to its keys.
+const MAX_DEAD_LETTER_BYTES: usize = 200 * 1024;
+
 /// The dead letter of a record: the record itself, why it failed, and when.
 /// FIFO dead-letter queues get the pipe as group and the record as
 /// deduplication id.
@@ -215,7 +218,26 @@ pub fn dead_letter(
         "failedAt": crate::record::rfc3339(now_ms),
         "record": record.json,
     });
-    let mut message = NewMessage::new(body.to_string());
+    let mut body = body.to_string();
+    if body.len() > MAX_DEAD_LETTER_BYTES {
+        // A queue message holds at most 256 KiB and a record can be larger
+        // (two 400 KB images): keep the keys, which find it in the table.
+        let keys = json!({
+            "eventName": record.json["eventName"],
+            "dynamodb": {"Keys": record.json["dynamodb"]["Keys"], "SequenceNumber": record.json["dynamodb"]["SequenceNumber"]},
+        });
+        body = json!({
+            "pipe": pipe,
+            "recordId": record.id,
+            "errorCode": reason.code(),
+            "reason": reason.to_string(),
+            "failedAt": crate::record::rfc3339(now_ms),
+            "recordTruncated": true,
+            "record": keys,
+        })
+        .to_string();
+    }
+    let mut message = NewMessage::new(body);
     if dlq.ends_with(".fifo") {
         message.group_id = Some(pipe.to_owned());
         message.deduplication_id = Some(
@@ -340,6 +362,30 @@ target = { queue = "jobs.fifo", message_group_id = "<$.dynamodb.NewImage.tenant.
 
     fn record(image: serde_json::Value) -> serde_json::Value {
         json!({"eventName": "INSERT", "eventID": "7", "dynamodb": {"SequenceNumber": "000000000000000000007", "NewImage": image}})
+    }
+
+    #[test]
+    fn oversized_dead_letters_keep_the_keys() {
+        let big = record(json!({"blob": {"S": "x".repeat(300 * 1024)}}));
+        let view = RecordView {
+            json: &big,
+            id: "jobs#7",
+            created_ms: 0,
+        };
+        let m = dead_letter(
+            "jobs",
+            "jobs-dlq",
+            view,
+            &DeadReason::Delivery("too big".into()),
+            0,
+        );
+        assert!(m.message.body.len() < 1024, "{}", m.message.body.len());
+        let body: serde_json::Value = serde_json::from_str(&m.message.body).unwrap();
+        assert_eq!(body["recordTruncated"], true);
+        assert_eq!(
+            body["record"]["dynamodb"]["SequenceNumber"],
+            "000000000000000000007"
+        );
     }
 
     #[test]
