@@ -1,0 +1,711 @@
+//! The durable worker loop (SPEC §8).
+//!
+//! One batch: receive up to 10 messages from the events FIFO queue; for each
+//! message, in order:
+//! 1. parse the body (the event row's raw NewImage) back into an envelope;
+//!    a body that is no event is POISON: recorded and deleted at once;
+//! 2. for each matching DURABLE subscription: wait for its predecessor
+//!    (per-subscription seq order within the tenant), claim, run the handler
+//!    in the event's tenant context while renewing the lease and the
+//!    message's visibility, then complete (with the handler's writes) or
+//!    fail;
+//! 3. delete the message only when every matching subscription is COMPLETED
+//!    or DEAD. Otherwise the message stays (visibility = the retry backoff,
+//!    or a short wait for ordering) and the rest of its group in this batch
+//!    is put back untouched: a tenant's later events never overtake it,
+//!    other tenants carry on.
+//!
+//! Order within a tenant: the FIFO queue already delivers a tenant's events
+//! in order; the check here also covers a source that reorders (DynamoDB
+//! Streams orders per item only) and replays. An event runs for a
+//! subscription only when the subscription's previous matching event in the
+//! log is COMPLETED or DEAD; a predecessor with no claim at all (its message
+//! has not arrived) is read from the log and delivered first. A per-worker
+//! cache remembers, per (tenant, subscription), the seq up to which this is
+//! known, so the common case costs no read.
+//!
+//! Known limit: a predecessor whose claim row expired (older than the claim
+//! retention) would be taken for missing and delivered again; the retention
+//! check at startup keeps claims longer than any message can live, and a
+//! predecessor that old is normally in the cache or settled long ago.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use postbox_engine::catalog::{Catalog, Lane, Retry};
+use postbox_engine::glob::Glob;
+use postbox_engine::{Context, Envelope, layout};
+use postbox_item::AttributeValue;
+use postbox_queue::{Queues, ReceiveOptions, ReceivedMessage};
+use postbox_store::api::{GetItemInput, QueryInput, Values};
+use postbox_store::embedded::Clock;
+use postbox_store::{ItemStore, StoreError};
+
+use crate::claim::{self, ClaimKey, ClaimRow, ClaimTarget, Decision, FailureKind, Lease, Status};
+use crate::error::{WorkerError, WorkerResult};
+use crate::faults;
+use crate::handler::{Delivery, Handler, HandlerError};
+use crate::inbox::{ClaimOutcome, DEFAULT_INBOX_TABLE, Inbox};
+use crate::poison;
+
+/// How a worker runs.
+#[derive(Clone)]
+pub struct WorkerOptions {
+    /// This worker's name, recorded as the lease owner.
+    pub owner: String,
+    /// The events FIFO queue.
+    pub queue: String,
+    /// The events table (to read predecessors from the log).
+    pub events_table: String,
+    /// The inbox table.
+    pub inbox_table: String,
+    /// Lease length; renewed every third of it while a handler runs.
+    pub lease: Duration,
+    /// How long claim rows live after their last write.
+    pub claim_retention: Duration,
+    /// Long-poll wait of a receive, seconds (0..=20).
+    pub wait_seconds: i64,
+    /// Visibility of a message waiting for its predecessor, seconds.
+    pub order_wait_seconds: i64,
+    /// The source of "now" for leases and timestamps.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        WorkerOptions {
+            owner: format!("worker-{}-{:08x}", std::process::id(), fastrand::u32(..)),
+            queue: "postbox-events.fifo".into(),
+            events_table: "postbox_events".into(),
+            inbox_table: DEFAULT_INBOX_TABLE.into(),
+            lease: Duration::from_secs(30),
+            claim_retention: Duration::from_secs(30 * 24 * 3600),
+            wait_seconds: 1,
+            order_wait_seconds: 1,
+            clock: Arc::new(postbox_store::embedded::SystemClock),
+        }
+    }
+}
+
+impl std::fmt::Debug for WorkerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerOptions")
+            .field("owner", &self.owner)
+            .field("queue", &self.queue)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A worker's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Messages received.
+    pub received: u64,
+    /// Messages deleted (every matching subscription final).
+    pub deleted: u64,
+    /// Handler runs whose completion committed.
+    pub completed: u64,
+    /// Retryable failures (claim FAILED, message kept).
+    pub retried: u64,
+    /// Claims marked DEAD with a dead letter.
+    pub dead: u64,
+    /// Poison messages recorded and deleted.
+    pub poison: u64,
+    /// Completions or transitions refused because the lease was taken over.
+    pub fenced: u64,
+    /// Deliveries that waited for a predecessor or another worker's lease.
+    pub waited: u64,
+    /// Predecessors read from the log and delivered ahead of their message.
+    pub predecessors_from_log: u64,
+    /// Durable events that matched no subscription.
+    pub delivered_to_nobody: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    received: AtomicU64,
+    deleted: AtomicU64,
+    completed: AtomicU64,
+    retried: AtomicU64,
+    dead: AtomicU64,
+    poison: AtomicU64,
+    fenced: AtomicU64,
+    waited: AtomicU64,
+    predecessors_from_log: AtomicU64,
+    delivered_to_nobody: AtomicU64,
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// One DURABLE subscription bound to its handler.
+struct Bound {
+    name: String,
+    glob: Glob,
+    retry: Retry,
+    handler: Handler,
+}
+
+/// What became of one (event, subscription), or of a whole message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Outcome {
+    /// COMPLETED or DEAD.
+    Settled,
+    /// Waiting for a predecessor or another worker's lease.
+    Wait,
+    /// A retryable failure: come back after this many seconds.
+    Retry(i64),
+    /// This worker gave up its part (fenced, or a fault point): leave the
+    /// message exactly as it is.
+    Abandon,
+}
+
+/// What one batch did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BatchReport {
+    /// Messages received.
+    pub received: usize,
+    /// Messages deleted.
+    pub deleted: usize,
+}
+
+/// The durable worker. Cheap to clone; clones share state.
+pub struct Worker<S> {
+    inner: Arc<Inner<S>>,
+}
+
+impl<S> Clone for Worker<S> {
+    fn clone(&self) -> Self {
+        Worker {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+struct Inner<S> {
+    store: Arc<S>,
+    queues: Queues,
+    inbox: Inbox<S>,
+    options: WorkerOptions,
+    subscriptions: Vec<Bound>,
+    /// (tenant, subscription) -> seq up to which every matching event is
+    /// known COMPLETED or DEAD.
+    settled_upto: Mutex<HashMap<(String, String), u64>>,
+    counters: Counters,
+}
+
+/// The longest a message can come back after its first send: the queue's
+/// retention, its dead-letter queue's retention (a redrive moves it back)
+/// and the 5-minute deduplication window. Claims must outlive it.
+pub fn check_retention(claim_retention: Duration, queue_retention: Duration, dlq_retention: Duration) -> WorkerResult<()> {
+    let dedup = Duration::from_secs(300);
+    let needed = queue_retention + dlq_retention + dedup;
+    if claim_retention < needed {
+        return Err(WorkerError::Config(format!(
+            "claim rows live {}s but a message can come back for {}s (queue retention {}s + DLQ retention {}s + dedup window {}s); \
+             raise the claim retention to at least {}s or shorten the queues' retention",
+            claim_retention.as_secs(),
+            needed.as_secs(),
+            queue_retention.as_secs(),
+            dlq_retention.as_secs(),
+            dedup.as_secs(),
+            needed.as_secs()
+        )));
+    }
+    Ok(())
+}
+
+impl<S: ItemStore> Worker<S> {
+    /// A worker for the catalog's DURABLE subscriptions, with `handlers` by
+    /// the catalog's handler reference. Refuses to start when a DURABLE
+    /// subscription's handler is missing, or when claim rows would not
+    /// outlive the queue's messages; creates the inbox table.
+    pub async fn new(
+        store: Arc<S>,
+        queues: Queues,
+        catalog: &Catalog,
+        handlers: HashMap<String, Handler>,
+        options: WorkerOptions,
+    ) -> WorkerResult<Worker<S>> {
+        let mut subscriptions = Vec::new();
+        for s in catalog.subscriptions.iter().filter(|s| s.lane == Lane::Durable) {
+            let handler = handlers.get(&s.handler).cloned().ok_or_else(|| {
+                WorkerError::Config(format!(
+                    "DURABLE subscription {:?} names handler {:?}, which is not registered with the worker",
+                    s.name, s.handler
+                ))
+            })?;
+            subscriptions.push(Bound {
+                name: s.name.clone(),
+                glob: Glob::new(&s.glob),
+                retry: s.retry.clone(),
+                handler,
+            });
+        }
+        let (queue_retention, dlq_retention) = queue_retentions(&queues, &options.queue)?;
+        check_retention(options.claim_retention, queue_retention, dlq_retention)?;
+        let inbox = Inbox::new(store.clone(), options.inbox_table.clone(), options.claim_retention.as_millis() as u64);
+        inbox.create_table().await?;
+        Ok(Worker {
+            inner: Arc::new(Inner {
+                store,
+                queues,
+                inbox,
+                options,
+                subscriptions,
+                settled_upto: Mutex::new(HashMap::new()),
+                counters: Counters::default(),
+            }),
+        })
+    }
+
+    /// The inbox this worker writes.
+    pub fn inbox(&self) -> &Inbox<S> {
+        &self.inner.inbox
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> WorkerStats {
+        let c = &self.inner.counters;
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        WorkerStats {
+            received: g(&c.received),
+            deleted: g(&c.deleted),
+            completed: g(&c.completed),
+            retried: g(&c.retried),
+            dead: g(&c.dead),
+            poison: g(&c.poison),
+            fenced: g(&c.fenced),
+            waited: g(&c.waited),
+            predecessors_from_log: g(&c.predecessors_from_log),
+            delivered_to_nobody: g(&c.delivered_to_nobody),
+        }
+    }
+
+    /// Runs batches until `stop` turns true.
+    pub async fn run(&self, mut stop: tokio::sync::watch::Receiver<bool>) -> WorkerResult<()> {
+        while !*stop.borrow() {
+            tokio::select! {
+                r = self.run_once() => { r?; }
+                _ = stop.changed() => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Receives one batch (up to 10 messages) and processes it.
+    pub async fn run_once(&self) -> WorkerResult<BatchReport> {
+        let o = &self.inner.options;
+        let options = ReceiveOptions {
+            max_messages: Some(10),
+            visibility_timeout: Some(self.lease_seconds()),
+            wait_time_seconds: Some(o.wait_seconds),
+            ..Default::default()
+        };
+        let messages = self.inner.queues.receive(&o.queue, options).await?;
+        self.process_batch(messages).await
+    }
+
+    /// Processes received messages in order; a group whose message was not
+    /// settled has its later messages put back untouched.
+    pub async fn process_batch(&self, messages: Vec<ReceivedMessage>) -> WorkerResult<BatchReport> {
+        let queue = &self.inner.options.queue;
+        let mut report = BatchReport {
+            received: messages.len(),
+            ..Default::default()
+        };
+        let mut held: HashSet<String> = HashSet::new();
+        for m in messages {
+            bump(&self.inner.counters.received);
+            let group = m.system.get("MessageGroupId").cloned().unwrap_or_default();
+            if held.contains(&group) {
+                // Back to visible now; the FIFO queue hands it out only after
+                // the held message of its group is settled.
+                self.inner.queues.change_visibility(queue, &m.receipt_handle, 0).await.ok();
+                continue;
+            }
+            let outcome = match poison::parse_body(&m.body) {
+                Err(reason) => {
+                    self.record_poison(&m, &reason).await?;
+                    Outcome::Settled
+                }
+                Ok(envelope) => self.process_event(&envelope, Some(&m.receipt_handle)).await?,
+            };
+            match outcome {
+                Outcome::Settled => {
+                    if faults::hit(faults::AFTER_COMPLETE_BEFORE_DELETE) {
+                        held.insert(group);
+                        continue;
+                    }
+                    self.inner.queues.delete(queue, &m.receipt_handle).await?;
+                    bump(&self.inner.counters.deleted);
+                    report.deleted += 1;
+                }
+                Outcome::Retry(seconds) => {
+                    held.insert(group);
+                    self.inner.queues.change_visibility(queue, &m.receipt_handle, seconds).await?;
+                }
+                Outcome::Wait => {
+                    held.insert(group);
+                    let wait = self.inner.options.order_wait_seconds;
+                    self.inner.queues.change_visibility(queue, &m.receipt_handle, wait).await?;
+                }
+                Outcome::Abandon => {
+                    held.insert(group);
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    async fn record_poison(&self, m: &ReceivedMessage, reason: &str) -> WorkerResult<()> {
+        tracing::error!(message_id = %m.message_id, reason, "poison message: recorded and deleted");
+        let item = poison::poison_item(&self.inner.options.queue, &m.message_id, &m.body, reason, self.now());
+        self.inner.inbox.record_poison(item).await?;
+        bump(&self.inner.counters.poison);
+        Ok(())
+    }
+
+    /// Delivers `envelope` to every matching subscription; the message's
+    /// outcome is the least settled of theirs.
+    async fn process_event(&self, envelope: &Envelope, receipt: Option<&str>) -> WorkerResult<Outcome> {
+        let mut outcome = Outcome::Settled;
+        let mut matched = false;
+        for index in 0..self.inner.subscriptions.len() {
+            if !self.inner.subscriptions[index].glob.matches(&envelope.event_type) {
+                continue;
+            }
+            matched = true;
+            let o = self.deliver(envelope, index, receipt, 0).await?;
+            outcome = outcome.max(o);
+        }
+        if !matched {
+            tracing::warn!(event = %envelope.id, r#type = %envelope.event_type, "durable event delivered to nobody");
+            bump(&self.inner.counters.delivered_to_nobody);
+        }
+        Ok(outcome)
+    }
+
+    /// Delivers `envelope` to subscription `index`: order, claim, run, settle.
+    /// `depth` counts predecessors being delivered from the log.
+    fn deliver<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+        index: usize,
+        receipt: Option<&'a str>,
+        depth: usize,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = WorkerResult<Outcome>> + Send + 'a>>
+    where
+        S: ItemStore,
+    {
+        Box::pin(async move {
+            let sub = &self.inner.subscriptions[index];
+            if !self.predecessor_settled(envelope, index, depth).await? {
+                bump(&self.inner.counters.waited);
+                return Ok(Outcome::Wait);
+            }
+            let target = ClaimTarget {
+                key: ClaimKey::new(&envelope.id, &sub.name),
+                tenant: envelope.tenant.clone(),
+                seq: envelope.seq,
+            };
+            let lease = Lease {
+                owner: self.inner.options.owner.clone(),
+                token: new_token(),
+                lease_ms: self.inner.options.lease.as_millis() as u64,
+            };
+            let max = sub.retry.max_attempts.max(1);
+            let row = match self.inner.inbox.claim(&target, &lease, self.now(), max).await? {
+                ClaimOutcome::Claimed(row) => row,
+                ClaimOutcome::Refused(Decision::Final(_), _) => {
+                    self.mark_settled(envelope, &sub.name);
+                    return Ok(Outcome::Settled);
+                }
+                ClaimOutcome::Refused(Decision::Exhausted, Some(row)) => {
+                    return self.settle_exhausted(&row, envelope).await;
+                }
+                ClaimOutcome::Refused(_, _) => {
+                    bump(&self.inner.counters.waited);
+                    return Ok(Outcome::Wait);
+                }
+            };
+            if faults::hit(faults::AFTER_CLAIM) {
+                return Ok(Outcome::Abandon);
+            }
+            let delivery = Delivery {
+                envelope: envelope.clone(),
+                subscription: sub.name.clone(),
+                idempotency_key: target.key.idempotency_key(),
+                context: Context::caused_by(envelope, format!("subscription:{}", sub.name)),
+                attempt: row.attempts,
+            };
+            let (result, row) = match self.run_with_renewal(&sub.handler, delivery, row, receipt).await? {
+                Some(done) => done,
+                None => return Ok(Outcome::Abandon),
+            };
+            match result {
+                Ok(writes) => {
+                    if faults::hit(faults::AFTER_HANDLER_BEFORE_COMPLETE) {
+                        return Ok(Outcome::Abandon);
+                    }
+                    match self.inner.inbox.complete(&row, self.now(), writes).await {
+                        Ok(_) => {
+                            bump(&self.inner.counters.completed);
+                            self.mark_settled(envelope, &sub.name);
+                            Ok(Outcome::Settled)
+                        }
+                        Err(WorkerError::Fenced { .. }) => self.fenced(&row),
+                        Err(e @ WorkerError::WriteRefused { .. }) => {
+                            self.settle_failure(&row, envelope, index, &e.to_string(), FailureKind::Retryable).await
+                        }
+                        Err(WorkerError::Store(e @ StoreError::Validation(_))) => {
+                            let msg = format!("the handler's writes were refused: {e}");
+                            self.settle_failure(&row, envelope, index, &msg, FailureKind::Terminal).await
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+                Err(e) => self.settle_failure(&row, envelope, index, e.message(), e.kind()).await,
+            }
+        })
+    }
+
+    /// Runs the handler, renewing the lease and the message's visibility
+    /// every third of the lease. None if the lease was lost meanwhile.
+    async fn run_with_renewal(
+        &self,
+        handler: &Handler,
+        delivery: Delivery,
+        mut row: ClaimRow,
+        receipt: Option<&str>,
+    ) -> WorkerResult<Option<(Result<Vec<postbox_engine::Write>, HandlerError>, ClaimRow)>> {
+        let lease = self.inner.options.lease;
+        let fut = handler(delivery);
+        tokio::pin!(fut);
+        let mut tick = tokio::time::interval(lease / 3);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                result = &mut fut => return Ok(Some((result, row))),
+                _ = tick.tick() => {
+                    match self.inner.inbox.renew(&row, self.now(), lease.as_millis() as u64).await {
+                        Ok(next) => row = next,
+                        Err(WorkerError::Fenced { .. }) => {
+                            self.fenced(&row)?;
+                            return Ok(None);
+                        }
+                        Err(e) => return Err(e),
+                    }
+                    if let Some(receipt) = receipt {
+                        let queue = &self.inner.options.queue;
+                        self.inner.queues.change_visibility(queue, receipt, self.lease_seconds()).await?;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn settle_failure(
+        &self,
+        row: &ClaimRow,
+        envelope: &Envelope,
+        index: usize,
+        error: &str,
+        kind: FailureKind,
+    ) -> WorkerResult<Outcome> {
+        let sub = &self.inner.subscriptions[index];
+        let max = sub.retry.max_attempts.max(1);
+        match self.inner.inbox.fail(row, self.now(), error, kind, max, &envelope.event_type).await {
+            Ok(next) if next.status == Status::Dead => {
+                tracing::error!(event = %envelope.id, subscription = %sub.name, error, attempts = next.attempts, "dead-lettered");
+                bump(&self.inner.counters.dead);
+                self.mark_settled(envelope, &sub.name);
+                Ok(Outcome::Settled)
+            }
+            Ok(next) => {
+                tracing::warn!(event = %envelope.id, subscription = %sub.name, error, attempts = next.attempts, "handler failed; will retry");
+                bump(&self.inner.counters.retried);
+                Ok(Outcome::Retry(claim::backoff_seconds(sub.retry.backoff_ms, next.attempts)))
+            }
+            Err(WorkerError::Fenced { .. }) => self.fenced(row),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn settle_exhausted(&self, row: &ClaimRow, envelope: &Envelope) -> WorkerResult<Outcome> {
+        match self.inner.inbox.bury_exhausted(row, self.now(), &envelope.event_type).await {
+            Ok(_) => {
+                bump(&self.inner.counters.dead);
+                self.mark_settled(envelope, &row.key.subscription);
+                Ok(Outcome::Settled)
+            }
+            // Someone else moved the row first: look again next time.
+            Err(WorkerError::Fenced { .. }) => Ok(Outcome::Wait),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn fenced(&self, row: &ClaimRow) -> WorkerResult<Outcome> {
+        tracing::warn!(claim = %row.key.pk(), "lease taken over by another worker; result dropped");
+        bump(&self.inner.counters.fenced);
+        Ok(Outcome::Abandon)
+    }
+
+    /// Whether every earlier event of the tenant that matches subscription
+    /// `index` is COMPLETED or DEAD; a predecessor with no claim is
+    /// delivered from the log first.
+    async fn predecessor_settled(&self, envelope: &Envelope, index: usize, depth: usize) -> WorkerResult<bool> {
+        let sub = &self.inner.subscriptions[index];
+        let cached = self.settled_upto(&envelope.tenant, &sub.name);
+        if envelope.seq <= 1 || cached + 1 >= envelope.seq {
+            return Ok(true);
+        }
+        // The nearest earlier event of the tenant this subscription matches.
+        let Some(previous) = self.previous_matching(envelope, index, cached).await? else {
+            return Ok(true);
+        };
+        let key = ClaimKey::new(&previous.id, &sub.name);
+        match self.inner.inbox.get(&key).await? {
+            Some(row) if row.status.is_final() => Ok(true),
+            Some(_) => Ok(false),
+            None if depth >= 64 => Ok(false),
+            None => {
+                bump(&self.inner.counters.predecessors_from_log);
+                let o = self.deliver(&previous, index, None, depth + 1).await?;
+                Ok(o == Outcome::Settled)
+            }
+        }
+    }
+
+    /// The latest event before `envelope` in its tenant's log whose type
+    /// subscription `index` matches, above seq `floor` (below it all are
+    /// known settled).
+    async fn previous_matching(&self, envelope: &Envelope, index: usize, floor: u64) -> WorkerResult<Option<Envelope>> {
+        let sub = &self.inner.subscriptions[index];
+        let mut start = None;
+        loop {
+            let page = self
+                .inner
+                .store
+                .query(QueryInput {
+                    table_name: self.inner.options.events_table.clone(),
+                    key_condition_expression: Some("pk = :pk AND sk BETWEEN :lo AND :hi".into()),
+                    expression_attribute_values: Some(Values::from([
+                        (":pk".to_owned(), AttributeValue::S(layout::event_pk(&envelope.tenant))),
+                        (":lo".to_owned(), AttributeValue::S(layout::seq_sk(floor + 1))),
+                        (":hi".to_owned(), AttributeValue::S(layout::seq_sk(envelope.seq - 1))),
+                    ])),
+                    scan_index_forward: Some(false),
+                    limit: Some(64),
+                    exclusive_start_key: start,
+                    consistent_read: Some(true),
+                    ..Default::default()
+                })
+                .await?;
+            for item in page.items.unwrap_or_default() {
+                let (e, _) = layout::envelope_of(&item).map_err(|m| WorkerError::MissingEvent {
+                    tenant: envelope.tenant.clone(),
+                    seq: envelope.seq,
+                    detail: m.0,
+                })?;
+                if sub.glob.matches(&e.event_type) {
+                    return Ok(Some(e));
+                }
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(None);
+            }
+        }
+    }
+
+    fn settled_upto(&self, tenant: &str, sub: &str) -> u64 {
+        let map = self.inner.settled_upto.lock().unwrap();
+        map.get(&(tenant.to_owned(), sub.to_owned())).copied().unwrap_or(0)
+    }
+
+    /// Records that `envelope` is settled for `sub`; its predecessors were
+    /// checked before it ran, so every matching event up to it is settled.
+    fn mark_settled(&self, envelope: &Envelope, sub: &str) {
+        let mut map = self.inner.settled_upto.lock().unwrap();
+        let e = map.entry((envelope.tenant.clone(), sub.to_owned())).or_insert(0);
+        *e = (*e).max(envelope.seq);
+    }
+
+    fn now(&self) -> u64 {
+        self.inner.options.clock.now_ms()
+    }
+
+    fn lease_seconds(&self) -> i64 {
+        self.inner.options.lease.as_millis().div_ceil(1000) as i64
+    }
+}
+
+/// Reads one event of the log, for replay and for tests.
+pub async fn read_event<S: ItemStore>(store: &S, events_table: &str, tenant: &str, seq: u64) -> WorkerResult<Envelope> {
+    let out = store
+        .get_item(GetItemInput {
+            table_name: events_table.to_owned(),
+            key: layout::key(layout::event_pk(tenant), &layout::seq_sk(seq)),
+            consistent_read: Some(true),
+            ..Default::default()
+        })
+        .await?;
+    let item = out.item.ok_or_else(|| WorkerError::MissingEvent {
+        tenant: tenant.to_owned(),
+        seq,
+        detail: "no such row".into(),
+    })?;
+    let (e, _) = layout::envelope_of(&item).map_err(|m| WorkerError::MissingEvent {
+        tenant: tenant.to_owned(),
+        seq,
+        detail: m.0,
+    })?;
+    Ok(e)
+}
+
+/// The retention of `queue` and of its dead-letter queue (zero if none).
+fn queue_retentions(queues: &Queues, queue: &str) -> WorkerResult<(Duration, Duration)> {
+    let names = ["MessageRetentionPeriod".to_owned(), "RedrivePolicy".to_owned()];
+    let attrs = queues.queue_attributes(queue, &names)?;
+    let secs = |a: &std::collections::BTreeMap<String, String>| {
+        a.get("MessageRetentionPeriod").and_then(|v| v.parse::<u64>().ok()).unwrap_or(345_600)
+    };
+    let own = secs(&attrs);
+    let dlq = attrs
+        .get("RedrivePolicy")
+        .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
+        .and_then(|p| p.get("deadLetterTargetArn")?.as_str().map(str::to_owned))
+        .and_then(|arn| arn.rsplit(':').next().map(str::to_owned))
+        .and_then(|name| queues.queue_attributes(&name, &names).ok())
+        .map_or(0, |a| secs(&a));
+    Ok((Duration::from_secs(own), Duration::from_secs(dlq)))
+}
+
+/// A fencing token no other lease ever had: 128 random bits.
+fn new_token() -> String {
+    format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_shorter_than_a_message_can_live_is_refused_with_the_numbers() {
+        let day = Duration::from_secs(86_400);
+        let e = check_retention(day, 4 * day, 14 * day).unwrap_err().to_string();
+        assert!(e.contains("86400s") && e.contains("1555500s"), "{e}");
+        check_retention(30 * day, 4 * day, 14 * day).unwrap();
+    }
+
+    #[test]
+    fn the_least_settled_outcome_wins() {
+        assert!(Outcome::Settled < Outcome::Wait && Outcome::Wait < Outcome::Retry(0));
+        assert!(Outcome::Retry(900) < Outcome::Abandon);
+    }
+}
