@@ -183,13 +183,44 @@ fn cpu_time() -> Duration {
     Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
 
+/// CPU time of the store's writer thread (the one serial part), from /proc.
+fn writer_cpu_time() -> Duration {
+    let mut total = 0;
+    for task in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with("postbox-store-w") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        total += ticks(11) + ticks(12);
+    }
+    Duration::from_millis(total * 10)
+}
+
 /// Throughput over a backlog: records/s and CPU µs per record.
-async fn throughput(records: u64) -> (f64, f64, u64) {
+async fn throughput(records: u64) -> (f64, f64, f64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let (store, queues) = open(dir.path()).await;
     write(&store, 0, records, 1000).await;
     let commits_before = store.writer_stats().commits;
     let cpu_before = cpu_time();
+    let writer_before = writer_cpu_time();
     let started = Instant::now();
     let options = RelayOptions {
         max_records_per_commit: env_usize("RELAY_BENCH_PER_COMMIT", 1000),
@@ -206,11 +237,13 @@ async fn throughput(records: u64) -> (f64, f64, u64) {
     wait_caught_up(&store, "pipe:events").await;
     let rate = records as f64 / started.elapsed().as_secs_f64();
     let cpu_per_record = (cpu_time() - cpu_before).as_secs_f64() * 1e6 / records as f64;
+    let writer_per_record =
+        (writer_cpu_time() - writer_before).as_secs_f64() * 1e6 / records as f64;
     let commits = store.writer_stats().commits - commits_before;
     let depth = queues.stats("events.fifo").unwrap();
     relay.shutdown().await;
     assert_eq!(depth.visible, records, "every record was enqueued once");
-    (rate, cpu_per_record, commits)
+    (rate, cpu_per_record, writer_per_record, commits)
 }
 
 /// The longest pause between consecutive instants, ms.
@@ -305,9 +338,9 @@ fn main() {
             runs.push(throughput(records).await);
         }
         runs.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let (rate, cpu, commits) = runs[1];
+        let (rate, cpu, writer, commits) = runs[1];
         println!(
-            "relay     {records} records backlog, median of 3      {rate:>10.0} records/s  ({:.1}x baseline; {cpu:.1} us CPU per record; {commits} commits; target >= 50000)",
+            "relay     {records} records backlog, median of 3      {rate:>10.0} records/s  ({:.1}x baseline; {cpu:.1} us CPU per record, {writer:.1} of it on the store's writer; {commits} commits; target >= 50000)",
             rate / base
         );
         let (lags, producer_gap, relay_gap) = lag(10_000, seconds).await;
