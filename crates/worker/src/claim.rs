@@ -69,9 +69,17 @@ pub const CLAIM_SK: &str = "CLAIM";
 /// The claim's one conditional write: absent, OR PENDING with an expired
 /// lease, OR FAILED with attempts left. Placeholders: `#status`, `:pending`,
 /// `:failed`, `:now`, `:max`.
+#[cfg(not(feature = "naive-claims"))]
 pub const CLAIM_CONDITION: &str = "attribute_not_exists(pk) \
      OR (#status = :pending AND lease_expires_at <= :now) \
      OR (#status = :failed AND attempts < :max)";
+
+/// The naive claim (feature `naive-claims`, ONLY to show that the tests
+/// catch it): first writer wins forever. The placeholders are still used so
+/// the request stays valid.
+#[cfg(feature = "naive-claims")]
+pub const CLAIM_CONDITION: &str = "attribute_not_exists(pk) \
+     OR (#status = :pending AND #status = :failed AND lease_expires_at <= :now AND attempts < :max)";
 
 /// The fence of every transition after a claim: still PENDING and still
 /// holding the caller's lease token. Placeholders: `#status`, `:pending`,
@@ -311,7 +319,9 @@ pub enum FailureKind {
 /// dead-letter row in the same transaction).
 pub fn failed(row: &ClaimRow, now_ms: u64, error: &str, kind: FailureKind, max_attempts: u32) -> ClaimRow {
     let attempts = row.attempts + 1;
-    let status = if kind == FailureKind::Retryable && attempts < max_attempts {
+    // The naive design (feature `naive-claims`) gives up at the first error.
+    let retry = kind == FailureKind::Retryable && !cfg!(feature = "naive-claims");
+    let status = if retry && attempts < max_attempts {
         Status::Failed
     } else {
         Status::Dead
