@@ -26,7 +26,7 @@ use postbox_store::{ChangeStreams, ItemStore};
 const PIPE: &str = r##"
 [pipes.events]
 source = "events"
-filters = ['{"dynamodb": {"Keys": {"pk": {"S": [{"suffix": "#EVENT"}]}}, "NewImage": {"id": {"S": [{"exists": true}]}}}}']
+filters = ['{"dynamodb": {"Keys": {"pk": {"S": [{"suffix": "#EVENT"}]}}, "NewImage": {"id": {"S": [{"exists": true}]}}, "OldImage": {"pk": {"S": [{"exists": false}]}}}}']
 input_template = '<$.dynamodb.NewImage>'
 batch_size = 10
 target = { queue = "events.fifo", message_group_id = "<$.dynamodb.NewImage.tenant.S>", message_deduplication_id = "<$.dynamodb.NewImage.id.S>" }

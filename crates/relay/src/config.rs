@@ -320,11 +320,12 @@ impl RelayConfig {
 /// MessageGroupId = tenant, MessageDeduplicationId = event id, into the
 /// FIFO queue `queue`.
 ///
-/// The filter selects event rows by their key (`pk` ends in `#EVENT`) and
-/// an `id` in the new image, not by eventName: event rows are only ever
-/// inserted, and Pipes cannot filter on eventName.
+/// The filter selects inserts of event rows without naming eventName
+/// (Pipes cannot filter on it): the key's `pk` ends in `#EVENT`, the new
+/// image has an `id` (not a removal), and there is no old image (not a
+/// modification).
 pub fn default_events_pipe(table: &str, queue: &str) -> PipeSpec {
-    let filter = r##"{"dynamodb": {"Keys": {"pk": {"S": [{"suffix": "#EVENT"}]}}, "NewImage": {"id": {"S": [{"exists": true}]}}}}"##;
+    let filter = r##"{"dynamodb": {"Keys": {"pk": {"S": [{"suffix": "#EVENT"}]}}, "NewImage": {"id": {"S": [{"exists": true}]}}, "OldImage": {"pk": {"S": [{"exists": false}]}}}}"##;
     let template = |t: &str| Template::parse(t).expect("valid template");
     PipeSpec {
         name: "events".to_owned(),
