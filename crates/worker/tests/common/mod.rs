@@ -15,7 +15,7 @@ use postbox_item::{AttributeValue, Item, item_to_json};
 use postbox_queue::{NewMessage, Queues, QueuesOptions};
 use postbox_store::ItemStore;
 use postbox_store::api::*;
-use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
+use postbox_store::embedded::{Clock, EmbeddedOptions, EmbeddedStore, SystemClock};
 use postbox_worker::{Handler, Worker, WorkerOptions};
 
 pub const QUEUE: &str = "postbox-events.fifo";
@@ -67,8 +67,29 @@ pub async fn open_env(dir: tempfile::TempDir, catalog: Catalog) -> Env {
 }
 
 pub async fn open_parts(path: &Path, catalog: Catalog) -> (Arc<EmbeddedStore>, Queues, Engine<EmbeddedStore>) {
-    let store = EmbeddedStore::open(path.join("postbox.redb"), EmbeddedOptions::default()).unwrap();
-    let queues = Queues::open(store.clone(), QueuesOptions::default()).await.unwrap();
+    open_parts_at(path, catalog, Arc::new(SystemClock)).await
+}
+
+/// Opens the store in `path` with `clock` for the store and the queues.
+pub async fn open_parts_at(
+    path: &Path,
+    catalog: Catalog,
+    clock: Arc<dyn Clock>,
+) -> (Arc<EmbeddedStore>, Queues, Engine<EmbeddedStore>) {
+    let options = EmbeddedOptions {
+        clock: clock.clone(),
+        ..EmbeddedOptions::default()
+    };
+    let store = EmbeddedStore::open(path.join("postbox.redb"), options).unwrap();
+    let queues = Queues::open(
+        store.clone(),
+        QueuesOptions {
+            clock,
+            ..QueuesOptions::default()
+        },
+    )
+    .await
+    .unwrap();
     if queues.queue_exists(QUEUE).is_err() {
         queues.create_queue(DLQ, attrs(&[("FifoQueue", "true")])).await.unwrap();
         let policy = format!(r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":10}}"#, queues.arn(DLQ));
