@@ -29,7 +29,7 @@
 //! check at startup keeps claims longer than any message can live, and a
 //! predecessor that old is normally in the cache or settled long ago.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -286,15 +286,21 @@ impl<S: ItemStore> Worker<S> {
         }
     }
 
-    /// Runs batches until `stop` turns true.
-    pub async fn run(&self, mut stop: tokio::sync::watch::Receiver<bool>) -> WorkerResult<()> {
+    /// Runs batches until `stop` turns true. A failed batch is logged and
+    /// retried after a pause: its messages stay in the queue and come back
+    /// after their visibility timeout, so nothing is lost by going on.
+    pub async fn run(&self, mut stop: tokio::sync::watch::Receiver<bool>) {
         while !*stop.borrow() {
             tokio::select! {
-                r = self.run_once() => { r?; }
+                r = self.run_once() => {
+                    if let Err(e) = r {
+                        tracing::error!(error = %e, "worker batch failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
                 _ = stop.changed() => {}
             }
         }
-        Ok(())
     }
 
     /// Receives one batch (up to 10 messages) and processes it.
@@ -310,19 +316,54 @@ impl<S: ItemStore> Worker<S> {
         self.process_batch(messages).await
     }
 
-    /// Processes received messages in order; a group whose message was not
-    /// settled has its later messages put back untouched.
+    /// Processes received messages: each message group (tenant) in order,
+    /// different groups concurrently. A group whose message was not settled
+    /// has its later messages put back untouched.
     pub async fn process_batch(&self, messages: Vec<ReceivedMessage>) -> WorkerResult<BatchReport> {
-        let queue = &self.inner.options.queue;
-        let mut report = BatchReport {
-            received: messages.len(),
-            ..Default::default()
-        };
-        let mut held: HashSet<String> = HashSet::new();
+        let received = messages.len();
+        let mut groups: Vec<(String, Vec<ReceivedMessage>)> = Vec::new();
         for m in messages {
             bump(&self.inner.counters.received);
             let group = m.system.get("MessageGroupId").cloned().unwrap_or_default();
-            if held.contains(&group) {
+            match groups.iter_mut().find(|(g, _)| *g == group) {
+                Some((_, ms)) => ms.push(m),
+                None => groups.push((group, vec![m])),
+            }
+        }
+        let mut deleted = 0;
+        if groups.len() == 1 {
+            let (_, ms) = groups.pop().unwrap_or_default();
+            deleted = self.process_group(ms).await?;
+        } else {
+            let mut tasks = tokio::task::JoinSet::new();
+            for (_, ms) in groups {
+                let w = self.clone();
+                tasks.spawn(async move { w.process_group(ms).await });
+            }
+            let mut first_error = None;
+            while let Some(joined) = tasks.join_next().await {
+                match joined {
+                    Ok(Ok(n)) => deleted += n,
+                    Ok(Err(e)) => {
+                        first_error.get_or_insert(e);
+                    }
+                    Err(panic) => std::panic::resume_unwind(panic.into_panic()),
+                }
+            }
+            if let Some(e) = first_error {
+                return Err(e);
+            }
+        }
+        Ok(BatchReport { received, deleted })
+    }
+
+    /// One group's messages of a batch, in order; returns how many were deleted.
+    async fn process_group(&self, messages: Vec<ReceivedMessage>) -> WorkerResult<usize> {
+        let queue = &self.inner.options.queue;
+        let mut deleted = 0;
+        let mut held = false;
+        for m in messages {
+            if held {
                 // Back to visible now; the FIFO queue hands it out only after
                 // the held message of its group is settled.
                 self.inner.queues.change_visibility(queue, &m.receipt_handle, 0).await.ok();
@@ -338,28 +379,26 @@ impl<S: ItemStore> Worker<S> {
             match outcome {
                 Outcome::Settled => {
                     if faults::hit(faults::AFTER_COMPLETE_BEFORE_DELETE) {
-                        held.insert(group);
+                        held = true;
                         continue;
                     }
                     self.inner.queues.delete(queue, &m.receipt_handle).await?;
                     bump(&self.inner.counters.deleted);
-                    report.deleted += 1;
+                    deleted += 1;
                 }
                 Outcome::Retry(seconds) => {
-                    held.insert(group);
+                    held = true;
                     self.inner.queues.change_visibility(queue, &m.receipt_handle, seconds).await?;
                 }
                 Outcome::Wait => {
-                    held.insert(group);
+                    held = true;
                     let wait = self.inner.options.order_wait_seconds;
                     self.inner.queues.change_visibility(queue, &m.receipt_handle, wait).await?;
                 }
-                Outcome::Abandon => {
-                    held.insert(group);
-                }
+                Outcome::Abandon => held = true,
             }
         }
-        Ok(report)
+        Ok(deleted)
     }
 
     async fn record_poison(&self, m: &ReceivedMessage, reason: &str) -> WorkerResult<()> {
