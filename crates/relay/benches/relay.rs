@@ -213,6 +213,49 @@ fn writer_cpu_time() -> Duration {
     Duration::from_millis(total * 10)
 }
 
+/// Time to read and plan (to the Pipe's JSON, filter, template) one record,
+/// µs, and of the parts: reading, converting to JSON, planning.
+async fn planning(records: u64) -> (f64, f64, f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _queues) = open(dir.path()).await;
+    write(&store, 0, records, 1000).await;
+    let config = RelayConfig::from_toml(PIPE).unwrap();
+    let pipe = &config.pipes[0];
+    let (mut read, mut convert, mut plan) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let mut after = 0;
+    loop {
+        let t = Instant::now();
+        let batch = store.read_stream("events", after, 1000).await.unwrap();
+        read += t.elapsed();
+        let Some(last) = batch.last() else { break };
+        after = last.sequence_number;
+        let t = Instant::now();
+        let json: Vec<_> = batch
+            .iter()
+            .map(|r| postbox_relay::record::to_json("events", r))
+            .collect();
+        convert += t.elapsed();
+        let t = Instant::now();
+        for (r, j) in batch.iter().zip(&json) {
+            let id = postbox_relay::record::record_id("events", r.sequence_number);
+            let view = postbox_relay::plan::RecordView {
+                json: j,
+                id: &id,
+                created_ms: r.approximate_creation_time_ms,
+            };
+            std::hint::black_box(postbox_relay::plan::plan(
+                pipe,
+                &config.buses,
+                view,
+                r.approximate_creation_time_ms,
+            ));
+        }
+        plan += t.elapsed();
+    }
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / records as f64;
+    (per(read), per(convert), per(plan))
+}
+
 /// Throughput over a backlog: records/s and CPU µs per record.
 async fn throughput(records: u64) -> (f64, f64, f64, u64) {
     let dir = tempfile::tempdir().unwrap();
@@ -343,6 +386,8 @@ fn main() {
             "relay     {records} records backlog, median of 3      {rate:>10.0} records/s  ({:.1}x baseline; {cpu:.1} us CPU per record, {writer:.1} of it on the store's writer; {commits} commits; target >= 50000)",
             rate / base
         );
+        let (read, convert, plan) = planning(records.min(20_000)).await;
+        println!("          off the writer, per record: read {read:.1} us, to JSON {convert:.1} us, filter + template {plan:.1} us");
         let (lags, producer_gap, relay_gap) = lag(10_000, seconds).await;
         println!(
             "lag       10000 records/s for {seconds} s, commit -> enqueue   p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  (target p99 < 10 ms)",

@@ -3,40 +3,77 @@
 //! templates address (`$.dynamodb.NewImage.status.S`).
 
 use postbox_item::item_to_json;
-use postbox_store::api::{EventName, StreamRecord};
-use serde_json::{Value, json};
+use postbox_store::api::{EventName, StreamRecord, StreamViewType};
+use serde_json::{Map, Value, json};
 
 /// The region written into records, as the embedded wire layer does.
 const REGION: &str = "us-east-1";
 
 /// `record` from table `table` in the Pipe's JSON form.
+///
+/// Built by moving values into maps rather than with `json!`, which
+/// serialises each interpolated value again (a deep copy of the images):
+/// this conversion is most of the relay's own work per record.
 pub fn to_json(table: &str, record: &StreamRecord) -> Value {
-    let mut dynamodb = json!({
-        "ApproximateCreationDateTime": (record.approximate_creation_time_ms / 1000) as f64,
-        "Keys": item_to_json(&record.keys),
-        "SequenceNumber": format!("{:021}", record.sequence_number),
-        "SizeBytes": record.size_bytes,
-        "StreamViewType": record.view_type,
-    });
+    let mut dynamodb = Map::new();
+    dynamodb.insert(
+        "ApproximateCreationDateTime".into(),
+        json!((record.approximate_creation_time_ms / 1000) as f64),
+    );
+    dynamodb.insert("Keys".into(), item_to_json(&record.keys));
     if let Some(image) = &record.new_image {
-        dynamodb["NewImage"] = item_to_json(image);
+        dynamodb.insert("NewImage".into(), item_to_json(image));
     }
     if let Some(image) = &record.old_image {
-        dynamodb["OldImage"] = item_to_json(image);
+        dynamodb.insert("OldImage".into(), item_to_json(image));
     }
-    let mut out = json!({
-        "eventID": format!("{:032x}", record.sequence_number),
-        "eventName": event_name(record.event_name),
-        "eventVersion": "1.1",
-        "eventSource": "aws:dynamodb",
-        "awsRegion": REGION,
-        "dynamodb": dynamodb,
-        "eventSourceARN": format!("arn:aws:dynamodb:{REGION}:000000000000:table/{table}/stream/embedded"),
-    });
+    dynamodb.insert(
+        "SequenceNumber".into(),
+        Value::String(format!("{:021}", record.sequence_number)),
+    );
+    dynamodb.insert("SizeBytes".into(), Value::from(record.size_bytes));
+    dynamodb.insert(
+        "StreamViewType".into(),
+        Value::String(view_type(record.view_type).to_owned()),
+    );
+    let mut out = Map::new();
+    out.insert(
+        "eventID".into(),
+        Value::String(format!("{:032x}", record.sequence_number)),
+    );
+    out.insert(
+        "eventName".into(),
+        Value::String(event_name(record.event_name).to_owned()),
+    );
+    out.insert("eventVersion".into(), Value::String("1.1".to_owned()));
+    out.insert(
+        "eventSource".into(),
+        Value::String("aws:dynamodb".to_owned()),
+    );
+    out.insert("awsRegion".into(), Value::String(REGION.to_owned()));
+    out.insert("dynamodb".into(), Value::Object(dynamodb));
+    out.insert(
+        "eventSourceARN".into(),
+        Value::String(format!(
+            "arn:aws:dynamodb:{REGION}:000000000000:table/{table}/stream/embedded"
+        )),
+    );
     if record.ttl_removal {
-        out["userIdentity"] = json!({"type": "Service", "principalId": "dynamodb.amazonaws.com"});
+        out.insert(
+            "userIdentity".into(),
+            json!({"type": "Service", "principalId": "dynamodb.amazonaws.com"}),
+        );
     }
-    out
+    Value::Object(out)
+}
+
+fn view_type(v: StreamViewType) -> &'static str {
+    match v {
+        StreamViewType::KeysOnly => "KEYS_ONLY",
+        StreamViewType::NewImage => "NEW_IMAGE",
+        StreamViewType::OldImage => "OLD_IMAGE",
+        StreamViewType::NewAndOldImages => "NEW_AND_OLD_IMAGES",
+    }
 }
 
 /// `INSERT`, `MODIFY` or `REMOVE`.
@@ -79,6 +116,37 @@ pub fn rfc3339(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn records_have_the_shape_of_dynamodb_streams() {
+        use postbox_item::AttributeValue;
+        let item = postbox_item::Item::from([("pk".to_owned(), AttributeValue::s("a"))]);
+        let r = StreamRecord {
+            sequence_number: 42,
+            event_name: EventName::Modify,
+            approximate_creation_time_ms: 1_500,
+            keys: item.clone(),
+            new_image: Some(item.clone()),
+            old_image: Some(item),
+            view_type: StreamViewType::NewAndOldImages,
+            ttl_removal: true,
+            size_bytes: 9,
+        };
+        let j = to_json("t", &r);
+        assert_eq!(j["eventName"], "MODIFY");
+        assert_eq!(j["eventID"], format!("{:032x}", 42));
+        assert_eq!(j["dynamodb"]["SequenceNumber"], "000000000000000000042");
+        assert_eq!(j["dynamodb"]["ApproximateCreationDateTime"], 1.0);
+        assert_eq!(j["dynamodb"]["StreamViewType"], "NEW_AND_OLD_IMAGES");
+        assert_eq!(j["dynamodb"]["NewImage"]["pk"]["S"], "a");
+        assert_eq!(j["dynamodb"]["OldImage"]["pk"]["S"], "a");
+        assert_eq!(j["dynamodb"]["Keys"]["pk"]["S"], "a");
+        assert_eq!(j["userIdentity"]["principalId"], "dynamodb.amazonaws.com");
+        assert_eq!(
+            j["eventSourceARN"],
+            "arn:aws:dynamodb:us-east-1:000000000000:table/t/stream/embedded"
+        );
+    }
 
     #[test]
     fn rfc3339_dates() {
