@@ -18,6 +18,9 @@
 //! Many batches go into one commit (up to `max_records_per_commit`
 //! records): the batch is the unit of retry and bisection, the commit the
 //! unit of durability, so throughput does not pay one fsync per 10 records.
+//! One commit is kept in flight while the next records are planned; it is
+//! queued to the writer before the next one, whose checkpoint check makes
+//! it write nothing if this one failed.
 //!
 //! # Failures
 //!
@@ -32,6 +35,10 @@
 //! Log-file targets are appended and fsync'd before the commit that moves
 //! the checkpoint: a crash between the two repeats those lines (at least
 //! once); queues never see a duplicate from the relay.
+//!
+//! Records the stream's retention removed before they were relayed cannot
+//! be delivered or dead-lettered: they are logged as an error, counted in
+//! [`PipeStats::lost_to_retention`], and the relay continues.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
