@@ -9,6 +9,7 @@
 //! - [`deadletter`]: tenant-scoped dead-letter rows;
 //! - [`poison`]: bodies that are no event, recorded globally and dropped;
 //! - [`handler`]: what a handler receives and returns;
+//! - [`replay`]: listing and replaying dead letters (the runbook);
 //! - [`worker`]: the loop: receive, parse, order, claim, run, complete, delete;
 //! - [`faults`]: named fault-injection points (feature `faults`).
 //!
@@ -24,6 +25,7 @@ pub mod faults;
 pub mod handler;
 pub mod inbox;
 pub mod poison;
+pub mod replay;
 pub mod worker;
 
 pub use claim::{ClaimKey, ClaimRow, Status};

@@ -1,0 +1,95 @@
+//! The runbook (SPEC §9, §11): a handler fails terminally, is fixed, a
+//! replay runs it once, and the subscriptions that already COMPLETED the
+//! same event do not run again.
+//!
+//! Seen to fail on the naive design (`--features naive-claims`): the reset
+//! claim is refused by a claim on `attribute_not_exists(pk)`, so the fixed
+//! handler never runs (checked when written).
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use postbox_worker::replay::{self, Selection};
+use postbox_worker::{ClaimKey, Handler, HandlerError, Status, handler};
+
+type Runs = Arc<Mutex<Vec<(String, u64)>>>;
+
+#[tokio::test]
+async fn fix_then_replay_runs_the_dead_subscription_once_and_no_sibling_again() {
+    let subs = format!("{}{}", durable("ship", "ORDER_*", 5), durable("mail", "ORDER_*", 5));
+    let env = env(catalog(&subs)).await;
+    let fixed = Arc::new(AtomicBool::new(false));
+    let ship_runs: Runs = Arc::default();
+    let mail_runs: Runs = Arc::default();
+    let (f, sr) = (fixed.clone(), ship_runs.clone());
+    let ship: Handler = handler(move |d| {
+        let ok = f.load(Ordering::SeqCst) || (d.envelope.tenant.as_str(), d.envelope.seq) != ("acme", 1);
+        sr.lock().unwrap().push((d.envelope.tenant.clone(), d.envelope.seq));
+        async move {
+            if !ok {
+                return Err(HandlerError::terminal("no carrier for this country"));
+            }
+            Ok(vec![effect(&d.idempotency_key)])
+        }
+    });
+    let mr = mail_runs.clone();
+    let mail: Handler = handler(move |d| {
+        mr.lock().unwrap().push((d.envelope.tenant.clone(), d.envelope.seq));
+        async move { Ok(vec![effect(&d.idempotency_key)]) }
+    });
+    let handlers = HashMap::from([("h::ship".to_owned(), ship), ("h::mail".to_owned(), mail)]);
+    let w = worker(&env, handlers, "w1").await;
+    let mut events = Vec::new();
+    for (tenant, n) in [("acme", 1), ("acme", 2), ("globex", 1)] {
+        let e = emit(&env, tenant, "ORDER_PLACED", n).await;
+        pipe(&env, &e).await;
+        events.push(e);
+    }
+    drain(&w, &env.queues, 20).await;
+    let e1 = &events[0];
+    assert_eq!(w.inbox().get(&ClaimKey::new(&e1.id, "ship")).await.unwrap().unwrap().status, Status::Dead);
+    assert_eq!(w.inbox().get(&ClaimKey::new(&e1.id, "mail")).await.unwrap().unwrap().status, Status::Completed);
+
+    // List: by tenant, by subscription, across tenants.
+    let all = replay::list(w.inbox(), &Selection::default()).await.unwrap();
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!((all[0].tenant.as_str(), all[0].seq, all[0].subscription.as_str()), ("acme", 1, "ship"));
+    let mail_only = Selection {
+        subscription: Some("mail".into()),
+        ..Default::default()
+    };
+    assert!(replay::list(w.inbox(), &mail_only).await.unwrap().is_empty());
+
+    // Dry run: reports, writes nothing.
+    let acme = Selection {
+        tenant: Some("acme".into()),
+        ..Default::default()
+    };
+    let now = postbox_engine::envelope::now_ms();
+    let dry = replay::replay(w.inbox(), &env.queues, QUEUE, EVENTS, &acme, true, now).await.unwrap();
+    assert_eq!((dry.selected.len(), dry.reset, dry.enqueued), (1, 0, 0));
+    assert_eq!(w.inbox().dead_letters("acme").await.unwrap().len(), 1);
+
+    // Fix, deploy, replay.
+    fixed.store(true, Ordering::SeqCst);
+    let report = replay::replay(w.inbox(), &env.queues, QUEUE, EVENTS, &acme, false, now).await.unwrap();
+    assert_eq!((report.reset, report.skipped, report.enqueued), (1, 0, 1));
+    drain(&w, &env.queues, 20).await;
+
+    let ship_e1 = ship_runs.lock().unwrap().iter().filter(|r| **r == ("acme".to_owned(), 1)).count();
+    assert_eq!(ship_e1, 2, "ship ran for acme/1 once more after the fix (1 failure + 1 success)");
+    assert!(has_effect(&env.store, &format!("{}:ship", e1.id)).await);
+    assert_eq!(mail_runs.lock().unwrap().len(), 3, "mail COMPLETED every event once and never reran");
+    assert_eq!(w.inbox().get(&ClaimKey::new(&e1.id, "ship")).await.unwrap().unwrap().status, Status::Completed);
+    assert!(w.inbox().dead_letters("acme").await.unwrap().is_empty());
+    let records = replay::replay_records(w.inbox(), "acme").await.unwrap();
+    assert_eq!(records, vec![(e1.id.clone(), "ship".to_owned(), now)]);
+
+    // A second replay finds nothing.
+    let again = replay::replay(w.inbox(), &env.queues, QUEUE, EVENTS, &acme, false, now + 1).await.unwrap();
+    assert_eq!((again.selected.len(), again.enqueued), (0, 0));
+}
