@@ -43,6 +43,10 @@ struct ServeArgs {
     /// Address to listen on; use port 0 to pick a free one.
     #[arg(long, default_value = "127.0.0.1:8000", env = "POSTBOX_LISTEN")]
     listen: SocketAddr,
+    /// Run the pipes of this relay config file inside the server (change
+    /// stream -> filter -> template -> queue or bus).
+    #[arg(long, env = "POSTBOX_PIPES")]
+    pipes: Option<PathBuf>,
     /// Let `POST /_postbox/test/clock` move time forward (conformance tests only).
     #[arg(long)]
     test_clock: bool,
@@ -53,6 +57,7 @@ impl Default for ServeArgs {
         ServeArgs {
             data: PathBuf::from("postbox-data"),
             listen: SocketAddr::from(([127, 0, 0, 1], 8000)),
+            pipes: None,
             test_clock: false,
         }
     }
@@ -89,6 +94,8 @@ fn main() -> ExitCode {
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
+    // Read the pipes first: a bad config file is reported before anything opens.
+    let pipes = args.pipes.as_ref().map(pipe::load_config).transpose()?;
     std::fs::create_dir_all(&args.data)
         .map_err(|e| format!("cannot create the data directory {}: {e}", args.data.display()))?;
     let file = args.data.join("postbox.redb");
@@ -102,6 +109,10 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let queues = Queues::open(store.clone(), QueuesOptions { clock: options.clock, ..QueuesOptions::default() })
         .await
         .map_err(|e| format!("cannot open the queues in {}: {e}", file.display()))?;
+    let relay = match pipes {
+        Some(config) => Some(pipe::start_relay(store.clone(), queues.clone(), config).await?),
+        None => None,
+    };
     let (listener, addr) =
         postbox_server::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     // One line on stdout that scripts can wait for and parse.
@@ -111,6 +122,9 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     postbox_server::serve_app(postbox_server::app(services), listener, shutdown_signal())
         .await
         .map_err(|e| format!("server failed: {e}"))?;
+    if let Some(relay) = relay {
+        relay.shutdown().await;
+    }
     tracing::info!("shut down cleanly");
     Ok(())
 }

@@ -89,6 +89,24 @@ pub fn relay(args: RelayArgs, runtime: &tokio::runtime::Runtime) -> ExitCode {
     }
 }
 
+/// Starts the pipes of `config` on an open store, creating the engine's events
+/// table first when the default events pipe reads it, so the relay can start
+/// before the first emit. Shared by `postbox relay` and `postbox serve --pipes`.
+pub async fn start_relay(store: EmbeddedStore, queues: Queues, config: RelayConfig) -> Result<Relay, String> {
+    for p in config.pipes.iter().filter(|p| p.name == "events") {
+        match store.create_table(postbox_engine::layout::create_events_table(&p.table)).await {
+            Ok(_) | Err(postbox_store::StoreError::ResourceInUse(_)) => {}
+            Err(e) => return Err(format!("cannot create the events table {}: {e}", p.table)),
+        }
+    }
+    Relay::start(store, queues, config, RelayOptions::default()).await.map_err(|e| e.to_string())
+}
+
+/// Reads and checks a relay config file.
+pub fn load_config(path: &PathBuf) -> Result<RelayConfig, String> {
+    load(path)
+}
+
 async fn run_relay(args: RelayArgs) -> Result<(), String> {
     let config = load(&args.config)?;
     if config.pipes.is_empty() {
@@ -98,16 +116,8 @@ async fn run_relay(args: RelayArgs) -> Result<(), String> {
     let file = args.data.join("postbox.redb");
     let store = EmbeddedStore::open(&file, EmbeddedOptions::default()).map_err(|e| format!("cannot open the store {}: {e}", file.display()))?;
     let queues = Queues::open(store.clone(), QueuesOptions::default()).await.map_err(|e| format!("cannot open the queues: {e}"))?;
-    // The default events pipe reads the engine's events table; create it as
-    // the engine would, so the relay can start before the first emit.
-    for p in config.pipes.iter().filter(|p| p.name == "events") {
-        match store.create_table(postbox_engine::layout::create_events_table(&p.table)).await {
-            Ok(_) | Err(postbox_store::StoreError::ResourceInUse(_)) => {}
-            Err(e) => return Err(format!("cannot create the events table {}: {e}", p.table)),
-        }
-    }
     let names: Vec<String> = config.pipes.iter().map(|p| p.name.clone()).collect();
-    let relay = Relay::start(store, queues, config, RelayOptions::default()).await.map_err(|e| e.to_string())?;
+    let relay = start_relay(store, queues, config).await?;
     println!("postbox relay running pipes {} (data: {})", names.join(", "), file.display());
     let mut every = tokio::time::interval(Duration::from_secs(args.stats_every.max(1)));
     let stop = crate::shutdown_signal();
