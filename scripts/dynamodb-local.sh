@@ -68,13 +68,8 @@ find_jar() {
 
 # Answers 0 when something speaking the DynamoDB protocol answers ListTables on the port.
 answers() {
-    local port="$1"
     local body
-    body="$(curl -s --max-time 2 -X POST "http://127.0.0.1:$port/" \
-        -H 'Content-Type: application/x-amz-json-1.0' \
-        -H 'X-Amz-Target: DynamoDB_20120810.ListTables' \
-        -H 'Authorization: AWS4-HMAC-SHA256 Credential=local/20240101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0' \
-        -d '{}' 2>/dev/null)" || return 1
+    body="$(service_ask "$1" DynamoDB_20120810.ListTables dynamodb)" || return 1
     [[ "$body" == *TableNames* ]]
 }
 

@@ -39,13 +39,8 @@ venv_python() {
 
 # Answers 0 when something speaking SQS's JSON protocol answers ListQueues on the port.
 answers() {
-    local port="$1"
     local body
-    body="$(curl -s --max-time 2 -X POST "http://127.0.0.1:$port/" \
-        -H 'Content-Type: application/x-amz-json-1.0' \
-        -H 'X-Amz-Target: AmazonSQS.ListQueues' \
-        -H 'Authorization: AWS4-HMAC-SHA256 Credential=local/20240101/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=0' \
-        -d '{}' 2>/dev/null)" || return 1
+    body="$(service_ask "$1" AmazonSQS.ListQueues sqs)" || return 1
     # An empty server answers {} (no QueueUrls member); anything else that is JSON with
     # QueueUrls also counts. An error body has __type.
     [[ "$body" == "{}" || "$body" == *QueueUrls* ]]

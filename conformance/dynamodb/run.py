@@ -11,7 +11,6 @@ belongs to a case listed in known-differences.md. See README.md beside this file
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import os
 import sys
@@ -19,39 +18,25 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # this suite's harness, and conformance/common
 
-
-def ensure_boto3() -> None:
-    """Re-executes under the shared venv (scripts/python-env.sh) when boto3 is not importable."""
-    try:
-        import boto3  # noqa: F401
-    except ImportError:
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        venv_python = Path(os.environ.get("POSTBOX_VENV") or cache / "postbox" / "venv") / "bin" / "python"
-        if venv_python.exists() and Path(sys.executable) != venv_python:
-            os.execv(str(venv_python), [str(venv_python), *sys.argv])
-        sys.exit("run.py needs boto3: run scripts/python-env.sh once (it creates the venv this script uses)")
-
+from common.bootstrap import ensure_boto3  # noqa: E402
 
 ensure_boto3()
-sys.path.insert(0, str(HERE))
 
-from harness.corpus import CorpusError, load_corpus  # noqa: E402
+from common.known import covering, load_known  # noqa: E402
+from common.report import load_selected, perturber, print_outcome, show_step, unreachable  # noqa: E402
+from harness.corpus import load_corpus  # noqa: E402
 from harness.endpoint import Endpoint  # noqa: E402
-from harness.known import load_known  # noqa: E402
 from harness.outcome import first_difference  # noqa: E402
 from harness.runner import Runner  # noqa: E402
 
 
 def main() -> int:
     args = parse_args()
-    try:
-        cases = load_corpus(Path(args.cases))
-    except CorpusError as err:
-        print(f"error: {err}", file=sys.stderr)
+    cases = load_selected(load_corpus, Path(args.cases), args.filter)
+    if cases is None:
         return 2
-    if args.filter:
-        cases = [c for c in cases if any(selects(f, c.name) for f in args.filter)]
     if args.list:
         for case in cases:
             print(case.name)
@@ -61,17 +46,13 @@ def main() -> int:
         return 2
 
     known = load_known(Path(args.known))
-    perturb_glob = args.perturb or os.environ.get("CONFORMANCE_PERTURB")
     runner = Runner(
         Endpoint("reference", args.reference),
         Endpoint("target", args.target),
-        perturb=(lambda name: selects(perturb_glob, name)) if perturb_glob else None,
+        perturb=perturber(args.perturb or os.environ.get("CONFORMANCE_PERTURB")),
     )
-    for endpoint in (runner.reference, runner.target):
-        problem = endpoint.check_reachable()
-        if problem:
-            print(f"error: the {endpoint.name} at {endpoint.url} does not answer ListTables: {problem}", file=sys.stderr)
-            return 2
+    if unreachable((runner.reference, runner.target), "ListTables"):
+        return 2
     started = time.monotonic()
     results = runner.run_all(cases, args.jobs)
     elapsed = time.monotonic() - started
@@ -84,7 +65,7 @@ def main() -> int:
             show(result)
         if args.verbose:
             print(f"{'MISMATCH' if result.mismatches else 'ok      '} {result.seconds:5.2f}s {result.case.name}")
-        cover = next((k for k in known if k.covers(result.case.name)), None)
+        cover = covering(known, result.case.name)
         for mismatch in result.mismatches:
             mismatches += 1
             if cover:
@@ -140,18 +121,10 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def selects(pattern: str, name: str) -> bool:
-    if any(ch in pattern for ch in "*?["):
-        return fnmatch.fnmatchcase(name, pattern)
-    return pattern in name
-
-
 def report(mismatch, cover) -> None:
     print(f"MISMATCH {mismatch.case} / {mismatch.step}")
-    for side, outcome in (("reference", mismatch.reference), ("target", mismatch.target)):
-        print(f"  {side + ':':<10} {clip(json.dumps(outcome.value, sort_keys=True))}")
-        if outcome.message:
-            print(f"  {'':<10} message: {clip(outcome.message)}")
+    print_outcome("reference:", mismatch.reference)
+    print_outcome("target:", mismatch.target)
     where = first_difference(mismatch.reference.value, mismatch.target.value)
     if where:
         path, ref, tgt = where
@@ -160,23 +133,10 @@ def report(mismatch, cover) -> None:
         print(f"  known difference: {cover.what}")
 
 
-def clip(text: str, limit: int = 4000) -> str:
-    """Outcomes can hold 400 KB strings; a report line shows the start of them."""
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
-
-
 def show(result) -> None:
     print(f"== {result.case.name}")
     for title, ref, tgt in result.outcomes:
-        same = ref.canonical() == tgt.canonical()
-        print(f"  {title}: {'same' if same else 'DIFFERENT'}")
-        print(f"    reference: {clip(json.dumps(ref.value, sort_keys=True))}")
-        if ref.message:
-            print(f"               message: {clip(ref.message)}")
-        if not same:
-            print(f"    target:    {clip(json.dumps(tgt.value, sort_keys=True))}")
-            if tgt.message:
-                print(f"               message: {clip(tgt.message)}")
+        show_step(title, ref, tgt)
 
 
 if __name__ == "__main__":

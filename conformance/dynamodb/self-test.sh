@@ -8,60 +8,24 @@
 #   conformance/dynamodb/self-test.sh [--reference URL]
 #
 # Without --reference it starts DynamoDB Local on a free port (scripts/dynamodb-local.sh)
-# and stops it afterwards.
+# and stops it afterwards. The steps are shared with the SQS suite (../common/self-test.sh).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
 
-reference=""
-if [ "${1:-}" = "--reference" ]; then
-    reference="${2:?--reference needs a URL}"
-fi
-
-python="$("$root/scripts/python-env.sh")"
-work="$(mktemp -d)"
-port=""
-cleanup() {
-    if [ -n "$port" ]; then
-        "$root/scripts/dynamodb-local.sh" stop "$port" "$work" >/dev/null 2>&1 || true
-    fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-if [ -z "$reference" ]; then
-    port="$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-    "$root/scripts/dynamodb-local.sh" start "$port" "$work"
-    reference="http://127.0.0.1:$port"
-fi
-
-fail() {
-    echo "self-test: $*" >&2
-    exit 1
-}
-
-echo "self-test 1/2: the whole corpus, reference against reference"
-if ! "$python" "$here/run.py" --reference "$reference" --target "$reference" >"$work/same.txt"; then
-    cat "$work/same.txt"
-    fail "reference against itself must pass"
-fi
-tail -n 3 "$work/same.txt"
-grep -q '^cases: [0-9]*, mismatches: 0$' "$work/same.txt" || fail "reference against itself must give 0 mismatches"
-
-echo "self-test 2/2: corrupted target outcomes must be reported"
+server=dynamodb-local.sh
+summary_lines=3
 perturbed='conditions/contains-*'
-expected="$("$python" "$here/run.py" --list --filter "$perturbed" | wc -l)"
-set +e
-"$python" "$here/run.py" --reference "$reference" --target "$reference" \
-    --filter conditions/ --perturb "$perturbed" >"$work/perturbed.txt"
-status=$?
-set -e
-tail -n 3 "$work/perturbed.txt"
-[ "$status" -eq 1 ] || fail "a corrupted run must exit 1, it exited $status"
-reported="$(grep '^MISMATCH ' "$work/perturbed.txt" | sed 's/^MISMATCH \([^ ]*\) .*/\1/' | sort -u)"
-[ "$(echo "$reported" | grep -c .)" -eq "$expected" ] ||
-    fail "expected $expected corrupted cases to be reported, got: $reported"
-if echo "$reported" | grep -qv '^conditions/contains-'; then
-    fail "a case that was not corrupted was reported: $reported"
-fi
-echo "self-test: passed ($expected corrupted cases reported, none other)"
+perturbed_filter=conditions/
+perturbed_match='^conditions/contains-'
+
+against_itself() {
+    "$python" "$here/run.py" --reference "$reference" --target "$reference" "$@"
+}
+
+show_failure() {
+    cat "$1"
+}
+
+# shellcheck source=../common/self-test.sh
+. "$here/../common/self-test.sh"
+self_test "$@"

@@ -14,7 +14,6 @@ the listed cases and of the cases that ran on the target alone. See README.md be
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import os
 import sys
@@ -22,38 +21,25 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # this suite's harness, and conformance/common
 
-
-def ensure_boto3() -> None:
-    """Re-executes under the shared venv (scripts/python-env.sh) when boto3 is not importable."""
-    try:
-        import boto3  # noqa: F401
-    except ImportError:
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        venv_python = Path(os.environ.get("POSTBOX_VENV") or cache / "postbox" / "venv") / "bin" / "python"
-        if venv_python.exists() and Path(sys.executable) != venv_python:
-            os.execv(str(venv_python), [str(venv_python), *sys.argv])
-        sys.exit("run.py needs boto3: run scripts/python-env.sh once (it creates the venv this script uses)")
-
+from common.bootstrap import ensure_boto3  # noqa: E402
 
 ensure_boto3()
-sys.path.insert(0, str(HERE))
 
-from harness.corpus import CorpusError, load_corpus  # noqa: E402
+from common.known import covering, load_known  # noqa: E402
+from common.outcome import ABSENT, walk_difference  # noqa: E402
+from common.report import clip, load_selected, perturber, print_outcome, show_step, unreachable  # noqa: E402
+from harness.corpus import load_corpus  # noqa: E402
 from harness.endpoint import Endpoint  # noqa: E402
-from harness.known import load_known  # noqa: E402
 from harness.runner import Runner  # noqa: E402
 
 
 def main() -> int:
     args = parse_args()
-    try:
-        cases = load_corpus(Path(args.cases))
-    except CorpusError as err:
-        print(f"error: {err}", file=sys.stderr)
+    cases = load_selected(load_corpus, Path(args.cases), args.filter)
+    if cases is None:
         return 2
-    if args.filter:
-        cases = [c for c in cases if any(selects(f, c.name) for f in args.filter)]
     if args.list:
         for case in cases:
             requires = f"  (requires {', '.join(case.requires)})" if case.requires else ""
@@ -64,16 +50,11 @@ def main() -> int:
         return 2
 
     known = load_known(Path(args.known))
-    perturb_glob = args.perturb or os.environ.get("CONFORMANCE_PERTURB")
     reference = Endpoint("reference", args.reference, set(args.reference_capability or ()))
     target = Endpoint("target", args.target, set(args.target_capability or ()))
-    runner = Runner(reference, target, perturb=(lambda name: selects(perturb_glob, name)) if perturb_glob else None)
-    for endpoint in (reference, target):
-        problem = endpoint.check_reachable()
-        if problem:
-            print(f"error: the {endpoint.name} at {endpoint.url} does not answer SQS ListQueues: {problem}",
-                  file=sys.stderr)
-            return 2
+    runner = Runner(reference, target, perturb=perturber(args.perturb or os.environ.get("CONFORMANCE_PERTURB")))
+    if unreachable((reference, target), "SQS ListQueues"):
+        return 2
     started = time.monotonic()
     results = runner.run_all(cases, args.jobs)
     elapsed = time.monotonic() - started
@@ -90,7 +71,7 @@ def main() -> int:
             continue
         ran += 1
         target_only += result.mode == "target-only"
-        cover = next((k for k in known if k.covers(name)), None)
+        cover = covering(known, name)
         if args.show:
             show(result)
         if args.verbose:
@@ -169,23 +150,6 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def selects(pattern: str, name: str) -> bool:
-    if any(ch in pattern for ch in "*?["):
-        return fnmatch.fnmatchcase(name, pattern)
-    return pattern in name
-
-
-def clip(text: str, limit: int = 4000) -> str:
-    """Outcomes can hold 1 MiB bodies; a report line shows the start of them."""
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
-
-
-def print_outcome(label: str, outcome) -> None:
-    print(f"  {label:<10} {clip(json.dumps(outcome.value, sort_keys=True))}")
-    if outcome.message:
-        print(f"  {'':<10} message: {clip(outcome.message)}")
-
-
 def report(mismatch, cover) -> None:
     print(f"MISMATCH {mismatch.case} / {mismatch.step}")
     print_outcome("reference:", mismatch.reference)
@@ -197,25 +161,17 @@ def report(mismatch, cover) -> None:
         print(f"  known difference: {cover.what}")
 
 
-def first_difference(a, b, path: str = "") -> str | None:
+def first_difference(a, b) -> str | None:
     """The path of the first place two outcomes differ (``ok.Messages[1].Body``)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in sorted(set(a) | set(b)):
-            if key not in a or key not in b:
-                return f"{path}.{key}".lstrip(".") + (" (only in the target)" if key not in a else " (only in the reference)")
-            found = first_difference(a[key], b[key], f"{path}.{key}")
-            if found:
-                return found
+    found = walk_difference(a, b)
+    if found is None:
         return None
-    if isinstance(a, list) and isinstance(b, list):
-        for i, (x, y) in enumerate(zip(a, b)):
-            found = first_difference(x, y, f"{path}[{i}]")
-            if found:
-                return found
-        if len(a) != len(b):
-            return f"{path.lstrip('.')} (length {len(a)} against {len(b)})"
-        return None
-    return None if a == b else (path.lstrip(".") or "(top)")
+    path, kind, a_part, b_part = found
+    if kind == "key":
+        return path.lstrip(".") + (" (only in the target)" if a_part is ABSENT else " (only in the reference)")
+    if kind == "length":
+        return f"{path.lstrip('.')} (length {len(a_part)} against {len(b_part)})"
+    return path.lstrip(".") or "(top)"
 
 
 def show(result) -> None:
@@ -225,15 +181,7 @@ def show(result) -> None:
             print(f"  {title}")
             print(f"    target:    {clip(json.dumps(tgt.value, sort_keys=True))}")
             continue
-        same = ref.canonical() == tgt.canonical()
-        print(f"  {title}: {'same' if same else 'DIFFERENT'}")
-        print(f"    reference: {clip(json.dumps(ref.value, sort_keys=True))}")
-        if ref.message:
-            print(f"               message: {clip(ref.message)}")
-        if not same:
-            print(f"    target:    {clip(json.dumps(tgt.value, sort_keys=True))}")
-            if tgt.message:
-                print(f"               message: {clip(tgt.message)}")
+        show_step(title, ref, tgt)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,17 @@ service_state_dir() {
     (cd "$dir" && pwd)
 }
 
+# Prints the body of an empty JSON 1.0 request for <target> (X-Amz-Target) to 127.0.0.1:<port>,
+# signed with a dummy credential scoped to <signing-name>; fails when nothing answers in 2 s.
+service_ask() {
+    local port="$1" target="$2" signing_name="$3"
+    curl -s --max-time 2 -X POST "http://127.0.0.1:$port/" \
+        -H 'Content-Type: application/x-amz-json-1.0' \
+        -H "X-Amz-Target: $target" \
+        -H "Authorization: AWS4-HMAC-SHA256 Credential=local/20240101/us-east-1/$signing_name/aws4_request, SignedHeaders=host, Signature=0" \
+        -d '{}' 2>/dev/null
+}
+
 # Answers 0 when the pid in the file is alive and is our server (not a reused pid), printing it.
 running_pid() {
     local pidfile="$1" pid

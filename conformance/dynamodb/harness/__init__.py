@@ -6,9 +6,12 @@ normalises both outcomes and reports every difference. Modules, in the order a c
 through them:
 
 - ``corpus``: loads case files and expands their macros into plain requests.
-- ``wire``: turns case-file requests into boto3 parameters (table names, base64 binaries).
+- ``wire``: logical table names in case files to the physical names of a run, and back.
 - ``endpoint``: one DynamoDB + DynamoDB Streams client pair and the calls a case makes.
 - ``outcome``: normalises a response or an error into the value that is compared.
-- ``known``: reads ``known-differences.md``.
 - ``runner``: runs cases on both endpoints and collects mismatches.
+
+What it shares with the SQS harness is in ``conformance/common``: reading case files and
+``known-differences.md``, the boto3 clients and base64 blobs, ``Outcome``, and run.py's
+case selection and printing.
 """

@@ -1,9 +1,8 @@
 """One endpoint under test: a DynamoDB client and a DynamoDB Streams client on one URL.
 
-The clients are ordinary boto3 low-level clients with dummy credentials. Two settings differ
-from the defaults, for the same reason: the server, not the SDK, must be what is tested.
-Client-side parameter validation is off, so a request that breaks a documented limit reaches
-the server; retries are off, so an error is seen as the server first gave it.
+The clients are ordinary boto3 low-level clients with dummy credentials, set up as
+``common.wire`` sets up both suites' clients: client-side parameter validation and retries are
+off, so the server, not the SDK, is what is tested.
 """
 
 from __future__ import annotations
@@ -11,31 +10,21 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+
+from common import wire as common_wire
 
 from . import outcome as oc
 from . import wire
 
-CONFIG = Config(
-    parameter_validation=False,
-    retries={"total_max_attempts": 1, "mode": "standard"},
-    connect_timeout=5,
-    read_timeout=30,
-    max_pool_connections=32,
-)
+CONFIG = common_wire.client_config(read_timeout=30, max_pool_connections=32)
 
 
 class Endpoint:
     def __init__(self, name: str, url: str):
         self.name = name
         self.url = url
-        session = boto3.session.Session(
-            aws_access_key_id="conformance",
-            aws_secret_access_key="conformance",
-            region_name="us-east-1",
-        )
+        session = common_wire.session()
         self.ddb = session.client("dynamodb", endpoint_url=url, config=CONFIG)
         self.streams = session.client("dynamodbstreams", endpoint_url=url, config=CONFIG)
 
@@ -43,8 +32,7 @@ class Endpoint:
 
     def raw(self, client: Any, op: str, params: dict) -> dict:
         """Calls an operation with params already in boto3's form; raises ClientError."""
-        shape = client.meta.service_model.operation_model(op).input_shape
-        return wire.from_boto(client._make_api_call(op, wire.to_boto(shape, params)))
+        return common_wire.call(client, op, params)
 
     def call(self, op: str, params: dict, names: dict[str, str], **normalise: bool) -> oc.Outcome:
         """Runs one step and returns its normalised outcome (success or error)."""
@@ -53,7 +41,7 @@ class Endpoint:
             salt = ",".join(sorted(names.values()))
             response = self.raw(self.ddb, op, wire.physical_names(params, names, salt))
         except ClientError as err:
-            result = oc.failure(wire.from_boto(err.response))
+            result = oc.failure(common_wire.from_boto(err.response))
             return oc.Outcome(wire.logical_names(result.value, reverse), wire.logical_names(result.message, reverse))
         except (BotoCoreError, ValueError, KeyError, TypeError) as err:
             return oc.client_failure(err)

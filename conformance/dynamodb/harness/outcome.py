@@ -9,26 +9,13 @@ compared value, to be shown when outcomes differ.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import Any
+
+from common.outcome import ABSENT, Outcome, canonical, walk_difference
 
 DROPPED = {"ResponseMetadata", "ConsumedCapacity"}
 DROPPED_RECORD = {"eventID", "eventVersion", "eventSource", "awsRegion"}
 DROPPED_RECORD_DYNAMODB = {"ApproximateCreationDateTime", "SequenceNumber", "SizeBytes"}
-
-
-@dataclass
-class Outcome:
-    value: Any
-    message: str | None = None
-
-    def canonical(self) -> str:
-        return canonical(self.value)
-
-
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def success(op: str, response: dict, *, keep_last_key: bool = False, keep_order: bool = False) -> Outcome:
@@ -117,22 +104,18 @@ def matches_expectation(outcome: Outcome, expect: str) -> bool:
     return value.get("error") == expect
 
 
-def first_difference(a: Any, b: Any, path: str = "") -> tuple[str, Any, Any] | None:
+def first_difference(a: Any, b: Any) -> tuple[str, Any, Any] | None:
     """The first place where two outcome values differ, as (path, a's part, b's part)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in sorted(set(a) | set(b)):
-            if key not in a or key not in b:
-                return (f"{path}.{key}".lstrip("."), a.get(key, "(absent)"), b.get(key, "(absent)"))
-            found = first_difference(a[key], b[key], f"{path}.{key}")
-            if found:
-                return found
+    found = walk_difference(a, b)
+    if found is None:
         return None
-    if isinstance(a, list) and isinstance(b, list):
-        for i, (x, y) in enumerate(zip(a, b)):
-            found = first_difference(x, y, f"{path}[{i}]")
-            if found:
-                return found
-        if len(a) != len(b):
-            return (f"{path} length", len(a), len(b))
-        return None
-    return None if a == b else (path.lstrip(".") or "(whole outcome)", a, b)
+    path, kind, a_part, b_part = found
+    if kind == "key":
+        return (path.lstrip("."), _shown(a_part), _shown(b_part))
+    if kind == "length":
+        return (f"{path} length", len(a_part), len(b_part))
+    return (path.lstrip(".") or "(whole outcome)", a_part, b_part)
+
+
+def _shown(part: Any) -> Any:
+    return "(absent)" if part is ABSENT else part

@@ -8,8 +8,9 @@ import time
 import traceback
 import uuid
 from itertools import zip_longest
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+
+from common import report
 
 from . import outcome as oc
 from . import wire
@@ -44,11 +45,7 @@ class Runner:
         self.perturb = perturb or (lambda name: False)
 
     def run_all(self, cases: list[Case], jobs: int) -> list[CaseResult]:
-        numbered = list(enumerate(cases))
-        if jobs <= 1:
-            return [self.run_case(i, c) for i, c in numbered]
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            return list(pool.map(lambda ic: self.run_case(*ic), numbered))
+        return report.run_all(self.run_case, cases, jobs)
 
     def run_case(self, index: int, case: Case) -> CaseResult:
         """Runs one case on both sides; a fault of the harness itself becomes a mismatch."""

@@ -1,18 +1,14 @@
-"""Translation between case-file requests and what boto3 sends and returns.
+"""Translation between case-file table names and the physical names of a run.
 
-Case files name tables logically (``t``) and write binaries as base64 strings, the way
-DynamoDB JSON does on the wire. boto3 wants the physical table names of this run and raw
-bytes for blobs, and hands bytes back; these functions convert both ways.
+Case files name tables logically (``t``); boto3 sends the physical table names of this run,
+and responses name them back. These functions convert both ways. Base64 blobs, the other
+translation, are shared with the SQS suite (``common.wire``).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 from typing import Any
-
-from botocore.model import Shape
 
 
 def physical_names(params: Any, names: dict[str, str], salt: str = "") -> Any:
@@ -50,40 +46,4 @@ def logical_names(value: Any, names: dict[str, str]) -> Any:
         return [logical_names(v, names) for v in value]
     if isinstance(value, dict):
         return {logical_names(k, names): logical_names(v, names) for k, v in value.items()}
-    return value
-
-
-def to_boto(shape: Shape | None, value: Any) -> Any:
-    """Walks a request along its botocore shape and decodes base64 strings where a blob goes.
-
-    Values that do not fit the shape are passed through untouched, so a case can still send a
-    deliberately malformed request (parameter validation is off in our clients).
-    """
-    if shape is None:
-        return value
-    kind = shape.type_name
-    if kind == "structure" and isinstance(value, dict):
-        return {k: to_boto(shape.members.get(k), v) for k, v in value.items()}
-    if kind == "list" and isinstance(value, list):
-        return [to_boto(shape.member, v) for v in value]
-    if kind == "map" and isinstance(value, dict):
-        return {k: to_boto(shape.value, v) for k, v in value.items()}
-    if kind == "blob" and isinstance(value, str):
-        try:
-            return base64.b64decode(value, validate=True)
-        except binascii.Error:
-            return value.encode()
-    return value
-
-
-def from_boto(value: Any) -> Any:
-    """Turns a parsed response into plain JSON values: bytes become base64 strings."""
-    if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(bytes(value)).decode()
-    if isinstance(value, dict):
-        return {k: from_boto(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [from_boto(v) for v in value]
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
     return value

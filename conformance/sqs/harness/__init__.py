@@ -8,11 +8,13 @@ known difference is accepted only where the target does what the documentation s
 Modules, in the order a case flows through them:
 
 - ``corpus``: loads case files, expands macros, checks the case format.
-- ``wire``: case-file values to boto3 parameters and back (base64 blobs).
 - ``endpoint``: one boto3 SQS client per endpoint, and the test-clock hook.
 - ``side``: runs one case on one endpoint: queues, references between steps, pseudo-steps.
 - ``normalise``: turns a response or an error into the value that is compared.
 - ``expect``: matches an outcome against a case's documented expectation.
-- ``known``: reads ``known-differences.md``.
 - ``runner``: runs cases on both endpoints concurrently and collects mismatches.
+
+What it shares with the DynamoDB harness is in ``conformance/common``: reading case files and
+``known-differences.md``, the boto3 client and base64 blobs (``wire``), ``Outcome``, and
+run.py's case selection and printing.
 """

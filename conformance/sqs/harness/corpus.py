@@ -1,12 +1,8 @@
 """Loads case files, expands their macros and checks the case format.
 
 A case file is JSON: ``{"defaults": {...}, "cases": [...]}`` (README.md describes the format).
-Load-time macros let a case describe large or repetitive values without spelling them out:
-
-- ``{"$repeat": "ab", "count": 3}`` becomes the string ``"ababab"``;
-- ``{"$each": 3, "do": TEMPLATE}`` as a list element splices in three copies of TEMPLATE in
-  which every ``{i}`` (or ``{i:03d}``, any Python format spec) in a string is replaced by the
-  copy's index (``"from": 1`` starts elsewhere); anywhere else it becomes that list.
+Reading the files and the load-time macros (``$repeat``, ``$each``) are shared with the
+DynamoDB suite (``common.corpus``); the queues, steps and checks of a case are SQS's own.
 
 References to things only known while a case runs (``$url``, ``$arn``, ``$name``, ``$rh``,
 ``$ref``, ``$json``) are left in place here and resolved per endpoint by ``side``.
@@ -14,11 +10,12 @@ References to things only known while a case runs (``$url``, ``$arn``, ``$name``
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from common import corpus as common_corpus
+from common.corpus import CorpusError, expand
 
 from .expect import validate as validate_expectation
 
@@ -33,10 +30,6 @@ CASE_FIELDS = {"name", "doc", "requires", "queues", "steps"}
 QUEUE_FIELDS = {"name", "fifo", "attributes", "tags"}
 CAPABILITIES = {"clock"}
 PROJECTIONS = {"bodies", "count", "keys", "attributes", "lengths", "none"}
-
-
-class CorpusError(Exception):
-    """A case file that cannot be run as written."""
 
 
 @dataclass
@@ -87,43 +80,11 @@ DEFAULT_QUEUES = [{"name": "q"}]
 
 
 def load_corpus(directory: Path) -> list[Case]:
-    files = sorted(directory.glob("*.json"))
-    if not files:
-        raise CorpusError(f"no case files (*.json) in {directory}")
-    cases: list[Case] = []
-    seen: dict[str, str] = {}
-    for path in files:
-        for case in load_file(path):
-            if case.name in seen:
-                raise CorpusError(f"case {case.name} is defined twice ({seen[case.name]} and {path.name})")
-            seen[case.name] = path.name
-            cases.append(case)
-    return cases
-
-
-def load_file(path: Path) -> list[Case]:
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise CorpusError(f"{path}: not valid JSON: {err}") from err
-    if isinstance(data, list):
-        data = {"cases": data}
-    defaults = data.get("defaults", {})
-    cases = []
-    for raw in data.get("cases", []):
-        try:
-            cases.append(parse_case(path.stem, path.name, raw, defaults))
-        except CorpusError as err:
-            raise CorpusError(f"{path.name}: case {raw.get('name', '?')}: {err}") from err
-    return cases
+    return common_corpus.load_corpus(directory, parse_case)
 
 
 def parse_case(prefix: str, file: str, raw: dict, defaults: dict) -> Case:
-    if "name" not in raw:
-        raise CorpusError("a case needs a name")
-    unknown = set(raw) - CASE_FIELDS
-    if unknown:
-        raise CorpusError(f"unknown case fields {sorted(unknown)}")
+    basics = common_corpus.case_basics(prefix, file, raw, CASE_FIELDS)
     requires = list(raw.get("requires", defaults.get("requires", [])))
     if set(requires) - CAPABILITIES:
         raise CorpusError(f"unknown requirements {sorted(set(requires) - CAPABILITIES)}")
@@ -140,14 +101,7 @@ def parse_case(prefix: str, file: str, raw: dict, defaults: dict) -> Case:
             raise CorpusError(f"step {step.index}: AdvanceClock needs \"requires\": [\"clock\"]")
         if step.op == "Join" and step.options.get("step") not in labels:
             raise CorpusError(f"step {step.index}: Join names no labelled step")
-    return Case(
-        name=f"{prefix}/{raw['name']}",
-        file=file,
-        doc=raw.get("doc", ""),
-        requires=requires,
-        queues=queues,
-        steps=steps,
-    )
+    return Case(**basics, requires=requires, queues=queues, steps=steps)
 
 
 def parse_queue(raw: dict) -> QueueSpec:
@@ -165,13 +119,7 @@ def parse_queue(raw: dict) -> QueueSpec:
 
 
 def parse_step(index: int, raw: dict) -> Step:
-    if "op" not in raw:
-        raise CorpusError(f"step {index} has no op")
-    unknown = {k for k in raw if k[:1].islower() and k not in STEP_OPTIONS}
-    if unknown:
-        raise CorpusError(f"step {index}: unknown options {sorted(unknown)}")
-    options = {k: v for k, v in raw.items() if k in STEP_OPTIONS}
-    params = expand({k: v for k, v in raw.items() if k not in STEP_OPTIONS})
+    options, params = common_corpus.split_step(index, raw, STEP_OPTIONS)
     op = options["op"]
     if op in PSEUDO_OPS:
         if params:
@@ -203,41 +151,3 @@ def parse_step(index: int, raw: dict) -> Step:
     if timing is not None and not (isinstance(timing, list) and len(timing) == 2):
         raise CorpusError(f"step {index}: timing is [min_seconds, max_seconds]")
     return Step(index=index, op=op, params=params, options=options)
-
-
-_INDEX = re.compile(r"\{i(?::([^}]*))?\}")
-
-
-def expand(value: Any) -> Any:
-    """Expands ``$repeat`` and ``$each`` macros, recursively."""
-    if isinstance(value, dict):
-        if "$repeat" in value:
-            return str(value["$repeat"]) * int(value["count"])
-        if "$each" in value:
-            return _each(value)
-        return {k: expand(v) for k, v in value.items()}
-    if isinstance(value, list):
-        out = []
-        for element in value:
-            if isinstance(element, dict) and "$each" in element:
-                out.extend(_each(element))
-            else:
-                out.append(expand(element))
-        return out
-    return value
-
-
-def _each(macro: dict) -> list:
-    template = expand(macro["do"])
-    start = int(macro.get("from", 0))
-    return [_substitute(template, i) for i in range(start, start + int(macro["$each"]))]
-
-
-def _substitute(value: Any, i: int) -> Any:
-    if isinstance(value, str):
-        return _INDEX.sub(lambda m: format(i, m.group(1) or ""), value)
-    if isinstance(value, dict):
-        return {_substitute(k, i): _substitute(v, i) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_substitute(v, i) for v in value]
-    return value

@@ -4,10 +4,9 @@ The client is an ordinary boto3 low-level client with dummy credentials in us-ea
 requests use SQS's JSON protocol (``X-Amz-Target: AmazonSQS.<Action>``, content type
 ``application/x-amz-json-1.0``): botocore's SQS model declares only that protocol, and
 ``Endpoint`` refuses to run if an older botocore would fall back to the query protocol.
-Two settings differ from the defaults, for the same reason: the server, not the SDK, must be
-what is tested. Client-side parameter validation is off, so a request that breaks a
-documented limit reaches the server; retries are off, so an error is seen as the server first
-gave it. The read timeout is longer than the longest long poll (20 s).
+It is set up as ``common.wire`` sets up both suites' clients: client-side parameter
+validation and retries are off, so the server, not the SDK, is what is tested. The read
+timeout is longer than the longest long poll (20 s).
 
 Test clock: a case with ``"requires": ["clock"]`` advances the server's clock with the
 ``AdvanceClock`` pseudo-step. The harness sends ``POST <endpoint>/_postbox/test/clock`` with
@@ -21,18 +20,9 @@ import json
 import urllib.request
 from typing import Any
 
-import boto3
-from botocore.config import Config
+from common import wire
 
-from . import wire
-
-CONFIG = Config(
-    parameter_validation=False,
-    retries={"total_max_attempts": 1, "mode": "standard"},
-    connect_timeout=5,
-    read_timeout=45,
-    max_pool_connections=64,
-)
+CONFIG = wire.client_config(read_timeout=45, max_pool_connections=64)
 
 CLOCK_PATH = "/_postbox/test/clock"
 
@@ -42,11 +32,7 @@ class Endpoint:
         self.name = name
         self.url = url.rstrip("/")
         self.capabilities = set(capabilities or ())
-        session = boto3.session.Session(
-            aws_access_key_id="conformance",
-            aws_secret_access_key="conformance",
-            region_name="us-east-1",
-        )
+        session = wire.session()
         self.sqs = session.client("sqs", endpoint_url=self.url, config=CONFIG)
         protocol = self.sqs.meta.service_model.protocol
         if protocol != "json":
@@ -60,8 +46,7 @@ class Endpoint:
 
     def raw(self, op: str, params: dict) -> dict:
         """Calls an operation with case-file params; raises ClientError or BotoCoreError."""
-        shape = self.sqs.meta.service_model.operation_model(op).input_shape
-        return wire.from_boto(self.sqs._make_api_call(op, wire.to_boto(shape, params)))
+        return wire.call(self.sqs, op, params)
 
     def check_reachable(self) -> str | None:
         """None when the endpoint answers ListQueues over the JSON protocol, else what went wrong."""

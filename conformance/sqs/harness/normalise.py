@@ -34,8 +34,9 @@ import json
 import re
 import struct
 import time
-from dataclasses import dataclass
 from typing import Any
+
+from common.outcome import Outcome, canonical
 
 DROPPED = {"ResponseMetadata"}
 # Queue attributes outside what the queues implement (encryption, access policy); dropped from
@@ -44,19 +45,6 @@ OUT_OF_SCOPE_ATTRIBUTES = {"KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "Sq
 JSON_ATTRIBUTES = {"RedrivePolicy", "RedriveAllowPolicy", "Policy"}
 ARN = re.compile(r"arn:aws[a-z-]*:sqs:[a-z0-9-]*:[0-9]*:([A-Za-z0-9_.-]+)")
 DAY_MS = 86_400_000
-
-
-@dataclass
-class Outcome:
-    value: Any
-    message: str | None = None
-
-    def canonical(self) -> str:
-        return canonical(self.value)
-
-
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 class Context:

@@ -14,6 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import zip_longest
 
+from common import report
+
 from . import expect as ex
 from . import normalise as nm
 from .corpus import Case, Step
@@ -53,11 +55,7 @@ class Runner:
         self.perturb = perturb or (lambda name: False)
 
     def run_all(self, cases: list[Case], jobs: int) -> list[CaseResult]:
-        numbered = list(enumerate(cases))
-        if jobs <= 1:
-            return [self.run_case(i, c) for i, c in numbered]
-        with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="case") as pool:
-            return list(pool.map(lambda ic: self.run_case(*ic), numbered))
+        return report.run_all(self.run_case, cases, jobs, thread_name_prefix="case")
 
     def prefix(self, side: str, index: int) -> str:
         return f"pb{self.run_id}{side}{index:03d}-"

@@ -29,9 +29,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from common import wire
+
 from . import expect as ex
 from . import normalise as nm
-from . import wire
 from .corpus import Case, QueueSpec, Step
 from .endpoint import Endpoint
 
