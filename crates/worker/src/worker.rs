@@ -122,6 +122,9 @@ pub struct WorkerStats {
     pub predecessors_from_log: u64,
     /// Durable events that matched no subscription.
     pub delivered_to_nobody: u64,
+    /// Deletes or visibility changes the queue refused (expired receipt
+    /// handles); the messages come back and are settled then.
+    pub settle_failures: u64,
 }
 
 #[derive(Default)]
@@ -136,6 +139,7 @@ struct Counters {
     waited: AtomicU64,
     predecessors_from_log: AtomicU64,
     delivered_to_nobody: AtomicU64,
+    settle_failures: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -283,6 +287,7 @@ impl<S: ItemStore> Worker<S> {
             waited: g(&c.waited),
             predecessors_from_log: g(&c.predecessors_from_log),
             delivered_to_nobody: g(&c.delivered_to_nobody),
+            settle_failures: g(&c.settle_failures),
         }
     }
 
@@ -382,23 +387,42 @@ impl<S: ItemStore> Worker<S> {
                         held = true;
                         continue;
                     }
-                    self.inner.queues.delete(queue, &m.receipt_handle).await?;
-                    bump(&self.inner.counters.deleted);
-                    deleted += 1;
+                    if self.settle(self.inner.queues.delete(queue, &m.receipt_handle).await, &m) {
+                        bump(&self.inner.counters.deleted);
+                        deleted += 1;
+                    }
                 }
                 Outcome::Retry(seconds) => {
                     held = true;
-                    self.inner.queues.change_visibility(queue, &m.receipt_handle, seconds).await?;
+                    let r = self.inner.queues.change_visibility(queue, &m.receipt_handle, seconds).await;
+                    self.settle(r, &m);
                 }
                 Outcome::Wait => {
                     held = true;
                     let wait = self.inner.options.order_wait_seconds;
-                    self.inner.queues.change_visibility(queue, &m.receipt_handle, wait).await?;
+                    let r = self.inner.queues.change_visibility(queue, &m.receipt_handle, wait).await;
+                    self.settle(r, &m);
                 }
                 Outcome::Abandon => held = true,
             }
         }
         Ok(deleted)
+    }
+
+    /// Logs and counts a delete or visibility change the queue refused
+    /// (typically: the receipt handle expired because the message's
+    /// visibility ran out and it was handed out again). Nothing is lost: the
+    /// message comes back and its claims make the redelivery a no-op or a
+    /// wait. Returns whether the call succeeded.
+    fn settle(&self, result: postbox_queue::QueueResult<()>, m: &ReceivedMessage) -> bool {
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(message_id = %m.message_id, error = %e, "the queue refused to settle a message; it will come back");
+                bump(&self.inner.counters.settle_failures);
+                false
+            }
+        }
     }
 
     async fn record_poison(&self, m: &ReceivedMessage, reason: &str) -> WorkerResult<()> {
@@ -541,7 +565,12 @@ impl<S: ItemStore> Worker<S> {
                     }
                     if let Some(receipt) = receipt {
                         let queue = &self.inner.options.queue;
-                        self.inner.queues.change_visibility(queue, receipt, self.lease_seconds()).await?;
+                        if let Err(e) = self.inner.queues.change_visibility(queue, receipt, self.lease_seconds()).await {
+                            // The claim's lease still protects the effect; the
+                            // message may be handed out again meanwhile.
+                            tracing::warn!(error = %e, "could not extend the message's visibility");
+                            bump(&self.inner.counters.settle_failures);
+                        }
                     }
                 }
             }
