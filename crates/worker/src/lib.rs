@@ -10,6 +10,7 @@
 //! - [`poison`]: bodies that are no event, recorded globally and dropped;
 //! - [`handler`]: what a handler receives and returns;
 //! - [`replay`]: listing and replaying dead letters (the runbook);
+//! - [`report`]: the reconciliation report;
 //! - [`worker`]: the loop: receive, parse, order, claim, run, complete, delete;
 //! - [`faults`]: named fault-injection points (feature `faults`).
 //!
@@ -26,6 +27,7 @@ pub mod handler;
 pub mod inbox;
 pub mod poison;
 pub mod replay;
+pub mod report;
 pub mod worker;
 
 pub use claim::{ClaimKey, ClaimRow, Status};

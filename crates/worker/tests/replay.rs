@@ -93,3 +93,27 @@ async fn fix_then_replay_runs_the_dead_subscription_once_and_no_sibling_again() 
     let again = replay::replay(w.inbox(), &env.queues, QUEUE, EVENTS, &acme, false, now + 1).await.unwrap();
     assert_eq!((again.selected.len(), again.enqueued), (0, 0));
 }
+
+#[tokio::test]
+async fn reconciliation_report_asks_for_attention_while_a_dead_letter_waits() {
+    use postbox_worker::report::{Verdict, reconcile};
+    let env = env(catalog(&durable("ship", "ORDER_*", 5))).await;
+    let h: Handler = handler(|d| async move {
+        if d.envelope.tenant == "acme" {
+            return Err(HandlerError::terminal("bad address"));
+        }
+        Ok(vec![])
+    });
+    let w = worker(&env, HashMap::from([("h::ship".to_owned(), h)]), "w1").await;
+    for tenant in ["acme", "globex"] {
+        let e = emit(&env, tenant, "ORDER_PLACED", 1).await;
+        pipe(&env, &e).await;
+    }
+    drain(&w, &env.queues, 10).await;
+    let r = reconcile(&env.store, &env.queues, w.inbox(), EVENTS, QUEUE).await.unwrap();
+    assert_eq!(r.tenants.len(), 2);
+    let acme = r.tenants.iter().find(|t| t.tenant == "acme").unwrap();
+    assert_eq!((acme.head_seq, acme.chain_intact, acme.dead_letters), (1, true, 1));
+    assert_eq!((r.queue_depth, r.queue_in_flight, r.dlq_depth, r.poison), (0, 0, 0, 0));
+    assert_eq!(r.verdict, Verdict::Attention(vec!["tenant acme: 1 dead letter(s)".to_owned()]));
+}
