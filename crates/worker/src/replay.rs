@@ -13,6 +13,10 @@
 //! (`pk = TENANT#<t>#REPLAY`, `sk = <ms, 20 digits>#<event_id>:<subscription>`).
 //! The events are then sent again from the log with a fresh deduplication id,
 //! so the queue's 5-minute deduplication window does not swallow them.
+//!
+//! [`redrive`] moves messages back from the queue's own dead-letter queue
+//! (where maxReceiveCount put them) after resetting the DEAD claims of
+//! their events, for the same reason.
 
 use std::collections::BTreeMap;
 
@@ -251,4 +255,65 @@ pub async fn replay_records<S: ItemStore>(inbox: &Inbox<S>, tenant: &str) -> Wor
             Some((s("event_id")?, s("subscription")?, at))
         })
         .collect())
+}
+
+/// What a redrive did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RedriveReport {
+    /// Messages moved from the dead-letter queue back to the source queue.
+    pub moved: usize,
+    /// DEAD claims reset so the moved events run again.
+    pub reset: usize,
+    /// Bodies in the dead-letter queue that are no event: recorded as
+    /// poison and deleted.
+    pub poison: usize,
+}
+
+/// Moves every message of the dead-letter queue `dlq` back to `queue`,
+/// first resetting the DEAD claims of its event (so the redelivery runs
+/// them; COMPLETED ones stay completed and are skipped). Each message is
+/// sent again before it is deleted from the DLQ, so a crash in between
+/// duplicates it (harmless: the claims decide) rather than losing it.
+pub async fn redrive<S: ItemStore>(inbox: &Inbox<S>, queues: &Queues, queue: &str, dlq: &str, now_ms: u64) -> WorkerResult<RedriveReport> {
+    let mut report = RedriveReport::default();
+    loop {
+        let options = postbox_queue::ReceiveOptions {
+            max_messages: Some(10),
+            visibility_timeout: Some(300),
+            wait_time_seconds: Some(0),
+            ..Default::default()
+        };
+        let got = queues.receive(dlq, options).await?;
+        if got.is_empty() {
+            return Ok(report);
+        }
+        for m in got {
+            match crate::poison::parse_body(&m.body) {
+                Err(reason) => {
+                    inbox
+                        .record_poison(crate::poison::poison_item(dlq, &m.message_id, &m.body, &reason, now_ms))
+                        .await?;
+                    report.poison += 1;
+                }
+                Ok(e) => {
+                    let selection = Selection {
+                        tenant: Some(e.tenant.clone()),
+                        event_ids: Some(vec![e.id.clone()]),
+                        ..Default::default()
+                    };
+                    for d in list(inbox, &selection).await? {
+                        if reset_one(inbox, &d, now_ms).await? {
+                            report.reset += 1;
+                        }
+                    }
+                    let message = NewMessage::new(m.body.clone())
+                        .group(&e.tenant)
+                        .dedup(format!("{}#redrive#{now_ms}", e.id));
+                    queues.send(queue, message).await?;
+                    report.moved += 1;
+                }
+            }
+            queues.delete(dlq, &m.receipt_handle).await?;
+        }
+    }
 }

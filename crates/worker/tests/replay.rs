@@ -117,3 +117,63 @@ async fn reconciliation_report_asks_for_attention_while_a_dead_letter_waits() {
     assert_eq!((r.queue_depth, r.queue_in_flight, r.dlq_depth, r.poison), (0, 0, 0, 0));
     assert_eq!(r.verdict, Verdict::Attention(vec!["tenant acme: 1 dead letter(s)".to_owned()]));
 }
+
+#[tokio::test]
+async fn redrive_from_the_queue_dlq_clears_the_dead_claims_first() {
+    let env = env(catalog(&format!("{}{}", durable("ship", "ORDER_*", 5), durable("mail", "ORDER_*", 5)))).await;
+    let fixed = Arc::new(AtomicBool::new(false));
+    let mail_runs: Runs = Arc::default();
+    let f = fixed.clone();
+    let ship: Handler = handler(move |d| {
+        let ok = f.load(Ordering::SeqCst);
+        async move {
+            if !ok {
+                return Err(HandlerError::terminal("down for good"));
+            }
+            Ok(vec![effect(&d.idempotency_key)])
+        }
+    });
+    let mr = mail_runs.clone();
+    let mail: Handler = handler(move |d| {
+        mr.lock().unwrap().push((d.envelope.tenant.clone(), d.envelope.seq));
+        async move { Ok(vec![]) }
+    });
+    let w = worker(&env, HashMap::from([("h::ship".to_owned(), ship), ("h::mail".to_owned(), mail)]), "w1").await;
+    let e = emit(&env, "acme", "ORDER_PLACED", 1).await;
+    pipe(&env, &e).await;
+    drain(&w, &env.queues, 10).await;
+    assert_eq!(w.inbox().dead_letters("acme").await.unwrap().len(), 1);
+    // The same event's message ended in the queue's DLQ (e.g. maxReceiveCount
+    // while a dependency was down), plus a body that is no event.
+    let body = {
+        let row = postbox_worker::worker::read_event(env.store.as_ref(), EVENTS, "acme", 1).await.unwrap();
+        assert_eq!(row.id, e.id);
+        let q = env.store.clone();
+        let item = postbox_store::ItemStore::get_item(
+            q.as_ref(),
+            postbox_store::api::GetItemInput {
+                table_name: EVENTS.into(),
+                key: postbox_engine::layout::key(postbox_engine::layout::event_pk("acme"), &postbox_engine::layout::seq_sk(1)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .item
+        .unwrap();
+        postbox_item::item_to_json(&item).to_string()
+    };
+    let send = |b: String, d: &str| postbox_queue::NewMessage::new(b).group("acme").dedup(d);
+    env.queues.send(DLQ, send(body, "x1")).await.unwrap();
+    env.queues.send(DLQ, send("garbage".into(), "x2")).await.unwrap();
+
+    fixed.store(true, Ordering::SeqCst);
+    let now = postbox_engine::envelope::now_ms();
+    let report = replay::redrive(w.inbox(), &env.queues, QUEUE, DLQ, now).await.unwrap();
+    assert_eq!((report.moved, report.reset, report.poison), (1, 1, 1));
+    drain(&w, &env.queues, 10).await;
+    assert!(has_effect(&env.store, &format!("{}:ship", e.id)).await);
+    assert_eq!(mail_runs.lock().unwrap().len(), 1, "mail COMPLETED before and did not run again");
+    let dlq = env.queues.stats(DLQ).unwrap();
+    assert_eq!(dlq.visible + dlq.in_flight, 0);
+}
