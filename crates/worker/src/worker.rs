@@ -298,9 +298,16 @@ impl<S: ItemStore> Worker<S> {
         while !*stop.borrow() {
             tokio::select! {
                 r = self.run_once() => {
-                    if let Err(e) = r {
-                        tracing::error!(error = %e, "worker batch failed; retrying");
-                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    match r {
+                        Err(e) => {
+                            tracing::error!(error = %e, "worker batch failed; retrying");
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                        // A short poll (wait_seconds = 0) on an empty queue
+                        // returns without awaiting; looping on it would hold a
+                        // runtime thread and starve the tasks that hold messages.
+                        Ok(report) if report.received == 0 => tokio::time::sleep(Duration::from_millis(10)).await,
+                        Ok(_) => {}
                     }
                 }
                 _ = stop.changed() => {}
