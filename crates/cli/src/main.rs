@@ -16,7 +16,11 @@ use postbox_queue::{Queues, QueuesOptions, ShiftedClock};
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
 
 #[derive(Parser)]
-#[command(name = "postbox", version, about = "Postbox: an event engine with a DynamoDB-compatible embedded store")]
+#[command(
+    name = "postbox",
+    version,
+    about = "Postbox: an event engine with a DynamoDB-compatible embedded store"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -66,7 +70,8 @@ impl Default for ServeArgs {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("POSTBOX_LOG").unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("POSTBOX_LOG")
+                .unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -96,8 +101,12 @@ fn main() -> ExitCode {
 async fn serve(args: ServeArgs) -> Result<(), String> {
     // Read the pipes first: a bad config file is reported before anything opens.
     let pipes = args.pipes.as_ref().map(pipe::load_config).transpose()?;
-    std::fs::create_dir_all(&args.data)
-        .map_err(|e| format!("cannot create the data directory {}: {e}", args.data.display()))?;
+    std::fs::create_dir_all(&args.data).map_err(|e| {
+        format!(
+            "cannot create the data directory {}: {e}",
+            args.data.display()
+        )
+    })?;
     let file = args.data.join("postbox.redb");
     let test_clock = args.test_clock.then(|| Arc::new(ShiftedClock::new()));
     let mut options = EmbeddedOptions::default();
@@ -106,19 +115,33 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     }
     let store = EmbeddedStore::open(&file, options.clone())
         .map_err(|e| format!("cannot open the store {}: {e}", file.display()))?;
-    let queues = Queues::open(store.clone(), QueuesOptions { clock: options.clock, ..QueuesOptions::default() })
-        .await
-        .map_err(|e| format!("cannot open the queues in {}: {e}", file.display()))?;
+    let queues = Queues::open(
+        store.clone(),
+        QueuesOptions {
+            clock: options.clock,
+            ..QueuesOptions::default()
+        },
+    )
+    .await
+    .map_err(|e| format!("cannot open the queues in {}: {e}", file.display()))?;
     let relay = match pipes {
         Some(config) => Some(pipe::start_relay(store.clone(), queues.clone(), config).await?),
         None => None,
     };
-    let (listener, addr) =
-        postbox_server::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let (listener, addr) = postbox_server::bind(args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     // One line on stdout that scripts can wait for and parse.
-    println!("postbox listening on http://{addr} (data: {})", file.display());
+    println!(
+        "postbox listening on http://{addr} (data: {})",
+        file.display()
+    );
     tracing::info!(%addr, data = %file.display(), "serving the DynamoDB, DynamoDB Streams and SQS wire protocols");
-    let services = postbox_server::Services { store, queues: Some(queues), test_clock };
+    let services = postbox_server::Services {
+        store,
+        queues: Some(queues),
+        test_clock,
+    };
     postbox_server::serve_app(postbox_server::app(services), listener, shutdown_signal())
         .await
         .map_err(|e| format!("server failed: {e}"))?;

@@ -54,7 +54,8 @@ pub struct RelayArgs {
 }
 
 fn load(path: &PathBuf) -> Result<RelayConfig, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read the config {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the config {}: {e}", path.display()))?;
     RelayConfig::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -63,7 +64,8 @@ fn load(path: &PathBuf) -> Result<RelayConfig, String> {
 pub fn run(args: PipeArgs) -> ExitCode {
     let PipeCommand::Test(args) = args.command;
     let result = load(&args.config).and_then(|config| {
-        let text = std::fs::read_to_string(&args.record).map_err(|e| format!("cannot read the record {}: {e}", args.record.display()))?;
+        let text = std::fs::read_to_string(&args.record)
+            .map_err(|e| format!("cannot read the record {}: {e}", args.record.display()))?;
         postbox_relay::plan::test_record_text(&config, &args.pipe, &text)
     });
     match result {
@@ -92,14 +94,23 @@ pub fn relay(args: RelayArgs, runtime: &tokio::runtime::Runtime) -> ExitCode {
 /// Starts the pipes of `config` on an open store, creating the engine's events
 /// table first when the default events pipe reads it, so the relay can start
 /// before the first emit. Shared by `postbox relay` and `postbox serve --pipes`.
-pub async fn start_relay(store: EmbeddedStore, queues: Queues, config: RelayConfig) -> Result<Relay, String> {
+pub async fn start_relay(
+    store: EmbeddedStore,
+    queues: Queues,
+    config: RelayConfig,
+) -> Result<Relay, String> {
     for p in config.pipes.iter().filter(|p| p.name == "events") {
-        match store.create_table(postbox_engine::layout::create_events_table(&p.table)).await {
+        match store
+            .create_table(postbox_engine::layout::create_events_table(&p.table))
+            .await
+        {
             Ok(_) | Err(postbox_store::StoreError::ResourceInUse(_)) => {}
             Err(e) => return Err(format!("cannot create the events table {}: {e}", p.table)),
         }
     }
-    Relay::start(store, queues, config, RelayOptions::default()).await.map_err(|e| e.to_string())
+    Relay::start(store, queues, config, RelayOptions::default())
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// Reads and checks a relay config file.
@@ -110,15 +121,30 @@ pub fn load_config(path: &PathBuf) -> Result<RelayConfig, String> {
 async fn run_relay(args: RelayArgs) -> Result<(), String> {
     let config = load(&args.config)?;
     if config.pipes.is_empty() {
-        return Err(format!("{}: no pipes are declared (add [pipes.NAME] or relay.events_pipe = true)", args.config.display()));
+        return Err(format!(
+            "{}: no pipes are declared (add [pipes.NAME] or relay.events_pipe = true)",
+            args.config.display()
+        ));
     }
-    std::fs::create_dir_all(&args.data).map_err(|e| format!("cannot create the data directory {}: {e}", args.data.display()))?;
+    std::fs::create_dir_all(&args.data).map_err(|e| {
+        format!(
+            "cannot create the data directory {}: {e}",
+            args.data.display()
+        )
+    })?;
     let file = args.data.join("postbox.redb");
-    let store = EmbeddedStore::open(&file, EmbeddedOptions::default()).map_err(|e| format!("cannot open the store {}: {e}", file.display()))?;
-    let queues = Queues::open(store.clone(), QueuesOptions::default()).await.map_err(|e| format!("cannot open the queues: {e}"))?;
+    let store = EmbeddedStore::open(&file, EmbeddedOptions::default())
+        .map_err(|e| format!("cannot open the store {}: {e}", file.display()))?;
+    let queues = Queues::open(store.clone(), QueuesOptions::default())
+        .await
+        .map_err(|e| format!("cannot open the queues: {e}"))?;
     let names: Vec<String> = config.pipes.iter().map(|p| p.name.clone()).collect();
     let relay = start_relay(store, queues, config).await?;
-    println!("postbox relay running pipes {} (data: {})", names.join(", "), file.display());
+    println!(
+        "postbox relay running pipes {} (data: {})",
+        names.join(", "),
+        file.display()
+    );
     let mut every = tokio::time::interval(Duration::from_secs(args.stats_every.max(1)));
     let stop = crate::shutdown_signal();
     tokio::pin!(stop);

@@ -113,7 +113,10 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn byte(&mut self) -> Result<u8, ItemError> {
-        let b = *self.bytes.get(self.pos).ok_or_else(|| corrupt("truncated item"))?;
+        let b = *self
+            .bytes
+            .get(self.pos)
+            .ok_or_else(|| corrupt("truncated item"))?;
         self.pos += 1;
         Ok(b)
     }
@@ -136,7 +139,11 @@ impl Reader<'_> {
 
     fn bytes(&mut self) -> Result<Vec<u8>, ItemError> {
         let n = self.len()?;
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or_else(|| corrupt("truncated bytes"))?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or_else(|| corrupt("truncated bytes"))?;
         let out = self.bytes[self.pos..end].to_vec();
         self.pos = end;
         Ok(out)
@@ -179,15 +186,27 @@ impl Reader<'_> {
             }
             8 => {
                 let n = self.len()?;
-                AttributeValue::Ss((0..n).map(|_| self.string()).collect::<Result<BTreeSet<_>, _>>()?)
+                AttributeValue::Ss(
+                    (0..n)
+                        .map(|_| self.string())
+                        .collect::<Result<BTreeSet<_>, _>>()?,
+                )
             }
             9 => {
                 let n = self.len()?;
-                AttributeValue::Ns((0..n).map(|_| self.number()).collect::<Result<BTreeSet<_>, _>>()?)
+                AttributeValue::Ns(
+                    (0..n)
+                        .map(|_| self.number())
+                        .collect::<Result<BTreeSet<_>, _>>()?,
+                )
             }
             10 => {
                 let n = self.len()?;
-                AttributeValue::Bs((0..n).map(|_| self.bytes()).collect::<Result<BTreeSet<_>, _>>()?)
+                AttributeValue::Bs(
+                    (0..n)
+                        .map(|_| self.bytes())
+                        .collect::<Result<BTreeSet<_>, _>>()?,
+                )
             }
             t => return Err(corrupt(&format!("unknown value tag {t}"))),
         })

@@ -39,7 +39,11 @@ fn digit_count(mut m: u128) -> u32 {
 
 impl Number {
     /// The number zero.
-    pub const ZERO: Number = Number { negative: false, mantissa: 0, exponent: 0 };
+    pub const ZERO: Number = Number {
+        negative: false,
+        mantissa: 0,
+        exponent: 0,
+    };
 
     /// Builds `sign * mantissa * 10^exponent`, normalising and checking
     /// DynamoDB's digit and range limits.
@@ -69,7 +73,11 @@ impl Number {
                 "Number underflow. Attempting to store a number with magnitude smaller than supported range",
             ));
         }
-        Ok(Number { negative, mantissa: m, exponent: e })
+        Ok(Number {
+            negative,
+            mantissa: m,
+            exponent: e,
+        })
     }
 
     /// True for zero.
@@ -106,7 +114,10 @@ impl Number {
         };
         let scale = |n: &Number| -> Result<u128, ItemError> {
             let shift = (n.exponent - e) as u32;
-            10u128.checked_pow(shift).and_then(|p| n.mantissa.checked_mul(p)).ok_or_else(too_many)
+            10u128
+                .checked_pow(shift)
+                .and_then(|p| n.mantissa.checked_mul(p))
+                .ok_or_else(too_many)
         };
         let (a, b) = (scale(self)?, scale(other)?);
         let (negative, mantissa) = match (self.negative, other.negative) {
@@ -127,7 +138,14 @@ impl Number {
 
     /// `-self`.
     pub fn negated(&self) -> Number {
-        if self.is_zero() { *self } else { Number { negative: !self.negative, ..*self } }
+        if self.is_zero() {
+            *self
+        } else {
+            Number {
+                negative: !self.negative,
+                ..*self
+            }
+        }
     }
 
     /// Approximate size in bytes as DynamoDB counts it: one byte per two
@@ -167,7 +185,11 @@ impl FromStr for Number {
         if int_part.is_empty() && frac_part.is_empty() {
             return Err(invalid());
         }
-        if !int_part.bytes().chain(frac_part.bytes()).all(|b| b.is_ascii_digit()) {
+        if !int_part
+            .bytes()
+            .chain(frac_part.bytes())
+            .all(|b| b.is_ascii_digit())
+        {
             return Err(invalid());
         }
         let mut exponent: i64 = match exp_part {
@@ -176,7 +198,9 @@ impl FromStr for Number {
                 if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
                     return Err(invalid());
                 }
-                x.parse::<i64>().map_err(|_| invalid())?.clamp(-100_000, 100_000)
+                x.parse::<i64>()
+                    .map_err(|_| invalid())?
+                    .clamp(-100_000, 100_000)
             }
             None => 0,
         };
@@ -261,7 +285,10 @@ fn cmp_magnitude(a: &Number, b: &Number) -> Ordering {
         (false, true) => return Ordering::Greater,
         _ => {}
     }
-    let (da, db) = (digit_count(a.mantissa) as i32, digit_count(b.mantissa) as i32);
+    let (da, db) = (
+        digit_count(a.mantissa) as i32,
+        digit_count(b.mantissa) as i32,
+    );
     let (ma, mb) = (a.exponent + da, b.exponent + db);
     if ma != mb {
         return ma.cmp(&mb);
@@ -284,7 +311,9 @@ impl Number {
         if self.exponent < 0 && !self.is_zero() {
             return None;
         }
-        let v = 10u128.checked_pow(self.exponent as u32)?.checked_mul(self.mantissa)?;
+        let v = 10u128
+            .checked_pow(self.exponent as u32)?
+            .checked_mul(self.mantissa)?;
         let v = i64::try_from(v).ok()?;
         Some(if self.negative { -v } else { v })
     }
@@ -335,7 +364,10 @@ mod tests {
             ("5.", "5"),
             ("-12.3400", "-12.34"),
             ("00120", "120"),
-            ("12345678901234567890123456789012345678", "12345678901234567890123456789012345678"),
+            (
+                "12345678901234567890123456789012345678",
+                "12345678901234567890123456789012345678",
+            ),
         ] {
             assert_eq!(n(input).to_string(), out, "{input}");
         }
@@ -343,16 +375,31 @@ mod tests {
 
     #[test]
     fn rejects_what_dynamodb_rejects() {
-        for bad in ["", " 1", "1 ", "abc", "1.2.3", "--1", "1e", "e5", "0x10", " ", "1_000", "NaN", "Infinity"] {
+        for bad in [
+            "", " 1", "1 ", "abc", "1.2.3", "--1", "1e", "e5", "0x10", " ", "1_000", "NaN",
+            "Infinity",
+        ] {
             assert!(bad.parse::<Number>().is_err(), "{bad:?} should be rejected");
         }
-        assert!("123456789012345678901234567890123456789".parse::<Number>().is_err());
+        assert!(
+            "123456789012345678901234567890123456789"
+                .parse::<Number>()
+                .is_err()
+        );
         assert!("1E126".parse::<Number>().is_err());
-        assert!("9.9999999999999999999999999999999999999E+125".parse::<Number>().is_ok());
+        assert!(
+            "9.9999999999999999999999999999999999999E+125"
+                .parse::<Number>()
+                .is_ok()
+        );
         assert!("1E-130".parse::<Number>().is_ok());
         assert!("1E-131".parse::<Number>().is_err());
         // Trailing zeros are not significant.
-        assert!("1234567890123456789012345678901234567800000".parse::<Number>().is_ok());
+        assert!(
+            "1234567890123456789012345678901234567800000"
+                .parse::<Number>()
+                .is_ok()
+        );
     }
 
     #[test]
@@ -362,12 +409,21 @@ mod tests {
         assert_eq!(n("-5").add(&n("3")).unwrap(), n("-2"));
         assert_eq!(n("3").sub(&n("5")).unwrap().to_string(), "-2");
         assert!(n("1E100").add(&n("1")).is_err());
-        assert_eq!(n("99999999999999999999999999999999999999").sub(&n("1")).unwrap().to_string(), "99999999999999999999999999999999999998");
+        assert_eq!(
+            n("99999999999999999999999999999999999999")
+                .sub(&n("1"))
+                .unwrap()
+                .to_string(),
+            "99999999999999999999999999999999999998"
+        );
     }
 
     #[test]
     fn ordering_is_numeric() {
-        let sorted = ["-1E125", "-100", "-10.5", "-10", "-0.001", "0", "1E-130", "0.5", "1", "1.01", "10", "1E100"];
+        let sorted = [
+            "-1E125", "-100", "-10.5", "-10", "-0.001", "0", "1E-130", "0.5", "1", "1.01", "10",
+            "1E100",
+        ];
         for w in sorted.windows(2) {
             assert!(n(w[0]) < n(w[1]), "{} < {}", w[0], w[1]);
             let (mut a, mut b) = (Vec::new(), Vec::new());

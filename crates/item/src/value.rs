@@ -139,7 +139,9 @@ impl AttributeValue {
             AttributeValue::N(n) => n.size(),
             AttributeValue::B(b) => b.len(),
             AttributeValue::Bool(_) | AttributeValue::Null => 1,
-            AttributeValue::M(m) => 3 + m.iter().map(|(k, v)| k.len() + v.size() + 1).sum::<usize>(),
+            AttributeValue::M(m) => {
+                3 + m.iter().map(|(k, v)| k.len() + v.size() + 1).sum::<usize>()
+            }
             AttributeValue::L(l) => 3 + l.iter().map(|v| v.size() + 1).sum::<usize>(),
             AttributeValue::Ss(s) => s.iter().map(String::len).sum(),
             AttributeValue::Ns(s) => s.iter().map(Number::size).sum(),
@@ -150,7 +152,9 @@ impl AttributeValue {
     /// Parses one value from DynamoDB JSON, with DynamoDB's validation messages.
     pub fn from_json(v: &Value) -> Result<AttributeValue, ItemError> {
         let obj = v.as_object().ok_or_else(|| {
-            ItemError::validation("Supplied AttributeValue is not an object of the form {\"<type>\": <value>}")
+            ItemError::validation(
+                "Supplied AttributeValue is not an object of the form {\"<type>\": <value>}",
+            )
         })?;
         let mut entries = obj.iter();
         let (tag, inner) = match (entries.next(), entries.next()) {
@@ -166,16 +170,28 @@ impl AttributeValue {
                 ));
             }
         };
-        let wrong = |what: &str| ItemError::validation(format!("Invalid attribute value of type {tag}: expected {what}"));
-        let string = |v: &Value| v.as_str().map(str::to_owned).ok_or_else(|| wrong("a string"));
+        let wrong = |what: &str| {
+            ItemError::validation(format!(
+                "Invalid attribute value of type {tag}: expected {what}"
+            ))
+        };
+        let string = |v: &Value| {
+            v.as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| wrong("a string"))
+        };
         let number = |v: &Value| -> Result<Number, ItemError> {
-            v.as_str().ok_or_else(|| wrong("a number written as a string"))?.parse()
+            v.as_str()
+                .ok_or_else(|| wrong("a number written as a string"))?
+                .parse()
         };
         let binary = |v: &Value| -> Result<Vec<u8>, ItemError> {
             let s = v.as_str().ok_or_else(|| wrong("base64 text"))?;
-            BASE64.decode(s).map_err(|e| ItemError::validation(format!("Invalid base64 in a binary value: {e}")))
+            BASE64.decode(s).map_err(|e| {
+                ItemError::validation(format!("Invalid base64 in a binary value: {e}"))
+            })
         };
-        
+
         Ok(match tag.as_str() {
             "S" => AttributeValue::S(string(inner)?),
             "N" => AttributeValue::N(number(inner)?),
@@ -197,7 +213,12 @@ impl AttributeValue {
                 }
                 AttributeValue::M(out)
             }
-            "L" => AttributeValue::L(array(inner, tag)?.iter().map(AttributeValue::from_json).collect::<Result<_, _>>()?),
+            "L" => AttributeValue::L(
+                array(inner, tag)?
+                    .iter()
+                    .map(AttributeValue::from_json)
+                    .collect::<Result<_, _>>()?,
+            ),
             "SS" => AttributeValue::Ss(collect_set(array(inner, tag)?, "string", string)?),
             "NS" => AttributeValue::Ns(collect_set(array(inner, tag)?, "number", number)?),
             "BS" => AttributeValue::Bs(collect_set(array(inner, tag)?, "binary", binary)?),
@@ -223,16 +244,31 @@ impl AttributeValue {
             AttributeValue::Bool(b) => tagged("BOOL", Value::Bool(*b)),
             AttributeValue::Null => tagged("NULL", Value::Bool(true)),
             AttributeValue::M(m) => tagged("M", item_to_json(m)),
-            AttributeValue::L(l) => tagged("L", Value::Array(l.iter().map(AttributeValue::to_json).collect())),
-            AttributeValue::Ss(s) => tagged("SS", s.iter().map(|v| Value::String(v.clone())).collect()),
-            AttributeValue::Ns(s) => tagged("NS", s.iter().map(|v| Value::String(v.to_string())).collect()),
-            AttributeValue::Bs(s) => tagged("BS", s.iter().map(|v| Value::String(BASE64.encode(v))).collect()),
+            AttributeValue::L(l) => tagged(
+                "L",
+                Value::Array(l.iter().map(AttributeValue::to_json).collect()),
+            ),
+            AttributeValue::Ss(s) => {
+                tagged("SS", s.iter().map(|v| Value::String(v.clone())).collect())
+            }
+            AttributeValue::Ns(s) => tagged(
+                "NS",
+                s.iter().map(|v| Value::String(v.to_string())).collect(),
+            ),
+            AttributeValue::Bs(s) => tagged(
+                "BS",
+                s.iter().map(|v| Value::String(BASE64.encode(v))).collect(),
+            ),
         }
     }
 }
 
 fn array<'a>(v: &'a Value, tag: &str) -> Result<&'a Vec<Value>, ItemError> {
-    v.as_array().ok_or_else(|| ItemError::validation(format!("Invalid attribute value of type {tag}: expected an array")))
+    v.as_array().ok_or_else(|| {
+        ItemError::validation(format!(
+            "Invalid attribute value of type {tag}: expected an array"
+        ))
+    })
 }
 
 fn collect_set<T: Ord>(
@@ -258,8 +294,12 @@ fn collect_set<T: Ord>(
 
 /// Parses an item (`{"name": {"S": ...}, ...}`) from DynamoDB JSON.
 pub fn item_from_json(v: &Value) -> Result<Item, ItemError> {
-    let obj = v.as_object().ok_or_else(|| ItemError::validation("An item must be a JSON object of attribute values"))?;
-    obj.iter().map(|(k, v)| Ok((k.clone(), AttributeValue::from_json(v)?))).collect()
+    let obj = v.as_object().ok_or_else(|| {
+        ItemError::validation("An item must be a JSON object of attribute values")
+    })?;
+    obj.iter()
+        .map(|(k, v)| Ok((k.clone(), AttributeValue::from_json(v)?)))
+        .collect()
 }
 
 /// An item in DynamoDB JSON.
@@ -316,7 +356,10 @@ mod tests {
             json!({"X": "a"}),
             json!({"B": "***"}),
         ] {
-            assert!(AttributeValue::from_json(&bad).is_err(), "{bad} should be rejected");
+            assert!(
+                AttributeValue::from_json(&bad).is_err(),
+                "{bad} should be rejected"
+            );
         }
     }
 }

@@ -29,8 +29,15 @@ const WAKEUPS: usize = 300;
 const RUNS: usize = 3;
 
 async fn open(dir: &tempfile::TempDir, durability: Durability, name: &str) -> Queues {
-    let options = EmbeddedOptions { durability, ..EmbeddedOptions::default() };
-    let store = EmbeddedStore::open(dir.path().join(format!("{name}-{durability:?}.redb")), options).unwrap();
+    let options = EmbeddedOptions {
+        durability,
+        ..EmbeddedOptions::default()
+    };
+    let store = EmbeddedStore::open(
+        dir.path().join(format!("{name}-{durability:?}.redb")),
+        options,
+    )
+    .unwrap();
     Queues::open(store, QueuesOptions::default()).await.unwrap()
 }
 
@@ -52,7 +59,13 @@ fn cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 100.0
+    };
     tick(11) + tick(12)
 }
 
@@ -75,8 +88,14 @@ async fn end_to_end(queues: &Queues, queue: &str, groups: usize) -> (f64, f64) {
                 }
                 let batch = (first..first + 10)
                     .map(|i| {
-                        let m = NewMessage::new(format!("message {i} with a body of some realistic size"));
-                        if queue.ends_with(".fifo") { m.group(format!("g{}", i % groups)).dedup(i.to_string()) } else { m }
+                        let m = NewMessage::new(format!(
+                            "message {i} with a body of some realistic size"
+                        ));
+                        if queue.ends_with(".fifo") {
+                            m.group(format!("g{}", i % groups)).dedup(i.to_string())
+                        } else {
+                            m
+                        }
                     })
                     .collect();
                 for r in q.send_batch(&queue, batch).await.unwrap() {
@@ -88,8 +107,11 @@ async fn end_to_end(queues: &Queues, queue: &str, groups: usize) -> (f64, f64) {
     for _ in 0..CONSUMERS {
         let (q, done, queue) = (queues.clone(), done.clone(), queue.to_owned());
         tasks.push(tokio::spawn(async move {
-            let options =
-                ReceiveOptions { max_messages: Some(10), wait_time_seconds: Some(1), ..ReceiveOptions::default() };
+            let options = ReceiveOptions {
+                max_messages: Some(10),
+                wait_time_seconds: Some(1),
+                ..ReceiveOptions::default()
+            };
             while done.load(Ordering::SeqCst) < MESSAGES {
                 let got = q.receive(&queue, options.clone()).await.unwrap();
                 if got.is_empty() {
@@ -125,7 +147,10 @@ async fn wakeups(queues: &Queues, queue: &str) -> (f64, f64) {
         let q = queues.clone();
         let name = queue.to_owned();
         let waiter = tokio::spawn(async move {
-            let options = ReceiveOptions { wait_time_seconds: Some(20), ..ReceiveOptions::default() };
+            let options = ReceiveOptions {
+                wait_time_seconds: Some(20),
+                ..ReceiveOptions::default()
+            };
             let got = q.receive(&name, options).await.unwrap();
             let at = Instant::now();
             q.delete(&name, &got[0].receipt_handle).await.unwrap();
@@ -134,20 +159,33 @@ async fn wakeups(queues: &Queues, queue: &str) -> (f64, f64) {
         // Let the receive start waiting.
         tokio::time::sleep(Duration::from_millis(2)).await;
         let m = NewMessage::new(format!("wake {i}"));
-        let m = if queue.ends_with(".fifo") { m.group("g").dedup(i.to_string()) } else { m };
+        let m = if queue.ends_with(".fifo") {
+            m.group("g").dedup(i.to_string())
+        } else {
+            m
+        };
         queues.send(queue, m).await.unwrap();
         let sent = Instant::now();
         let received = waiter.await.unwrap();
         latencies.push(received.saturating_duration_since(sent));
     }
     latencies.sort();
-    let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)].as_secs_f64() * 1e3;
+    let pct = |p: f64| {
+        latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)].as_secs_f64()
+            * 1e3
+    };
     (pct(0.50), pct(0.99))
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
     let runs = |part: &str| only.is_empty() || only.iter().any(|o| o == part);
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
@@ -167,10 +205,17 @@ async fn wake_table(dir: &tempfile::TempDir) {
         "long-poll wake-up (send answered -> receive answered)", "commits", "p50 ms", "p99 ms"
     );
     for durability in [Durability::Durable, Durability::NoFsync] {
-        let label = if durability == Durability::Durable { "fsync" } else { "no-fsync" };
+        let label = if durability == Durability::Durable {
+            "fsync"
+        } else {
+            "no-fsync"
+        };
         for (name, queue) in [("FIFO", "wake.fifo"), ("standard", "wake")] {
             let queues = open(dir, durability, &format!("wake-{queue}")).await;
-            queues.create_queue(queue, attrs(queue.ends_with(".fifo"))).await.unwrap();
+            queues
+                .create_queue(queue, attrs(queue.ends_with(".fifo")))
+                .await
+                .unwrap();
             let (p50, p99) = wakeups(&queues, queue).await;
             println!("{name:<46} {label:<9} {p50:>10.3} {p99:>10.3}");
         }
@@ -182,12 +227,21 @@ async fn throughput_table(dir: &tempfile::TempDir) {
     println!(
         "{MESSAGES} messages, batches of 10, {PRODUCERS} producers, {CONSUMERS} consumers; msgs/s = messages sent, received and deleted per second, median of {RUNS} runs"
     );
-    println!("{:<46} {:<9} {:>10} {:>12}", "scenario", "commits", "msgs/s", "cpu µs/msg");
+    println!(
+        "{:<46} {:<9} {:>10} {:>12}",
+        "scenario", "commits", "msgs/s", "cpu µs/msg"
+    );
     for durability in [Durability::Durable, Durability::NoFsync] {
-        let label = if durability == Durability::Durable { "fsync" } else { "no-fsync" };
-        for (name, fifo, groups) in
-            [("FIFO, one message group", true, 1), ("FIFO, 1,000 message groups", true, 1000), ("standard", false, 1)]
-        {
+        let label = if durability == Durability::Durable {
+            "fsync"
+        } else {
+            "no-fsync"
+        };
+        for (name, fifo, groups) in [
+            ("FIFO, one message group", true, 1),
+            ("FIFO, 1,000 message groups", true, 1000),
+            ("standard", false, 1),
+        ] {
             // The median of three runs: other load on a shared machine
             // swings single runs.
             let mut runs = Vec::new();

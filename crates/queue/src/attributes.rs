@@ -19,7 +19,12 @@ pub const MAX_MESSAGE_SIZE: u32 = 1_048_576;
 
 /// Attributes whose values are kept and echoed without interpretation
 /// (access policy and encryption: outside what the embedded queues do).
-const OPAQUE: [&str; 4] = ["Policy", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled"];
+const OPAQUE: [&str; 4] = [
+    "Policy",
+    "KmsMasterKeyId",
+    "KmsDataKeyReusePeriodSeconds",
+    "SqsManagedSseEnabled",
+];
 
 /// Attributes GetQueueAttributes computes; they cannot be set.
 pub(crate) const COMPUTED: [&str; 6] = [
@@ -99,7 +104,9 @@ impl QueueConfig {
     /// Whether this queue's RedriveAllowPolicy lets the queue `source_arn`
     /// use it as its dead-letter queue (`allowAll` when there is none).
     pub fn allows_source(&self, source_arn: &str) -> bool {
-        let Some(policy) = &self.redrive_allow_policy else { return true };
+        let Some(policy) = &self.redrive_allow_policy else {
+            return true;
+        };
         let json: serde_json::Value = serde_json::from_str(policy).unwrap_or_default();
         match json.get("redrivePermission").and_then(|v| v.as_str()) {
             Some("denyAll") => false,
@@ -113,7 +120,11 @@ impl QueueConfig {
 
     /// Applies `attributes` (as SetQueueAttributes or CreateQueue give them),
     /// all or nothing. `creating` allows `FifoQueue`.
-    pub fn apply(&mut self, attributes: &BTreeMap<String, String>, creating: bool) -> QueueResult<()> {
+    pub fn apply(
+        &mut self,
+        attributes: &BTreeMap<String, String>,
+        creating: bool,
+    ) -> QueueResult<()> {
         let mut next = self.clone();
         for (name, value) in attributes {
             next.apply_one(name, value, creating)?;
@@ -131,20 +142,32 @@ impl QueueConfig {
     }
 
     fn apply_one(&mut self, name: &str, value: &str, creating: bool) -> QueueResult<()> {
-        let fifo_only = matches!(name, "ContentBasedDeduplication" | "DeduplicationScope" | "FifoThroughputLimit");
+        let fifo_only = matches!(
+            name,
+            "ContentBasedDeduplication" | "DeduplicationScope" | "FifoThroughputLimit"
+        );
         if fifo_only && !self.fifo {
             return Err(QueueError::InvalidAttributeName(name.to_owned()));
         }
         match name {
             "DelaySeconds" => self.delay_seconds = bounded(name, value, 0, 900)?,
-            "MaximumMessageSize" => self.maximum_message_size = bounded(name, value, 1024, MAX_MESSAGE_SIZE)?,
-            "MessageRetentionPeriod" => self.message_retention_period = bounded(name, value, 60, 1_209_600)?,
-            "ReceiveMessageWaitTimeSeconds" => self.receive_message_wait_time_seconds = bounded(name, value, 0, 20)?,
+            "MaximumMessageSize" => {
+                self.maximum_message_size = bounded(name, value, 1024, MAX_MESSAGE_SIZE)?
+            }
+            "MessageRetentionPeriod" => {
+                self.message_retention_period = bounded(name, value, 60, 1_209_600)?
+            }
+            "ReceiveMessageWaitTimeSeconds" => {
+                self.receive_message_wait_time_seconds = bounded(name, value, 0, 20)?
+            }
             "VisibilityTimeout" => self.visibility_timeout = bounded(name, value, 0, 43_200)?,
             "ContentBasedDeduplication" => self.content_based_deduplication = boolean(name, value)?,
-            "DeduplicationScope" => self.deduplication_scope = Some(one_of(name, value, &["queue", "messageGroup"])?),
+            "DeduplicationScope" => {
+                self.deduplication_scope = Some(one_of(name, value, &["queue", "messageGroup"])?)
+            }
             "FifoThroughputLimit" => {
-                self.fifo_throughput_limit = Some(one_of(name, value, &["perQueue", "perMessageGroupId"])?);
+                self.fifo_throughput_limit =
+                    Some(one_of(name, value, &["perQueue", "perMessageGroupId"])?);
             }
             "FifoQueue" => {
                 // Only CreateQueue may name it, and only with the kind it creates.
@@ -169,13 +192,28 @@ impl QueueConfig {
     pub fn render(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         out.insert("DelaySeconds".to_owned(), self.delay_seconds.to_string());
-        out.insert("MaximumMessageSize".to_owned(), self.maximum_message_size.to_string());
-        out.insert("MessageRetentionPeriod".to_owned(), self.message_retention_period.to_string());
-        out.insert("ReceiveMessageWaitTimeSeconds".to_owned(), self.receive_message_wait_time_seconds.to_string());
-        out.insert("VisibilityTimeout".to_owned(), self.visibility_timeout.to_string());
+        out.insert(
+            "MaximumMessageSize".to_owned(),
+            self.maximum_message_size.to_string(),
+        );
+        out.insert(
+            "MessageRetentionPeriod".to_owned(),
+            self.message_retention_period.to_string(),
+        );
+        out.insert(
+            "ReceiveMessageWaitTimeSeconds".to_owned(),
+            self.receive_message_wait_time_seconds.to_string(),
+        );
+        out.insert(
+            "VisibilityTimeout".to_owned(),
+            self.visibility_timeout.to_string(),
+        );
         if self.fifo {
             out.insert("FifoQueue".to_owned(), "true".to_owned());
-            out.insert("ContentBasedDeduplication".to_owned(), self.content_based_deduplication.to_string());
+            out.insert(
+                "ContentBasedDeduplication".to_owned(),
+                self.content_based_deduplication.to_string(),
+            );
             if let Some(scope) = &self.deduplication_scope {
                 out.insert("DeduplicationScope".to_owned(), scope.clone());
             }
@@ -196,11 +234,17 @@ impl QueueConfig {
 
     /// The attribute names `apply` accepts that CreateQueue compares with an
     /// existing queue: the ones in `attributes` whose values differ.
-    pub fn first_conflict(&self, attributes: &BTreeMap<String, String>) -> QueueResult<Option<String>> {
+    pub fn first_conflict(
+        &self,
+        attributes: &BTreeMap<String, String>,
+    ) -> QueueResult<Option<String>> {
         let mut wanted = self.clone();
         wanted.apply(attributes, true)?;
         let (mine, theirs) = (self.render(), wanted.render());
-        Ok(attributes.keys().find(|name| mine.get(*name) != theirs.get(*name)).cloned())
+        Ok(attributes
+            .keys()
+            .find(|name| mine.get(*name) != theirs.get(*name))
+            .cloned())
     }
 }
 
@@ -218,7 +262,9 @@ fn boolean(name: &str, value: &str) -> QueueResult<bool> {
     match value.to_ascii_lowercase().as_str() {
         "true" => Ok(true),
         "false" => Ok(false),
-        _ => Err(QueueError::InvalidAttributeValue(format!("Invalid value for the parameter {name}."))),
+        _ => Err(QueueError::InvalidAttributeValue(format!(
+            "Invalid value for the parameter {name}."
+        ))),
     }
 }
 
@@ -226,7 +272,9 @@ fn one_of(name: &str, value: &str, allowed: &[&str]) -> QueueResult<String> {
     if allowed.contains(&value) {
         Ok(value.to_owned())
     } else {
-        Err(QueueError::InvalidAttributeValue(format!("Invalid value for the parameter {name}.")))
+        Err(QueueError::InvalidAttributeValue(format!(
+            "Invalid value for the parameter {name}."
+        )))
     }
 }
 
@@ -236,22 +284,37 @@ fn redrive_policy(value: &str) -> QueueResult<Option<RedrivePolicy>> {
         return Ok(None);
     }
     let invalid = |why: &str| {
-        QueueError::InvalidAttributeValue(format!("Value {value} for parameter RedrivePolicy is invalid. Reason: {why}"))
+        QueueError::InvalidAttributeValue(format!(
+            "Value {value} for parameter RedrivePolicy is invalid. Reason: {why}"
+        ))
     };
-    let json: serde_json::Value = serde_json::from_str(value).map_err(|_| invalid("Redrive policy is not a valid JSON map."))?;
-    let arn = json.get("deadLetterTargetArn").and_then(|v| v.as_str()).ok_or_else(|| {
-        invalid("Redrive policy does not contain mandatory attribute: deadLetterTargetArn.")
-    })?;
+    let json: serde_json::Value = serde_json::from_str(value)
+        .map_err(|_| invalid("Redrive policy is not a valid JSON map."))?;
+    let arn = json
+        .get("deadLetterTargetArn")
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| {
+            invalid("Redrive policy does not contain mandatory attribute: deadLetterTargetArn.")
+        })?;
     let count = match json.get("maxReceiveCount") {
         Some(serde_json::Value::Number(n)) => n.as_i64(),
         Some(serde_json::Value::String(s)) => s.parse::<i64>().ok(),
-        _ => return Err(invalid("Redrive policy does not contain mandatory attribute: maxReceiveCount.")),
+        _ => {
+            return Err(invalid(
+                "Redrive policy does not contain mandatory attribute: maxReceiveCount.",
+            ));
+        }
     };
     let count = match count {
         Some(c) if (1..=1000).contains(&c) => c as u32,
-        _ => return Err(invalid("Invalid value for maxReceiveCount: must be an integer from 1 to 1000.")),
+        _ => {
+            return Err(invalid(
+                "Invalid value for maxReceiveCount: must be an integer from 1 to 1000.",
+            ));
+        }
     };
-    let queue = arn_queue_name(arn).ok_or_else(|| invalid("Dead-letter target ARN is not a valid queue ARN."))?;
+    let queue = arn_queue_name(arn)
+        .ok_or_else(|| invalid("Dead-letter target ARN is not a valid queue ARN."))?;
     Ok(Some(RedrivePolicy {
         dead_letter_queue: queue.to_owned(),
         dead_letter_target_arn: arn.to_owned(),
@@ -264,7 +327,9 @@ fn redrive_allow_policy(value: &str) -> QueueResult<Option<String>> {
         return Ok(None);
     }
     let json: serde_json::Value = serde_json::from_str(value).map_err(|_| {
-        QueueError::InvalidAttributeValue(format!("Value {value} for parameter RedriveAllowPolicy is invalid."))
+        QueueError::InvalidAttributeValue(format!(
+            "Value {value} for parameter RedriveAllowPolicy is invalid."
+        ))
     })?;
     match json.get("redrivePermission").and_then(|v| v.as_str()) {
         Some("allowAll" | "denyAll" | "byQueue") => Ok(Some(value.to_owned())),
@@ -293,7 +358,9 @@ pub fn validate_queue_name(name: &str, fifo: bool) -> QueueResult<()> {
     } else {
         name
     };
-    let ok_chars = stem.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    let ok_chars = stem
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     if stem.is_empty() || name.len() > 80 || !ok_chars {
         return Err(QueueError::invalid(
             "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length",
@@ -307,7 +374,10 @@ mod tests {
     use super::*;
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -315,16 +385,27 @@ mod tests {
         let mut c = QueueConfig::new(false);
         for (name, ok, bad) in [
             ("VisibilityTimeout", ["0", "43200"], ["-1", "43201"]),
-            ("MessageRetentionPeriod", ["60", "1209600"], ["59", "1209601"]),
+            (
+                "MessageRetentionPeriod",
+                ["60", "1209600"],
+                ["59", "1209601"],
+            ),
             ("DelaySeconds", ["0", "900"], ["-1", "901"]),
             ("ReceiveMessageWaitTimeSeconds", ["0", "20"], ["-1", "21"]),
-            ("MaximumMessageSize", ["1024", "1048576"], ["1023", "1048577"]),
+            (
+                "MaximumMessageSize",
+                ["1024", "1048576"],
+                ["1023", "1048577"],
+            ),
         ] {
             for v in ok {
                 c.apply(&map(&[(name, v)]), false).unwrap();
             }
             for v in bad {
-                assert!(matches!(c.apply(&map(&[(name, v)]), false), Err(QueueError::InvalidAttributeValue(_))));
+                assert!(matches!(
+                    c.apply(&map(&[(name, v)]), false),
+                    Err(QueueError::InvalidAttributeValue(_))
+                ));
             }
         }
     }
@@ -332,7 +413,13 @@ mod tests {
     #[test]
     fn one_bad_value_applies_nothing() {
         let mut c = QueueConfig::new(false);
-        assert!(c.apply(&map(&[("VisibilityTimeout", "10"), ("DelaySeconds", "901")]), false).is_err());
+        assert!(
+            c.apply(
+                &map(&[("VisibilityTimeout", "10"), ("DelaySeconds", "901")]),
+                false
+            )
+            .is_err()
+        );
         assert_eq!(c.visibility_timeout, 30);
     }
 
@@ -344,9 +431,13 @@ mod tests {
             Err(QueueError::InvalidAttributeName(_))
         ));
         let mut f = QueueConfig::new(true);
-        f.apply(&map(&[("ContentBasedDeduplication", "true")]), false).unwrap();
+        f.apply(&map(&[("ContentBasedDeduplication", "true")]), false)
+            .unwrap();
         assert!(f.content_based_deduplication);
-        assert!(f.apply(&map(&[("FifoThroughputLimit", "perMessageGroupId")]), false).is_err());
+        assert!(
+            f.apply(&map(&[("FifoThroughputLimit", "perMessageGroupId")]), false)
+                .is_err()
+        );
     }
 
     #[test]
@@ -354,20 +445,47 @@ mod tests {
         let mut c = QueueConfig::new(false);
         c.apply(&map(&[("VisibilityTimeout", "60")]), true).unwrap();
         assert_eq!(c.first_conflict(&map(&[])).unwrap(), None);
-        assert_eq!(c.first_conflict(&map(&[("VisibilityTimeout", "60")])).unwrap(), None);
-        assert_eq!(c.first_conflict(&map(&[("DelaySeconds", "0")])).unwrap(), None);
-        assert_eq!(c.first_conflict(&map(&[("VisibilityTimeout", "45")])).unwrap().as_deref(), Some("VisibilityTimeout"));
+        assert_eq!(
+            c.first_conflict(&map(&[("VisibilityTimeout", "60")]))
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            c.first_conflict(&map(&[("DelaySeconds", "0")])).unwrap(),
+            None
+        );
+        assert_eq!(
+            c.first_conflict(&map(&[("VisibilityTimeout", "45")]))
+                .unwrap()
+                .as_deref(),
+            Some("VisibilityTimeout")
+        );
     }
 
     #[test]
     fn redrive_policy_parses_numbers_and_strings() {
         let mut c = QueueConfig::new(false);
         let arn = "arn:aws:sqs:us-east-1:000000000000:dlq";
-        c.apply(&map(&[("RedrivePolicy", &format!(r#"{{"deadLetterTargetArn":"{arn}","maxReceiveCount":"3"}}"#))]), false)
-            .unwrap();
+        c.apply(
+            &map(&[(
+                "RedrivePolicy",
+                &format!(r#"{{"deadLetterTargetArn":"{arn}","maxReceiveCount":"3"}}"#),
+            )]),
+            false,
+        )
+        .unwrap();
         assert_eq!(c.redrive_policy.as_ref().unwrap().max_receive_count, 3);
         assert_eq!(c.redrive_policy.as_ref().unwrap().dead_letter_queue, "dlq");
-        assert!(c.apply(&map(&[("RedrivePolicy", r#"{"deadLetterTargetArn":"x","maxReceiveCount":0}"#)]), false).is_err());
+        assert!(
+            c.apply(
+                &map(&[(
+                    "RedrivePolicy",
+                    r#"{"deadLetterTargetArn":"x","maxReceiveCount":0}"#
+                )]),
+                false
+            )
+            .is_err()
+        );
         c.apply(&map(&[("RedrivePolicy", "")]), false).unwrap();
         assert!(c.redrive_policy.is_none());
     }

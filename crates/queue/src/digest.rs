@@ -92,7 +92,14 @@ pub fn message_id_bits(id: &str) -> Option<u128> {
 /// A message id from [`message_id_bits`].
 pub fn message_id_from_bits(bits: u128) -> String {
     let h = hex(&bits.to_be_bytes());
-    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }
 
 /// What a receipt handle names: one receive of one message of one queue.
@@ -128,7 +135,11 @@ impl Receipt {
             return None;
         }
         let word = |i: usize| u64::from_be_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
-        Some(Receipt { queue_id: word(4), seq: word(12), token: word(20) })
+        Some(Receipt {
+            queue_id: word(4),
+            seq: word(12),
+            token: word(20),
+        })
     }
 }
 
@@ -148,7 +159,11 @@ mod tests {
         let mut attrs = MessageAttributes::new();
         attrs.insert(
             "s".into(),
-            MessageAttributeValue { data_type: "String".into(), string_value: Some("hello".into()), binary_value: None },
+            MessageAttributeValue {
+                data_type: "String".into(),
+                string_value: Some("hello".into()),
+                binary_value: None,
+            },
         );
         let mut buf = Vec::new();
         buf.extend_from_slice(&[0, 0, 0, 1, b's', 0, 0, 0, 6]);
@@ -161,7 +176,10 @@ mod tests {
 
     #[test]
     fn sha256() {
-        assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 
     #[test]
@@ -176,7 +194,11 @@ mod tests {
 
     #[test]
     fn receipts_round_trip_and_refuse_garbage() {
-        let r = Receipt { queue_id: 3, seq: 99, token: 0xdead_beef };
+        let r = Receipt {
+            queue_id: 3,
+            seq: 99,
+            token: 0xdead_beef,
+        };
         assert_eq!(Receipt::decode(&r.encode()), Some(r));
         assert_eq!(Receipt::decode("not-a-receipt-handle"), None);
         assert_eq!(Receipt::decode(""), None);

@@ -49,7 +49,9 @@ pub enum QueueError {
     BatchEntryIdsNotDistinct(String),
     /// A batch entry id that is empty, too long or has other characters than
     /// alphanumerics, `-` and `_`.
-    #[error("A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.")]
+    #[error(
+        "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long."
+    )]
     InvalidBatchEntryId,
     /// The messages of a batch together exceed the queue's maximum size.
     #[error("Batch requests cannot be longer than {0} bytes. You have sent {1} bytes.")]
@@ -102,8 +104,12 @@ impl QueueError {
             QueueError::QueueNameExists(_) => "QueueAlreadyExists",
             QueueError::MessageNotInflight => "AWS.SimpleQueueService.MessageNotInflight",
             QueueError::EmptyBatchRequest(_) => "AWS.SimpleQueueService.EmptyBatchRequest",
-            QueueError::TooManyEntriesInBatchRequest(_) => "AWS.SimpleQueueService.TooManyEntriesInBatchRequest",
-            QueueError::BatchEntryIdsNotDistinct(_) => "AWS.SimpleQueueService.BatchEntryIdsNotDistinct",
+            QueueError::TooManyEntriesInBatchRequest(_) => {
+                "AWS.SimpleQueueService.TooManyEntriesInBatchRequest"
+            }
+            QueueError::BatchEntryIdsNotDistinct(_) => {
+                "AWS.SimpleQueueService.BatchEntryIdsNotDistinct"
+            }
             QueueError::InvalidBatchEntryId => "AWS.SimpleQueueService.InvalidBatchEntryId",
             QueueError::BatchRequestTooLong(..) => "AWS.SimpleQueueService.BatchRequestTooLong",
             QueueError::UnsupportedOperation(_) => "AWS.SimpleQueueService.UnsupportedOperation",
@@ -148,8 +154,17 @@ mod tests {
 
     #[test]
     fn query_codes_are_the_legacy_ones() {
-        assert_eq!(QueueError::QueueDoesNotExist.query_code(), "AWS.SimpleQueueService.NonExistentQueue");
-        assert_eq!(QueueError::QueueNameExists(String::new()).query_code(), "QueueAlreadyExists");
-        assert_eq!(QueueError::InvalidAttributeName("x".into()).query_code(), "InvalidAttributeName");
+        assert_eq!(
+            QueueError::QueueDoesNotExist.query_code(),
+            "AWS.SimpleQueueService.NonExistentQueue"
+        );
+        assert_eq!(
+            QueueError::QueueNameExists(String::new()).query_code(),
+            "QueueAlreadyExists"
+        );
+        assert_eq!(
+            QueueError::InvalidAttributeName("x".into()).query_code(),
+            "InvalidAttributeName"
+        );
     }
 }

@@ -34,6 +34,8 @@ mod storage;
 
 pub use clock::ShiftedClock;
 pub use error::{QueueError, QueueResult};
-pub use message::{MessageAttributeValue, MessageAttributes, NewMessage, ReceivedMessage, SendResult};
+pub use message::{
+    MessageAttributeValue, MessageAttributes, NewMessage, ReceivedMessage, SendResult,
+};
 pub use queues::{MoveTask, MoveTaskStatus, Queues, QueuesOptions, ReceiveOptions};
 pub use stats::QueueStats;

@@ -21,7 +21,11 @@ pub struct MessageAttributeValue {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub string_value: Option<String>,
     /// The value of Binary attributes (raw bytes; base64 on the wire).
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "base64_bytes")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "base64_bytes"
+    )]
     pub binary_value: Option<Vec<u8>>,
 }
 
@@ -48,7 +52,10 @@ pub struct NewMessage {
 impl NewMessage {
     /// A message with just a body.
     pub fn new(body: impl Into<String>) -> NewMessage {
-        NewMessage { body: body.into(), ..NewMessage::default() }
+        NewMessage {
+            body: body.into(),
+            ..NewMessage::default()
+        }
     }
 
     /// Sets the message group.
@@ -72,9 +79,14 @@ impl NewMessage {
     /// Checks the body and attributes (everything that needs no queue).
     pub fn validate(&self) -> QueueResult<()> {
         if self.body.is_empty() {
-            return Err(QueueError::MissingParameter("The request must contain the parameter MessageBody.".into()));
+            return Err(QueueError::MissingParameter(
+                "The request must contain the parameter MessageBody.".into(),
+            ));
         }
-        check_characters(&self.body, "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF")?;
+        check_characters(
+            &self.body,
+            "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
+        )?;
         validate_attributes(&self.attributes)?;
         if let Some(h) = &self.trace_header {
             check_characters(h, "The AWSTraceHeader holds invalid characters.")?;
@@ -101,7 +113,11 @@ pub fn attributes_size(attributes: &MessageAttributes) -> usize {
 /// (A Rust `str` cannot hold lone surrogates; the JSON decoder refuses them.)
 pub fn check_characters(text: &str, message: &str) -> QueueResult<()> {
     let allowed = |c: char| matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..);
-    if text.chars().all(allowed) { Ok(()) } else { Err(QueueError::InvalidMessageContents(message.to_owned())) }
+    if text.chars().all(allowed) {
+        Ok(())
+    } else {
+        Err(QueueError::InvalidMessageContents(message.to_owned()))
+    }
 }
 
 fn validate_attributes(attributes: &MessageAttributes) -> QueueResult<()> {
@@ -121,20 +137,31 @@ fn validate_attributes(attributes: &MessageAttributes) -> QueueResult<()> {
 fn validate_attribute_name(name: &str) -> QueueResult<()> {
     let bad = |why: &str| QueueError::invalid(format!("Message attribute name '{name}' {why}"));
     if name.is_empty() {
-        return Err(QueueError::invalid("The request must contain non-empty message attribute name."));
+        return Err(QueueError::invalid(
+            "The request must contain non-empty message attribute name.",
+        ));
     }
     if name.len() > 256 {
         return Err(bad("must be at most 256 characters long."));
     }
-    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')) {
-        return Err(bad("can only contain alphanumeric characters, hyphens, underscores and periods."));
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
+        return Err(bad(
+            "can only contain alphanumeric characters, hyphens, underscores and periods.",
+        ));
     }
     if name.starts_with('.') || name.ends_with('.') || name.contains("..") {
-        return Err(bad("must not start or end with a period, or have two periods in a row."));
+        return Err(bad(
+            "must not start or end with a period, or have two periods in a row.",
+        ));
     }
     let lower = name.to_ascii_lowercase();
     if lower.starts_with("aws.") || lower.starts_with("amazon.") {
-        return Err(bad("must not start with AWS-reserved prefix 'AWS.' or 'Amazon.'."));
+        return Err(bad(
+            "must not start with AWS-reserved prefix 'AWS.' or 'Amazon.'.",
+        ));
     }
     Ok(())
 }
@@ -145,16 +172,25 @@ fn validate_attribute_value(name: &str, value: &MessageAttributeValue) -> QueueR
     match kind {
         "String" | "Number" if label_ok => {
             let Some(s) = value.string_value.as_deref().filter(|s| !s.is_empty()) else {
-                return Err(QueueError::invalid(format!("Message attribute '{name}' must contain a non-empty value of message attribute type '{kind}'.")));
+                return Err(QueueError::invalid(format!(
+                    "Message attribute '{name}' must contain a non-empty value of message attribute type '{kind}'."
+                )));
             };
-            check_characters(s, &format!("Message attribute '{name}' holds characters outside the allowed set."))?;
+            check_characters(
+                s,
+                &format!("Message attribute '{name}' holds characters outside the allowed set."),
+            )?;
             if kind == "Number" && !is_number(s) {
-                return Err(QueueError::invalid(format!("Can't cast the value of message (user) attribute '{name}' to a number.")));
+                return Err(QueueError::invalid(format!(
+                    "Can't cast the value of message (user) attribute '{name}' to a number."
+                )));
             }
         }
         "Binary" if label_ok => {
             if value.binary_value.as_ref().is_none_or(Vec::is_empty) {
-                return Err(QueueError::invalid(format!("Message attribute '{name}' must contain a non-empty value of message attribute type 'Binary'.")));
+                return Err(QueueError::invalid(format!(
+                    "Message attribute '{name}' must contain a non-empty value of message attribute type 'Binary'."
+                )));
             }
         }
         _ => {
@@ -181,7 +217,10 @@ fn is_number(s: &str) -> bool {
         let e = e.strip_prefix(['-', '+']).unwrap_or(e);
         !e.is_empty() && e.chars().all(|c| c.is_ascii_digit())
     });
-    let significant = format!("{int}{frac}").trim_start_matches('0').trim_end_matches('0').len();
+    let significant = format!("{int}{frac}")
+        .trim_start_matches('0')
+        .trim_end_matches('0')
+        .len();
     digits_ok && exp_ok && significant <= 38
 }
 
@@ -229,7 +268,8 @@ mod base64_bytes {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
         let s = Option::<String>::deserialize(d)?;
-        s.map(|s| STANDARD.decode(s).map_err(serde::de::Error::custom)).transpose()
+        s.map(|s| STANDARD.decode(s).map_err(serde::de::Error::custom))
+            .transpose()
     }
 }
 
@@ -238,7 +278,11 @@ mod tests {
     use super::*;
 
     fn attr(t: &str, v: &str) -> MessageAttributeValue {
-        MessageAttributeValue { data_type: t.into(), string_value: Some(v.into()), binary_value: None }
+        MessageAttributeValue {
+            data_type: t.into(),
+            string_value: Some(v.into()),
+            binary_value: None,
+        }
     }
 
     fn with_attr(name: &str, v: MessageAttributeValue) -> NewMessage {
@@ -249,10 +293,28 @@ mod tests {
 
     #[test]
     fn body_characters() {
-        for bad in ["a\u{0}b", "\u{1}", "bell\u{7}", "\u{b}", "x\u{FFFE}", "x\u{FFFF}"] {
-            assert!(matches!(NewMessage::new(bad).validate(), Err(QueueError::InvalidMessageContents(_))), "{bad:?}");
+        for bad in [
+            "a\u{0}b",
+            "\u{1}",
+            "bell\u{7}",
+            "\u{b}",
+            "x\u{FFFE}",
+            "x\u{FFFF}",
+        ] {
+            assert!(
+                matches!(
+                    NewMessage::new(bad).validate(),
+                    Err(QueueError::InvalidMessageContents(_))
+                ),
+                "{bad:?}"
+            );
         }
-        for good in ["tab\tnl\ncr\r", "del\u{7f}\u{e000}\u{fffd}", "emoji \u{1F600}", " "] {
+        for good in [
+            "tab\tnl\ncr\r",
+            "del\u{7f}\u{e000}\u{fffd}",
+            "emoji \u{1F600}",
+            " ",
+        ] {
             NewMessage::new(good).validate().unwrap();
         }
         assert!(NewMessage::new("").validate().is_err());
@@ -260,12 +322,31 @@ mod tests {
 
     #[test]
     fn attribute_names() {
-        for bad in ["has space", ".lead", "trail.", "two..dots", "AWS.x", "amazon.y", ""] {
-            assert!(with_attr(bad, attr("String", "v")).validate().is_err(), "{bad:?}");
+        for bad in [
+            "has space",
+            ".lead",
+            "trail.",
+            "two..dots",
+            "AWS.x",
+            "amazon.y",
+            "",
+        ] {
+            assert!(
+                with_attr(bad, attr("String", "v")).validate().is_err(),
+                "{bad:?}"
+            );
         }
-        with_attr("ok_name-1.x", attr("String", "v")).validate().unwrap();
-        with_attr(&"a".repeat(256), attr("String", "v")).validate().unwrap();
-        assert!(with_attr(&"a".repeat(257), attr("String", "v")).validate().is_err());
+        with_attr("ok_name-1.x", attr("String", "v"))
+            .validate()
+            .unwrap();
+        with_attr(&"a".repeat(256), attr("String", "v"))
+            .validate()
+            .unwrap();
+        assert!(
+            with_attr(&"a".repeat(257), attr("String", "v"))
+                .validate()
+                .is_err()
+        );
     }
 
     #[test]
@@ -275,10 +356,22 @@ mod tests {
         assert!(with_attr("a", attr("", "v")).validate().is_err());
         assert!(with_attr("n", attr("Number", "twelve")).validate().is_err());
         with_attr("n", attr("Number", "1.5e3")).validate().unwrap();
-        with_attr("n", attr("Number.int", "-12.50")).validate().unwrap();
-        with_attr("n", attr("Number", &"9".repeat(38))).validate().unwrap();
-        assert!(with_attr("n", attr("Number", &"9".repeat(39))).validate().is_err());
-        let binary = MessageAttributeValue { data_type: "Binary.gif".into(), string_value: None, binary_value: Some(vec![1]) };
+        with_attr("n", attr("Number.int", "-12.50"))
+            .validate()
+            .unwrap();
+        with_attr("n", attr("Number", &"9".repeat(38)))
+            .validate()
+            .unwrap();
+        assert!(
+            with_attr("n", attr("Number", &"9".repeat(39)))
+                .validate()
+                .is_err()
+        );
+        let binary = MessageAttributeValue {
+            data_type: "Binary.gif".into(),
+            string_value: None,
+            binary_value: Some(vec![1]),
+        };
         with_attr("b", binary).validate().unwrap();
     }
 

@@ -9,14 +9,28 @@ use postbox_queue::{NewMessage, QueueError};
 #[tokio::test]
 async fn create_is_idempotent_for_the_same_attributes() {
     let e = env().await;
-    e.queues.create_queue("q", attrs(&[("VisibilityTimeout", "60")])).await.unwrap();
-    e.queues.create_queue("q", attrs(&[("VisibilityTimeout", "60")])).await.unwrap();
+    e.queues
+        .create_queue("q", attrs(&[("VisibilityTimeout", "60")]))
+        .await
+        .unwrap();
+    e.queues
+        .create_queue("q", attrs(&[("VisibilityTimeout", "60")]))
+        .await
+        .unwrap();
     e.queues.create_queue("q", attrs(&[])).await.unwrap();
-    let r = e.queues.create_queue("q", attrs(&[("VisibilityTimeout", "45")])).await;
+    let r = e
+        .queues
+        .create_queue("q", attrs(&[("VisibilityTimeout", "45")]))
+        .await;
     assert!(matches!(r, Err(QueueError::QueueNameExists(_))));
-    assert!(matches!(e.queues.create_queue("x.fifo", attrs(&[])).await, Err(QueueError::InvalidParameterValue(_))));
     assert!(matches!(
-        e.queues.create_queue("n", attrs(&[("NoSuchAttribute", "1")])).await,
+        e.queues.create_queue("x.fifo", attrs(&[])).await,
+        Err(QueueError::InvalidParameterValue(_))
+    ));
+    assert!(matches!(
+        e.queues
+            .create_queue("n", attrs(&[("NoSuchAttribute", "1")]))
+            .await,
         Err(QueueError::InvalidAttributeName(_))
     ));
     assert_eq!(e.queues.list_queues(""), ["q"]);
@@ -26,7 +40,10 @@ async fn create_is_idempotent_for_the_same_attributes() {
 async fn attributes_report_configuration_and_counts() {
     let e = env().await;
     e.queues.create_queue("q", attrs(&[])).await.unwrap();
-    e.queues.set_queue_attributes("q", attrs(&[("DelaySeconds", "3")])).await.unwrap();
+    e.queues
+        .set_queue_attributes("q", attrs(&[("DelaySeconds", "3")]))
+        .await
+        .unwrap();
     e.queues.send("q", NewMessage::new("m")).await.unwrap();
     let all = e.queues.queue_attributes("q", &["All".into()]).unwrap();
     assert_eq!(all["DelaySeconds"], "3");
@@ -36,10 +53,15 @@ async fn attributes_report_configuration_and_counts() {
     assert!(e.queues.queue_attributes("q", &[]).unwrap().is_empty());
     assert!(!all.contains_key("ApproximateAgeOfOldestMessage"));
     e.clock.advance_ms(7_500);
-    let age = e.queues.queue_attributes("q", &["ApproximateAgeOfOldestMessage".into()]).unwrap();
+    let age = e
+        .queues
+        .queue_attributes("q", &["ApproximateAgeOfOldestMessage".into()])
+        .unwrap();
     assert_eq!(age["ApproximateAgeOfOldestMessage"], "7");
     assert!(matches!(
-        e.queues.set_queue_attributes("q", attrs(&[("FifoQueue", "true")])).await,
+        e.queues
+            .set_queue_attributes("q", attrs(&[("FifoQueue", "true")]))
+            .await,
         Err(QueueError::InvalidAttributeValue(_))
     ));
 }
@@ -47,9 +69,18 @@ async fn attributes_report_configuration_and_counts() {
 #[tokio::test]
 async fn tags_are_kept() {
     let e = env().await;
-    e.queues.create_queue_tagged("q", attrs(&[]), attrs(&[("team", "billing")])).await.unwrap();
-    e.queues.tag_queue("q", attrs(&[("env", "test")])).await.unwrap();
-    e.queues.untag_queue("q", vec!["team".into()]).await.unwrap();
+    e.queues
+        .create_queue_tagged("q", attrs(&[]), attrs(&[("team", "billing")]))
+        .await
+        .unwrap();
+    e.queues
+        .tag_queue("q", attrs(&[("env", "test")]))
+        .await
+        .unwrap();
+    e.queues
+        .untag_queue("q", vec!["team".into()])
+        .await
+        .unwrap();
     assert_eq!(e.queues.queue_tags("q").unwrap(), attrs(&[("env", "test")]));
 }
 
@@ -60,10 +91,19 @@ async fn purge_once_a_minute_and_delete() {
     e.queues.send("q", NewMessage::new("m")).await.unwrap();
     e.queues.purge_queue("q").await.unwrap();
     assert_eq!(e.queues.stats("q").unwrap().visible, 0);
-    assert!(matches!(e.queues.purge_queue("q").await, Err(QueueError::PurgeQueueInProgress(_))));
+    assert!(matches!(
+        e.queues.purge_queue("q").await,
+        Err(QueueError::PurgeQueueInProgress(_))
+    ));
     e.clock.advance_ms(60_000);
     e.queues.purge_queue("q").await.unwrap();
     e.queues.delete_queue("q").await.unwrap();
-    assert!(matches!(e.queues.send("q", NewMessage::new("m")).await, Err(QueueError::QueueDoesNotExist)));
-    assert!(matches!(e.queues.delete_queue("q").await, Err(QueueError::QueueDoesNotExist)));
+    assert!(matches!(
+        e.queues.send("q", NewMessage::new("m")).await,
+        Err(QueueError::QueueDoesNotExist)
+    ));
+    assert!(matches!(
+        e.queues.delete_queue("q").await,
+        Err(QueueError::QueueDoesNotExist)
+    ));
 }

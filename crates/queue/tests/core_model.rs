@@ -59,10 +59,21 @@ fn run(fifo: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     group: Some(Arc::from(format!("g{group}"))),
                     sent_at: now,
                     size: 1,
-                    state: MessageState { visible_at: now, ..MessageState::default() },
+                    state: MessageState {
+                        visible_at: now,
+                        ..MessageState::default()
+                    },
                 };
                 core.insert(seq, meta);
-                live.insert(seq, Model { group, visible_at: now, receive_count: 0, token: 0 });
+                live.insert(
+                    seq,
+                    Model {
+                        group,
+                        visible_at: now,
+                        receive_count: 0,
+                        token: 0,
+                    },
+                );
             }
             Op::Receive { max, visibility_s } => {
                 token += 1;
@@ -73,7 +84,11 @@ fn run(fifo: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     let m = live.get(seq).copied();
                     prop_assert!(m.is_some(), "handed out a message that does not exist");
                     let m = m.unwrap();
-                    prop_assert!(m.visible_at <= now, "message {} handed out while in flight", seq);
+                    prop_assert!(
+                        m.visible_at <= now,
+                        "message {} handed out while in flight",
+                        seq
+                    );
                     if fifo {
                         for (other, o) in &live {
                             let in_flight = o.receive_count > 0 && o.visible_at > now;
@@ -97,21 +112,34 @@ fn run(fifo: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     }
                 }
                 if got.is_empty() && max > 0 {
-                    prop_assert!(!could_give(fifo, &live, now), "a receive found nothing although a message was ready");
+                    prop_assert!(
+                        !could_give(fifo, &live, now),
+                        "a receive found nothing although a message was ready"
+                    );
                 }
                 for seq in got {
                     let m = live.get_mut(&seq).unwrap();
                     m.visible_at = now + visibility_s * 1000;
                     m.receive_count += 1;
                     m.token = token;
-                    receipts.push(Receipt { queue_id: 1, seq, token });
+                    receipts.push(Receipt {
+                        queue_id: 1,
+                        seq,
+                        token,
+                    });
                 }
             }
             Op::Delete { pick } if !receipts.is_empty() => {
                 let receipt = receipts[pick % receipts.len()];
                 let expected = match live.get(&receipt.seq) {
                     None => Ok(false),
-                    Some(m) if m.token != receipt.token => if fifo { Err(()) } else { Ok(false) },
+                    Some(m) if m.token != receipt.token => {
+                        if fifo {
+                            Err(())
+                        } else {
+                            Ok(false)
+                        }
+                    }
                     Some(m) if fifo && m.visible_at <= now => Err(()),
                     Some(_) => Ok(true),
                 };
@@ -123,7 +151,9 @@ fn run(fifo: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     }
                     (Ok(false), Ok(Deleted::Nothing)) => {}
                     (Err(()), Err(QueueError::InvalidParameterValue(_))) => {}
-                    (want, got) => prop_assert!(false, "delete: expected {:?}, got {:?}", want, got),
+                    (want, got) => {
+                        prop_assert!(false, "delete: expected {:?}, got {:?}", want, got)
+                    }
                 }
             }
             Op::ChangeVisibility { pick, visibility_s } if !receipts.is_empty() => {
@@ -131,7 +161,11 @@ fn run(fifo: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let got = core.change_visibility(&receipt, now, visibility_s * 1000);
                 match live.get_mut(&receipt.seq) {
                     Some(m) if m.token == receipt.token => {
-                        prop_assert!(got.is_ok(), "the latest handle changes visibility: {:?}", got);
+                        prop_assert!(
+                            got.is_ok(),
+                            "the latest handle changes visibility: {:?}",
+                            got
+                        );
                         m.visible_at = now + visibility_s * 1000;
                     }
                     _ => prop_assert!(got.is_err()),

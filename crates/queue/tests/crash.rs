@@ -44,7 +44,9 @@ fn fifo_body(g: usize, i: usize) -> String {
 /// The child: consumes both queues with four consumers until killed.
 #[test]
 fn crash_child() {
-    let Ok(path) = std::env::var(CHILD_ENV) else { return };
+    let Ok(path) = std::env::var(CHILD_ENV) else {
+        return;
+    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async move {
         let store = EmbeddedStore::open(&path, EmbeddedOptions::default()).unwrap();
@@ -92,12 +94,18 @@ async fn fill(path: &Path) {
     queues.create_queue("std", attrs(&[])).await.unwrap();
     fifo(&queues, "f.fifo").await;
     for chunk in (0..STANDARD).collect::<Vec<_>>().chunks(10) {
-        let batch = chunk.iter().map(|i| NewMessage::new(format!("s{i:04}"))).collect();
+        let batch = chunk
+            .iter()
+            .map(|i| NewMessage::new(format!("s{i:04}")))
+            .collect();
         queues.send_batch("std", batch).await.unwrap();
     }
     for i in 0..PER_GROUP {
         for g in 0..GROUPS {
-            queues.send("f.fifo", grouped(&fifo_body(g, i), &format!("g{g:02}"))).await.unwrap();
+            queues
+                .send("f.fifo", grouped(&fifo_body(g, i), &format!("g{g:02}")))
+                .await
+                .unwrap();
         }
     }
 }
@@ -137,15 +145,24 @@ fn run_child_until_killed(
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         let line = line.unwrap();
         // The test harness may print its own words before ours on a line.
-        let Some(at) = line.find("RECV ").or_else(|| line.find("ACK ")) else { continue };
+        let Some(at) = line.find("RECV ").or_else(|| line.find("ACK ")) else {
+            continue;
+        };
         let mut parts = line[at..].split(' ');
         let (kind, queue, body) = match (parts.next(), parts.next(), parts.next()) {
             (Some(k @ ("RECV" | "ACK")), Some(q), Some(b)) => (k, q.to_owned(), b.to_owned()),
             _ => continue,
         };
-        let set = if kind == "RECV" { &mut *received } else { &mut *acked };
+        let set = if kind == "RECV" {
+            &mut *received
+        } else {
+            &mut *acked
+        };
         if kind == "RECV" {
-            assert!(!set.entry(queue.clone()).or_default().contains(&body), "{body} handed out twice");
+            assert!(
+                !set.entry(queue.clone()).or_default().contains(&body),
+                "{body} handed out twice"
+            );
         }
         set.entry(queue).or_default().insert(body);
         lines += 1;
@@ -180,7 +197,10 @@ async fn kill_minus_nine_loses_nothing_and_never_hands_a_message_twice() {
         let got = drain(&queues, queue).await;
         let held = received.get(queue).unwrap_or(&none);
         for body in &got {
-            assert!(!held.contains(body), "{queue}: {body} was with the killed consumer and was handed out again");
+            assert!(
+                !held.contains(body),
+                "{queue}: {body} was with the killed consumer and was handed out again"
+            );
         }
         visible_now.insert(queue, got);
     }
@@ -188,7 +208,12 @@ async fn kill_minus_nine_loses_nothing_and_never_hands_a_message_twice() {
     clock.advance_ms(2 * VISIBILITY as u64 * 1000);
     let everything: BTreeMap<&str, BTreeSet<String>> = BTreeMap::from([
         ("std", (0..STANDARD).map(|i| format!("s{i:04}")).collect()),
-        ("f.fifo", (0..GROUPS).flat_map(|g| (0..PER_GROUP).map(move |i| fifo_body(g, i))).collect()),
+        (
+            "f.fifo",
+            (0..GROUPS)
+                .flat_map(|g| (0..PER_GROUP).map(move |i| fifo_body(g, i)))
+                .collect(),
+        ),
     ]);
     let mut deleted = BTreeMap::new();
     for (queue, sent) in &everything {
@@ -200,15 +225,27 @@ async fn kill_minus_nine_loses_nothing_and_never_hands_a_message_twice() {
         let acked_here = acked.get(*queue).unwrap_or(&none);
         let received_here = received.get(*queue).unwrap_or(&none);
         for body in acked_here {
-            assert!(missing.contains(body), "{queue}: acknowledged {body} came back");
+            assert!(
+                missing.contains(body),
+                "{queue}: acknowledged {body} came back"
+            );
         }
         // A message is gone only if a child deleted it: acknowledged, or
         // deleted just before a kill (at most one batch per consumer).
         for body in &missing {
-            assert!(received_here.contains(*body), "{queue}: {body} was lost without ever being received");
+            assert!(
+                received_here.contains(*body),
+                "{queue}: {body} was lost without ever being received"
+            );
         }
-        assert!(missing.len() - acked_here.len() <= ROUNDS * 4 * 10, "{queue}: too many deletes unaccounted for");
-        deleted.insert(*queue, missing.into_iter().cloned().collect::<BTreeSet<String>>());
+        assert!(
+            missing.len() - acked_here.len() <= ROUNDS * 4 * 10,
+            "{queue}: too many deletes unaccounted for"
+        );
+        deleted.insert(
+            *queue,
+            missing.into_iter().cloned().collect::<BTreeSet<String>>(),
+        );
     }
     // FIFO: at reopen no group went past a message the killed consumer still
     // held (received and never deleted).
@@ -220,7 +257,10 @@ async fn kill_minus_nine_loses_nothing_and_never_hands_a_message_twice() {
             .map(|b| b.split_once('-').unwrap().1.to_owned())
             .min();
         if let Some(k) = blocked_at {
-            assert!(i < k.as_str(), "f.fifo: {body} handed out while {g}-{k} is in flight");
+            assert!(
+                i < k.as_str(),
+                "f.fifo: {body} handed out while {g}-{k} is in flight"
+            );
         }
     }
 }

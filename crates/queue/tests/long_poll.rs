@@ -9,7 +9,11 @@ use common::*;
 use postbox_queue::{NewMessage, ReceiveOptions};
 
 fn wait(seconds: i64) -> ReceiveOptions {
-    ReceiveOptions { max_messages: Some(10), wait_time_seconds: Some(seconds), ..Default::default() }
+    ReceiveOptions {
+        max_messages: Some(10),
+        wait_time_seconds: Some(seconds),
+        ..Default::default()
+    }
 }
 
 #[tokio::test]
@@ -39,8 +43,14 @@ async fn a_released_fifo_group_wakes_a_waiting_receive() {
     let q = e.queues.clone();
     let waiter = tokio::spawn(async move { q.receive("f.fifo", wait(20)).await.unwrap() });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    e.queues.delete("f.fifo", &first[0].receipt_handle).await.unwrap();
-    let got = tokio::time::timeout(Duration::from_secs(2), waiter).await.expect("woken").unwrap();
+    e.queues
+        .delete("f.fifo", &first[0].receipt_handle)
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(2), waiter)
+        .await
+        .expect("woken")
+        .unwrap();
     assert_eq!(bodies(&got), ["a2"]);
 }
 
@@ -51,7 +61,10 @@ async fn an_empty_wait_ends_at_its_time() {
     let started = Instant::now();
     assert!(e.queues.receive("q", wait(1)).await.unwrap().is_empty());
     let took = started.elapsed();
-    assert!(took >= Duration::from_millis(950) && took < Duration::from_secs(3), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(950) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
 }
 
 #[tokio::test]
@@ -62,6 +75,9 @@ async fn deleting_the_queue_ends_a_wait() {
     let waiter = tokio::spawn(async move { q.receive("q", wait(20)).await });
     tokio::time::sleep(Duration::from_millis(100)).await;
     e.queues.delete_queue("q").await.unwrap();
-    let r = tokio::time::timeout(Duration::from_secs(2), waiter).await.expect("woken").unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(2), waiter)
+        .await
+        .expect("woken")
+        .unwrap();
     assert!(r.is_err());
 }

@@ -17,7 +17,10 @@ async fn state_survives_reopen() {
     let (std_handle, seq1) = {
         let (store, queues) = open_at(&path, clock.clone()).await;
         fifo(&queues, "f.fifo").await;
-        queues.create_queue("q", attrs(&[("VisibilityTimeout", "60")])).await.unwrap();
+        queues
+            .create_queue("q", attrs(&[("VisibilityTimeout", "60")]))
+            .await
+            .unwrap();
         let s1 = queues.send("f.fifo", grouped("a1", "a")).await.unwrap();
         queues.send("f.fifo", grouped("a2", "a")).await.unwrap();
         queues.send("q", NewMessage::new("std")).await.unwrap();
@@ -27,7 +30,12 @@ async fn state_survives_reopen() {
     };
     let (_store, queues) = open_at(&path, clock.clone()).await;
     assert_eq!(queues.list_queues(""), ["f.fifo", "q"]);
-    assert_eq!(queues.queue_attributes("q", &["VisibilityTimeout".into()]).unwrap()["VisibilityTimeout"], "60");
+    assert_eq!(
+        queues
+            .queue_attributes("q", &["VisibilityTimeout".into()])
+            .unwrap()["VisibilityTimeout"],
+        "60"
+    );
     // The in-flight message is still hidden, and its handle still deletes it.
     let s = queues.stats("q").unwrap();
     assert_eq!((s.visible, s.in_flight), (0, 1));

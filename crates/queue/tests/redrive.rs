@@ -7,10 +7,21 @@ use common::*;
 use postbox_queue::{MoveTaskStatus, NewMessage, QueueError, Queues};
 
 async fn with_dlq(queues: &Queues, fifo: bool) -> (&'static str, &'static str) {
-    let (src, dlq) = if fifo { ("src.fifo", "dlq.fifo") } else { ("src", "dlq") };
-    let kind = if fifo { vec![("FifoQueue", "true")] } else { vec![] };
+    let (src, dlq) = if fifo {
+        ("src.fifo", "dlq.fifo")
+    } else {
+        ("src", "dlq")
+    };
+    let kind = if fifo {
+        vec![("FifoQueue", "true")]
+    } else {
+        vec![]
+    };
     queues.create_queue(dlq, attrs(&kind)).await.unwrap();
-    let policy = format!(r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":2}}"#, queues.arn(dlq));
+    let policy = format!(
+        r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":2}}"#,
+        queues.arn(dlq)
+    );
     let mut a = kind.clone();
     a.push(("RedrivePolicy", &policy));
     queues.create_queue(src, attrs(&a)).await.unwrap();
@@ -23,18 +34,35 @@ async fn redrive_after_max_receive_count_then_move_back() {
     let (src, dlq) = with_dlq(&e.queues, false).await;
     e.queues.send(src, NewMessage::new("poison")).await.unwrap();
     for _ in 0..2 {
-        assert_eq!(bodies(&e.queues.receive(src, recv(1, Some(0))).await.unwrap()), ["poison"]);
+        assert_eq!(
+            bodies(&e.queues.receive(src, recv(1, Some(0))).await.unwrap()),
+            ["poison"]
+        );
     }
-    assert!(e.queues.receive(src, recv(1, Some(0))).await.unwrap().is_empty());
+    assert!(
+        e.queues
+            .receive(src, recv(1, Some(0)))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(e.queues.stats(src).unwrap().dead_lettered, 1);
     let dead = e.queues.receive(dlq, recv(1, Some(0))).await.unwrap();
     assert_eq!(dead[0].system["ApproximateReceiveCount"], "3");
     assert!(dead[0].system["DeadLetterQueueSourceArn"].ends_with(":src"));
     assert_eq!(e.queues.dead_letter_sources(dlq).unwrap(), ["src"]);
 
-    let task = e.queues.start_move_task(&e.queues.arn(dlq), None, None).await.unwrap();
+    let task = e
+        .queues
+        .start_move_task(&e.queues.arn(dlq), None, None)
+        .await
+        .unwrap();
     for _ in 0..500 {
-        if e.queues.list_move_tasks(&e.queues.arn(dlq), 1).unwrap()[0].status().0 != MoveTaskStatus::Running {
+        if e.queues.list_move_tasks(&e.queues.arn(dlq), 1).unwrap()[0]
+            .status()
+            .0
+            != MoveTaskStatus::Running
+        {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -59,7 +87,13 @@ async fn fifo_redrive_keeps_group_order_in_the_dlq() {
         let got = e.queues.receive(src, recv(10, Some(0))).await.unwrap();
         assert_eq!(bodies(&got), ["a1", "a2"]);
     }
-    assert!(e.queues.receive(src, recv(10, Some(0))).await.unwrap().is_empty());
+    assert!(
+        e.queues
+            .receive(src, recv(10, Some(0)))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let dead = e.queues.receive(dlq, recv(10, None)).await.unwrap();
     assert_eq!(bodies(&dead), ["a1", "a2"]);
     assert_eq!(dead[0].system["MessageDeduplicationId"], dead[0].message_id);
@@ -78,8 +112,19 @@ async fn selected_messages_move_back() {
     }
     let dead = e.queues.receive(dlq, recv(10, Some(0))).await.unwrap();
     assert_eq!(dead.len(), 2);
-    let x = dead.iter().find(|m| m.body == "x").unwrap().message_id.clone();
-    assert_eq!(e.queues.move_messages(dlq, None, Some(vec![x.clone()])).await.unwrap(), 1);
+    let x = dead
+        .iter()
+        .find(|m| m.body == "x")
+        .unwrap()
+        .message_id
+        .clone();
+    assert_eq!(
+        e.queues
+            .move_messages(dlq, None, Some(vec![x.clone()]))
+            .await
+            .unwrap(),
+        1
+    );
     let back = e.queues.receive(src, recv(10, None)).await.unwrap();
     assert_eq!(bodies(&back), ["x"]);
     assert_eq!(back[0].message_id, x);
@@ -89,20 +134,53 @@ async fn selected_messages_move_back() {
 #[tokio::test]
 async fn redrive_policy_rules() {
     let e = env().await;
-    e.queues.create_queue("f.fifo", attrs(&[("FifoQueue", "true")])).await.unwrap();
-    let to_fifo = format!(r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":2}}"#, e.queues.arn("f.fifo"));
-    let r = e.queues.create_queue("std", attrs(&[("RedrivePolicy", &to_fifo)])).await;
+    e.queues
+        .create_queue("f.fifo", attrs(&[("FifoQueue", "true")]))
+        .await
+        .unwrap();
+    let to_fifo = format!(
+        r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":2}}"#,
+        e.queues.arn("f.fifo")
+    );
+    let r = e
+        .queues
+        .create_queue("std", attrs(&[("RedrivePolicy", &to_fifo)]))
+        .await;
     assert!(matches!(r, Err(QueueError::InvalidAttributeValue(_))));
-    let missing = format!(r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":2}}"#, e.queues.arn("nosuch"));
-    let r = e.queues.create_queue("std", attrs(&[("RedrivePolicy", &missing)])).await;
+    let missing = format!(
+        r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":2}}"#,
+        e.queues.arn("nosuch")
+    );
+    let r = e
+        .queues
+        .create_queue("std", attrs(&[("RedrivePolicy", &missing)]))
+        .await;
     assert!(matches!(r, Err(QueueError::InvalidAttributeValue(_))));
-    let r = e.queues.start_move_task(&e.queues.arn("f.fifo"), None, None).await;
+    let r = e
+        .queues
+        .start_move_task(&e.queues.arn("f.fifo"), None, None)
+        .await;
     assert!(matches!(r, Err(QueueError::InvalidParameterValue(_))));
 
-    let only_a = format!(r#"{{"redrivePermission":"byQueue","sourceQueueArns":["{}"]}}"#, e.queues.arn("a"));
-    e.queues.create_queue("picky-dlq", attrs(&[("RedriveAllowPolicy", &only_a)])).await.unwrap();
-    let to_picky = format!(r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":2}}"#, e.queues.arn("picky-dlq"));
-    e.queues.create_queue("a", attrs(&[("RedrivePolicy", &to_picky)])).await.unwrap();
-    let r = e.queues.create_queue("b", attrs(&[("RedrivePolicy", &to_picky)])).await;
+    let only_a = format!(
+        r#"{{"redrivePermission":"byQueue","sourceQueueArns":["{}"]}}"#,
+        e.queues.arn("a")
+    );
+    e.queues
+        .create_queue("picky-dlq", attrs(&[("RedriveAllowPolicy", &only_a)]))
+        .await
+        .unwrap();
+    let to_picky = format!(
+        r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":2}}"#,
+        e.queues.arn("picky-dlq")
+    );
+    e.queues
+        .create_queue("a", attrs(&[("RedrivePolicy", &to_picky)]))
+        .await
+        .unwrap();
+    let r = e
+        .queues
+        .create_queue("b", attrs(&[("RedrivePolicy", &to_picky)]))
+        .await;
     assert!(matches!(r, Err(QueueError::InvalidAttributeValue(_))));
 }

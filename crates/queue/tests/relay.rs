@@ -24,7 +24,15 @@ async fn messages_commit_with_the_callers_write() {
         .unwrap()
         .unwrap();
     assert_eq!(results.len(), 2);
-    assert_eq!(bodies(&e.queues.receive("events.fifo", recv(10, None)).await.unwrap()), ["e1", "e2"]);
+    assert_eq!(
+        bodies(
+            &e.queues
+                .receive("events.fifo", recv(10, None))
+                .await
+                .unwrap()
+        ),
+        ["e1", "e2"]
+    );
 }
 
 #[tokio::test]
@@ -34,7 +42,13 @@ async fn one_invalid_message_sends_none() {
     let queues = e.queues.clone();
     let r = e
         .store
-        .submit(move |ctx| queues.send_in(ctx, "events.fifo", vec![grouped("ok", "g"), NewMessage::new("no group")]))
+        .submit(move |ctx| {
+            queues.send_in(
+                ctx,
+                "events.fifo",
+                vec![grouped("ok", "g"), NewMessage::new("no group")],
+            )
+        })
         .await
         .unwrap();
     assert!(matches!(r, Err(QueueError::MissingParameter(_))));
@@ -45,7 +59,11 @@ async fn one_invalid_message_sends_none() {
 async fn a_missing_queue_is_a_typed_error_not_a_storage_failure() {
     let e = env().await;
     let queues = e.queues.clone();
-    let r = e.store.submit(move |ctx| queues.send_in(ctx, "nosuch", vec![NewMessage::new("x")])).await.unwrap();
+    let r = e
+        .store
+        .submit(move |ctx| queues.send_in(ctx, "nosuch", vec![NewMessage::new("x")]))
+        .await
+        .unwrap();
     assert_eq!(r, Err(QueueError::QueueDoesNotExist));
 }
 
@@ -70,7 +88,8 @@ async fn enqueue_and_checkpoint_commit_together() {
     e.store.create_table(table).await.unwrap();
     for pk in ["a", "b"] {
         let put: PutItemInput =
-            serde_json::from_value(json!({"TableName": "events", "Item": {"pk": {"S": pk}}})).unwrap();
+            serde_json::from_value(json!({"TableName": "events", "Item": {"pk": {"S": pk}}}))
+                .unwrap();
         e.store.put_item(put).await.unwrap();
     }
     fifo(&e.queues, "events.fifo").await;
@@ -80,10 +99,15 @@ async fn enqueue_and_checkpoint_commit_together() {
         move |ctx: &mut postbox_store::embedded::WriteContext<'_>| {
             let after = ctx.checkpoint("events", "relay")?.unwrap_or(0);
             let records = ctx.read_stream("events", after, 10)?;
-            let Some(last) = records.last().map(|r| r.sequence_number) else { return Ok(0) };
+            let Some(last) = records.last().map(|r| r.sequence_number) else {
+                return Ok(0);
+            };
             let messages = records
                 .iter()
-                .map(|r| grouped(&format!("record {}", r.sequence_number), "tenant").dedup(r.sequence_number.to_string()))
+                .map(|r| {
+                    grouped(&format!("record {}", r.sequence_number), "tenant")
+                        .dedup(r.sequence_number.to_string())
+                })
                 .collect();
             // Validate-first: a queue error fails the step before anything is written.
             if let Err(e) = queues.send_in(ctx, queue, messages)? {
@@ -99,8 +123,15 @@ async fn enqueue_and_checkpoint_commit_together() {
 
     assert_eq!(e.store.submit(relay("events.fifo")).await.unwrap(), 2);
     let head = e.store.stream_head("events").await.unwrap();
-    assert_eq!(e.store.checkpoint("events", "relay").await.unwrap(), Some(head));
-    let got = e.queues.receive("events.fifo", recv(10, None)).await.unwrap();
+    assert_eq!(
+        e.store.checkpoint("events", "relay").await.unwrap(),
+        Some(head)
+    );
+    let got = e
+        .queues
+        .receive("events.fifo", recv(10, None))
+        .await
+        .unwrap();
     assert_eq!(got.len(), 2);
     assert_eq!(e.store.submit(relay("events.fifo")).await.unwrap(), 0);
 }

@@ -14,15 +14,26 @@ use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore, Manual
 async fn the_sweeper_drops_expired_messages() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(T0));
-    let options = EmbeddedOptions { durability: Durability::NoFsync, clock: clock.clone(), ..EmbeddedOptions::default() };
+    let options = EmbeddedOptions {
+        durability: Durability::NoFsync,
+        clock: clock.clone(),
+        ..EmbeddedOptions::default()
+    };
     let store = EmbeddedStore::open(dir.path().join("q.redb"), options).unwrap();
     let queues = Queues::open(
         store,
-        QueuesOptions { clock: clock.clone(), sweep_interval: Duration::from_millis(20), ..QueuesOptions::default() },
+        QueuesOptions {
+            clock: clock.clone(),
+            sweep_interval: Duration::from_millis(20),
+            ..QueuesOptions::default()
+        },
     )
     .await
     .unwrap();
-    queues.create_queue("q", attrs(&[("MessageRetentionPeriod", "60")])).await.unwrap();
+    queues
+        .create_queue("q", attrs(&[("MessageRetentionPeriod", "60")]))
+        .await
+        .unwrap();
     queues.send("q", NewMessage::new("old")).await.unwrap();
     clock.advance_ms(59_000);
     queues.send("q", NewMessage::new("young")).await.unwrap();
@@ -47,5 +58,11 @@ async fn the_default_retention_is_four_days() {
     e.clock.advance_ms(345_599_999);
     assert_eq!(e.queues.stats("q").unwrap().visible, 1);
     e.clock.advance_ms(1);
-    assert!(e.queues.receive("q", recv(10, None)).await.unwrap().is_empty());
+    assert!(
+        e.queues
+            .receive("q", recv(10, None))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -1,8 +1,8 @@
 //! `DynamoDB_20120810.*`: the item store's operations on the wire.
 
 use axum::response::{IntoResponse, Response};
-use postbox_store::api::*;
 use postbox_store::ItemStore;
+use postbox_store::api::*;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -40,7 +40,10 @@ struct UpdateTimeToLiveInput {
 pub async fn handle<S: ItemStore>(store: &S, operation: &str, body: &[u8]) -> Response {
     macro_rules! op {
         ($method:ident) => {
-            call(body, |input| async move { store.$method(input).await.map_err(WireError::from) }).await
+            call(body, |input| async move {
+                store.$method(input).await.map_err(WireError::from)
+            })
+            .await
         };
     }
     match operation {
@@ -53,55 +56,84 @@ pub async fn handle<S: ItemStore>(store: &S, operation: &str, body: &[u8]) -> Re
         "BatchGetItem" => op!(batch_get_item),
         "BatchWriteItem" => op!(batch_write_item),
         "TransactGetItems" => op!(transact_get_items),
-        "TransactWriteItems" => call(body, |input| async move {
-            store.transact_write_items(input).await.map(|()| json!({})).map_err(WireError::from)
-        })
-        .await,
-        "CreateTable" => call(body, |input: CreateTableInput| async move {
-            let d = store.create_table(input).await?;
-            Ok::<_, WireError>(json!({ "TableDescription": d }))
-        })
-        .await,
-        "DescribeTable" => call(body, |input: TableNameInput| async move {
-            let d = store.describe_table(&input.table_name).await?;
-            Ok::<_, WireError>(json!({ "Table": d }))
-        })
-        .await,
-        "DeleteTable" => call(body, |input: TableNameInput| async move {
-            let d = store.delete_table(&input.table_name).await?;
-            Ok::<_, WireError>(json!({ "TableDescription": d }))
-        })
-        .await,
-        "ListTables" => call(body, |input: ListTablesInput| async move {
-            list_tables(store, input).await
-        })
-        .await,
-        "UpdateTimeToLive" => call(body, |input: UpdateTimeToLiveInput| async move {
-            let spec = store.update_time_to_live(&input.table_name, input.time_to_live_specification).await?;
-            Ok::<_, WireError>(json!({ "TimeToLiveSpecification": spec }))
-        })
-        .await,
-        "DescribeTimeToLive" => call(body, |input: TableNameInput| async move {
-            let desc = match store.describe_time_to_live(&input.table_name).await? {
-                Some(attr) => json!({"TimeToLiveStatus": "ENABLED", "AttributeName": attr}),
-                None => json!({"TimeToLiveStatus": "DISABLED"}),
-            };
-            Ok::<_, WireError>(json!({ "TimeToLiveDescription": desc }))
-        })
-        .await,
-        "DescribeEndpoints" => ok(&json!({"Endpoints": [{"Address": "localhost", "CachePeriodInMinutes": 1440}]})),
-        other => WireError::unknown_operation(&format!("DynamoDB_20120810.{other}")).into_response(),
+        "TransactWriteItems" => {
+            call(body, |input| async move {
+                store
+                    .transact_write_items(input)
+                    .await
+                    .map(|()| json!({}))
+                    .map_err(WireError::from)
+            })
+            .await
+        }
+        "CreateTable" => {
+            call(body, |input: CreateTableInput| async move {
+                let d = store.create_table(input).await?;
+                Ok::<_, WireError>(json!({ "TableDescription": d }))
+            })
+            .await
+        }
+        "DescribeTable" => {
+            call(body, |input: TableNameInput| async move {
+                let d = store.describe_table(&input.table_name).await?;
+                Ok::<_, WireError>(json!({ "Table": d }))
+            })
+            .await
+        }
+        "DeleteTable" => {
+            call(body, |input: TableNameInput| async move {
+                let d = store.delete_table(&input.table_name).await?;
+                Ok::<_, WireError>(json!({ "TableDescription": d }))
+            })
+            .await
+        }
+        "ListTables" => {
+            call(body, |input: ListTablesInput| async move {
+                list_tables(store, input).await
+            })
+            .await
+        }
+        "UpdateTimeToLive" => {
+            call(body, |input: UpdateTimeToLiveInput| async move {
+                let spec = store
+                    .update_time_to_live(&input.table_name, input.time_to_live_specification)
+                    .await?;
+                Ok::<_, WireError>(json!({ "TimeToLiveSpecification": spec }))
+            })
+            .await
+        }
+        "DescribeTimeToLive" => {
+            call(body, |input: TableNameInput| async move {
+                let desc = match store.describe_time_to_live(&input.table_name).await? {
+                    Some(attr) => json!({"TimeToLiveStatus": "ENABLED", "AttributeName": attr}),
+                    None => json!({"TimeToLiveStatus": "DISABLED"}),
+                };
+                Ok::<_, WireError>(json!({ "TimeToLiveDescription": desc }))
+            })
+            .await
+        }
+        "DescribeEndpoints" => {
+            ok(&json!({"Endpoints": [{"Address": "localhost", "CachePeriodInMinutes": 1440}]}))
+        }
+        other => {
+            WireError::unknown_operation(&format!("DynamoDB_20120810.{other}")).into_response()
+        }
     }
 }
 
-async fn list_tables<S: ItemStore>(store: &S, input: ListTablesInput) -> Result<ListTablesOutput, WireError> {
+async fn list_tables<S: ItemStore>(
+    store: &S,
+    input: ListTablesInput,
+) -> Result<ListTablesOutput, WireError> {
     let limit = match input.limit {
         None => 100,
         Some(l @ 1..=100) => l as usize,
         Some(l) => {
             return Err(WireError::client(
                 "ValidationException",
-                format!("1 validation error detected: Value '{l}' at 'limit' failed to satisfy constraint: Member must have value less than or equal to 100 and greater than or equal to 1"),
+                format!(
+                    "1 validation error detected: Value '{l}' at 'limit' failed to satisfy constraint: Member must have value less than or equal to 100 and greater than or equal to 1"
+                ),
             ));
         }
     };
@@ -112,6 +144,11 @@ async fn list_tables<S: ItemStore>(store: &S, input: ListTablesInput) -> Result<
         None => 0,
     };
     let page: Vec<String> = names[start..].iter().take(limit).cloned().collect();
-    let last = (start + page.len() < names.len()).then(|| page.last().cloned()).flatten();
-    Ok(ListTablesOutput { table_names: page, last_evaluated_table_name: last })
+    let last = (start + page.len() < names.len())
+        .then(|| page.last().cloned())
+        .flatten();
+    Ok(ListTablesOutput {
+        table_names: page,
+        last_evaluated_table_name: last,
+    })
 }

@@ -55,7 +55,11 @@ pub struct Services<S> {
 
 /// The router serving the item store's wire protocols at `/`.
 pub fn router<S: Backend>(store: S) -> Router {
-    app(Services { store, queues: None, test_clock: None })
+    app(Services {
+        store,
+        queues: None,
+        test_clock: None,
+    })
 }
 
 /// The router serving every wire protocol of `services` at `/`.
@@ -67,8 +71,15 @@ pub fn app<S: Backend>(services: Services<S>) -> Router {
         .with_state(services)
 }
 
-async fn dispatch<S: Backend>(State(services): State<Services<S>>, headers: HeaderMap, body: Bytes) -> Response {
-    let target = headers.get("x-amz-target").and_then(|v| v.to_str().ok()).unwrap_or("");
+async fn dispatch<S: Backend>(
+    State(services): State<Services<S>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let target = headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let (service, operation) = target.split_once('.').unwrap_or((target, ""));
     match (service, &services.queues) {
         ("DynamoDB_20120810", _) => dynamodb::handle(&services.store, operation, &body).await,
@@ -80,7 +91,11 @@ async fn dispatch<S: Backend>(State(services): State<Services<S>>, headers: Head
 
 async fn advance_clock<S: Backend>(State(services): State<Services<S>>, body: Bytes) -> Response {
     let Some(clock) = &services.test_clock else {
-        return (axum::http::StatusCode::NOT_FOUND, "the test clock is not enabled (postbox serve --test-clock)").into_response();
+        return (
+            axum::http::StatusCode::NOT_FOUND,
+            "the test clock is not enabled (postbox serve --test-clock)",
+        )
+            .into_response();
     };
     let seconds = serde_json::from_slice::<serde_json::Value>(&body)
         .ok()
@@ -94,7 +109,11 @@ async fn advance_clock<S: Backend>(State(services): State<Services<S>>, body: By
             }
             axum::http::StatusCode::NO_CONTENT.into_response()
         }
-        None => (axum::http::StatusCode::BAD_REQUEST, "expected {\"advance_seconds\": N}").into_response(),
+        None => (
+            axum::http::StatusCode::BAD_REQUEST,
+            "expected {\"advance_seconds\": N}",
+        )
+            .into_response(),
     }
 }
 
@@ -114,7 +133,9 @@ pub async fn serve_app(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 /// Binds `addr`, returning the listener and the address actually bound.

@@ -17,7 +17,10 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use postbox_queue::attributes::MAX_MESSAGE_SIZE;
 use postbox_queue::digest::md5_of_attributes;
-use postbox_queue::{MessageAttributeValue, MessageAttributes, NewMessage, QueueError, Queues, ReceiveOptions, ReceivedMessage};
+use postbox_queue::{
+    MessageAttributeValue, MessageAttributes, NewMessage, QueueError, Queues, ReceiveOptions,
+    ReceivedMessage,
+};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
@@ -29,7 +32,11 @@ const MAX_BATCH: usize = 10;
 
 /// Handles one SQS action.
 pub async fn handle(queues: &Queues, headers: &HeaderMap, action: &str, body: &[u8]) -> Response {
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost").to_owned();
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("localhost")
+        .to_owned();
     let ctx = Ctx { queues, host };
     match ctx.run(action, body).await {
         Ok(value) => json_response(StatusCode::OK, &value, None),
@@ -53,13 +60,22 @@ impl IntoResponse for Fail {
     fn into_response(self) -> Response {
         let (status, code, query_code, fault, message) = match self {
             Fail::Queue(e) => {
-                let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
-                let fault = if e.sender_fault() { "Sender" } else { "Receiver" };
+                let status =
+                    StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+                let fault = if e.sender_fault() {
+                    "Sender"
+                } else {
+                    "Receiver"
+                };
                 (status, e.code(), e.query_code(), fault, e.to_string())
             }
-            Fail::UnknownAction(a) => {
-                (StatusCode::BAD_REQUEST, "InvalidAction", "InvalidAction", "Sender", format!("The action {a} is not valid for this endpoint."))
-            }
+            Fail::UnknownAction(a) => (
+                StatusCode::BAD_REQUEST,
+                "InvalidAction",
+                "InvalidAction",
+                "Sender",
+                format!("The action {a} is not valid for this endpoint."),
+            ),
         };
         let body = json!({"__type": format!("com.amazonaws.sqs#{code}"), "message": message});
         json_response(status, &body, Some(format!("{query_code};{fault}")))
@@ -68,7 +84,8 @@ impl IntoResponse for Fail {
 
 fn json_response(status: StatusCode, body: &Value, query_error: Option<String>) -> Response {
     let mut resp = (status, body.to_string()).into_response();
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
     if let Some(q) = query_error.and_then(|q| HeaderValue::from_str(&q).ok()) {
         resp.headers_mut().insert("x-amzn-query-error", q);
     }
@@ -76,7 +93,11 @@ fn json_response(status: StatusCode, body: &Value, query_error: Option<String>) 
 }
 
 fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, Fail> {
-    let body = if body.iter().all(u8::is_ascii_whitespace) { b"{}".as_slice() } else { body };
+    let body = if body.iter().all(u8::is_ascii_whitespace) {
+        b"{}".as_slice()
+    } else {
+        body
+    };
     serde_json::from_slice(body).map_err(|e| {
         // A lone surrogate (\ud800) is valid JSON but no Unicode scalar; SQS
         // refuses such text as it refuses any character outside its set.
@@ -162,7 +183,9 @@ impl Ctx<'_> {
         match action {
             "SendMessageBatch" => return self.send_batch(decode(body)?).await,
             "DeleteMessageBatch" => return self.delete_batch(decode(body)?).await,
-            "ChangeMessageVisibilityBatch" => return self.change_visibility_batch(decode(body)?).await,
+            "ChangeMessageVisibilityBatch" => {
+                return self.change_visibility_batch(decode(body)?).await;
+            }
             _ => {}
         }
         let input: Input = decode(body)?;
@@ -173,11 +196,19 @@ impl Ctx<'_> {
                 if name.is_empty() {
                     return Err(missing("QueueName"));
                 }
-                q.create_queue_tagged(&name, input.attributes.unwrap_or_default(), input.tags.unwrap_or_default()).await?;
+                q.create_queue_tagged(
+                    &name,
+                    input.attributes.unwrap_or_default(),
+                    input.tags.unwrap_or_default(),
+                )
+                .await?;
                 Ok(json!({"QueueUrl": self.url(&name)}))
             }
             "GetQueueUrl" => {
-                let name = input.queue_name.filter(|n| !n.is_empty()).ok_or_else(|| missing("QueueName"))?;
+                let name = input
+                    .queue_name
+                    .filter(|n| !n.is_empty())
+                    .ok_or_else(|| missing("QueueName"))?;
                 q.queue_exists(&name)?;
                 Ok(json!({"QueueUrl": self.url(&name)}))
             }
@@ -193,11 +224,16 @@ impl Ctx<'_> {
             "GetQueueAttributes" => {
                 let names = input.attribute_names.unwrap_or_default();
                 let attrs = q.queue_attributes(&queue_name(&input.queue_url)?, &names)?;
-                Ok(if attrs.is_empty() { json!({}) } else { json!({"Attributes": attrs}) })
+                Ok(if attrs.is_empty() {
+                    json!({})
+                } else {
+                    json!({"Attributes": attrs})
+                })
             }
             "SetQueueAttributes" => {
                 let name = queue_name(&input.queue_url)?;
-                q.set_queue_attributes(&name, input.attributes.unwrap_or_default()).await?;
+                q.set_queue_attributes(&name, input.attributes.unwrap_or_default())
+                    .await?;
                 Ok(json!({}))
             }
             "SendMessage" => {
@@ -209,14 +245,22 @@ impl Ctx<'_> {
             "ReceiveMessage" => self.receive(input).await,
             "DeleteMessage" => {
                 let name = queue_name(&input.queue_url)?;
-                let handle = input.receipt_handle.filter(|h| !h.is_empty()).ok_or_else(|| missing("ReceiptHandle"))?;
+                let handle = input
+                    .receipt_handle
+                    .filter(|h| !h.is_empty())
+                    .ok_or_else(|| missing("ReceiptHandle"))?;
                 q.delete(&name, &handle).await?;
                 Ok(json!({}))
             }
             "ChangeMessageVisibility" => {
                 let name = queue_name(&input.queue_url)?;
-                let handle = input.receipt_handle.filter(|h| !h.is_empty()).ok_or_else(|| missing("ReceiptHandle"))?;
-                let timeout = input.visibility_timeout.ok_or_else(|| missing("VisibilityTimeout"))?;
+                let handle = input
+                    .receipt_handle
+                    .filter(|h| !h.is_empty())
+                    .ok_or_else(|| missing("ReceiptHandle"))?;
+                let timeout = input
+                    .visibility_timeout
+                    .ok_or_else(|| missing("VisibilityTimeout"))?;
                 q.change_visibility(&name, &handle, timeout).await?;
                 Ok(json!({}))
             }
@@ -227,8 +271,13 @@ impl Ctx<'_> {
             }
             "StartMessageMoveTask" => {
                 let source = input.source_arn.ok_or_else(|| missing("SourceArn"))?;
-                let handle =
-                    q.start_move_task(&source, input.destination_arn, input.max_number_of_messages_per_second).await?;
+                let handle = q
+                    .start_move_task(
+                        &source,
+                        input.destination_arn,
+                        input.max_number_of_messages_per_second,
+                    )
+                    .await?;
                 Ok(json!({"TaskHandle": handle}))
             }
             "ListMessageMoveTasks" => {
@@ -243,16 +292,28 @@ impl Ctx<'_> {
                 Ok(json!({"ApproximateNumberOfMessagesMoved": moved}))
             }
             "TagQueue" => {
-                q.tag_queue(&queue_name(&input.queue_url)?, input.tags_upper.unwrap_or_default()).await?;
+                q.tag_queue(
+                    &queue_name(&input.queue_url)?,
+                    input.tags_upper.unwrap_or_default(),
+                )
+                .await?;
                 Ok(json!({}))
             }
             "UntagQueue" => {
-                q.untag_queue(&queue_name(&input.queue_url)?, input.tag_keys.unwrap_or_default()).await?;
+                q.untag_queue(
+                    &queue_name(&input.queue_url)?,
+                    input.tag_keys.unwrap_or_default(),
+                )
+                .await?;
                 Ok(json!({}))
             }
             "ListQueueTags" => {
                 let tags = q.queue_tags(&queue_name(&input.queue_url)?)?;
-                Ok(if tags.is_empty() { json!({}) } else { json!({"Tags": tags}) })
+                Ok(if tags.is_empty() {
+                    json!({})
+                } else {
+                    json!({"Tags": tags})
+                })
             }
             other => Err(Fail::UnknownAction(other.to_owned())),
         }
@@ -263,14 +324,18 @@ impl Ctx<'_> {
     }
 
     fn list_queues(&self, input: &Input) -> Result<Value, Fail> {
-        let names = self.queues.list_queues(input.queue_name_prefix.as_deref().unwrap_or(""));
+        let names = self
+            .queues
+            .list_queues(input.queue_name_prefix.as_deref().unwrap_or(""));
         let after = match &input.next_token {
             Some(t) => Some(
                 URL_SAFE_NO_PAD
                     .decode(t)
                     .ok()
                     .and_then(|b| String::from_utf8(b).ok())
-                    .ok_or_else(|| QueueError::InvalidParameterValue("Invalid NextToken value.".into()))?,
+                    .ok_or_else(|| {
+                        QueueError::InvalidParameterValue("Invalid NextToken value.".into())
+                    })?,
             ),
             None => None,
         };
@@ -284,14 +349,20 @@ impl Ctx<'_> {
             Some(m) => m as usize,
             None => 1000,
         };
-        let rest: Vec<&String> = names.iter().filter(|n| after.as_ref().is_none_or(|a| *n > a)).collect();
+        let rest: Vec<&String> = names
+            .iter()
+            .filter(|n| after.as_ref().is_none_or(|a| *n > a))
+            .collect();
         let page: Vec<String> = rest.iter().take(limit).map(|n| self.url(n)).collect();
         let mut out = Map::new();
         if !page.is_empty() {
             out.insert("QueueUrls".into(), json!(page));
         }
         if input.max_results.is_some() && rest.len() > limit {
-            out.insert("NextToken".into(), json!(URL_SAFE_NO_PAD.encode(rest[limit - 1].as_bytes())));
+            out.insert(
+                "NextToken".into(),
+                json!(URL_SAFE_NO_PAD.encode(rest[limit - 1].as_bytes())),
+            );
         }
         Ok(Value::Object(out))
     }
@@ -305,23 +376,37 @@ impl Ctx<'_> {
             receive_request_attempt_id: input.receive_request_attempt_id,
         };
         let messages = self.queues.receive(&name, options).await?;
-        let mut system_names: Vec<String> = input.message_system_attribute_names.unwrap_or_default();
+        let mut system_names: Vec<String> =
+            input.message_system_attribute_names.unwrap_or_default();
         system_names.extend(input.attribute_names.unwrap_or_default());
         let attribute_names = input.message_attribute_names.unwrap_or_default();
-        let out: Vec<Value> = messages.into_iter().map(|m| message_json(m, &system_names, &attribute_names)).collect();
-        Ok(if out.is_empty() { json!({}) } else { json!({"Messages": out}) })
+        let out: Vec<Value> = messages
+            .into_iter()
+            .map(|m| message_json(m, &system_names, &attribute_names))
+            .collect();
+        Ok(if out.is_empty() {
+            json!({})
+        } else {
+            json!({"Messages": out})
+        })
     }
 
     async fn send_batch(&self, batch: Batch<MessageInput>) -> Result<Value, Fail> {
         let name = queue_name(&batch.queue_url)?;
         self.queues.queue_exists(&name)?;
-        check_batch(&batch.entries, |e| e.id.as_deref().unwrap_or(""), "SendMessageBatchRequestEntry")?;
+        check_batch(
+            &batch.entries,
+            |e| e.id.as_deref().unwrap_or(""),
+            "SendMessageBatchRequestEntry",
+        )?;
         let total: usize = batch
             .entries
             .iter()
             .map(|e| {
                 e.message_body.as_ref().map_or(0, String::len)
-                    + e.message_attributes.as_ref().map_or(0, postbox_queue::message::attributes_size)
+                    + e.message_attributes
+                        .as_ref()
+                        .map_or(0, postbox_queue::message::attributes_size)
             })
             .sum();
         if total > MAX_MESSAGE_SIZE as usize {
@@ -340,7 +425,11 @@ impl Ctx<'_> {
                 Err(e) => failed.push(failure(&id, &e)),
             }
         }
-        let results = if messages.is_empty() { Vec::new() } else { self.queues.send_batch(&name, messages).await? };
+        let results = if messages.is_empty() {
+            Vec::new()
+        } else {
+            self.queues.send_batch(&name, messages).await?
+        };
         let mut successful = Vec::new();
         for (id, result) in ids.iter().zip(results) {
             match result {
@@ -358,16 +447,31 @@ impl Ctx<'_> {
     async fn delete_batch(&self, batch: Batch<HandleEntry>) -> Result<Value, Fail> {
         let name = queue_name(&batch.queue_url)?;
         self.queues.queue_exists(&name)?;
-        check_batch(&batch.entries, |e| e.id.as_str(), "DeleteMessageBatchRequestEntry")?;
-        let handles = batch.entries.iter().map(|e| e.receipt_handle.clone()).collect();
+        check_batch(
+            &batch.entries,
+            |e| e.id.as_str(),
+            "DeleteMessageBatchRequestEntry",
+        )?;
+        let handles = batch
+            .entries
+            .iter()
+            .map(|e| e.receipt_handle.clone())
+            .collect();
         let results = self.queues.delete_batch(&name, handles).await?;
-        Ok(batch_outcome(batch.entries.iter().map(|e| e.id.as_str()), results))
+        Ok(batch_outcome(
+            batch.entries.iter().map(|e| e.id.as_str()),
+            results,
+        ))
     }
 
     async fn change_visibility_batch(&self, batch: Batch<HandleEntry>) -> Result<Value, Fail> {
         let name = queue_name(&batch.queue_url)?;
         self.queues.queue_exists(&name)?;
-        check_batch(&batch.entries, |e| e.id.as_str(), "ChangeMessageVisibilityBatchRequestEntry")?;
+        check_batch(
+            &batch.entries,
+            |e| e.id.as_str(),
+            "ChangeMessageVisibilityBatchRequestEntry",
+        )?;
         let mut ids = Vec::new();
         let mut entries = Vec::new();
         let mut failed = Vec::new();
@@ -377,10 +481,19 @@ impl Ctx<'_> {
                     ids.push(e.id.as_str());
                     entries.push((e.receipt_handle.clone(), t));
                 }
-                None => failed.push(failure(&e.id, &QueueError::MissingParameter("The request must contain the parameter VisibilityTimeout.".into()))),
+                None => failed.push(failure(
+                    &e.id,
+                    &QueueError::MissingParameter(
+                        "The request must contain the parameter VisibilityTimeout.".into(),
+                    ),
+                )),
             }
         }
-        let results = if entries.is_empty() { Vec::new() } else { self.queues.change_visibility_batch(&name, entries).await? };
+        let results = if entries.is_empty() {
+            Vec::new()
+        } else {
+            self.queues.change_visibility_batch(&name, entries).await?
+        };
         let mut out = batch_outcome(ids.into_iter(), results);
         if let Some(list) = out["Failed"].as_array_mut() {
             list.extend(failed);
@@ -399,12 +512,22 @@ fn missing_parameter(param: &str) -> QueueError {
 
 /// The queue name at the end of a queue URL (`http://host/account/name`).
 fn queue_name(url: &Option<String>) -> Result<String, Fail> {
-    let url = url.as_deref().filter(|u| !u.is_empty()).ok_or_else(|| missing("QueueUrl"))?;
-    Ok(url.trim_end_matches('/').rsplit('/').next().unwrap_or(url).to_owned())
+    let url = url
+        .as_deref()
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| missing("QueueUrl"))?;
+    Ok(url
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or(url)
+        .to_owned())
 }
 
 fn new_message(m: MessageInput) -> Result<NewMessage, QueueError> {
-    let body = m.message_body.ok_or_else(|| missing_parameter("MessageBody"))?;
+    let body = m
+        .message_body
+        .ok_or_else(|| missing_parameter("MessageBody"))?;
     let delay_seconds = match m.delay_seconds {
         Some(d) if !(0..=900).contains(&d) => {
             return Err(QueueError::InvalidParameterValue(format!(
@@ -417,7 +540,9 @@ fn new_message(m: MessageInput) -> Result<NewMessage, QueueError> {
         Some(mut system) => {
             let trace = system.remove("AWSTraceHeader");
             if let Some(other) = system.keys().next() {
-                return Err(QueueError::InvalidParameterValue(format!("Message system attribute name '{other}' is invalid.")));
+                return Err(QueueError::InvalidParameterValue(format!(
+                    "Message system attribute name '{other}' is invalid."
+                )));
             }
             trace.and_then(|t| t.string_value)
         }
@@ -450,10 +575,16 @@ fn send_result(sent: &postbox_queue::SendResult) -> Value {
 /// A received message with the system and message attributes asked for.
 fn message_json(m: ReceivedMessage, system_names: &[String], attribute_names: &[String]) -> Value {
     let all_system = system_names.iter().any(|n| n == "All");
-    let system: BTreeMap<&String, &String> =
-        m.system.iter().filter(|(k, _)| all_system || system_names.contains(k)).collect();
-    let selected: MessageAttributes =
-        m.attributes.into_iter().filter(|(name, _)| wants_attribute(attribute_names, name)).collect();
+    let system: BTreeMap<&String, &String> = m
+        .system
+        .iter()
+        .filter(|(k, _)| all_system || system_names.contains(k))
+        .collect();
+    let selected: MessageAttributes = m
+        .attributes
+        .into_iter()
+        .filter(|(name, _)| wants_attribute(attribute_names, name))
+        .collect();
     let mut v = json!({
         "MessageId": m.message_id,
         "ReceiptHandle": m.receipt_handle,
@@ -477,13 +608,20 @@ fn wants_attribute(names: &[String], name: &str) -> bool {
         n == "All"
             || n == ".*"
             || n == name
-            || n.strip_suffix(".*").is_some_and(|prefix| name.strip_prefix(prefix).is_some_and(|r| r.starts_with('.')))
+            || n.strip_suffix(".*").is_some_and(|prefix| {
+                name.strip_prefix(prefix)
+                    .is_some_and(|r| r.starts_with('.'))
+            })
     })
 }
 
 /// SQS's batch rules: 1 to 10 entries with distinct ids of up to 80
 /// alphanumerics, hyphens and underscores.
-fn check_batch<T>(entries: &[T], id: impl Fn(&T) -> &str, entry_name: &str) -> Result<(), QueueError> {
+fn check_batch<T>(
+    entries: &[T],
+    id: impl Fn(&T) -> &str,
+    entry_name: &str,
+) -> Result<(), QueueError> {
     if entries.is_empty() {
         return Err(QueueError::EmptyBatchRequest(entry_name.to_owned()));
     }
@@ -493,7 +631,11 @@ fn check_batch<T>(entries: &[T], id: impl Fn(&T) -> &str, entry_name: &str) -> R
     let mut seen = HashSet::new();
     for e in entries {
         let id = id(e);
-        let valid = !id.is_empty() && id.len() <= 80 && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        let valid = !id.is_empty()
+            && id.len() <= 80
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
         if !valid {
             return Err(QueueError::InvalidBatchEntryId);
         }
@@ -508,7 +650,10 @@ fn failure(id: &str, e: &QueueError) -> Value {
     json!({"Id": id, "SenderFault": e.sender_fault(), "Code": e.code(), "Message": e.to_string()})
 }
 
-fn batch_outcome<'a>(ids: impl Iterator<Item = &'a str>, results: Vec<Result<(), QueueError>>) -> Value {
+fn batch_outcome<'a>(
+    ids: impl Iterator<Item = &'a str>,
+    results: Vec<Result<(), QueueError>>,
+) -> Value {
     let mut successful = Vec::new();
     let mut failed = Vec::new();
     for (id, r) in ids.zip(results) {
@@ -562,16 +707,31 @@ mod tests {
     fn batch_rules() {
         let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let check = |v: Vec<String>| check_batch(&v, |s| s.as_str(), "Entry");
-        assert!(matches!(check(ids(&[])), Err(QueueError::EmptyBatchRequest(_))));
-        assert!(matches!(check((0..11).map(|i| i.to_string()).collect()), Err(QueueError::TooManyEntriesInBatchRequest(11))));
-        assert!(matches!(check(ids(&["a", "a"])), Err(QueueError::BatchEntryIdsNotDistinct(_))));
-        assert!(matches!(check(ids(&["a b"])), Err(QueueError::InvalidBatchEntryId)));
+        assert!(matches!(
+            check(ids(&[])),
+            Err(QueueError::EmptyBatchRequest(_))
+        ));
+        assert!(matches!(
+            check((0..11).map(|i| i.to_string()).collect()),
+            Err(QueueError::TooManyEntriesInBatchRequest(11))
+        ));
+        assert!(matches!(
+            check(ids(&["a", "a"])),
+            Err(QueueError::BatchEntryIdsNotDistinct(_))
+        ));
+        assert!(matches!(
+            check(ids(&["a b"])),
+            Err(QueueError::InvalidBatchEntryId)
+        ));
         assert!(check(ids(&["a-1", "b_2"])).is_ok());
     }
 
     #[test]
     fn queue_names_from_urls() {
-        assert_eq!(queue_name(&Some("http://127.0.0.1:8000/000000000000/q1".into())).ok(), Some("q1".into()));
+        assert_eq!(
+            queue_name(&Some("http://127.0.0.1:8000/000000000000/q1".into())).ok(),
+            Some("q1".into())
+        );
         assert!(queue_name(&None).is_err());
     }
 }

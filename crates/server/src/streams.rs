@@ -54,13 +54,18 @@ struct GetRecordsInput {
 }
 
 /// Handles one DynamoDB Streams operation.
-pub async fn handle<S: ItemStore + ChangeStreams>(store: &S, operation: &str, body: &[u8]) -> Response {
+pub async fn handle<S: ItemStore + ChangeStreams>(
+    store: &S,
+    operation: &str,
+    body: &[u8],
+) -> Response {
     match operation {
         "ListStreams" => call(body, |i| list_streams(store, i)).await,
         "DescribeStream" => call(body, |i| describe_stream(store, i)).await,
         "GetShardIterator" => call(body, |i| get_shard_iterator(store, i)).await,
         "GetRecords" => call(body, |i| get_records(store, i)).await,
-        other => WireError::unknown_operation(&format!("DynamoDBStreams_20120810.{other}")).into_response(),
+        other => WireError::unknown_operation(&format!("DynamoDBStreams_20120810.{other}"))
+            .into_response(),
     }
 }
 
@@ -69,24 +74,36 @@ fn validation(msg: impl Into<String>) -> WireError {
 }
 
 fn not_found(arn: &str) -> WireError {
-    WireError::client("ResourceNotFoundException", format!("Requested resource not found: Stream: {arn} not found"))
+    WireError::client(
+        "ResourceNotFoundException",
+        format!("Requested resource not found: Stream: {arn} not found"),
+    )
 }
 
 /// The table a stream ARN (`...:table/<name>/stream/<label>`) belongs to.
-async fn table_of_stream<S: ItemStore>(store: &S, arn: &str) -> Result<TableDescription, WireError> {
+async fn table_of_stream<S: ItemStore>(
+    store: &S,
+    arn: &str,
+) -> Result<TableDescription, WireError> {
     let name = arn
         .split_once(":table/")
         .and_then(|(_, rest)| rest.split_once("/stream/"))
         .map(|(name, _)| name)
         .ok_or_else(|| validation(format!("Invalid StreamArn: {arn}")))?;
-    let table = store.describe_table(name).await.map_err(|_| not_found(arn))?;
+    let table = store
+        .describe_table(name)
+        .await
+        .map_err(|_| not_found(arn))?;
     match &table.latest_stream_arn {
         Some(latest) if latest == arn => Ok(table),
         _ => Err(not_found(arn)),
     }
 }
 
-async fn list_streams<S: ItemStore>(store: &S, input: ListStreamsInput) -> Result<Value, WireError> {
+async fn list_streams<S: ItemStore>(
+    store: &S,
+    input: ListStreamsInput,
+) -> Result<Value, WireError> {
     let mut names = store.list_tables().await?;
     names.sort();
     let mut streams = Vec::new();
@@ -100,7 +117,10 @@ async fn list_streams<S: ItemStore>(store: &S, input: ListStreamsInput) -> Resul
         }
     }
     if let Some(start) = &input.exclusive_start_stream_arn {
-        if let Some(pos) = streams.iter().position(|s| s["StreamArn"] == *start.as_str()) {
+        if let Some(pos) = streams
+            .iter()
+            .position(|s| s["StreamArn"] == *start.as_str())
+        {
             streams.drain(..=pos);
         }
     }
@@ -119,8 +139,15 @@ async fn describe_stream<S: ItemStore + ChangeStreams>(
     input: DescribeStreamInput,
 ) -> Result<Value, WireError> {
     let table = table_of_stream(store, &input.stream_arn).await?;
-    let view = table.stream_specification.as_ref().and_then(|s| s.stream_view_type);
-    let first = store.read_stream(&table.table_name, 0, 1).await?.first().map_or(1, |r| r.sequence_number);
+    let view = table
+        .stream_specification
+        .as_ref()
+        .and_then(|s| s.stream_view_type);
+    let first = store
+        .read_stream(&table.table_name, 0, 1)
+        .await?
+        .first()
+        .map_or(1, |r| r.sequence_number);
     Ok(json!({
         "StreamDescription": {
             "StreamArn": input.stream_arn,
@@ -145,7 +172,8 @@ fn format_sequence(n: u64) -> String {
 }
 
 fn parse_sequence(s: &str) -> Result<u64, WireError> {
-    s.parse().map_err(|_| validation(format!("Invalid SequenceNumber: {s}")))
+    s.parse()
+        .map_err(|_| validation(format!("Invalid SequenceNumber: {s}")))
 }
 
 fn encode_iterator(table: &str, after: u64) -> String {
@@ -166,7 +194,10 @@ async fn get_shard_iterator<S: ItemStore + ChangeStreams>(
     if input.shard_id != SHARD_ID {
         return Err(WireError::client(
             "ResourceNotFoundException",
-            format!("Requested resource not found: Shard: {} in Stream: {} not found", input.shard_id, input.stream_arn),
+            format!(
+                "Requested resource not found: Shard: {} in Stream: {} not found",
+                input.shard_id, input.stream_arn
+            ),
         ));
     }
     let sequence = || {
@@ -190,9 +221,12 @@ async fn get_shard_iterator<S: ItemStore + ChangeStreams>(
     Ok(json!({ "ShardIterator": encode_iterator(&table.table_name, after) }))
 }
 
-async fn get_records<S: ChangeStreams>(store: &S, input: GetRecordsInput) -> Result<Value, WireError> {
-    let (table, after) =
-        decode_iterator(&input.shard_iterator).ok_or_else(|| validation("Invalid ShardIterator"))?;
+async fn get_records<S: ChangeStreams>(
+    store: &S,
+    input: GetRecordsInput,
+) -> Result<Value, WireError> {
+    let (table, after) = decode_iterator(&input.shard_iterator)
+        .ok_or_else(|| validation("Invalid ShardIterator"))?;
     let limit = input.limit.unwrap_or(MAX_RECORDS).clamp(1, MAX_RECORDS);
     let records = store.read_stream(&table, after, limit).await.map_err(|e| match e {
         StoreError::ResourceNotFound(_) => WireError::client(

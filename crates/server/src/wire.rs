@@ -30,7 +30,10 @@ impl WireError {
 
     /// The answer to a target this server does not implement.
     pub fn unknown_operation(target: &str) -> WireError {
-        WireError::client("UnknownOperationException", format!("Unknown operation {target:?}"))
+        WireError::client(
+            "UnknownOperationException",
+            format!("Unknown operation {target:?}"),
+        )
     }
 
     /// A body that is not valid JSON for the operation.
@@ -88,13 +91,18 @@ pub fn ok<T: Serialize>(body: &T) -> Response {
 
 fn json_response(status: StatusCode, body: &Value) -> Response {
     let mut resp = (status, body.to_string()).into_response();
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
     resp
 }
 
 /// Decodes a request body; an empty body is read as `{}`.
 pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, WireError> {
-    let body = if body.iter().all(u8::is_ascii_whitespace) { b"{}".as_slice() } else { body };
+    let body = if body.iter().all(u8::is_ascii_whitespace) {
+        b"{}".as_slice()
+    } else {
+        body
+    };
     serde_json::from_slice(body).map_err(WireError::serialization)
 }
 

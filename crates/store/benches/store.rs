@@ -42,7 +42,8 @@ impl Sample {
     fn row_with(&self, name: &str, durability: &str, note: &str) {
         let mut l = self.latencies.clone();
         l.sort();
-        let pct = |p: f64| l[((l.len() as f64 * p) as usize).min(l.len() - 1)].as_secs_f64() * 1000.0;
+        let pct =
+            |p: f64| l[((l.len() as f64 * p) as usize).min(l.len() - 1)].as_secs_f64() * 1000.0;
         println!(
             "{name:<52} {durability:<9} {:>10.0} {:>9.3} {:>9.3}  {note}",
             l.len() as f64 / self.elapsed.as_secs_f64(),
@@ -53,8 +54,12 @@ impl Sample {
 }
 
 async fn open(dir: &tempfile::TempDir, durability: Durability) -> EmbeddedStore {
-    let options = EmbeddedOptions { durability, ..EmbeddedOptions::default() };
-    let store = EmbeddedStore::open(dir.path().join(format!("{durability:?}.redb")), options).unwrap();
+    let options = EmbeddedOptions {
+        durability,
+        ..EmbeddedOptions::default()
+    };
+    let store =
+        EmbeddedStore::open(dir.path().join(format!("{durability:?}.redb")), options).unwrap();
     store
         .create_table(req(json!({
             "TableName": "bench",
@@ -84,7 +89,10 @@ async fn single_puts(store: &EmbeddedStore) -> Sample {
         latencies.push(t.elapsed());
         i += 1;
     }
-    Sample { latencies, elapsed: start.elapsed() }
+    Sample {
+        latencies,
+        elapsed: start.elapsed(),
+    }
 }
 
 /// Where a transaction's new items go in the key space.
@@ -106,23 +114,36 @@ fn transaction(phase: &str, keys: Keys, writer: usize, i: u64, g: u64) -> Transa
     let s = |v: String| AttributeValue::S(v);
     let data = AttributeValue::S("x".repeat(100));
     let (order_pk, event_pk, event_sk) = match keys {
-        Keys::PerWriter => {
-            (format!("order#{phase}#{writer}#{i}"), format!("events#{phase}#{writer}"), format!("{i:020}"))
-        }
-        Keys::TimeOrdered => (format!("order#{phase}#{g:020}"), format!("events#{phase}"), format!("{g:020}")),
+        Keys::PerWriter => (
+            format!("order#{phase}#{writer}#{i}"),
+            format!("events#{phase}#{writer}"),
+            format!("{i:020}"),
+        ),
+        Keys::TimeOrdered => (
+            format!("order#{phase}#{g:020}"),
+            format!("events#{phase}"),
+            format!("{g:020}"),
+        ),
     };
-    let order: Item = [("pk", s(order_pk)), ("sk", s("0".into())), ("data", data.clone())]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
+    let order: Item = [
+        ("pk", s(order_pk)),
+        ("sk", s("0".into())),
+        ("data", data.clone()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
     let event: Item = [("pk", s(event_pk)), ("sk", s(event_sk)), ("data", data)]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
-    let head: Item = [("pk", s(format!("head#{phase}#{writer}"))), ("sk", s("HEAD".into()))]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
+    let head: Item = [
+        ("pk", s(format!("head#{phase}#{writer}"))),
+        ("sk", s("HEAD".into())),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
     TransactWriteItemsInput {
         transact_items: vec![
             TransactWriteItem {
@@ -135,7 +156,11 @@ fn transaction(phase: &str, keys: Keys, writer: usize, i: u64, g: u64) -> Transa
                 ..Default::default()
             },
             TransactWriteItem {
-                put: Some(TransactPut { table_name: "bench".into(), item: event, ..Default::default() }),
+                put: Some(TransactPut {
+                    table_name: "bench".into(),
+                    item: event,
+                    ..Default::default()
+                }),
                 ..Default::default()
             },
             TransactWriteItem {
@@ -143,7 +168,9 @@ fn transaction(phase: &str, keys: Keys, writer: usize, i: u64, g: u64) -> Transa
                     table_name: "bench".into(),
                     key: head,
                     update_expression: "SET last_seq = :i".into(),
-                    expression_attribute_values: Some([(":i".to_owned(), AttributeValue::N((i as i64).into()))].into()),
+                    expression_attribute_values: Some(
+                        [(":i".to_owned(), AttributeValue::N((i as i64).into()))].into(),
+                    ),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -155,7 +182,10 @@ fn transaction(phase: &str, keys: Keys, writer: usize, i: u64, g: u64) -> Transa
 
 async fn transactions(store: &EmbeddedStore, writers: usize, keys: Keys) -> Sample {
     let start = Instant::now();
-    let phase = format!("{writers}{}", if keys == Keys::PerWriter { "w" } else { "t" });
+    let phase = format!(
+        "{writers}{}",
+        if keys == Keys::PerWriter { "w" } else { "t" }
+    );
     let global = Arc::new(AtomicU64::new(0));
     let tasks: Vec<_> = (0..writers)
         .map(|w| {
@@ -164,7 +194,8 @@ async fn transactions(store: &EmbeddedStore, writers: usize, keys: Keys) -> Samp
                 let mut latencies = Vec::new();
                 let mut i = 0u64;
                 while start.elapsed() < PHASE {
-                    let input = transaction(&phase, keys, w, i, global.fetch_add(1, Ordering::Relaxed));
+                    let input =
+                        transaction(&phase, keys, w, i, global.fetch_add(1, Ordering::Relaxed));
                     let t = Instant::now();
                     store.transact_write_items(input).await.unwrap();
                     latencies.push(t.elapsed());
@@ -178,7 +209,10 @@ async fn transactions(store: &EmbeddedStore, writers: usize, keys: Keys) -> Samp
     for t in tasks {
         latencies.extend(t.await.unwrap());
     }
-    Sample { latencies, elapsed: start.elapsed() }
+    Sample {
+        latencies,
+        elapsed: start.elapsed(),
+    }
 }
 
 async fn query_1000(store: &EmbeddedStore) -> Sample {
@@ -186,10 +220,15 @@ async fn query_1000(store: &EmbeddedStore) -> Sample {
         let writes: Vec<Value> = (0..25)
             .map(|j| json!({"PutRequest": {"Item": {"pk": {"S": "q"}, "sk": {"S": format!("{:06}", chunk * 25 + j)}, "data": payload()}}}))
             .collect();
-        store.batch_write_item(req(json!({"RequestItems": {"bench": writes}}))).await.unwrap();
+        store
+            .batch_write_item(req(json!({"RequestItems": {"bench": writes}})))
+            .await
+            .unwrap();
     }
-    let query: QueryInput = req(json!({"TableName": "bench", "KeyConditionExpression": "pk = :p",
-        "ExpressionAttributeValues": {":p": {"S": "q"}}}));
+    let query: QueryInput = req(
+        json!({"TableName": "bench", "KeyConditionExpression": "pk = :p",
+        "ExpressionAttributeValues": {":p": {"S": "q"}}}),
+    );
     let (start, mut latencies) = (Instant::now(), Vec::new());
     for _ in 0..200 {
         let t = Instant::now();
@@ -197,37 +236,59 @@ async fn query_1000(store: &EmbeddedStore) -> Sample {
         latencies.push(t.elapsed());
         assert_eq!(out.count, 1000);
     }
-    Sample { latencies, elapsed: start.elapsed() }
+    Sample {
+        latencies,
+        elapsed: start.elapsed(),
+    }
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        println!("{:<52} {:<9} {:>10} {:>9} {:>9}", "operation", "commit", "ops/s", "p50 ms", "p99 ms");
+        println!(
+            "{:<52} {:<9} {:>10} {:>9} {:>9}",
+            "operation", "commit", "ops/s", "p50 ms", "p99 ms"
+        );
         let mut stores = Vec::new();
         for durability in [Durability::Durable, Durability::NoFsync] {
             stores.push((
                 open(&dir, durability).await,
-                if durability == Durability::Durable { "fsync" } else { "no-fsync" },
+                if durability == Durability::Durable {
+                    "fsync"
+                } else {
+                    "no-fsync"
+                },
             ));
         }
         for (store, label) in &stores {
             single_puts(store).await.row("PutItem, 1 writer", label);
         }
         for (store, label) in &stores {
-            transactions(store, 1, Keys::PerWriter).await.row("TransactWriteItems (3 actions), 1 writer", label);
+            transactions(store, 1, Keys::PerWriter)
+                .await
+                .row("TransactWriteItems (3 actions), 1 writer", label);
         }
         for (keys, name) in [
-            (Keys::PerWriter, "TransactWriteItems (3), 64 writers, per-writer keys"),
-            (Keys::TimeOrdered, "TransactWriteItems (3), 64 writers, time-ordered"),
+            (
+                Keys::PerWriter,
+                "TransactWriteItems (3), 64 writers, per-writer keys",
+            ),
+            (
+                Keys::TimeOrdered,
+                "TransactWriteItems (3), 64 writers, time-ordered",
+            ),
         ] {
             for (store, label) in &stores {
                 let before = store.writer_stats();
                 let sample = transactions(store, CONCURRENT, keys).await;
                 let after = store.writer_stats();
-                let per_commit =
-                    (after.operations - before.operations) as f64 / (after.commits - before.commits).max(1) as f64;
+                let per_commit = (after.operations - before.operations) as f64
+                    / (after.commits - before.commits).max(1) as f64;
                 sample.row_with(name, label, &format!("{per_commit:.1} per commit"));
             }
         }

@@ -578,4 +578,3 @@ pub struct StreamRecord {
     /// Size of keys and images, as DynamoDB reports `SizeBytes`.
     pub size_bytes: u64,
 }
-

@@ -25,9 +25,18 @@ pub type StoreResult<T> = Result<T, StoreError>;
 /// (survives kill -9 and power loss) and its change-stream record, if the
 /// table has a stream, was committed in the same commit.
 pub trait ItemStore: Send + Sync + 'static {
-    fn create_table(&self, input: CreateTableInput) -> impl Future<Output = StoreResult<TableDescription>> + Send;
-    fn describe_table(&self, table_name: &str) -> impl Future<Output = StoreResult<TableDescription>> + Send;
-    fn delete_table(&self, table_name: &str) -> impl Future<Output = StoreResult<TableDescription>> + Send;
+    fn create_table(
+        &self,
+        input: CreateTableInput,
+    ) -> impl Future<Output = StoreResult<TableDescription>> + Send;
+    fn describe_table(
+        &self,
+        table_name: &str,
+    ) -> impl Future<Output = StoreResult<TableDescription>> + Send;
+    fn delete_table(
+        &self,
+        table_name: &str,
+    ) -> impl Future<Output = StoreResult<TableDescription>> + Send;
     fn list_tables(&self) -> impl Future<Output = StoreResult<Vec<String>>> + Send;
     fn update_time_to_live(
         &self,
@@ -35,18 +44,41 @@ pub trait ItemStore: Send + Sync + 'static {
         spec: TimeToLiveSpecification,
     ) -> impl Future<Output = StoreResult<TimeToLiveSpecification>> + Send;
     /// The TTL attribute, if TTL is enabled.
-    fn describe_time_to_live(&self, table_name: &str) -> impl Future<Output = StoreResult<Option<String>>> + Send;
+    fn describe_time_to_live(
+        &self,
+        table_name: &str,
+    ) -> impl Future<Output = StoreResult<Option<String>>> + Send;
 
-    fn get_item(&self, input: GetItemInput) -> impl Future<Output = StoreResult<GetItemOutput>> + Send;
-    fn put_item(&self, input: PutItemInput) -> impl Future<Output = StoreResult<WriteOutput>> + Send;
-    fn update_item(&self, input: UpdateItemInput) -> impl Future<Output = StoreResult<WriteOutput>> + Send;
-    fn delete_item(&self, input: DeleteItemInput) -> impl Future<Output = StoreResult<WriteOutput>> + Send;
+    fn get_item(
+        &self,
+        input: GetItemInput,
+    ) -> impl Future<Output = StoreResult<GetItemOutput>> + Send;
+    fn put_item(
+        &self,
+        input: PutItemInput,
+    ) -> impl Future<Output = StoreResult<WriteOutput>> + Send;
+    fn update_item(
+        &self,
+        input: UpdateItemInput,
+    ) -> impl Future<Output = StoreResult<WriteOutput>> + Send;
+    fn delete_item(
+        &self,
+        input: DeleteItemInput,
+    ) -> impl Future<Output = StoreResult<WriteOutput>> + Send;
     fn query(&self, input: QueryInput) -> impl Future<Output = StoreResult<QueryOutput>> + Send;
     fn scan(&self, input: ScanInput) -> impl Future<Output = StoreResult<QueryOutput>> + Send;
-    fn batch_get_item(&self, input: BatchGetItemInput) -> impl Future<Output = StoreResult<BatchGetItemOutput>> + Send;
-    fn batch_write_item(&self, input: BatchWriteItemInput)
-    -> impl Future<Output = StoreResult<BatchWriteItemOutput>> + Send;
-    fn transact_write_items(&self, input: TransactWriteItemsInput) -> impl Future<Output = StoreResult<()>> + Send;
+    fn batch_get_item(
+        &self,
+        input: BatchGetItemInput,
+    ) -> impl Future<Output = StoreResult<BatchGetItemOutput>> + Send;
+    fn batch_write_item(
+        &self,
+        input: BatchWriteItemInput,
+    ) -> impl Future<Output = StoreResult<BatchWriteItemOutput>> + Send;
+    fn transact_write_items(
+        &self,
+        input: TransactWriteItemsInput,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
     fn transact_get_items(
         &self,
         input: TransactGetItemsInput,
@@ -76,7 +108,11 @@ pub trait ChangeStreams: Send + Sync + 'static {
         timeout: Duration,
     ) -> impl Future<Output = StoreResult<bool>> + Send;
     /// The durable checkpoint of reader `reader` on `table_name`'s stream.
-    fn checkpoint(&self, table_name: &str, reader: &str) -> impl Future<Output = StoreResult<Option<u64>>> + Send;
+    fn checkpoint(
+        &self,
+        table_name: &str,
+        reader: &str,
+    ) -> impl Future<Output = StoreResult<Option<u64>>> + Send;
     /// Durably moves reader `reader`'s checkpoint to `sequence_number`.
     fn set_checkpoint(
         &self,

@@ -35,9 +35,18 @@ fn durable() -> EmbeddedOptions {
 #[test]
 #[ignore = "run by crash_safety_under_sigkill as a child process"]
 fn crash_child() {
-    let Some(path) = std::env::var_os("POSTBOX_CRASH_CHILD") else { return };
-    let round: u64 = std::env::var("POSTBOX_CRASH_ROUND").unwrap().parse().unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let Some(path) = std::env::var_os("POSTBOX_CRASH_CHILD") else {
+        return;
+    };
+    let round: u64 = std::env::var("POSTBOX_CRASH_ROUND")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async move {
         let store = EmbeddedStore::open(path, durable()).unwrap();
         let tasks: Vec<_> = (0..WRITERS)
@@ -79,7 +88,10 @@ fn ack(kind: &str, id: &str) {
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self, below: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (self.0 >> 33) % below
     }
 }
@@ -92,12 +104,21 @@ async fn crash_safety_under_sigkill() {
         let store = EmbeddedStore::open(&path, durable()).unwrap();
         create(&store, "crash", None, Some("NEW_AND_OLD_IMAGES")).await;
     }
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
     let mut rng = Lcg(seed);
     let (mut acked_puts, mut acked_txns) = (BTreeSet::new(), BTreeSet::new());
     for round in 0..ROUNDS {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "crash_child", "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "crash_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("POSTBOX_CRASH_CHILD", &path)
             .env("POSTBOX_CRASH_ROUND", round.to_string())
             .stdout(Stdio::piped())
@@ -106,7 +127,11 @@ async fn crash_safety_under_sigkill() {
             .unwrap();
         let stdout = child.stdout.take().unwrap();
         let reader = std::thread::spawn(move || {
-            BufReader::new(stdout).lines().map_while(Result::ok).filter(|l| l.starts_with("ACK ")).collect::<Vec<_>>()
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .filter(|l| l.starts_with("ACK "))
+                .collect::<Vec<_>>()
         });
         let wait = Duration::from_millis(30 + rng.next(400));
         let started = Instant::now();
@@ -140,7 +165,12 @@ async fn crash_safety_under_sigkill() {
     );
 }
 
-async fn check_after_crash(path: &std::path::Path, puts: &BTreeSet<String>, txns: &BTreeSet<String>, round: u64) {
+async fn check_after_crash(
+    path: &std::path::Path,
+    puts: &BTreeSet<String>,
+    txns: &BTreeSet<String>,
+    round: u64,
+) {
     let store = EmbeddedStore::open(path, durable()).unwrap();
     let mut items: BTreeMap<String, Item> = BTreeMap::new();
     let mut start: Option<Item> = None;
@@ -159,7 +189,10 @@ async fn check_after_crash(path: &std::path::Path, puts: &BTreeSet<String>, txns
         }
     }
     for id in puts {
-        assert!(items.contains_key(&format!("single#{id}")), "round {round}: acknowledged put {id} is missing");
+        assert!(
+            items.contains_key(&format!("single#{id}")),
+            "round {round}: acknowledged put {id} is missing"
+        );
     }
     for id in txns {
         for j in 0..3 {
@@ -192,5 +225,8 @@ async fn check_after_crash(path: &std::path::Path, puts: &BTreeSet<String>, txns
             };
         }
     }
-    assert_eq!(replayed, items, "round {round}: the stream does not agree with the items");
+    assert_eq!(
+        replayed, items,
+        "round {round}: the stream does not agree with the items"
+    );
 }

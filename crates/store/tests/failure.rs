@@ -54,7 +54,10 @@ impl StorageBackend for FaultyBackend {
 
 async fn faulty_store() -> (EmbeddedStore, Arc<AtomicBool>) {
     let fail = Arc::new(AtomicBool::new(false));
-    let backend = FaultyBackend { inner: InMemoryBackend::new(), fail: fail.clone() };
+    let backend = FaultyBackend {
+        inner: InMemoryBackend::new(),
+        fail: fail.clone(),
+    };
     let mut opts = options(Arc::new(postbox_store::embedded::ManualClock::new(NOW_MS)));
     opts.durability = Durability::Durable;
     let store = EmbeddedStore::open_with_backend(backend, opts).unwrap();
@@ -65,7 +68,9 @@ async fn faulty_store() -> (EmbeddedStore, Arc<AtomicBool>) {
 #[tokio::test]
 async fn an_in_memory_backend_works_like_a_file() {
     let (s, _) = faulty_store().await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}})).await.unwrap();
+    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}}))
+        .await
+        .unwrap();
     assert!(get(&s, "tbl", json!({"pk": {"S": "a"}})).await.is_some());
     assert_eq!(s.stream_head("tbl").await.unwrap(), 1);
 }
@@ -73,29 +78,57 @@ async fn an_in_memory_backend_works_like_a_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_commit_fails_its_whole_batch_and_stops_writes_for_good() {
     let (s, fail) = faulty_store().await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "before"}}})).await.unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "before"}}}),
+    )
+    .await
+    .unwrap();
     fail.store(true, Ordering::SeqCst);
     let tasks: Vec<_> = (0..20)
         .map(|i| {
             let store = s.clone();
             tokio::spawn(async move {
-                put(&store, json!({"TableName": "tbl", "Item": {"pk": {"S": format!("k{i}")}}})).await
+                put(
+                    &store,
+                    json!({"TableName": "tbl", "Item": {"pk": {"S": format!("k{i}")}}}),
+                )
+                .await
             })
         })
         .collect();
     for t in tasks {
         match t.await.unwrap() {
             Err(StoreError::Storage(_)) => {}
-            other => panic!("every write of a failed batch must fail with a storage error, got {other:?}"),
+            other => panic!(
+                "every write of a failed batch must fail with a storage error, got {other:?}"
+            ),
         }
     }
     fail.store(false, Ordering::SeqCst);
     check_err(
-        put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "after"}}})).await,
+        put(
+            &s,
+            json!({"TableName": "tbl", "Item": {"pk": {"S": "after"}}}),
+        )
+        .await,
         "InternalServerError",
         "stopped accepting writes",
     );
-    check_err(s.set_checkpoint("tbl", "r", 1).await, "InternalServerError", "stopped accepting writes");
-    assert!(get(&s, "tbl", json!({"pk": {"S": "before"}})).await.is_some(), "reads still serve committed data");
-    assert_eq!(get(&s, "tbl", json!({"pk": {"S": "k0"}})).await, None, "nothing of the failed batch is visible");
+    check_err(
+        s.set_checkpoint("tbl", "r", 1).await,
+        "InternalServerError",
+        "stopped accepting writes",
+    );
+    assert!(
+        get(&s, "tbl", json!({"pk": {"S": "before"}}))
+            .await
+            .is_some(),
+        "reads still serve committed data"
+    );
+    assert_eq!(
+        get(&s, "tbl", json!({"pk": {"S": "k0"}})).await,
+        None,
+        "nothing of the failed batch is visible"
+    );
 }

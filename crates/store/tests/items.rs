@@ -12,8 +12,13 @@ async fn put_then_get_round_trips_every_type() {
     let s = open_with_table(None).await;
     let it = json!({"pk": {"S": "a"}, "n": {"N": "1.50"}, "m": {"M": {"l": {"L": [{"NULL": true}, {"BOOL": true}]}}},
         "ss": {"SS": ["x", "y"]}, "b": {"B": "AQI="}});
-    put(&s, json!({"TableName": "tbl", "Item": it})).await.unwrap();
-    assert_eq!(get(&s, "tbl", json!({"pk": {"S": "a"}})).await, Some(item(it)));
+    put(&s, json!({"TableName": "tbl", "Item": it}))
+        .await
+        .unwrap();
+    assert_eq!(
+        get(&s, "tbl", json!({"pk": {"S": "a"}})).await,
+        Some(item(it))
+    );
     assert_eq!(get(&s, "tbl", json!({"pk": {"S": "b"}})).await, None);
 }
 
@@ -24,18 +29,27 @@ async fn get_projects_paths() {
         .await
         .unwrap();
     let out = s
-        .get_item(req_of(json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "ProjectionExpression": "#m.b, x",
-            "ExpressionAttributeNames": {"#m": "m"}})))
+        .get_item(req_of(
+            json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "ProjectionExpression": "#m.b, x",
+            "ExpressionAttributeNames": {"#m": "m"}}),
+        ))
         .await
         .unwrap();
-    assert_eq!(out.item, Some(item(json!({"x": {"N": "1"}, "m": {"M": {"b": {"S": "2"}}}}))));
+    assert_eq!(
+        out.item,
+        Some(item(
+            json!({"x": {"N": "1"}, "m": {"M": {"b": {"S": "2"}}}})
+        ))
+    );
 }
 
 #[tokio::test]
 async fn conditional_put_fails_without_writing_and_can_return_the_old_item() {
     let s = open_with_table(None).await;
     let first = json!({"pk": {"S": "a"}, "v": {"N": "1"}});
-    put(&s, json!({"TableName": "tbl", "Item": first})).await.unwrap();
+    put(&s, json!({"TableName": "tbl", "Item": first}))
+        .await
+        .unwrap();
     let again = json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "2"}},
         "ConditionExpression": "attribute_not_exists(pk)", "ReturnValuesOnConditionCheckFailure": "ALL_OLD"});
     match put(&s, again).await {
@@ -44,19 +58,31 @@ async fn conditional_put_fails_without_writing_and_can_return_the_old_item() {
         }
         other => panic!("expected a failed condition with the old item, got {other:?}"),
     }
-    assert_eq!(get(&s, "tbl", json!({"pk": {"S": "a"}})).await, Some(item(first)));
+    assert_eq!(
+        get(&s, "tbl", json!({"pk": {"S": "a"}})).await,
+        Some(item(first))
+    );
 }
 
 #[tokio::test]
 async fn numbers_compare_numerically_in_conditions() {
     let s = open_with_table(None).await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "10"}}})).await.unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "10"}}}),
+    )
+    .await
+    .unwrap();
     let cond = |c: &str| {
         json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "10"}}, "ConditionExpression": c,
             "ExpressionAttributeValues": {":x": {"N": "9.5"}}})
     };
     put(&s, cond("v > :x")).await.unwrap();
-    check_err(put(&s, cond("v < :x")).await, "ConditionalCheckFailedException", "conditional request failed");
+    check_err(
+        put(&s, cond("v < :x")).await,
+        "ConditionalCheckFailedException",
+        "conditional request failed",
+    );
 }
 
 #[tokio::test]
@@ -71,15 +97,26 @@ async fn put_returns_all_old_only() {
         put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "2"}}, "ReturnValues": "ALL_OLD"}))
             .await
             .unwrap();
-    assert_eq!(out.attributes, Some(item(json!({"pk": {"S": "a"}, "v": {"N": "1"}}))));
+    assert_eq!(
+        out.attributes,
+        Some(item(json!({"pk": {"S": "a"}, "v": {"N": "1"}})))
+    );
     for rv in ["ALL_NEW", "UPDATED_OLD", "UPDATED_NEW"] {
         check_err(
-            put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}, "ReturnValues": rv})).await,
+            put(
+                &s,
+                json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}, "ReturnValues": rv}),
+            )
+            .await,
             "ValidationException",
             "Return values set to invalid value",
         );
         check_err(
-            delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "ReturnValues": rv})).await,
+            delete(
+                &s,
+                json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "ReturnValues": rv}),
+            )
+            .await,
             "ValidationException",
             "Return values set to invalid value",
         );
@@ -94,27 +131,57 @@ async fn update_creates_a_missing_item_with_its_key() {
         "ReturnValues": "ALL_NEW"}))
     .await
     .unwrap();
-    let expected = item(json!({"pk": {"S": "a"}, "sk": {"N": "1"}, "v": {"S": "x"}, "c": {"N": "1"}}));
+    let expected =
+        item(json!({"pk": {"S": "a"}, "sk": {"N": "1"}, "v": {"S": "x"}, "c": {"N": "1"}}));
     assert_eq!(out.attributes, Some(expected.clone()));
-    assert_eq!(get(&s, "tbl", json!({"pk": {"S": "a"}, "sk": {"N": "1"}})).await, Some(expected));
+    assert_eq!(
+        get(&s, "tbl", json!({"pk": {"S": "a"}, "sk": {"N": "1"}})).await,
+        Some(expected)
+    );
 }
 
 #[tokio::test]
 async fn update_of_a_missing_item_creates_it_even_when_it_only_removes() {
     let s = open_with_table(None).await;
-    update(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "REMOVE v"})).await.unwrap();
-    assert_eq!(get(&s, "tbl", json!({"pk": {"S": "a"}})).await, Some(item(json!({"pk": {"S": "a"}}))));
+    update(
+        &s,
+        json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "REMOVE v"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        get(&s, "tbl", json!({"pk": {"S": "a"}})).await,
+        Some(item(json!({"pk": {"S": "a"}})))
+    );
     // Without any UpdateExpression, too, the bare key is created.
-    update(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "b"}}})).await.unwrap();
-    assert_eq!(get(&s, "tbl", json!({"pk": {"S": "b"}})).await, Some(item(json!({"pk": {"S": "b"}}))));
+    update(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "b"}}}))
+        .await
+        .unwrap();
+    assert_eq!(
+        get(&s, "tbl", json!({"pk": {"S": "b"}})).await,
+        Some(item(json!({"pk": {"S": "b"}})))
+    );
 }
 
 #[tokio::test]
 async fn update_that_removes_every_attribute_keeps_the_item() {
     let s = open_with_table(None).await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}}})).await.unwrap();
-    update(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "REMOVE v"})).await.unwrap();
-    assert_eq!(get(&s, "tbl", json!({"pk": {"S": "a"}})).await, Some(item(json!({"pk": {"S": "a"}}))));
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}}}),
+    )
+    .await
+    .unwrap();
+    update(
+        &s,
+        json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "REMOVE v"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        get(&s, "tbl", json!({"pk": {"S": "a"}})).await,
+        Some(item(json!({"pk": {"S": "a"}})))
+    );
 }
 
 #[tokio::test]
@@ -128,12 +195,26 @@ async fn update_return_values_project_the_touched_paths() {
             "ExpressionAttributeValues": {":one": {"N": "1"}}, "ReturnValues": rv})
     };
     let old = update(&s, req("UPDATED_OLD")).await.unwrap().attributes;
-    assert_eq!(old, Some(item(json!({"v": {"N": "1"}, "w": {"N": "5"}, "m": {"M": {"x": {"N": "1"}}}}))));
+    assert_eq!(
+        old,
+        Some(item(
+            json!({"v": {"N": "1"}, "w": {"N": "5"}, "m": {"M": {"x": {"N": "1"}}}})
+        ))
+    );
     let new = update(&s, req("UPDATED_NEW")).await.unwrap().attributes;
-    assert_eq!(new, Some(item(json!({"v": {"N": "3"}, "m": {"M": {"x": {"N": "1"}}}}))));
+    assert_eq!(
+        new,
+        Some(item(
+            json!({"v": {"N": "3"}, "m": {"M": {"x": {"N": "1"}}}})
+        ))
+    );
     let none = update(&s, req("NONE")).await.unwrap().attributes;
     assert_eq!(none, None);
-    let all_old = update(&s, req("ALL_OLD")).await.unwrap().attributes.unwrap();
+    let all_old = update(&s, req("ALL_OLD"))
+        .await
+        .unwrap()
+        .attributes
+        .unwrap();
     assert_eq!(all_old.get("v"), Some(&postbox_item::AttributeValue::n(4)));
 }
 
@@ -141,8 +222,7 @@ async fn update_return_values_project_the_touched_paths() {
 async fn update_cannot_touch_key_attributes() {
     let s = open_with_table(Some("S")).await;
     for expr in ["SET pk = :v", "SET sk = :v", "REMOVE sk"] {
-        let mut req =
-            json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}, "sk": {"S": "b"}}, "UpdateExpression": expr});
+        let mut req = json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}, "sk": {"S": "b"}}, "UpdateExpression": expr});
         if expr.contains(":v") {
             req["ExpressionAttributeValues"] = json!({":v": {"S": "z"}});
         }
@@ -158,7 +238,12 @@ async fn update_cannot_touch_key_attributes() {
 #[tokio::test]
 async fn update_type_errors_are_validation_errors_and_write_nothing() {
     let s = open_with_table(None).await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"S": "text"}}})).await.unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"S": "text"}}}),
+    )
+    .await
+    .unwrap();
     let r = update(
         &s,
         json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "SET v = v + :one, w = :one",
@@ -175,7 +260,12 @@ async fn update_type_errors_are_validation_errors_and_write_nothing() {
 #[tokio::test]
 async fn delete_returns_the_old_item_and_honours_conditions() {
     let s = open_with_table(None).await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}}})).await.unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}}}),
+    )
+    .await
+    .unwrap();
     check_err(
         delete(
             &s,
@@ -186,10 +276,21 @@ async fn delete_returns_the_old_item_and_honours_conditions() {
         "ConditionalCheckFailedException",
         "",
     );
-    let out =
-        delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "ReturnValues": "ALL_OLD"})).await.unwrap();
-    assert_eq!(out.attributes, Some(item(json!({"pk": {"S": "a"}, "v": {"N": "1"}}))));
-    let out =
-        delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "ReturnValues": "ALL_OLD"})).await.unwrap();
+    let out = delete(
+        &s,
+        json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "ReturnValues": "ALL_OLD"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        out.attributes,
+        Some(item(json!({"pk": {"S": "a"}, "v": {"N": "1"}})))
+    );
+    let out = delete(
+        &s,
+        json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "ReturnValues": "ALL_OLD"}),
+    )
+    .await
+    .unwrap();
     assert_eq!(out.attributes, None);
 }

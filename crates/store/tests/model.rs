@@ -41,7 +41,11 @@ enum Op {
 }
 
 fn cond() -> impl Strategy<Value = Cond> {
-    prop_oneof![Just(Cond::None), Just(Cond::NotExists), (0i64..3).prop_map(Cond::VEquals)]
+    prop_oneof![
+        Just(Cond::None),
+        Just(Cond::NotExists),
+        (0i64..3).prop_map(Cond::VEquals)
+    ]
 }
 
 fn write(allow_check: bool) -> impl Strategy<Value = Write> {
@@ -51,7 +55,11 @@ fn write(allow_check: bool) -> impl Strategy<Value = Write> {
         (-2i64..3).prop_map(Write::AddN),
         Just(Write::Delete),
     ];
-    if allow_check { prop_oneof![4 => base, 1 => Just(Write::Check)].boxed() } else { base.boxed() }
+    if allow_check {
+        prop_oneof![4 => base, 1 => Just(Write::Check)].boxed()
+    } else {
+        base.boxed()
+    }
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -89,9 +97,13 @@ impl Model {
     fn after(&self, k: usize, w: &Write) -> Option<Item> {
         let old = self.items.get(KEYS[k]).cloned();
         match w {
-            Write::Put(v) => {
-                Some([("pk".to_owned(), AttributeValue::s(KEYS[k])), ("v".to_owned(), AttributeValue::n(*v))].into())
-            }
+            Write::Put(v) => Some(
+                [
+                    ("pk".to_owned(), AttributeValue::s(KEYS[k])),
+                    ("v".to_owned(), AttributeValue::n(*v)),
+                ]
+                .into(),
+            ),
             Write::SetV(v) => {
                 let mut i = old.unwrap_or_else(|| key_item(k));
                 i.insert("v".into(), AttributeValue::n(*v));
@@ -99,7 +111,11 @@ impl Model {
             }
             Write::AddN(d) => {
                 let mut i = old.unwrap_or_else(|| key_item(k));
-                let n = i.get("n").and_then(|n| n.as_n()).and_then(|n| n.to_i64()).unwrap_or(0);
+                let n = i
+                    .get("n")
+                    .and_then(|n| n.as_n())
+                    .and_then(|n| n.to_i64())
+                    .unwrap_or(0);
                 i.insert("n".into(), AttributeValue::n(n + d));
                 Some(i)
             }
@@ -139,12 +155,21 @@ impl Model {
             Op::Transact(actions) => {
                 let reasons: Vec<&str> = actions
                     .iter()
-                    .map(|(k, _, c)| if self.holds(*k, c) { "None" } else { "ConditionalCheckFailed" })
+                    .map(|(k, _, c)| {
+                        if self.holds(*k, c) {
+                            "None"
+                        } else {
+                            "ConditionalCheckFailed"
+                        }
+                    })
                     .collect();
                 if reasons.contains(&"ConditionalCheckFailed") {
                     return format!("cancelled {reasons:?}");
                 }
-                let news: Vec<_> = actions.iter().map(|(k, w, _)| (*k, self.after(*k, w))).collect();
+                let news: Vec<_> = actions
+                    .iter()
+                    .map(|(k, w, _)| (*k, self.after(*k, w)))
+                    .collect();
                 for (k, new) in news {
                     self.commit(k, new);
                 }
@@ -171,9 +196,10 @@ fn condition_json(c: &Cond, req: &mut Value) {
 fn action_json(k: usize, w: &Write, c: &Cond) -> (&'static str, Value) {
     let key = json!({"pk": {"S": KEYS[k]}});
     let (name, mut req) = match w {
-        Write::Put(v) => {
-            ("Put", json!({"TableName": "tbl", "Item": {"pk": {"S": KEYS[k]}, "v": {"N": v.to_string()}}}))
-        }
+        Write::Put(v) => (
+            "Put",
+            json!({"TableName": "tbl", "Item": {"pk": {"S": KEYS[k]}, "v": {"N": v.to_string()}}}),
+        ),
         Write::SetV(v) => (
             "Update",
             json!({"TableName": "tbl", "Key": key, "UpdateExpression": "SET v = :v", "ExpressionAttributeValues": {":v": {"N": v.to_string()}}}),
@@ -220,7 +246,10 @@ async fn run(store: &EmbeddedStore, op: &Op) -> String {
         Ok(()) => "ok".into(),
         Err(StoreError::ConditionalCheckFailed { .. }) => "ConditionalCheckFailed".into(),
         Err(StoreError::TransactionCanceled { reasons }) => {
-            format!("cancelled {:?}", reasons.iter().map(|r| r.code.as_str()).collect::<Vec<_>>())
+            format!(
+                "cancelled {:?}",
+                reasons.iter().map(|r| r.code.as_str()).collect::<Vec<_>>()
+            )
         }
         Err(e) => format!("error {e}"),
     }

@@ -19,12 +19,20 @@ async fn seeded() -> TestStore {
             .await
             .unwrap();
     }
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "other"}, "sk": {"N": "1"}}})).await.unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "other"}, "sk": {"N": "1"}}}),
+    )
+    .await
+    .unwrap();
     s
 }
 
 fn sks(items: &[Item]) -> Vec<i64> {
-    items.iter().map(|i| i["sk"].as_n().unwrap().to_i64().unwrap()).collect()
+    items
+        .iter()
+        .map(|i| i["sk"].as_n().unwrap().to_i64().unwrap())
+        .collect()
 }
 
 fn q(extra: Value) -> Value {
@@ -45,10 +53,21 @@ fn q(extra: Value) -> Value {
 async fn query_reads_one_partition_in_sort_order_both_ways() {
     let s = seeded().await;
     let out = query(&s, q(json!({}))).await.unwrap();
-    assert_eq!(sks(out.items.as_ref().unwrap()), (1..=10).collect::<Vec<_>>());
-    assert_eq!((out.count, out.scanned_count, out.last_evaluated_key), (10, 10, None));
-    let out = query(&s, q(json!({"ScanIndexForward": false}))).await.unwrap();
-    assert_eq!(sks(out.items.as_ref().unwrap()), (1..=10).rev().collect::<Vec<_>>());
+    assert_eq!(
+        sks(out.items.as_ref().unwrap()),
+        (1..=10).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        (out.count, out.scanned_count, out.last_evaluated_key),
+        (10, 10, None)
+    );
+    let out = query(&s, q(json!({"ScanIndexForward": false})))
+        .await
+        .unwrap();
+    assert_eq!(
+        sks(out.items.as_ref().unwrap()),
+        (1..=10).rev().collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test]
@@ -79,7 +98,12 @@ async fn sort_key_conditions_select_ranges_numerically() {
 async fn begins_with_on_string_sort_keys() {
     let s = open_with_table(Some("S")).await;
     for sk in ["a", "ab", "abc", "b", "ab\u{ff}"] {
-        put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "p"}, "sk": {"S": sk}}})).await.unwrap();
+        put(
+            &s,
+            json!({"TableName": "tbl", "Item": {"pk": {"S": "p"}, "sk": {"S": sk}}}),
+        )
+        .await
+        .unwrap();
     }
     let out = query(
         &s,
@@ -88,7 +112,12 @@ async fn begins_with_on_string_sort_keys() {
     )
     .await
     .unwrap();
-    let got: Vec<_> = out.items.unwrap().iter().map(|i| i["sk"].as_s().unwrap().to_owned()).collect();
+    let got: Vec<_> = out
+        .items
+        .unwrap()
+        .iter()
+        .map(|i| i["sk"].as_s().unwrap().to_owned())
+        .collect();
     assert_eq!(got, vec!["ab", "abc", "ab\u{ff}"]);
 }
 
@@ -103,7 +132,10 @@ async fn limit_counts_items_read_before_the_filter() {
     .unwrap();
     assert_eq!(sks(out.items.as_ref().unwrap()), vec![1, 3]);
     assert_eq!((out.count, out.scanned_count), (2, 4));
-    assert_eq!(out.last_evaluated_key, Some(item(json!({"pk": {"S": "p"}, "sk": {"N": "4"}}))));
+    assert_eq!(
+        out.last_evaluated_key,
+        Some(item(json!({"pk": {"S": "p"}, "sk": {"N": "4"}})))
+    );
 }
 
 #[tokio::test]
@@ -137,7 +169,10 @@ async fn limit_reached_exactly_still_reports_a_last_key() {
     let s = seeded().await;
     let out = query(&s, q(json!({"Limit": 10}))).await.unwrap();
     assert_eq!(out.count, 10);
-    assert!(out.last_evaluated_key.is_some(), "DynamoDB does not look ahead past Limit");
+    assert!(
+        out.last_evaluated_key.is_some(),
+        "DynamoDB does not look ahead past Limit"
+    );
 }
 
 #[tokio::test]
@@ -155,7 +190,11 @@ async fn exclusive_start_key_is_checked_against_the_schema() {
         );
     }
     check_err(
-        query(&s, q(json!({"ExclusiveStartKey": {"pk": {"S": "other"}, "sk": {"N": "1"}}}))).await,
+        query(
+            &s,
+            q(json!({"ExclusiveStartKey": {"pk": {"S": "other"}, "sk": {"N": "1"}}})),
+        )
+        .await,
         "ValidationException",
         "outside query boundaries",
     );
@@ -166,9 +205,16 @@ async fn select_count_and_projection_rules() {
     let s = seeded().await;
     let out = query(&s, q(json!({"Select": "COUNT"}))).await.unwrap();
     assert_eq!((out.items, out.count), (None, 10));
-    let out = query(&s, q(json!({"ProjectionExpression": "sk"}))).await.unwrap();
+    let out = query(&s, q(json!({"ProjectionExpression": "sk"})))
+        .await
+        .unwrap();
     assert_eq!(out.items.unwrap()[0], item(json!({"sk": {"N": "1"}})));
-    let out = query(&s, q(json!({"Select": "SPECIFIC_ATTRIBUTES", "ProjectionExpression": "odd"}))).await.unwrap();
+    let out = query(
+        &s,
+        q(json!({"Select": "SPECIFIC_ATTRIBUTES", "ProjectionExpression": "odd"})),
+    )
+    .await
+    .unwrap();
     assert_eq!(out.items.unwrap()[0], item(json!({"odd": {"BOOL": true}})));
     check_err(
         query(&s, q(json!({"Select": "SPECIFIC_ATTRIBUTES"}))).await,
@@ -176,23 +222,43 @@ async fn select_count_and_projection_rules() {
         "SPECIFIC_ATTRIBUTES",
     );
     check_err(
-        query(&s, q(json!({"Select": "ALL_ATTRIBUTES", "ProjectionExpression": "sk"}))).await,
+        query(
+            &s,
+            q(json!({"Select": "ALL_ATTRIBUTES", "ProjectionExpression": "sk"})),
+        )
+        .await,
         "ValidationException",
         "ALL_ATTRIBUTES",
     );
     check_err(
-        query(&s, q(json!({"Select": "COUNT", "ProjectionExpression": "sk"}))).await,
+        query(
+            &s,
+            q(json!({"Select": "COUNT", "ProjectionExpression": "sk"})),
+        )
+        .await,
         "ValidationException",
         "COUNT",
     );
-    check_err(query(&s, q(json!({"Select": "ALL_PROJECTED_ATTRIBUTES"}))).await, "ValidationException", "IndexName");
+    check_err(
+        query(&s, q(json!({"Select": "ALL_PROJECTED_ATTRIBUTES"}))).await,
+        "ValidationException",
+        "IndexName",
+    );
 }
 
 #[tokio::test]
 async fn query_validation_errors() {
     let s = seeded().await;
-    check_err(query(&s, json!({"TableName": "tbl"})).await, "ValidationException", "KeyConditionExpression");
-    check_err(query(&s, q(json!({"Limit": 0}))).await, "ValidationException", "limit");
+    check_err(
+        query(&s, json!({"TableName": "tbl"})).await,
+        "ValidationException",
+        "KeyConditionExpression",
+    );
+    check_err(
+        query(&s, q(json!({"Limit": 0}))).await,
+        "ValidationException",
+        "limit",
+    );
     check_err(
         query(&s, json!({"TableName": "tbl", "KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"N": "1"}}}))
             .await,
@@ -239,7 +305,10 @@ async fn a_page_stops_after_one_megabyte() {
         .await
         .unwrap();
     assert_eq!(out.count, 4, "the item that crosses 1 MB ends the page");
-    assert_eq!(out.last_evaluated_key, Some(item(json!({"pk": {"S": "p"}, "sk": {"N": "3"}}))));
+    assert_eq!(
+        out.last_evaluated_key,
+        Some(item(json!({"pk": {"S": "p"}, "sk": {"N": "3"}})))
+    );
 }
 
 #[tokio::test]
@@ -272,33 +341,65 @@ async fn scan_filters_paginates_and_counts() {
 async fn parallel_scan_segments_partition_the_table() {
     let s = open_with_table(None).await;
     for i in 0..50 {
-        put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": format!("k{i}")}}})).await.unwrap();
+        put(
+            &s,
+            json!({"TableName": "tbl", "Item": {"pk": {"S": format!("k{i}")}}}),
+        )
+        .await
+        .unwrap();
     }
     let mut seen = BTreeSet::new();
     let mut sizes = Vec::new();
     for segment in 0..4 {
-        let out = scan(&s, json!({"TableName": "tbl", "Segment": segment, "TotalSegments": 4})).await.unwrap();
+        let out = scan(
+            &s,
+            json!({"TableName": "tbl", "Segment": segment, "TotalSegments": 4}),
+        )
+        .await
+        .unwrap();
         sizes.push(out.count);
         for i in out.items.unwrap() {
-            assert!(seen.insert(i["pk"].as_s().unwrap().to_owned()), "an item appeared in two segments");
+            assert!(
+                seen.insert(i["pk"].as_s().unwrap().to_owned()),
+                "an item appeared in two segments"
+            );
         }
     }
     assert_eq!(seen.len(), 50);
-    assert!(sizes.iter().all(|&n| n > 0), "segments should all get items: {sizes:?}");
+    assert!(
+        sizes.iter().all(|&n| n > 0),
+        "segments should all get items: {sizes:?}"
+    );
     check_err(
-        scan(&s, json!({"TableName": "tbl", "Segment": 4, "TotalSegments": 4})).await,
+        scan(
+            &s,
+            json!({"TableName": "tbl", "Segment": 4, "TotalSegments": 4}),
+        )
+        .await,
         "ValidationException",
         "Segment",
     );
-    check_err(scan(&s, json!({"TableName": "tbl", "Segment": 0})).await, "ValidationException", "TotalSegments");
-    check_err(scan(&s, json!({"TableName": "tbl", "TotalSegments": 2})).await, "ValidationException", "Segment");
+    check_err(
+        scan(&s, json!({"TableName": "tbl", "Segment": 0})).await,
+        "ValidationException",
+        "TotalSegments",
+    );
+    check_err(
+        scan(&s, json!({"TableName": "tbl", "TotalSegments": 2})).await,
+        "ValidationException",
+        "Segment",
+    );
 }
 
 #[tokio::test]
 async fn scan_without_expressions_rejects_placeholder_maps() {
     let s = seeded().await;
     check_err(
-        scan(&s, json!({"TableName": "tbl", "ExpressionAttributeValues": {":x": {"N": "1"}}})).await,
+        scan(
+            &s,
+            json!({"TableName": "tbl", "ExpressionAttributeValues": {":x": {"N": "1"}}}),
+        )
+        .await,
         "ValidationException",
         "ExpressionAttributeValues can only be specified when using expressions",
     );

@@ -23,7 +23,12 @@ fn events(rs: &[StreamRecord]) -> Vec<EventName> {
 #[tokio::test]
 async fn insert_modify_remove_with_both_images() {
     let s = open_with_table(None).await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}}})).await.unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}}}),
+    )
+    .await
+    .unwrap();
     update(
         &s,
         json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "SET v = :v",
@@ -31,18 +36,35 @@ async fn insert_modify_remove_with_both_images() {
     )
     .await
     .unwrap();
-    delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}})).await.unwrap();
+    delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}}))
+        .await
+        .unwrap();
     let rs = records(&s, "tbl").await;
-    assert_eq!(events(&rs), [EventName::Insert, EventName::Modify, EventName::Remove]);
-    assert!(rs.windows(2).all(|w| w[0].sequence_number < w[1].sequence_number));
+    assert_eq!(
+        events(&rs),
+        [EventName::Insert, EventName::Modify, EventName::Remove]
+    );
+    assert!(
+        rs.windows(2)
+            .all(|w| w[0].sequence_number < w[1].sequence_number)
+    );
     assert_eq!(rs[0].keys, item(json!({"pk": {"S": "a"}})));
     assert_eq!(
         (rs[0].old_image.clone(), rs[0].new_image.clone()),
         (None, Some(item(json!({"pk": {"S": "a"}, "v": {"N": "1"}}))))
     );
-    assert_eq!(rs[1].old_image, Some(item(json!({"pk": {"S": "a"}, "v": {"N": "1"}}))));
-    assert_eq!(rs[1].new_image, Some(item(json!({"pk": {"S": "a"}, "v": {"N": "2"}}))));
-    assert_eq!((rs[2].old_image.is_some(), rs[2].new_image.is_some()), (true, false));
+    assert_eq!(
+        rs[1].old_image,
+        Some(item(json!({"pk": {"S": "a"}, "v": {"N": "1"}})))
+    );
+    assert_eq!(
+        rs[1].new_image,
+        Some(item(json!({"pk": {"S": "a"}, "v": {"N": "2"}})))
+    );
+    assert_eq!(
+        (rs[2].old_image.is_some(), rs[2].new_image.is_some()),
+        (true, false)
+    );
     assert_eq!(rs[0].approximate_creation_time_ms, NOW_MS);
     assert_eq!(s.stream_head("tbl").await.unwrap(), rs[2].sequence_number);
 }
@@ -50,10 +72,24 @@ async fn insert_modify_remove_with_both_images() {
 #[tokio::test]
 async fn images_follow_the_view_type() {
     let s = open();
-    for (name, view) in [("keys", "KEYS_ONLY"), ("new", "NEW_IMAGE"), ("old", "OLD_IMAGE")] {
+    for (name, view) in [
+        ("keys", "KEYS_ONLY"),
+        ("new", "NEW_IMAGE"),
+        ("old", "OLD_IMAGE"),
+    ] {
         create(&s, name, None, Some(view)).await;
-        put(&s, json!({"TableName": name, "Item": {"pk": {"S": "a"}, "v": {"N": "1"}}})).await.unwrap();
-        put(&s, json!({"TableName": name, "Item": {"pk": {"S": "a"}, "v": {"N": "2"}}})).await.unwrap();
+        put(
+            &s,
+            json!({"TableName": name, "Item": {"pk": {"S": "a"}, "v": {"N": "1"}}}),
+        )
+        .await
+        .unwrap();
+        put(
+            &s,
+            json!({"TableName": name, "Item": {"pk": {"S": "a"}, "v": {"N": "2"}}}),
+        )
+        .await
+        .unwrap();
         let rs = records(&s, name).await;
         let modify = &rs[1];
         assert_eq!(modify.event_name, EventName::Modify);
@@ -75,7 +111,12 @@ async fn writes_that_change_nothing_leave_no_record() {
     update(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "REMOVE nothing"}))
         .await
         .unwrap();
-    delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "missing"}}})).await.unwrap();
+    delete(
+        &s,
+        json!({"TableName": "tbl", "Key": {"pk": {"S": "missing"}}}),
+    )
+    .await
+    .unwrap();
     let _ = put(
         &s,
         json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}, "ConditionExpression": "attribute_not_exists(pk)"}),
@@ -99,17 +140,28 @@ async fn transactions_write_one_record_per_changed_item_in_one_commit() {
     .unwrap();
     let rs = records(&s, "tbl").await;
     assert_eq!(events(&rs), [EventName::Insert, EventName::Insert]);
-    assert_eq!(rs[0].approximate_creation_time_ms, rs[1].approximate_creation_time_ms);
+    assert_eq!(
+        rs[0].approximate_creation_time_ms,
+        rs[1].approximate_creation_time_ms
+    );
 }
 
 #[tokio::test]
 async fn reading_resumes_after_a_sequence_number() {
     let s = open_with_table(None).await;
     for i in 0..5 {
-        put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": format!("k{i}")}}})).await.unwrap();
+        put(
+            &s,
+            json!({"TableName": "tbl", "Item": {"pk": {"S": format!("k{i}")}}}),
+        )
+        .await
+        .unwrap();
     }
     let all = records(&s, "tbl").await;
-    let rest = s.read_stream("tbl", all[1].sequence_number, 2).await.unwrap();
+    let rest = s
+        .read_stream("tbl", all[1].sequence_number, 2)
+        .await
+        .unwrap();
     assert_eq!(rest, all[2..4].to_vec());
 }
 
@@ -117,8 +169,16 @@ async fn reading_resumes_after_a_sequence_number() {
 async fn tables_without_a_stream_have_none_to_read() {
     let s = open();
     create(&s, "plain", None, None).await;
-    check_err(s.read_stream("plain", 0, 10).await, "ValidationException", "no stream");
-    check_err(s.read_stream("nope", 0, 10).await, "ResourceNotFoundException", "");
+    check_err(
+        s.read_stream("plain", 0, 10).await,
+        "ValidationException",
+        "no stream",
+    );
+    check_err(
+        s.read_stream("nope", 0, 10).await,
+        "ResourceNotFoundException",
+        "",
+    );
 }
 
 #[tokio::test]
@@ -138,37 +198,84 @@ async fn checkpoints_are_durable_across_reopen() {
 #[tokio::test]
 async fn waiting_wakes_on_commit_and_times_out_otherwise() {
     let s = open_with_table(None).await;
-    assert!(!s.wait_for_records("tbl", 0, Duration::from_millis(50)).await.unwrap());
+    assert!(
+        !s.wait_for_records("tbl", 0, Duration::from_millis(50))
+            .await
+            .unwrap()
+    );
     let store = s.store.clone();
-    let waiter = tokio::spawn(async move { store.wait_for_records("tbl", 0, Duration::from_secs(10)).await });
+    let waiter = tokio::spawn(async move {
+        store
+            .wait_for_records("tbl", 0, Duration::from_secs(10))
+            .await
+    });
     tokio::time::sleep(Duration::from_millis(20)).await;
     let started = std::time::Instant::now();
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}})).await.unwrap();
+    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}}))
+        .await
+        .unwrap();
     assert!(waiter.await.unwrap().unwrap());
-    assert!(started.elapsed() < Duration::from_secs(2), "woken by the commit, not the timeout");
-    assert!(s.wait_for_records("tbl", 0, Duration::from_millis(1)).await.unwrap(), "records already there");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "woken by the commit, not the timeout"
+    );
+    assert!(
+        s.wait_for_records("tbl", 0, Duration::from_millis(1))
+            .await
+            .unwrap(),
+        "records already there"
+    );
 }
 
 #[tokio::test]
 async fn retention_trims_old_records_and_reading_before_them_is_an_error() {
     let s = open_with_table(None).await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "old1"}}})).await.unwrap();
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "old2"}}})).await.unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "old1"}}}),
+    )
+    .await
+    .unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "old2"}}}),
+    )
+    .await
+    .unwrap();
     s.clock.advance_ms(25 * 3600 * 1000);
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "new"}}})).await.unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "new"}}}),
+    )
+    .await
+    .unwrap();
     s.sweep_now().await.unwrap();
     let rs = records(&s, "tbl").await;
     assert_eq!(rs.len(), 1);
     assert_eq!(rs[0].keys, item(json!({"pk": {"S": "new"}})));
-    check_err(s.read_stream("tbl", 1, 10).await, "TrimmedDataAccessException", "retention");
-    assert_eq!(s.read_stream("tbl", 2, 10).await.unwrap().len(), 1, "reading from the trim point is fine");
-    assert_eq!(s.stream_head("tbl").await.unwrap(), 3, "sequence numbers never restart");
+    check_err(
+        s.read_stream("tbl", 1, 10).await,
+        "TrimmedDataAccessException",
+        "retention",
+    );
+    assert_eq!(
+        s.read_stream("tbl", 2, 10).await.unwrap().len(),
+        1,
+        "reading from the trim point is fine"
+    );
+    assert_eq!(
+        s.stream_head("tbl").await.unwrap(),
+        3,
+        "sequence numbers never restart"
+    );
 }
 
 #[tokio::test]
 async fn delete_table_drops_its_stream_and_a_new_table_starts_afresh() {
     let s = open_with_table(None).await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}})).await.unwrap();
+    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}}))
+        .await
+        .unwrap();
     s.set_checkpoint("tbl", "r", 1).await.unwrap();
     s.delete_table("tbl").await.unwrap();
     create(&s, "tbl", None, Some("NEW_IMAGE")).await;
@@ -180,15 +287,27 @@ async fn delete_table_drops_its_stream_and_a_new_table_starts_afresh() {
 #[tokio::test]
 async fn reading_can_start_inside_one_commits_records() {
     let s = open_with_table(None).await;
-    let actions: Vec<_> =
-        (0..5).map(|i| json!({"Put": {"TableName": "tbl", "Item": {"pk": {"S": format!("k{i}")}}}})).collect();
+    let actions: Vec<_> = (0..5)
+        .map(|i| json!({"Put": {"TableName": "tbl", "Item": {"pk": {"S": format!("k{i}")}}}}))
+        .collect();
     transact(&s, json!(actions)).await.unwrap();
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "later"}}})).await.unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "later"}}}),
+    )
+    .await
+    .unwrap();
     let all = records(&s, "tbl").await;
     assert_eq!(all.len(), 6);
-    assert!(all.windows(2).all(|w| w[1].sequence_number == w[0].sequence_number + 1));
+    assert!(
+        all.windows(2)
+            .all(|w| w[1].sequence_number == w[0].sequence_number + 1)
+    );
     for after in 0..all.len() {
-        let from = s.read_stream("tbl", all[after].sequence_number, 2).await.unwrap();
+        let from = s
+            .read_stream("tbl", all[after].sequence_number, 2)
+            .await
+            .unwrap();
         let expected: Vec<_> = all[after + 1..].iter().take(2).cloned().collect();
         assert_eq!(from, expected, "after record {after}");
     }

@@ -30,14 +30,29 @@ async fn create_describe_list_delete() {
     assert!(d.latest_stream_arn.is_some() && d.latest_stream_label.is_some());
     create(&s, "abc", Some("N"), None).await;
     assert_eq!(s.list_tables().await.unwrap(), ["abc", "tbl"]);
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}})).await.unwrap();
+    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}}))
+        .await
+        .unwrap();
     let d = s.describe_table("tbl").await.unwrap();
     assert_eq!(d.item_count, 1);
-    assert_eq!(d.billing_mode_summary, Some(json!({"BillingMode": "PAY_PER_REQUEST"})));
-    assert!(s.describe_table("abc").await.unwrap().stream_specification.is_none());
+    assert_eq!(
+        d.billing_mode_summary,
+        Some(json!({"BillingMode": "PAY_PER_REQUEST"}))
+    );
+    assert!(
+        s.describe_table("abc")
+            .await
+            .unwrap()
+            .stream_specification
+            .is_none()
+    );
     let gone = s.delete_table("tbl").await.unwrap();
     assert_eq!(gone.table_status, "DELETING");
-    check_err(s.describe_table("tbl").await, "ResourceNotFoundException", "Requested resource not found");
+    check_err(
+        s.describe_table("tbl").await,
+        "ResourceNotFoundException",
+        "Requested resource not found",
+    );
     check_err(s.delete_table("tbl").await, "ResourceNotFoundException", "");
     assert_eq!(s.list_tables().await.unwrap(), ["abc"]);
 }
@@ -45,13 +60,22 @@ async fn create_describe_list_delete() {
 #[tokio::test]
 async fn tables_survive_reopen() {
     let s = open_with_table(Some("S")).await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "sk": {"S": "b"}}})).await.unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "sk": {"S": "b"}}}),
+    )
+    .await
+    .unwrap();
     let path = s.dir.path().join("store.redb");
     let TestStore { store, clock, dir } = s;
     drop(store);
     let s = postbox_store::embedded::EmbeddedStore::open(&path, options(clock)).unwrap();
     assert_eq!(s.list_tables().await.unwrap(), ["tbl"]);
-    assert!(get(&s, "tbl", json!({"pk": {"S": "a"}, "sk": {"S": "b"}})).await.is_some());
+    assert!(
+        get(&s, "tbl", json!({"pk": {"S": "a"}, "sk": {"S": "b"}}))
+            .await
+            .is_some()
+    );
     drop(dir);
 }
 
@@ -59,12 +83,22 @@ async fn tables_survive_reopen() {
 async fn create_table_rules() {
     let s = open();
     s.create_table(create_req(json!({}))).await.unwrap();
-    check_err(s.create_table(create_req(json!({}))).await, "ResourceInUseException", "Table already exists: tbl");
+    check_err(
+        s.create_table(create_req(json!({}))).await,
+        "ResourceInUseException",
+        "Table already exists: tbl",
+    );
     let cases = [
-        (json!({"TableName": "ab"}), "at 'tableName' failed to satisfy constraint"),
+        (
+            json!({"TableName": "ab"}),
+            "at 'tableName' failed to satisfy constraint",
+        ),
         (json!({"TableName": "a b c"}), "regular expression pattern"),
         (json!({"KeySchema": []}), "keySchema"),
-        (json!({"KeySchema": [{"AttributeName": "pk", "KeyType": "RANGE"}]}), "not a HASH key type"),
+        (
+            json!({"KeySchema": [{"AttributeName": "pk", "KeyType": "RANGE"}]}),
+            "not a HASH key type",
+        ),
         (
             json!({"KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "pk", "KeyType": "RANGE"}],
                 "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}]}),
@@ -82,14 +116,21 @@ async fn create_table_rules() {
             json!({"BillingMode": "PAY_PER_REQUEST", "ProvisionedThroughput": {"ReadCapacityUnits": 1, "WriteCapacityUnits": 1}}),
             "PAY_PER_REQUEST",
         ),
-        (json!({"StreamSpecification": {"StreamEnabled": true}}), "StreamViewType"),
+        (
+            json!({"StreamSpecification": {"StreamEnabled": true}}),
+            "StreamViewType",
+        ),
     ];
     for (i, (extra, msg)) in cases.into_iter().enumerate() {
         let mut extra = extra;
         if extra.get("TableName").is_none() {
             extra["TableName"] = json!(format!("t{i:02}"));
         }
-        check_err(s.create_table(create_req(extra)).await, "ValidationException", msg);
+        check_err(
+            s.create_table(create_req(extra)).await,
+            "ValidationException",
+            msg,
+        );
     }
     let mut provisioned = create_req(
         json!({"TableName": "prov", "ProvisionedThroughput": {"ReadCapacityUnits": 1, "WriteCapacityUnits": 1}}),
@@ -102,7 +143,11 @@ async fn create_table_rules() {
 async fn key_rules_of_item_operations() {
     let s = open_with_table(Some("N")).await;
     let p = |it: Value| json!({"TableName": "tbl", "Item": it});
-    check_err(put(&s, p(json!({"pk": {"S": "a"}}))).await, "ValidationException", "Missing the key sk in the item");
+    check_err(
+        put(&s, p(json!({"pk": {"S": "a"}}))).await,
+        "ValidationException",
+        "Missing the key sk in the item",
+    );
     check_err(
         put(&s, p(json!({"pk": {"N": "1"}, "sk": {"N": "1"}}))).await,
         "ValidationException",
@@ -114,24 +159,37 @@ async fn key_rules_of_item_operations() {
         "empty string value. Key: pk",
     );
     check_err(
-        put(&s, p(json!({"pk": {"S": "x".repeat(2049)}, "sk": {"N": "1"}}))).await,
+        put(
+            &s,
+            p(json!({"pk": {"S": "x".repeat(2049)}, "sk": {"N": "1"}})),
+        )
+        .await,
         "ValidationException",
         "2048 bytes",
     );
-    put(&s, p(json!({"pk": {"S": "x".repeat(2048)}, "sk": {"N": "1"}}))).await.unwrap();
+    put(
+        &s,
+        p(json!({"pk": {"S": "x".repeat(2048)}, "sk": {"N": "1"}})),
+    )
+    .await
+    .unwrap();
     for key in [
         json!({"pk": {"S": "a"}}),
         json!({"pk": {"S": "a"}, "sk": {"S": "1"}}),
         json!({"pk": {"S": "a"}, "sk": {"N": "1"}, "x": {"N": "1"}}),
     ] {
         check_err(
-            s.get_item(req_of(json!({"TableName": "tbl", "Key": key}))).await,
+            s.get_item(req_of(json!({"TableName": "tbl", "Key": key})))
+                .await,
             "ValidationException",
             "The provided key element does not match the schema",
         );
     }
     check_err(
-        s.get_item(req_of(json!({"TableName": "missing", "Key": {"pk": {"S": "a"}}}))).await,
+        s.get_item(req_of(
+            json!({"TableName": "missing", "Key": {"pk": {"S": "a"}}}),
+        ))
+        .await,
         "ResourceNotFoundException",
         "",
     );
@@ -142,7 +200,11 @@ async fn item_shape_and_size_rules() {
     let s = open_with_table(None).await;
     let p = |it: Value| json!({"TableName": "tbl", "Item": it});
     check_err(
-        put(&s, p(json!({"pk": {"S": "a"}, "big": {"S": "x".repeat(400 * 1024)}}))).await,
+        put(
+            &s,
+            p(json!({"pk": {"S": "a"}, "big": {"S": "x".repeat(400 * 1024)}})),
+        )
+        .await,
         "ValidationException",
         "Item size has exceeded",
     );
@@ -155,8 +217,17 @@ async fn item_shape_and_size_rules() {
     for _ in 0..33 {
         deep = json!({"M": {"a": deep}});
     }
-    check_err(put(&s, p(json!({"pk": {"S": "a"}, "d": deep}))).await, "ValidationException", "Nesting Levels");
-    put(&s, p(json!({"pk": {"S": "a"}, "big": {"S": "x".repeat(200 * 1024)}}))).await.unwrap();
+    check_err(
+        put(&s, p(json!({"pk": {"S": "a"}, "d": deep}))).await,
+        "ValidationException",
+        "Nesting Levels",
+    );
+    put(
+        &s,
+        p(json!({"pk": {"S": "a"}, "big": {"S": "x".repeat(200 * 1024)}})),
+    )
+    .await
+    .unwrap();
     check_err(
         update(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "SET big2 = big"})).await,
         "ValidationException",

@@ -17,7 +17,9 @@ fn put_action(pk: &str, cond: Option<&str>) -> Value {
 
 fn reasons(r: Result<(), StoreError>) -> Vec<String> {
     match r {
-        Err(StoreError::TransactionCanceled { reasons }) => reasons.into_iter().map(|r| r.code).collect(),
+        Err(StoreError::TransactionCanceled { reasons }) => {
+            reasons.into_iter().map(|r| r.code).collect()
+        }
         other => panic!("expected a cancelled transaction, got {other:?}"),
     }
 }
@@ -25,8 +27,18 @@ fn reasons(r: Result<(), StoreError>) -> Vec<String> {
 #[tokio::test]
 async fn all_actions_commit_together() {
     let s = open_with_table(None).await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "gone"}}})).await.unwrap();
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "counter"}, "n": {"N": "1"}}})).await.unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "gone"}}}),
+    )
+    .await
+    .unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "counter"}, "n": {"N": "1"}}}),
+    )
+    .await
+    .unwrap();
     transact(
         &s,
         json!([
@@ -40,15 +52,29 @@ async fn all_actions_commit_together() {
     .await
     .unwrap();
     assert!(get(&s, "tbl", json!({"pk": {"S": "new"}})).await.is_some());
-    assert_eq!(get(&s, "tbl", json!({"pk": {"S": "counter"}})).await.unwrap()["n"], postbox_item::AttributeValue::n(2));
+    assert_eq!(
+        get(&s, "tbl", json!({"pk": {"S": "counter"}}))
+            .await
+            .unwrap()["n"],
+        postbox_item::AttributeValue::n(2)
+    );
     assert_eq!(get(&s, "tbl", json!({"pk": {"S": "gone"}})).await, None);
-    assert_eq!(get(&s, "tbl", json!({"pk": {"S": "absent"}})).await, None, "a ConditionCheck writes nothing");
+    assert_eq!(
+        get(&s, "tbl", json!({"pk": {"S": "absent"}})).await,
+        None,
+        "a ConditionCheck writes nothing"
+    );
 }
 
 #[tokio::test]
 async fn one_failed_condition_cancels_everything_with_a_reason_per_action() {
     let s = open_with_table(None).await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "taken"}, "v": {"N": "7"}}})).await.unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "taken"}, "v": {"N": "7"}}}),
+    )
+    .await
+    .unwrap();
     let r = transact(
         &s,
         json!([
@@ -61,14 +87,27 @@ async fn one_failed_condition_cancels_everything_with_a_reason_per_action() {
     .await;
     match &r {
         Err(StoreError::TransactionCanceled { reasons }) => {
-            assert_eq!(reasons[1].item, Some(item(json!({"pk": {"S": "taken"}, "v": {"N": "7"}}))));
-            assert_eq!(reasons[1].message.as_deref(), Some("The conditional request failed"));
+            assert_eq!(
+                reasons[1].item,
+                Some(item(json!({"pk": {"S": "taken"}, "v": {"N": "7"}})))
+            );
+            assert_eq!(
+                reasons[1].message.as_deref(),
+                Some("The conditional request failed")
+            );
             assert_eq!(reasons[0].item, None);
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(reasons(r), ["None", "ConditionalCheckFailed", "ConditionalCheckFailed"]);
-    assert_eq!(get(&s, "tbl", json!({"pk": {"S": "a"}})).await, None, "nothing of a cancelled transaction is written");
+    assert_eq!(
+        reasons(r),
+        ["None", "ConditionalCheckFailed", "ConditionalCheckFailed"]
+    );
+    assert_eq!(
+        get(&s, "tbl", json!({"pk": {"S": "a"}})).await,
+        None,
+        "nothing of a cancelled transaction is written"
+    );
 }
 
 #[tokio::test]
@@ -84,10 +123,22 @@ async fn two_actions_on_one_item_are_refused() {
 #[tokio::test]
 async fn action_count_and_shape_limits() {
     let s = open_with_table(None).await;
-    check_err(transact(&s, json!([])).await, "ValidationException", "transactItems");
-    let many: Vec<Value> = (0..101).map(|i| put_action(&format!("k{i}"), None)).collect();
-    check_err(transact(&s, json!(many)).await, "ValidationException", "less than or equal to 100");
-    let hundred: Vec<Value> = (0..100).map(|i| put_action(&format!("k{i}"), None)).collect();
+    check_err(
+        transact(&s, json!([])).await,
+        "ValidationException",
+        "transactItems",
+    );
+    let many: Vec<Value> = (0..101)
+        .map(|i| put_action(&format!("k{i}"), None))
+        .collect();
+    check_err(
+        transact(&s, json!(many)).await,
+        "ValidationException",
+        "less than or equal to 100",
+    );
+    let hundred: Vec<Value> = (0..100)
+        .map(|i| put_action(&format!("k{i}"), None))
+        .collect();
     transact(&s, json!(hundred)).await.unwrap();
     check_err(
         transact(&s, json!([{"Put": {"TableName": "tbl", "Item": {"pk": {"S": "x"}}}, "Delete": {"TableName": "tbl", "Key": {"pk": {"S": "y"}}}}])).await,
@@ -103,23 +154,40 @@ async fn a_transaction_over_four_megabytes_is_refused() {
     let actions: Vec<Value> = (0..11)
         .map(|i| json!({"Put": {"TableName": "tbl", "Item": {"pk": {"S": format!("k{i}")}, "b": {"S": big}}}}))
         .collect();
-    check_err(transact(&s, json!(actions)).await, "ValidationException", "4 MB");
+    check_err(
+        transact(&s, json!(actions)).await,
+        "ValidationException",
+        "4 MB",
+    );
 }
 
 #[tokio::test]
 async fn validation_errors_and_unknown_tables_are_not_cancellations() {
     let s = open_with_table(None).await;
     check_err(
-        transact(&s, json!([{"Put": {"TableName": "tbl", "Item": {"pk": {"N": "1"}}}}])).await,
+        transact(
+            &s,
+            json!([{"Put": {"TableName": "tbl", "Item": {"pk": {"N": "1"}}}}]),
+        )
+        .await,
         "ValidationException",
         "Type mismatch for key pk",
     );
     check_err(
-        transact(&s, json!([{"Put": {"TableName": "missing", "Item": {"pk": {"S": "a"}}}}])).await,
+        transact(
+            &s,
+            json!([{"Put": {"TableName": "missing", "Item": {"pk": {"S": "a"}}}}]),
+        )
+        .await,
         "ResourceNotFoundException",
         "Requested resource not found",
     );
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "s"}, "v": {"S": "text"}}})).await.unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "s"}, "v": {"S": "text"}}}),
+    )
+    .await
+    .unwrap();
     check_err(
         transact(
             &s,
@@ -148,22 +216,41 @@ async fn updating_a_key_attribute_is_a_validation_error_reason() {
 #[tokio::test]
 async fn client_request_token_replays_once_and_refuses_another_request() {
     let s = open_with_table(None).await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "c"}, "n": {"N": "0"}}})).await.unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "c"}, "n": {"N": "0"}}}),
+    )
+    .await
+    .unwrap();
     let add = |by: &str| {
-        req_of::<postbox_store::api::TransactWriteItemsInput>(json!({"ClientRequestToken": "tok-1", "TransactItems": [
+        req_of::<postbox_store::api::TransactWriteItemsInput>(
+            json!({"ClientRequestToken": "tok-1", "TransactItems": [
             {"Update": {"TableName": "tbl", "Key": {"pk": {"S": "c"}}, "UpdateExpression": "ADD n :by",
-                "ExpressionAttributeValues": {":by": {"N": by}}}}]}))
+                "ExpressionAttributeValues": {":by": {"N": by}}}}]}),
+        )
     };
     s.transact_write_items(add("1")).await.unwrap();
     s.transact_write_items(add("1")).await.unwrap();
-    assert_eq!(get(&s, "tbl", json!({"pk": {"S": "c"}})).await.unwrap()["n"], postbox_item::AttributeValue::n(1));
-    check_err(s.transact_write_items(add("2")).await, "IdempotentParameterMismatchException", "client token");
+    assert_eq!(
+        get(&s, "tbl", json!({"pk": {"S": "c"}})).await.unwrap()["n"],
+        postbox_item::AttributeValue::n(1)
+    );
+    check_err(
+        s.transact_write_items(add("2")).await,
+        "IdempotentParameterMismatchException",
+        "client token",
+    );
 }
 
 #[tokio::test]
 async fn transact_get_reads_one_snapshot_and_refuses_duplicates() {
     let s = open_with_table(None).await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}, "w": {"N": "2"}}})).await.unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}, "w": {"N": "2"}}}),
+    )
+    .await
+    .unwrap();
     let out = s
         .transact_get_items(req_of(json!({"TransactItems": [
             {"Get": {"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "ProjectionExpression": "v"}},

@@ -13,9 +13,15 @@ const NOW_S: u64 = NOW_MS / 1000;
 
 async fn with_ttl() -> TestStore {
     let s = open_with_table(None).await;
-    s.update_time_to_live("tbl", TimeToLiveSpecification { enabled: true, attribute_name: "exp".into() })
-        .await
-        .unwrap();
+    s.update_time_to_live(
+        "tbl",
+        TimeToLiveSpecification {
+            enabled: true,
+            attribute_name: "exp".into(),
+        },
+    )
+    .await
+    .unwrap();
     s
 }
 
@@ -27,12 +33,29 @@ fn expiring(pk: &str, at: u64) -> serde_json::Value {
 async fn enabling_twice_or_disabling_when_off_is_refused() {
     let s = open_with_table(None).await;
     assert_eq!(s.describe_time_to_live("tbl").await.unwrap(), None);
-    let on = TimeToLiveSpecification { enabled: true, attribute_name: "exp".into() };
-    let off = TimeToLiveSpecification { enabled: false, attribute_name: "exp".into() };
-    check_err(s.update_time_to_live("tbl", off.clone()).await, "ValidationException", "already disabled");
+    let on = TimeToLiveSpecification {
+        enabled: true,
+        attribute_name: "exp".into(),
+    };
+    let off = TimeToLiveSpecification {
+        enabled: false,
+        attribute_name: "exp".into(),
+    };
+    check_err(
+        s.update_time_to_live("tbl", off.clone()).await,
+        "ValidationException",
+        "already disabled",
+    );
     s.update_time_to_live("tbl", on.clone()).await.unwrap();
-    assert_eq!(s.describe_time_to_live("tbl").await.unwrap(), Some("exp".into()));
-    check_err(s.update_time_to_live("tbl", on).await, "ValidationException", "already enabled");
+    assert_eq!(
+        s.describe_time_to_live("tbl").await.unwrap(),
+        Some("exp".into())
+    );
+    check_err(
+        s.update_time_to_live("tbl", on).await,
+        "ValidationException",
+        "already enabled",
+    );
     s.update_time_to_live("tbl", off).await.unwrap();
     assert_eq!(s.describe_time_to_live("tbl").await.unwrap(), None);
 }
@@ -46,7 +69,9 @@ async fn expired_items_are_invisible_to_every_read() {
     assert_eq!(get(&s, "tbl", json!({"pk": {"S": "gone"}})).await, None);
     assert!(get(&s, "tbl", json!({"pk": {"S": "live"}})).await.is_some());
     assert!(
-        get(&s, "tbl", json!({"pk": {"S": "ancient"}})).await.is_some(),
+        get(&s, "tbl", json!({"pk": {"S": "ancient"}}))
+            .await
+            .is_some(),
         "over five years old: DynamoDB ignores it"
     );
     let out = scan(&s, json!({"TableName": "tbl"})).await.unwrap();
@@ -65,14 +90,25 @@ async fn the_sweeper_deletes_expired_items_with_marked_remove_records() {
     s.clock.advance_ms(11_000);
     s.sweep_now().await.unwrap();
     let rs = s.read_stream("tbl", 0, 100).await.unwrap();
-    let removes: Vec<_> = rs.iter().filter(|r| r.event_name == EventName::Remove).collect();
+    let removes: Vec<_> = rs
+        .iter()
+        .filter(|r| r.event_name == EventName::Remove)
+        .collect();
     assert_eq!(removes.len(), 1);
     assert!(removes[0].ttl_removal);
     assert_eq!(removes[0].keys, item(json!({"pk": {"S": "a"}})));
     assert!(removes[0].old_image.is_some());
-    assert_eq!(s.describe_table("tbl").await.unwrap().item_count, 1, "the item is really deleted");
+    assert_eq!(
+        s.describe_table("tbl").await.unwrap().item_count,
+        1,
+        "the item is really deleted"
+    );
     s.sweep_now().await.unwrap();
-    assert_eq!(s.read_stream("tbl", 0, 100).await.unwrap().len(), rs.len(), "a second sweep finds nothing");
+    assert_eq!(
+        s.read_stream("tbl", 0, 100).await.unwrap().len(),
+        rs.len(),
+        "a second sweep finds nothing"
+    );
 }
 
 #[tokio::test]
@@ -82,10 +118,25 @@ async fn a_write_over_an_expired_item_treats_it_as_absent() {
     put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}}, "ConditionExpression": "attribute_not_exists(pk)"}))
         .await
         .unwrap();
-    let events: Vec<_> =
-        s.read_stream("tbl", 0, 100).await.unwrap().iter().map(|r| (r.event_name, r.ttl_removal)).collect();
-    assert_eq!(events, [(EventName::Insert, false), (EventName::Remove, true), (EventName::Insert, false)]);
-    assert_eq!(get(&s, "tbl", json!({"pk": {"S": "a"}})).await, Some(item(json!({"pk": {"S": "a"}, "v": {"N": "1"}}))));
+    let events: Vec<_> = s
+        .read_stream("tbl", 0, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.event_name, r.ttl_removal))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            (EventName::Insert, false),
+            (EventName::Remove, true),
+            (EventName::Insert, false)
+        ]
+    );
+    assert_eq!(
+        get(&s, "tbl", json!({"pk": {"S": "a"}})).await,
+        Some(item(json!({"pk": {"S": "a"}, "v": {"N": "1"}})))
+    );
 }
 
 #[tokio::test]
@@ -93,9 +144,15 @@ async fn enabling_ttl_indexes_existing_items_and_updates_move_the_expiry() {
     let s = open_with_table(None).await;
     put(&s, expiring("old", NOW_S + 5)).await.unwrap();
     put(&s, expiring("moved", NOW_S + 5)).await.unwrap();
-    s.update_time_to_live("tbl", TimeToLiveSpecification { enabled: true, attribute_name: "exp".into() })
-        .await
-        .unwrap();
+    s.update_time_to_live(
+        "tbl",
+        TimeToLiveSpecification {
+            enabled: true,
+            attribute_name: "exp".into(),
+        },
+    )
+    .await
+    .unwrap();
     update(
         &s,
         json!({"TableName": "tbl", "Key": {"pk": {"S": "moved"}}, "UpdateExpression": "SET exp = :later",
@@ -108,7 +165,9 @@ async fn enabling_ttl_indexes_existing_items_and_updates_move_the_expiry() {
     let out = scan(&s, json!({"TableName": "tbl"})).await.unwrap();
     assert_eq!(
         out.items.unwrap(),
-        vec![item(json!({"pk": {"S": "moved"}, "exp": {"N": (NOW_S + 100_000).to_string()}}))]
+        vec![item(
+            json!({"pk": {"S": "moved"}, "exp": {"N": (NOW_S + 100_000).to_string()}})
+        )]
     );
     assert_eq!(s.describe_table("tbl").await.unwrap().item_count, 1);
 }
@@ -121,14 +180,23 @@ async fn the_background_sweeper_runs_on_its_interval() {
     opts.ttl_sweep_interval = std::time::Duration::from_millis(20);
     let s = postbox_store::embedded::EmbeddedStore::open(dir.path().join("s.redb"), opts).unwrap();
     create(&s, "tbl", None, Some("KEYS_ONLY")).await;
-    s.update_time_to_live("tbl", TimeToLiveSpecification { enabled: true, attribute_name: "exp".into() })
-        .await
-        .unwrap();
+    s.update_time_to_live(
+        "tbl",
+        TimeToLiveSpecification {
+            enabled: true,
+            attribute_name: "exp".into(),
+        },
+    )
+    .await
+    .unwrap();
     put(&s, expiring("a", NOW_S + 1)).await.unwrap();
     clock.advance_ms(2000);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while s.describe_table("tbl").await.unwrap().item_count > 0 {
-        assert!(std::time::Instant::now() < deadline, "the sweeper never removed the item");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sweeper never removed the item"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }

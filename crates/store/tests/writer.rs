@@ -13,7 +13,12 @@ use serde_json::json;
 async fn concurrent_writes_all_commit_and_failures_do_not_disturb_their_batch() {
     let s = open_with_table(None).await;
     for i in (0..200).step_by(2) {
-        put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": format!("k{i}")}}})).await.unwrap();
+        put(
+            &s,
+            json!({"TableName": "tbl", "Item": {"pk": {"S": format!("k{i}")}}}),
+        )
+        .await
+        .unwrap();
     }
     let tasks: Vec<_> = (0..200)
         .map(|i| {
@@ -40,9 +45,18 @@ async fn concurrent_writes_all_commit_and_failures_do_not_disturb_their_batch() 
         }
     }
     assert_eq!(failed, 100);
-    let out = scan(&s, json!({"TableName": "tbl", "FilterExpression": "attribute_exists(v)"})).await.unwrap();
+    let out = scan(
+        &s,
+        json!({"TableName": "tbl", "FilterExpression": "attribute_exists(v)"}),
+    )
+    .await
+    .unwrap();
     assert_eq!(out.count, 100);
-    assert_eq!(s.stream_head("tbl").await.unwrap(), 200, "one record per successful write");
+    assert_eq!(
+        s.stream_head("tbl").await.unwrap(),
+        200,
+        "one record per successful write"
+    );
 }
 
 #[tokio::test]
@@ -51,41 +65,71 @@ async fn submitted_operations_stage_their_changes_until_they_succeed() {
     let seen = s
         .submit(|ctx| {
             let key = postbox_item::item_from_json(&json!({"pk": {"S": "a"}})).unwrap();
-            ctx.put_item("tbl", postbox_item::item_from_json(&json!({"pk": {"S": "a"}, "v": {"N": "1"}})).unwrap())?;
+            ctx.put_item(
+                "tbl",
+                postbox_item::item_from_json(&json!({"pk": {"S": "a"}, "v": {"N": "1"}})).unwrap(),
+            )?;
             let staged = ctx.get_item("tbl", &key)?;
             ctx.set_checkpoint("tbl", "relay", 7)?;
             Ok(staged)
         })
         .await
         .unwrap();
-    assert_eq!(seen.unwrap()["v"], AttributeValue::n(1), "an operation reads its own staged writes");
+    assert_eq!(
+        seen.unwrap()["v"],
+        AttributeValue::n(1),
+        "an operation reads its own staged writes"
+    );
     assert_eq!(s.checkpoint("tbl", "relay").await.unwrap(), Some(7));
-    assert_eq!(s.stream_head("tbl").await.unwrap(), 1, "hook writes keep the stream in step");
+    assert_eq!(
+        s.stream_head("tbl").await.unwrap(),
+        1,
+        "hook writes keep the stream in step"
+    );
 
     let r: Result<(), _> = s
         .submit(|ctx| {
-            ctx.put_item("tbl", postbox_item::item_from_json(&json!({"pk": {"S": "b"}})).unwrap())?;
+            ctx.put_item(
+                "tbl",
+                postbox_item::item_from_json(&json!({"pk": {"S": "b"}})).unwrap(),
+            )?;
             Err(StoreError::validation("changed my mind"))
         })
         .await;
     check_err(r, "ValidationException", "changed my mind");
-    assert_eq!(get(&s, "tbl", json!({"pk": {"S": "b"}})).await, None, "a failed operation writes nothing");
+    assert_eq!(
+        get(&s, "tbl", json!({"pk": {"S": "b"}})).await,
+        None,
+        "a failed operation writes nothing"
+    );
     assert_eq!(s.stream_head("tbl").await.unwrap(), 1);
 }
 
 #[tokio::test]
 async fn a_storage_failure_stops_all_later_writes_but_not_reads() {
     let s = open_with_table(None).await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "kept"}}})).await.unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "kept"}}}),
+    )
+    .await
+    .unwrap();
     let r: Result<(), _> = s
         .submit(|ctx| {
-            ctx.put_item("tbl", postbox_item::item_from_json(&json!({"pk": {"S": "lost"}})).unwrap())?;
+            ctx.put_item(
+                "tbl",
+                postbox_item::item_from_json(&json!({"pk": {"S": "lost"}})).unwrap(),
+            )?;
             Err(StoreError::Storage("simulated I/O error".into()))
         })
         .await;
     check_err(r, "InternalServerError", "");
     check_err(
-        put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "after"}}})).await,
+        put(
+            &s,
+            json!({"TableName": "tbl", "Item": {"pk": {"S": "after"}}}),
+        )
+        .await,
         "InternalServerError",
         "stopped accepting writes",
     );
@@ -98,19 +142,38 @@ async fn a_panicking_operation_fails_its_batch_and_stops_the_store() {
     let s = open_with_table(None).await;
     let r: Result<(), _> = s.submit(|_| panic!("bug in a hook")).await;
     check_err(r, "InternalServerError", "panicked");
-    check_err(put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}})).await, "InternalServerError", "");
+    check_err(
+        put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}})).await,
+        "InternalServerError",
+        "",
+    );
     let _ = s.describe_table("tbl").await.unwrap();
 }
 
 #[tokio::test]
 async fn a_batch_that_changes_nothing_is_not_committed() {
     let s = open_with_table(None).await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}})).await.unwrap();
+    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}}))
+        .await
+        .unwrap();
     let before = s.writer_stats();
     let _ = put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}, "ConditionExpression": "attribute_not_exists(pk)"})).await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}})).await.unwrap();
-    delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "missing"}}})).await.unwrap();
-    assert_eq!(s.writer_stats().commits, before.commits, "failed or no-op writes cost no commit (no fsync)");
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "b"}}})).await.unwrap();
+    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}}))
+        .await
+        .unwrap();
+    delete(
+        &s,
+        json!({"TableName": "tbl", "Key": {"pk": {"S": "missing"}}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        s.writer_stats().commits,
+        before.commits,
+        "failed or no-op writes cost no commit (no fsync)"
+    );
+    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "b"}}}))
+        .await
+        .unwrap();
     assert_eq!(s.writer_stats().commits, before.commits + 1);
 }

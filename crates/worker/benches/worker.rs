@@ -32,7 +32,8 @@ const TENANTS: usize = 50;
 const DEADLINE: Duration = Duration::from_secs(60);
 
 fn catalog(subs: usize) -> Catalog {
-    let mut text = "[[event_types]]\nname = \"ORDER_PLACED\"\nproducers = [\"orders\"]\n".to_owned();
+    let mut text =
+        "[[event_types]]\nname = \"ORDER_PLACED\"\nproducers = [\"orders\"]\n".to_owned();
     for i in 0..subs {
         text.push_str(&format!(
             "[[subscriptions]]\nname = \"s{i}\"\nglob = \"ORDER_*\"\nlane = \"DURABLE\"\nhandler = \"h::s{i}\"\n"
@@ -63,7 +64,10 @@ async fn effects_table(store: &EmbeddedStore) {
 
 /// Emits `events` events over the tenants and sends them to the queue.
 async fn fill(store: &Arc<EmbeddedStore>, queues: &Queues, catalog: Catalog, events: usize) {
-    let engine = Engine::builder(store.clone(), catalog).build().await.unwrap();
+    let engine = Engine::builder(store.clone(), catalog)
+        .build()
+        .await
+        .unwrap();
     let per_tenant = events / TENANTS;
     let mut tasks = Vec::new();
     for t in 0..TENANTS {
@@ -72,7 +76,15 @@ async fn fill(store: &Arc<EmbeddedStore>, queues: &Queues, catalog: Catalog, eve
             let tenant = format!("t{t:02}");
             let ctx = Context::new(&tenant, "bench").unwrap();
             for n in 0..per_tenant {
-                engine.emit(&ctx, "ORDER_PLACED", serde_json::json!({"n": n}), Vec::new()).await.unwrap();
+                engine
+                    .emit(
+                        &ctx,
+                        "ORDER_PLACED",
+                        serde_json::json!({"n": n}),
+                        Vec::new(),
+                    )
+                    .await
+                    .unwrap();
             }
             let mut start = None;
             loop {
@@ -95,7 +107,9 @@ async fn fill(store: &Arc<EmbeddedStore>, queues: &Queues, catalog: Catalog, eve
                         .iter()
                         .map(|row| {
                             let id = row["id"].as_s().unwrap().to_owned();
-                            NewMessage::new(item_to_json(row).to_string()).group(&tenant).dedup(id)
+                            NewMessage::new(item_to_json(row).to_string())
+                                .group(&tenant)
+                                .dedup(id)
                         })
                         .collect();
                     for r in queues.send_batch(QUEUE, batch).await.unwrap() {
@@ -117,9 +131,14 @@ async fn fill(store: &Arc<EmbeddedStore>, queues: &Queues, catalog: Catalog, eve
 /// Returns (completions, elapsed).
 async fn scenario(subs: usize, tasks: usize, events: usize) -> (u64, Duration) {
     let dir = tempfile::tempdir().unwrap();
-    let store = EmbeddedStore::open(dir.path().join("bench.redb"), EmbeddedOptions::default()).unwrap();
-    let queues = Queues::open(store.clone(), QueuesOptions::default()).await.unwrap();
-    let attrs = [("FifoQueue".to_owned(), "true".to_owned())].into_iter().collect();
+    let store =
+        EmbeddedStore::open(dir.path().join("bench.redb"), EmbeddedOptions::default()).unwrap();
+    let queues = Queues::open(store.clone(), QueuesOptions::default())
+        .await
+        .unwrap();
+    let attrs = [("FifoQueue".to_owned(), "true".to_owned())]
+        .into_iter()
+        .collect();
     queues.create_queue(QUEUE, attrs).await.unwrap();
     let store = Arc::new(store);
     effects_table(&store).await;
@@ -140,7 +159,15 @@ async fn scenario(subs: usize, tasks: usize, events: usize) -> (u64, Duration) {
         lease: Duration::from_secs(3),
         ..WorkerOptions::default()
     };
-    let w = Worker::new(store.clone(), queues.clone(), &catalog(subs), handlers, options).await.unwrap();
+    let w = Worker::new(
+        store.clone(),
+        queues.clone(),
+        &catalog(subs),
+        handlers,
+        options,
+    )
+    .await
+    .unwrap();
     let total = (events / TENANTS * TENANTS) as u64;
     let start = Instant::now();
     let mut running = Vec::new();
@@ -182,16 +209,29 @@ async fn scenario(subs: usize, tasks: usize, events: usize) -> (u64, Duration) {
         );
     }
     if stats.settle_failures > 0 {
-        println!("  note: {} deletes/visibility changes refused by the queue (messages redelivered): {stats:?}", stats.settle_failures);
+        println!(
+            "  note: {} deletes/visibility changes refused by the queue (messages redelivered): {stats:?}",
+            stats.settle_failures
+        );
     }
     (stats.completed, elapsed)
 }
 
 fn main() {
-    let events: usize = std::env::var("POSTBOX_BENCH_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let events: usize = std::env::var("POSTBOX_BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     println!("durable worker, embedded store, fsync on, {events} events over {TENANTS} tenants");
-    for (subs, tasks, label) in [(1, 1, "baseline: 1 subscription, 1 worker task"), (1, 8, "1 subscription, 8 worker tasks"), (4, 8, "4 subscriptions, 8 worker tasks")] {
+    for (subs, tasks, label) in [
+        (1, 1, "baseline: 1 subscription, 1 worker task"),
+        (1, 8, "1 subscription, 8 worker tasks"),
+        (4, 8, "4 subscriptions, 8 worker tasks"),
+    ] {
         let (completions, elapsed) = rt.block_on(scenario(subs, tasks, events));
         println!(
             "{label:<44} {:>10.0} completions/s   ({completions} completions, {:.1} s)",

@@ -224,7 +224,9 @@ pub fn may_claim(row: Option<&ClaimRow>, now_ms: u64, max_attempts: u32) -> bool
 
 /// What a claim attempt over `row` at `now_ms` finds.
 pub fn decide(row: Option<&ClaimRow>, now_ms: u64, max_attempts: u32) -> Decision {
-    let Some(row) = row else { return Decision::Claim };
+    let Some(row) = row else {
+        return Decision::Claim;
+    };
     match row.status {
         Status::Pending if row.lease_expires_at <= now_ms => Decision::Claim,
         Status::Pending => Decision::Busy {
@@ -262,7 +264,13 @@ pub struct ClaimTarget {
 /// `lease`; attempts, first failure and creation time carried over.
 /// `retention_ms` sets the TTL: a claim row must outlive every way its
 /// message can come back.
-pub fn claimed(prev: Option<&ClaimRow>, target: &ClaimTarget, lease: &Lease, now_ms: u64, retention_ms: u64) -> ClaimRow {
+pub fn claimed(
+    prev: Option<&ClaimRow>,
+    target: &ClaimTarget,
+    lease: &Lease,
+    now_ms: u64,
+    retention_ms: u64,
+) -> ClaimRow {
     ClaimRow {
         key: target.key.clone(),
         tenant: target.tenant.clone(),
@@ -317,7 +325,13 @@ pub enum FailureKind {
 /// The row after a failed attempt: FAILED with attempts+1 if it was
 /// retryable and attempts remain, otherwise DEAD (and the caller writes the
 /// dead-letter row in the same transaction).
-pub fn failed(row: &ClaimRow, now_ms: u64, error: &str, kind: FailureKind, max_attempts: u32) -> ClaimRow {
+pub fn failed(
+    row: &ClaimRow,
+    now_ms: u64,
+    error: &str,
+    kind: FailureKind,
+    max_attempts: u32,
+) -> ClaimRow {
     let attempts = row.attempts + 1;
     // The naive design (feature `naive-claims`) gives up at the first error.
     let retry = kind == FailureKind::Retryable && !cfg!(feature = "naive-claims");
@@ -433,12 +447,17 @@ pub fn from_item(item: &Item) -> Result<ClaimRow, MalformedClaim> {
         key: ClaimKey::new(s(attr::EVENT_ID)?, s(attr::SUBSCRIPTION)?),
         tenant: s(attr::TENANT)?,
         seq: n(attr::SEQ)?,
-        status: Status::parse(&status).ok_or_else(|| MalformedClaim(format!("unknown status {status}")))?,
+        status: Status::parse(&status)
+            .ok_or_else(|| MalformedClaim(format!("unknown status {status}")))?,
         lease_owner: s(attr::LEASE_OWNER)?,
         lease_token: s(attr::LEASE_TOKEN)?,
         lease_expires_at: n(attr::LEASE_EXPIRES_AT)?,
-        attempts: u32::try_from(n(attr::ATTEMPTS)?).map_err(|_| MalformedClaim("attempts too large".into()))?,
-        last_error: item.get(attr::LAST_ERROR).and_then(AttributeValue::as_s).map(str::to_owned),
+        attempts: u32::try_from(n(attr::ATTEMPTS)?)
+            .map_err(|_| MalformedClaim("attempts too large".into()))?,
+        last_error: item
+            .get(attr::LAST_ERROR)
+            .and_then(AttributeValue::as_s)
+            .map(str::to_owned),
         created_at: n(attr::CREATED_AT)?,
         updated_at: n(attr::UPDATED_AT)?,
         first_failure_at: n_opt(attr::FIRST_FAILURE_AT)?,
@@ -497,7 +516,10 @@ mod tests {
     #[test]
     fn pending_with_a_live_lease_is_busy_until_it_expires() {
         let row = pending(1_000);
-        assert_eq!(decide(Some(&row), 30_999, MAX), Decision::Busy { until: 31_000 });
+        assert_eq!(
+            decide(Some(&row), 30_999, MAX),
+            Decision::Busy { until: 31_000 }
+        );
         assert!(!may_claim(Some(&row), 30_999, MAX));
         // A crashed worker's claim is taken over once the lease ran out.
         assert!(may_claim(Some(&row), 31_000, MAX));
@@ -511,19 +533,34 @@ mod tests {
     fn completed_and_dead_are_final() {
         let done = completed(&pending(1_000), 2_000);
         assert_eq!(done.status, Status::Completed);
-        assert_eq!(decide(Some(&done), u64::MAX, MAX), Decision::Final(Status::Completed));
+        assert_eq!(
+            decide(Some(&done), u64::MAX, MAX),
+            Decision::Final(Status::Completed)
+        );
         let dead = failed(&pending(1_000), 2_000, "boom", FailureKind::Terminal, MAX);
-        assert_eq!(decide(Some(&dead), u64::MAX, MAX), Decision::Final(Status::Dead));
+        assert_eq!(
+            decide(Some(&dead), u64::MAX, MAX),
+            Decision::Final(Status::Dead)
+        );
         assert!(Status::Completed.is_final() && Status::Dead.is_final());
         assert!(!Status::Pending.is_final() && !Status::Failed.is_final());
     }
 
     #[test]
     fn retryable_failure_releases_the_claim_until_the_last_attempt() {
-        let first = failed(&pending(1_000), 2_000, "timeout", FailureKind::Retryable, MAX);
+        let first = failed(
+            &pending(1_000),
+            2_000,
+            "timeout",
+            FailureKind::Retryable,
+            MAX,
+        );
         assert_eq!((first.status, first.attempts), (Status::Failed, 1));
         assert_eq!(first.last_error.as_deref(), Some("timeout"));
-        assert_eq!((first.first_failure_at, first.last_failure_at), (Some(2_000), Some(2_000)));
+        assert_eq!(
+            (first.first_failure_at, first.last_failure_at),
+            (Some(2_000), Some(2_000))
+        );
         // Released: claimable at once, no need to wait for the old lease.
         assert!(may_claim(Some(&first), 2_000, MAX));
         let second = failed(
@@ -534,7 +571,10 @@ mod tests {
             MAX,
         );
         assert_eq!((second.status, second.attempts), (Status::Failed, 2));
-        assert_eq!((second.first_failure_at, second.last_failure_at), (Some(2_000), Some(4_000)));
+        assert_eq!(
+            (second.first_failure_at, second.last_failure_at),
+            (Some(2_000), Some(4_000))
+        );
         let third = failed(
             &claimed(Some(&second), &target(), &lease("t3"), 5_000, KEEP),
             6_000,
@@ -542,12 +582,22 @@ mod tests {
             FailureKind::Retryable,
             MAX,
         );
-        assert_eq!((third.status, third.attempts), (Status::Dead, 3), "the last attempt dead-letters");
+        assert_eq!(
+            (third.status, third.attempts),
+            (Status::Dead, 3),
+            "the last attempt dead-letters"
+        );
     }
 
     #[test]
     fn terminal_failure_is_dead_at_once() {
-        let dead = failed(&pending(1_000), 2_000, "400 bad request", FailureKind::Terminal, MAX);
+        let dead = failed(
+            &pending(1_000),
+            2_000,
+            "400 bad request",
+            FailureKind::Terminal,
+            MAX,
+        );
         assert_eq!((dead.status, dead.attempts), (Status::Dead, 1));
     }
 
@@ -564,7 +614,10 @@ mod tests {
         let row = pending(1_000);
         let r = renewed(&row, 20_000, LEASE);
         assert_eq!(r.lease_expires_at, 50_000);
-        assert_eq!((r.status, &r.lease_token), (Status::Pending, &row.lease_token));
+        assert_eq!(
+            (r.status, &r.lease_token),
+            (Status::Pending, &row.lease_token)
+        );
     }
 
     #[test]

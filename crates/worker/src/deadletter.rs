@@ -58,13 +58,22 @@ impl DeadLetter {
     pub fn to_item(&self) -> Item {
         let n = |v: u64| AttributeValue::n(v as i64);
         Item::from([
-            ("pk".to_owned(), AttributeValue::S(dead_letter_pk(&self.tenant))),
-            ("sk".to_owned(), AttributeValue::S(format!("{}:{}", self.event_id, self.subscription))),
+            (
+                "pk".to_owned(),
+                AttributeValue::S(dead_letter_pk(&self.tenant)),
+            ),
+            (
+                "sk".to_owned(),
+                AttributeValue::S(format!("{}:{}", self.event_id, self.subscription)),
+            ),
             ("tenant".to_owned(), AttributeValue::s(&self.tenant)),
             ("event_id".to_owned(), AttributeValue::s(&self.event_id)),
             ("seq".to_owned(), n(self.seq)),
             ("event_type".to_owned(), AttributeValue::s(&self.event_type)),
-            ("subscription".to_owned(), AttributeValue::s(&self.subscription)),
+            (
+                "subscription".to_owned(),
+                AttributeValue::s(&self.subscription),
+            ),
             ("error".to_owned(), AttributeValue::s(&self.error)),
             ("attempts".to_owned(), n(u64::from(self.attempts))),
             ("first_failure_at".to_owned(), n(self.first_failure_at)),
@@ -75,7 +84,12 @@ impl DeadLetter {
     /// Decodes a stored dead letter; None if it is not one.
     pub fn from_item(item: &Item) -> Option<DeadLetter> {
         let s = |k: &str| item.get(k)?.as_s().map(str::to_owned);
-        let n = |k: &str| item.get(k)?.as_n()?.to_i64().and_then(|v| u64::try_from(v).ok());
+        let n = |k: &str| {
+            item.get(k)?
+                .as_n()?
+                .to_i64()
+                .and_then(|v| u64::try_from(v).ok())
+        };
         Some(DeadLetter {
             tenant: s("tenant")?,
             event_id: s("event_id")?,

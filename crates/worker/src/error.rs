@@ -17,7 +17,9 @@ pub enum WorkerError {
     /// The caller's lease was taken over (it ran out while the handler ran,
     /// and another worker claimed the event): this worker may not move the
     /// claim, and its handler's writes were NOT committed.
-    #[error("the lease on {key} was taken over by another worker; this worker's result was refused (fencing)")]
+    #[error(
+        "the lease on {key} was taken over by another worker; this worker's result was refused (fencing)"
+    )]
     Fenced {
         /// The claim's pk.
         key: String,

@@ -37,7 +37,11 @@ mod imp {
 
     /// Arms point `name` with `action` (process-wide).
     pub fn arm(name: &str, action: Action) {
-        ARMED.lock().unwrap().get_or_insert_with(HashMap::new).insert(name.to_owned(), action);
+        ARMED
+            .lock()
+            .unwrap()
+            .get_or_insert_with(HashMap::new)
+            .insert(name.to_owned(), action);
     }
 
     /// Disarms every point.
@@ -48,10 +52,16 @@ mod imp {
     /// Arms points from `POSTBOX_FAULTS` (`name=kill,name=stop`), for child
     /// processes of crash tests.
     pub fn arm_from_env() {
-        let Ok(spec) = std::env::var("POSTBOX_FAULTS") else { return };
+        let Ok(spec) = std::env::var("POSTBOX_FAULTS") else {
+            return;
+        };
         for part in spec.split(',').filter(|p| !p.is_empty()) {
             let (name, action) = part.split_once('=').unwrap_or((part, "kill"));
-            let action = if action == "stop" { Action::Stop } else { Action::Kill };
+            let action = if action == "stop" {
+                Action::Stop
+            } else {
+                Action::Kill
+            };
             arm(name, action);
         }
     }
@@ -59,7 +69,11 @@ mod imp {
     /// The action armed at `name`, taken here: Kill never returns; Stop
     /// returns `true` (the caller abandons the step).
     pub fn hit(name: &str) -> bool {
-        let action = ARMED.lock().unwrap().as_ref().and_then(|m| m.get(name).copied());
+        let action = ARMED
+            .lock()
+            .unwrap()
+            .as_ref()
+            .and_then(|m| m.get(name).copied());
         match action {
             None => false,
             Some(Action::Stop) => true,
@@ -67,7 +81,9 @@ mod imp {
                 tracing::warn!(point = name, "fault point: killing the process");
                 let pid = std::process::id().to_string();
                 // SIGKILL ourselves: exactly what an OOM killer or `kill -9` does.
-                let _ = std::process::Command::new("kill").args(["-9", &pid]).status();
+                let _ = std::process::Command::new("kill")
+                    .args(["-9", &pid])
+                    .status();
                 std::process::abort();
             }
         }

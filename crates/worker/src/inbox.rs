@@ -23,7 +23,10 @@ use postbox_item::{AttributeValue, Item};
 use postbox_store::api::*;
 use postbox_store::{ItemStore, StoreError};
 
-use crate::claim::{self, CLAIM_CONDITION, ClaimKey, ClaimRow, ClaimTarget, Decision, FENCE_CONDITION, Lease, Status};
+use crate::claim::{
+    self, CLAIM_CONDITION, ClaimKey, ClaimRow, ClaimTarget, Decision, FENCE_CONDITION, Lease,
+    Status,
+};
 use crate::deadletter::{DeadLetter, dead_letter_pk};
 use crate::error::{WorkerError, WorkerResult};
 
@@ -100,7 +103,12 @@ impl<S: ItemStore> Inbox<S> {
             Ok(_) | Err(StoreError::ResourceInUse(_)) => {}
             Err(e) => return Err(e.into()),
         }
-        if self.store.describe_time_to_live(&self.table).await?.is_none() {
+        if self
+            .store
+            .describe_time_to_live(&self.table)
+            .await?
+            .is_none()
+        {
             let spec = TimeToLiveSpecification {
                 enabled: true,
                 attribute_name: claim::attr::TTL.into(),
@@ -126,7 +134,13 @@ impl<S: ItemStore> Inbox<S> {
 
     /// Tries to claim `target` at `now_ms` with `lease`: one UpdateItem
     /// conditioned on [`CLAIM_CONDITION`].
-    pub async fn claim(&self, target: &ClaimTarget, lease: &Lease, now_ms: u64, max_attempts: u32) -> WorkerResult<ClaimOutcome> {
+    pub async fn claim(
+        &self,
+        target: &ClaimTarget,
+        lease: &Lease,
+        now_ms: u64,
+        max_attempts: u32,
+    ) -> WorkerResult<ClaimOutcome> {
         use claim::attr as a;
         let names = names(&[
             a::STATUS,
@@ -143,8 +157,14 @@ impl<S: ItemStore> Inbox<S> {
             a::TTL,
         ]);
         let values = Values::from([
-            (":pending".to_owned(), AttributeValue::s(Status::Pending.as_str())),
-            (":failed".to_owned(), AttributeValue::s(Status::Failed.as_str())),
+            (
+                ":pending".to_owned(),
+                AttributeValue::s(Status::Pending.as_str()),
+            ),
+            (
+                ":failed".to_owned(),
+                AttributeValue::s(Status::Failed.as_str()),
+            ),
             (":now".to_owned(), num(now_ms)),
             (":max".to_owned(), num(u64::from(max_attempts))),
             (":owner".to_owned(), AttributeValue::s(&lease.owner)),
@@ -153,9 +173,15 @@ impl<S: ItemStore> Inbox<S> {
             (":tenant".to_owned(), AttributeValue::s(&target.tenant)),
             (":seq".to_owned(), num(target.seq)),
             (":event".to_owned(), AttributeValue::s(&target.key.event_id)),
-            (":sub".to_owned(), AttributeValue::s(&target.key.subscription)),
+            (
+                ":sub".to_owned(),
+                AttributeValue::s(&target.key.subscription),
+            ),
             (":zero".to_owned(), num(0)),
-            (":ttl".to_owned(), num(claim::ttl_seconds(now_ms, self.retention_ms))),
+            (
+                ":ttl".to_owned(),
+                num(claim::ttl_seconds(now_ms, self.retention_ms)),
+            ),
         ]);
         // The condition names attributes without `#`: rewrite to placeholders
         // (`status` and `ttl` are DynamoDB reserved words).
@@ -179,7 +205,9 @@ impl<S: ItemStore> Inbox<S> {
         };
         match self.store.update_item(input).await {
             Ok(out) => {
-                let item = out.attributes.ok_or_else(|| StoreError::Storage("UpdateItem ALL_NEW returned nothing".into()))?;
+                let item = out.attributes.ok_or_else(|| {
+                    StoreError::Storage("UpdateItem ALL_NEW returned nothing".into())
+                })?;
                 Ok(ClaimOutcome::Claimed(claim::from_item(&item)?))
             }
             Err(StoreError::ConditionalCheckFailed { item }) => {
@@ -202,7 +230,12 @@ impl<S: ItemStore> Inbox<S> {
     /// [`WorkerError::Fenced`] if the caller's lease was taken over, and with
     /// [`WorkerError::WriteRefused`] if a handler write's condition failed;
     /// either way nothing was written.
-    pub async fn complete(&self, row: &ClaimRow, now_ms: u64, writes: Vec<Write>) -> WorkerResult<ClaimRow> {
+    pub async fn complete(
+        &self,
+        row: &ClaimRow,
+        now_ms: u64,
+        writes: Vec<Write>,
+    ) -> WorkerResult<ClaimRow> {
         let done = claim::completed(row, now_ms);
         let described: Vec<String> = writes.iter().map(Write::describe).collect();
         let mut items = vec![self.fenced_put(row, &done)];
@@ -235,15 +268,26 @@ impl<S: ItemStore> Inbox<S> {
     /// Marks a FAILED claim with no attempts left DEAD, with its dead letter
     /// (the worker died between the last failure and the DEAD write, or
     /// `max_attempts` was lowered). Conditioned on the row being unchanged.
-    pub async fn bury_exhausted(&self, row: &ClaimRow, now_ms: u64, event_type: &str) -> WorkerResult<ClaimRow> {
+    pub async fn bury_exhausted(
+        &self,
+        row: &ClaimRow,
+        now_ms: u64,
+        event_type: &str,
+    ) -> WorkerResult<ClaimRow> {
         let dead = claim::exhausted(row, now_ms);
         let mut put = TransactPut {
             table_name: self.table.clone(),
             item: claim::to_item(&dead),
             condition_expression: Some("#status = :failed AND #updated_at = :updated".into()),
-            expression_attribute_names: Some(names(&[claim::attr::STATUS, claim::attr::UPDATED_AT])),
+            expression_attribute_names: Some(names(&[
+                claim::attr::STATUS,
+                claim::attr::UPDATED_AT,
+            ])),
             expression_attribute_values: Some(Values::from([
-                (":failed".to_owned(), AttributeValue::s(Status::Failed.as_str())),
+                (
+                    ":failed".to_owned(),
+                    AttributeValue::s(Status::Failed.as_str()),
+                ),
                 (":updated".to_owned(), num(row.updated_at)),
             ])),
             ..Default::default()
@@ -261,9 +305,15 @@ impl<S: ItemStore> Inbox<S> {
     }
 
     /// Extends the caller's lease on `row` to `now_ms + lease_ms`; fenced.
-    pub async fn renew(&self, row: &ClaimRow, now_ms: u64, lease_ms: u64) -> WorkerResult<ClaimRow> {
+    pub async fn renew(
+        &self,
+        row: &ClaimRow,
+        now_ms: u64,
+        lease_ms: u64,
+    ) -> WorkerResult<ClaimRow> {
         let next = claim::renewed(row, now_ms, lease_ms);
-        self.transact(row, vec![self.fenced_put(row, &next)], &[]).await?;
+        self.transact(row, vec![self.fenced_put(row, &next)], &[])
+            .await?;
         Ok(next)
     }
 
@@ -286,7 +336,12 @@ impl<S: ItemStore> Inbox<S> {
                     ..Default::default()
                 })
                 .await?;
-            out.extend(page.items.unwrap_or_default().iter().filter_map(DeadLetter::from_item));
+            out.extend(
+                page.items
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(DeadLetter::from_item),
+            );
             start = page.last_evaluated_key;
             if start.is_none() {
                 return Ok(out);
@@ -331,9 +386,15 @@ impl<S: ItemStore> Inbox<S> {
                 table_name: self.table.clone(),
                 item: claim::to_item(next),
                 condition_expression: Some(FENCE_CONDITION.replace("lease_token", "#lease_token")),
-                expression_attribute_names: Some(names(&[claim::attr::STATUS, claim::attr::LEASE_TOKEN])),
+                expression_attribute_names: Some(names(&[
+                    claim::attr::STATUS,
+                    claim::attr::LEASE_TOKEN,
+                ])),
                 expression_attribute_values: Some(Values::from([
-                    (":pending".to_owned(), AttributeValue::s(Status::Pending.as_str())),
+                    (
+                        ":pending".to_owned(),
+                        AttributeValue::s(Status::Pending.as_str()),
+                    ),
                     (":token".to_owned(), AttributeValue::s(&row.lease_token)),
                 ])),
                 ..Default::default()
@@ -356,7 +417,12 @@ impl<S: ItemStore> Inbox<S> {
     /// Runs one transaction whose first action is the claim's; maps a
     /// refusal of that action to [`WorkerError::Fenced`] and of action
     /// `i + 1` to a refusal of handler write `i`.
-    async fn transact(&self, row: &ClaimRow, items: Vec<TransactWriteItem>, described: &[String]) -> WorkerResult<()> {
+    async fn transact(
+        &self,
+        row: &ClaimRow,
+        items: Vec<TransactWriteItem>,
+        described: &[String],
+    ) -> WorkerResult<()> {
         let input = TransactWriteItemsInput {
             transact_items: items,
             client_request_token: None,
@@ -376,7 +442,10 @@ impl<S: ItemStore> Inbox<S> {
                     .unwrap_or((0, "unknown".into()));
                 Err(WorkerError::WriteRefused {
                     index,
-                    write: described.get(index).cloned().unwrap_or_else(|| "dead letter".into()),
+                    write: described
+                        .get(index)
+                        .cloned()
+                        .unwrap_or_else(|| "dead letter".into()),
                     reason,
                 })
             }
@@ -386,7 +455,10 @@ impl<S: ItemStore> Inbox<S> {
 }
 
 fn names(attrs: &[&str]) -> Names {
-    attrs.iter().map(|a| (format!("#{a}"), (*a).to_owned())).collect()
+    attrs
+        .iter()
+        .map(|a| (format!("#{a}"), (*a).to_owned()))
+        .collect()
 }
 
 fn num(v: u64) -> AttributeValue {

@@ -17,10 +17,12 @@ pub const MAX_KEPT_BODY: usize = 256 * 1024;
 /// Turns a message body (the raw NewImage of an event row, in DynamoDB
 /// JSON, as the default events pipe sends it) back into an envelope.
 pub fn parse_body(body: &str) -> Result<Envelope, String> {
-    let json: serde_json::Value = serde_json::from_str(body).map_err(|e| format!("body is not JSON: {e}"))?;
-    let image = item_from_json(&json).map_err(|e| format!("body is not a DynamoDB JSON item: {e}"))?;
-    let (envelope, _hash) =
-        postbox_engine::layout::envelope_of(&image).map_err(|e| format!("body is not an event row: {}", e.0))?;
+    let json: serde_json::Value =
+        serde_json::from_str(body).map_err(|e| format!("body is not JSON: {e}"))?;
+    let image =
+        item_from_json(&json).map_err(|e| format!("body is not a DynamoDB JSON item: {e}"))?;
+    let (envelope, _hash) = postbox_engine::layout::envelope_of(&image)
+        .map_err(|e| format!("body is not an event row: {}", e.0))?;
     Ok(envelope)
 }
 
@@ -32,7 +34,10 @@ pub fn poison_item(queue: &str, message_id: &str, body: &str, reason: &str, now_
     }
     Item::from([
         ("pk".to_owned(), AttributeValue::s(POISON_PK)),
-        ("sk".to_owned(), AttributeValue::S(format!("{now_ms:020}#{message_id}"))),
+        (
+            "sk".to_owned(),
+            AttributeValue::S(format!("{now_ms:020}#{message_id}")),
+        ),
         ("queue".to_owned(), AttributeValue::s(queue)),
         ("message_id".to_owned(), AttributeValue::s(message_id)),
         ("body".to_owned(), AttributeValue::s(&body[..end])),
@@ -49,7 +54,11 @@ mod tests {
     fn garbage_is_refused_with_the_reason() {
         assert!(parse_body("not json").unwrap_err().contains("not JSON"));
         assert!(parse_body("[1]").unwrap_err().contains("DynamoDB JSON"));
-        assert!(parse_body(r#"{"pk": {"S": "x"}}"#).unwrap_err().contains("not an event row"));
+        assert!(
+            parse_body(r#"{"pk": {"S": "x"}}"#)
+                .unwrap_err()
+                .contains("not an event row")
+        );
     }
 
     #[test]

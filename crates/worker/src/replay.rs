@@ -49,8 +49,14 @@ impl Selection {
     /// Whether `d` is selected.
     pub fn matches(&self, d: &DeadLetter) -> bool {
         self.tenant.as_ref().is_none_or(|t| *t == d.tenant)
-            && self.subscription.as_ref().is_none_or(|s| *s == d.subscription)
-            && self.event_ids.as_ref().is_none_or(|ids| ids.contains(&d.event_id))
+            && self
+                .subscription
+                .as_ref()
+                .is_none_or(|s| *s == d.subscription)
+            && self
+                .event_ids
+                .as_ref()
+                .is_none_or(|ids| ids.contains(&d.event_id))
             && self.from_ms.is_none_or(|f| d.last_failure_at >= f)
             && self.to_ms.is_none_or(|t| d.last_failure_at < t)
     }
@@ -74,7 +80,10 @@ pub struct ReplayReport {
 }
 
 /// The dead letters `selection` selects, oldest event first per tenant.
-pub async fn list<S: ItemStore>(inbox: &Inbox<S>, selection: &Selection) -> WorkerResult<Vec<DeadLetter>> {
+pub async fn list<S: ItemStore>(
+    inbox: &Inbox<S>,
+    selection: &Selection,
+) -> WorkerResult<Vec<DeadLetter>> {
     let all = match &selection.tenant {
         Some(t) => inbox.dead_letters(t).await?,
         None => scan_dead_letters(inbox).await?,
@@ -100,13 +109,20 @@ async fn scan_dead_letters<S: ItemStore>(inbox: &Inbox<S>) -> WorkerResult<Vec<D
                 ..Default::default()
             })
             .await?;
-        out.extend(page.items.unwrap_or_default().iter().filter_map(DeadLetter::from_item));
+        out.extend(
+            page.items
+                .unwrap_or_default()
+                .iter()
+                .filter_map(DeadLetter::from_item),
+        );
         start = page.last_evaluated_key;
         if start.is_none() {
             break;
         }
     }
-    out.sort_by(|a, b| (&a.tenant, a.seq, &a.subscription).cmp(&(&b.tenant, b.seq, &b.subscription)));
+    out.sort_by(|a, b| {
+        (&a.tenant, a.seq, &a.subscription).cmp(&(&b.tenant, b.seq, &b.subscription))
+    });
     Ok(out)
 }
 
@@ -144,7 +160,9 @@ pub async fn replay<S: ItemStore>(
     for ((tenant, seq), event_id) in events {
         let row = read_event_row(inbox.store().as_ref(), events_table, &tenant, seq).await?;
         let body = item_to_json(&row).to_string();
-        let message = NewMessage::new(body).group(&tenant).dedup(format!("{event_id}#replay#{now_ms}"));
+        let message = NewMessage::new(body)
+            .group(&tenant)
+            .dedup(format!("{event_id}#replay#{now_ms}"));
         queues.send(queue, message).await?;
         report.enqueued += 1;
     }
@@ -153,29 +171,55 @@ pub async fn replay<S: ItemStore>(
 
 /// Resets one DEAD claim in one transaction; false if it is no longer the
 /// DEAD row (already replayed, or never dead).
-async fn reset_one<S: ItemStore>(inbox: &Inbox<S>, d: &DeadLetter, now_ms: u64) -> WorkerResult<bool> {
+async fn reset_one<S: ItemStore>(
+    inbox: &Inbox<S>,
+    d: &DeadLetter,
+    now_ms: u64,
+) -> WorkerResult<bool> {
     let key = ClaimKey::new(&d.event_id, &d.subscription);
-    let Some(row) = inbox.get(&key).await? else { return Ok(false) };
-    let Some(reset) = claim::reset_for_replay(&row, now_ms) else { return Ok(false) };
+    let Some(row) = inbox.get(&key).await? else {
+        return Ok(false);
+    };
+    let Some(reset) = claim::reset_for_replay(&row, now_ms) else {
+        return Ok(false);
+    };
     let names = Names::from([
         ("#status".to_owned(), claim::attr::STATUS.to_owned()),
         ("#updated_at".to_owned(), claim::attr::UPDATED_AT.to_owned()),
     ]);
     let values = Values::from([
         (":dead".to_owned(), AttributeValue::s(Status::Dead.as_str())),
-        (":updated".to_owned(), AttributeValue::n(row.updated_at as i64)),
+        (
+            ":updated".to_owned(),
+            AttributeValue::n(row.updated_at as i64),
+        ),
     ]);
     let record = Item::from([
-        ("pk".to_owned(), AttributeValue::S(format!("TENANT#{}#REPLAY", d.tenant))),
-        ("sk".to_owned(), AttributeValue::S(format!("{now_ms:020}#{}", key.idempotency_key()))),
+        (
+            "pk".to_owned(),
+            AttributeValue::S(format!("TENANT#{}#REPLAY", d.tenant)),
+        ),
+        (
+            "sk".to_owned(),
+            AttributeValue::S(format!("{now_ms:020}#{}", key.idempotency_key())),
+        ),
         ("event_id".to_owned(), AttributeValue::s(&d.event_id)),
-        ("subscription".to_owned(), AttributeValue::s(&d.subscription)),
+        (
+            "subscription".to_owned(),
+            AttributeValue::s(&d.subscription),
+        ),
         ("error".to_owned(), AttributeValue::s(&d.error)),
-        ("attempts".to_owned(), AttributeValue::n(i64::from(d.attempts))),
+        (
+            "attempts".to_owned(),
+            AttributeValue::n(i64::from(d.attempts)),
+        ),
         ("replayed_at".to_owned(), AttributeValue::n(now_ms as i64)),
     ]);
     let dead_letter_key = Item::from([
-        ("pk".to_owned(), AttributeValue::S(dead_letter_pk(&d.tenant))),
+        (
+            "pk".to_owned(),
+            AttributeValue::S(dead_letter_pk(&d.tenant)),
+        ),
         ("sk".to_owned(), AttributeValue::S(key.idempotency_key())),
     ]);
     let put = |item, condition: Option<(String, Names, Values)>| TransactWriteItem {
@@ -190,7 +234,14 @@ async fn reset_one<S: ItemStore>(inbox: &Inbox<S>, d: &DeadLetter, now_ms: u64) 
         ..Default::default()
     };
     let items = vec![
-        put(claim::to_item(&reset), Some(("#status = :dead AND #updated_at = :updated".into(), names, values))),
+        put(
+            claim::to_item(&reset),
+            Some((
+                "#status = :dead AND #updated_at = :updated".into(),
+                names,
+                values,
+            )),
+        ),
         TransactWriteItem {
             delete: Some(TransactDelete {
                 table_name: inbox.table().to_owned(),
@@ -213,7 +264,12 @@ async fn reset_one<S: ItemStore>(inbox: &Inbox<S>, d: &DeadLetter, now_ms: u64) 
 }
 
 /// The raw row of event `seq` of `tenant`.
-async fn read_event_row<S: ItemStore>(store: &S, events_table: &str, tenant: &str, seq: u64) -> WorkerResult<Item> {
+async fn read_event_row<S: ItemStore>(
+    store: &S,
+    events_table: &str,
+    tenant: &str,
+    seq: u64,
+) -> WorkerResult<Item> {
     use postbox_engine::layout;
     let out = store
         .get_item(GetItemInput {
@@ -231,7 +287,10 @@ async fn read_event_row<S: ItemStore>(store: &S, events_table: &str, tenant: &st
 }
 
 /// A tenant's replay records, oldest first: (event_id, subscription, replayed_at ms).
-pub async fn replay_records<S: ItemStore>(inbox: &Inbox<S>, tenant: &str) -> WorkerResult<Vec<(String, String, u64)>> {
+pub async fn replay_records<S: ItemStore>(
+    inbox: &Inbox<S>,
+    tenant: &str,
+) -> WorkerResult<Vec<(String, String, u64)>> {
     let page = inbox
         .store()
         .query(QueryInput {
@@ -274,7 +333,13 @@ pub struct RedriveReport {
 /// them; COMPLETED ones stay completed and are skipped). Each message is
 /// sent again before it is deleted from the DLQ, so a crash in between
 /// duplicates it (harmless: the claims decide) rather than losing it.
-pub async fn redrive<S: ItemStore>(inbox: &Inbox<S>, queues: &Queues, queue: &str, dlq: &str, now_ms: u64) -> WorkerResult<RedriveReport> {
+pub async fn redrive<S: ItemStore>(
+    inbox: &Inbox<S>,
+    queues: &Queues,
+    queue: &str,
+    dlq: &str,
+    now_ms: u64,
+) -> WorkerResult<RedriveReport> {
     let mut report = RedriveReport::default();
     loop {
         let options = postbox_queue::ReceiveOptions {
@@ -291,7 +356,13 @@ pub async fn redrive<S: ItemStore>(inbox: &Inbox<S>, queues: &Queues, queue: &st
             match crate::poison::parse_body(&m.body) {
                 Err(reason) => {
                     inbox
-                        .record_poison(crate::poison::poison_item(dlq, &m.message_id, &m.body, &reason, now_ms))
+                        .record_poison(crate::poison::poison_item(
+                            dlq,
+                            &m.message_id,
+                            &m.body,
+                            &reason,
+                            now_ms,
+                        ))
                         .await?;
                     report.poison += 1;
                 }

@@ -69,9 +69,14 @@ pub async fn reconcile<S: ItemStore>(
     events_table: &str,
     queue: &str,
 ) -> WorkerResult<Reconciliation> {
-    let verified = postbox_engine::verify::verify_all(store, events_table, &VerifyOptions::default(), &mut |_| {})
-        .await
-        .map_err(|e| WorkerError::Config(e.to_string()))?;
+    let verified = postbox_engine::verify::verify_all(
+        store,
+        events_table,
+        &VerifyOptions::default(),
+        &mut |_| {},
+    )
+    .await
+    .map_err(|e| WorkerError::Config(e.to_string()))?;
     let mut tenants = Vec::new();
     let mut reasons = Vec::new();
     for v in verified {
@@ -81,7 +86,10 @@ pub async fn reconcile<S: ItemStore>(
             reasons.push(format!("tenant {}: chain broken at {b}", v.tenant));
         }
         if dead_letters > 0 {
-            reasons.push(format!("tenant {}: {dead_letters} dead letter(s)", v.tenant));
+            reasons.push(format!(
+                "tenant {}: {dead_letters} dead letter(s)",
+                v.tenant
+            ));
         }
         tenants.push(TenantLine {
             chain_intact: v.intact(),
@@ -96,7 +104,9 @@ pub async fn reconcile<S: ItemStore>(
         .and_then(|dlq| queues.stats(&dlq).ok())
         .map_or(0, |s| s.visible + s.in_flight + s.delayed);
     if dlq_depth > 0 {
-        reasons.push(format!("{dlq_depth} message(s) in the dead-letter queue of {queue}"));
+        reasons.push(format!(
+            "{dlq_depth} message(s) in the dead-letter queue of {queue}"
+        ));
     }
     let poison = inbox.poison_messages().await?.len();
     if poison > 0 {
@@ -108,12 +118,18 @@ pub async fn reconcile<S: ItemStore>(
         queue_in_flight: stats.in_flight,
         dlq_depth,
         poison,
-        verdict: if reasons.is_empty() { Verdict::Ok } else { Verdict::Attention(reasons) },
+        verdict: if reasons.is_empty() {
+            Verdict::Ok
+        } else {
+            Verdict::Attention(reasons)
+        },
     })
 }
 
 fn dead_letter_queue(queues: &Queues, queue: &str) -> Option<String> {
-    let attrs = queues.queue_attributes(queue, &["RedrivePolicy".to_owned()]).ok()?;
+    let attrs = queues
+        .queue_attributes(queue, &["RedrivePolicy".to_owned()])
+        .ok()?;
     let policy: serde_json::Value = serde_json::from_str(attrs.get("RedrivePolicy")?).ok()?;
     let arn = policy.get("deadLetterTargetArn")?.as_str()?;
     arn.rsplit(':').next().map(str::to_owned)

@@ -205,7 +205,11 @@ struct Inner<S> {
 /// The longest a message can come back after its first send: the queue's
 /// retention, its dead-letter queue's retention (a redrive moves it back)
 /// and the 5-minute deduplication window. Claims must outlive it.
-pub fn check_retention(claim_retention: Duration, queue_retention: Duration, dlq_retention: Duration) -> WorkerResult<()> {
+pub fn check_retention(
+    claim_retention: Duration,
+    queue_retention: Duration,
+    dlq_retention: Duration,
+) -> WorkerResult<()> {
     let dedup = Duration::from_secs(300);
     let needed = queue_retention + dlq_retention + dedup;
     if claim_retention < needed {
@@ -236,7 +240,11 @@ impl<S: ItemStore> Worker<S> {
         options: WorkerOptions,
     ) -> WorkerResult<Worker<S>> {
         let mut subscriptions = Vec::new();
-        for s in catalog.subscriptions.iter().filter(|s| s.lane == Lane::Durable) {
+        for s in catalog
+            .subscriptions
+            .iter()
+            .filter(|s| s.lane == Lane::Durable)
+        {
             let handler = handlers.get(&s.handler).cloned().ok_or_else(|| {
                 WorkerError::Config(format!(
                     "DURABLE subscription {:?} names handler {:?}, which is not registered with the worker",
@@ -252,7 +260,11 @@ impl<S: ItemStore> Worker<S> {
         }
         let (queue_retention, dlq_retention) = queue_retentions(&queues, &options.queue)?;
         check_retention(options.claim_retention, queue_retention, dlq_retention)?;
-        let inbox = Inbox::new(store.clone(), options.inbox_table.clone(), options.claim_retention.as_millis() as u64);
+        let inbox = Inbox::new(
+            store.clone(),
+            options.inbox_table.clone(),
+            options.claim_retention.as_millis() as u64,
+        );
         inbox.create_table().await?;
         Ok(Worker {
             inner: Arc::new(Inner {
@@ -378,7 +390,11 @@ impl<S: ItemStore> Worker<S> {
             if held {
                 // Back to visible now; the FIFO queue hands it out only after
                 // the held message of its group is settled.
-                self.inner.queues.change_visibility(queue, &m.receipt_handle, 0).await.ok();
+                self.inner
+                    .queues
+                    .change_visibility(queue, &m.receipt_handle, 0)
+                    .await
+                    .ok();
                 continue;
             }
             let outcome = match poison::parse_body(&m.body) {
@@ -386,7 +402,10 @@ impl<S: ItemStore> Worker<S> {
                     self.record_poison(&m, &reason).await?;
                     Outcome::Settled
                 }
-                Ok(envelope) => self.process_event(&envelope, Some(&m.receipt_handle)).await?,
+                Ok(envelope) => {
+                    self.process_event(&envelope, Some(&m.receipt_handle))
+                        .await?
+                }
             };
             match outcome {
                 Outcome::Settled => {
@@ -401,13 +420,21 @@ impl<S: ItemStore> Worker<S> {
                 }
                 Outcome::Retry(seconds) => {
                     held = true;
-                    let r = self.inner.queues.change_visibility(queue, &m.receipt_handle, seconds).await;
+                    let r = self
+                        .inner
+                        .queues
+                        .change_visibility(queue, &m.receipt_handle, seconds)
+                        .await;
                     self.settle(r, &m);
                 }
                 Outcome::Wait => {
                     held = true;
                     let wait = self.inner.options.order_wait_seconds;
-                    let r = self.inner.queues.change_visibility(queue, &m.receipt_handle, wait).await;
+                    let r = self
+                        .inner
+                        .queues
+                        .change_visibility(queue, &m.receipt_handle, wait)
+                        .await;
                     self.settle(r, &m);
                 }
                 Outcome::Abandon => held = true,
@@ -434,7 +461,13 @@ impl<S: ItemStore> Worker<S> {
 
     async fn record_poison(&self, m: &ReceivedMessage, reason: &str) -> WorkerResult<()> {
         tracing::error!(message_id = %m.message_id, reason, "poison message: recorded and deleted");
-        let item = poison::poison_item(&self.inner.options.queue, &m.message_id, &m.body, reason, self.now());
+        let item = poison::poison_item(
+            &self.inner.options.queue,
+            &m.message_id,
+            &m.body,
+            reason,
+            self.now(),
+        );
         self.inner.inbox.record_poison(item).await?;
         bump(&self.inner.counters.poison);
         Ok(())
@@ -442,11 +475,18 @@ impl<S: ItemStore> Worker<S> {
 
     /// Delivers `envelope` to every matching subscription; the message's
     /// outcome is the least settled of theirs.
-    async fn process_event(&self, envelope: &Envelope, receipt: Option<&str>) -> WorkerResult<Outcome> {
+    async fn process_event(
+        &self,
+        envelope: &Envelope,
+        receipt: Option<&str>,
+    ) -> WorkerResult<Outcome> {
         let mut outcome = Outcome::Settled;
         let mut matched = false;
         for index in 0..self.inner.subscriptions.len() {
-            if !self.inner.subscriptions[index].glob.matches(&envelope.event_type) {
+            if !self.inner.subscriptions[index]
+                .glob
+                .matches(&envelope.event_type)
+            {
                 continue;
             }
             matched = true;
@@ -489,7 +529,12 @@ impl<S: ItemStore> Worker<S> {
                 lease_ms: self.inner.options.lease.as_millis() as u64,
             };
             let max = sub.retry.max_attempts.max(1);
-            let row = match self.inner.inbox.claim(&target, &lease, self.now(), max).await? {
+            let row = match self
+                .inner
+                .inbox
+                .claim(&target, &lease, self.now(), max)
+                .await?
+            {
                 ClaimOutcome::Claimed(row) => row,
                 ClaimOutcome::Refused(Decision::Final(_), _) => {
                     self.mark_settled(envelope, &sub.name);
@@ -513,7 +558,10 @@ impl<S: ItemStore> Worker<S> {
                 context: Context::caused_by(envelope, format!("subscription:{}", sub.name)),
                 attempt: row.attempts,
             };
-            let (result, row) = match self.run_with_renewal(&sub.handler, delivery, row, receipt).await? {
+            let (result, row) = match self
+                .run_with_renewal(&sub.handler, delivery, row, receipt)
+                .await?
+            {
                 Some(done) => done,
                 None => return Ok(Outcome::Abandon),
             };
@@ -530,16 +578,27 @@ impl<S: ItemStore> Worker<S> {
                         }
                         Err(WorkerError::Fenced { .. }) => self.fenced(&row),
                         Err(e @ WorkerError::WriteRefused { .. }) => {
-                            self.settle_failure(&row, envelope, index, &e.to_string(), FailureKind::Retryable).await
+                            self.settle_failure(
+                                &row,
+                                envelope,
+                                index,
+                                &e.to_string(),
+                                FailureKind::Retryable,
+                            )
+                            .await
                         }
                         Err(WorkerError::Store(e @ StoreError::Validation(_))) => {
                             let msg = format!("the handler's writes were refused: {e}");
-                            self.settle_failure(&row, envelope, index, &msg, FailureKind::Terminal).await
+                            self.settle_failure(&row, envelope, index, &msg, FailureKind::Terminal)
+                                .await
                         }
                         Err(e) => Err(e),
                     }
                 }
-                Err(e) => self.settle_failure(&row, envelope, index, e.message(), e.kind()).await,
+                Err(e) => {
+                    self.settle_failure(&row, envelope, index, e.message(), e.kind())
+                        .await
+                }
             }
         })
     }
@@ -594,7 +653,12 @@ impl<S: ItemStore> Worker<S> {
     ) -> WorkerResult<Outcome> {
         let sub = &self.inner.subscriptions[index];
         let max = sub.retry.max_attempts.max(1);
-        match self.inner.inbox.fail(row, self.now(), error, kind, max, &envelope.event_type).await {
+        match self
+            .inner
+            .inbox
+            .fail(row, self.now(), error, kind, max, &envelope.event_type)
+            .await
+        {
             Ok(next) if next.status == Status::Dead => {
                 tracing::error!(event = %envelope.id, subscription = %sub.name, error, attempts = next.attempts, "dead-lettered");
                 bump(&self.inner.counters.dead);
@@ -604,7 +668,10 @@ impl<S: ItemStore> Worker<S> {
             Ok(next) => {
                 tracing::warn!(event = %envelope.id, subscription = %sub.name, error, attempts = next.attempts, "handler failed; will retry");
                 bump(&self.inner.counters.retried);
-                Ok(Outcome::Retry(claim::backoff_seconds(sub.retry.backoff_ms, next.attempts)))
+                Ok(Outcome::Retry(claim::backoff_seconds(
+                    sub.retry.backoff_ms,
+                    next.attempts,
+                )))
             }
             Err(WorkerError::Fenced { .. }) => self.fenced(row),
             Err(e) => Err(e),
@@ -612,7 +679,12 @@ impl<S: ItemStore> Worker<S> {
     }
 
     async fn settle_exhausted(&self, row: &ClaimRow, envelope: &Envelope) -> WorkerResult<Outcome> {
-        match self.inner.inbox.bury_exhausted(row, self.now(), &envelope.event_type).await {
+        match self
+            .inner
+            .inbox
+            .bury_exhausted(row, self.now(), &envelope.event_type)
+            .await
+        {
             Ok(_) => {
                 bump(&self.inner.counters.dead);
                 self.mark_settled(envelope, &row.key.subscription);
@@ -633,7 +705,12 @@ impl<S: ItemStore> Worker<S> {
     /// Whether every earlier event of the tenant that matches subscription
     /// `index` is COMPLETED or DEAD; a predecessor with no claim is
     /// delivered from the log first.
-    async fn predecessor_settled(&self, envelope: &Envelope, index: usize, depth: usize) -> WorkerResult<bool> {
+    async fn predecessor_settled(
+        &self,
+        envelope: &Envelope,
+        index: usize,
+        depth: usize,
+    ) -> WorkerResult<bool> {
         let sub = &self.inner.subscriptions[index];
         let cached = self.settled_upto(&envelope.tenant, &sub.name);
         if envelope.seq <= 1 || cached + 1 >= envelope.seq {
@@ -659,7 +736,12 @@ impl<S: ItemStore> Worker<S> {
     /// The latest event before `envelope` in its tenant's log whose type
     /// subscription `index` matches, above seq `floor` (below it all are
     /// known settled).
-    async fn previous_matching(&self, envelope: &Envelope, index: usize, floor: u64) -> WorkerResult<Option<Envelope>> {
+    async fn previous_matching(
+        &self,
+        envelope: &Envelope,
+        index: usize,
+        floor: u64,
+    ) -> WorkerResult<Option<Envelope>> {
         let sub = &self.inner.subscriptions[index];
         let mut start = None;
         loop {
@@ -670,9 +752,18 @@ impl<S: ItemStore> Worker<S> {
                     table_name: self.inner.options.events_table.clone(),
                     key_condition_expression: Some("pk = :pk AND sk BETWEEN :lo AND :hi".into()),
                     expression_attribute_values: Some(Values::from([
-                        (":pk".to_owned(), AttributeValue::S(layout::event_pk(&envelope.tenant))),
-                        (":lo".to_owned(), AttributeValue::S(layout::seq_sk(floor + 1))),
-                        (":hi".to_owned(), AttributeValue::S(layout::seq_sk(envelope.seq - 1))),
+                        (
+                            ":pk".to_owned(),
+                            AttributeValue::S(layout::event_pk(&envelope.tenant)),
+                        ),
+                        (
+                            ":lo".to_owned(),
+                            AttributeValue::S(layout::seq_sk(floor + 1)),
+                        ),
+                        (
+                            ":hi".to_owned(),
+                            AttributeValue::S(layout::seq_sk(envelope.seq - 1)),
+                        ),
                     ])),
                     scan_index_forward: Some(false),
                     limit: Some(64),
@@ -700,14 +791,18 @@ impl<S: ItemStore> Worker<S> {
 
     fn settled_upto(&self, tenant: &str, sub: &str) -> u64 {
         let map = self.inner.settled_upto.lock().unwrap();
-        map.get(&(tenant.to_owned(), sub.to_owned())).copied().unwrap_or(0)
+        map.get(&(tenant.to_owned(), sub.to_owned()))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Records that `envelope` is settled for `sub`; its predecessors were
     /// checked before it ran, so every matching event up to it is settled.
     fn mark_settled(&self, envelope: &Envelope, sub: &str) {
         let mut map = self.inner.settled_upto.lock().unwrap();
-        let e = map.entry((envelope.tenant.clone(), sub.to_owned())).or_insert(0);
+        let e = map
+            .entry((envelope.tenant.clone(), sub.to_owned()))
+            .or_insert(0);
         *e = (*e).max(envelope.seq);
     }
 
@@ -721,7 +816,12 @@ impl<S: ItemStore> Worker<S> {
 }
 
 /// Reads one event of the log, for replay and for tests.
-pub async fn read_event<S: ItemStore>(store: &S, events_table: &str, tenant: &str, seq: u64) -> WorkerResult<Envelope> {
+pub async fn read_event<S: ItemStore>(
+    store: &S,
+    events_table: &str,
+    tenant: &str,
+    seq: u64,
+) -> WorkerResult<Envelope> {
     let out = store
         .get_item(GetItemInput {
             table_name: events_table.to_owned(),
@@ -745,10 +845,15 @@ pub async fn read_event<S: ItemStore>(store: &S, events_table: &str, tenant: &st
 
 /// The retention of `queue` and of its dead-letter queue (zero if none).
 fn queue_retentions(queues: &Queues, queue: &str) -> WorkerResult<(Duration, Duration)> {
-    let names = ["MessageRetentionPeriod".to_owned(), "RedrivePolicy".to_owned()];
+    let names = [
+        "MessageRetentionPeriod".to_owned(),
+        "RedrivePolicy".to_owned(),
+    ];
     let attrs = queues.queue_attributes(queue, &names)?;
     let secs = |a: &std::collections::BTreeMap<String, String>| {
-        a.get("MessageRetentionPeriod").and_then(|v| v.parse::<u64>().ok()).unwrap_or(345_600)
+        a.get("MessageRetentionPeriod")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(345_600)
     };
     let own = secs(&attrs);
     let dlq = attrs
@@ -773,7 +878,9 @@ mod tests {
     #[test]
     fn retention_shorter_than_a_message_can_live_is_refused_with_the_numbers() {
         let day = Duration::from_secs(86_400);
-        let e = check_retention(day, 4 * day, 14 * day).unwrap_err().to_string();
+        let e = check_retention(day, 4 * day, 14 * day)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("86400s") && e.contains("1555500s"), "{e}");
         check_retention(30 * day, 4 * day, 14 * day).unwrap();
     }

@@ -41,7 +41,9 @@ const SUBS: &str = "[[subscriptions]]\nname = \"ship\"\nglob = \"ORDER_*\"\nlane
 /// The child: a worker with a 2 s lease that dies at the armed fault point.
 #[test]
 fn crash_child() {
-    let Ok(dir) = std::env::var(CHILD_ENV) else { return };
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return;
+    };
     let dir = PathBuf::from(dir);
     faults::arm_from_env();
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -51,7 +53,11 @@ fn crash_child() {
         let h = handler(move |d| {
             let runs = runs.clone();
             async move {
-                let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&runs).unwrap();
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&runs)
+                    .unwrap();
                 writeln!(f, "{}", d.idempotency_key).unwrap();
                 f.sync_all().unwrap();
                 Ok(vec![effect(&d.idempotency_key)])
@@ -59,9 +65,15 @@ fn crash_child() {
         });
         let mut o = options("child");
         o.lease = Duration::from_secs(2);
-        let w = Worker::new(store, queues, &catalog(SUBS), HashMap::from([("h::ship".to_owned(), h)]), o)
-            .await
-            .unwrap();
+        let w = Worker::new(
+            store,
+            queues,
+            &catalog(SUBS),
+            HashMap::from([("h::ship".to_owned(), h)]),
+            o,
+        )
+        .await
+        .unwrap();
         for _ in 0..50 {
             w.run_once().await.unwrap();
         }
@@ -79,7 +91,16 @@ fn prepare(dir: &Path) -> String {
         rt.block_on(async move {
             let (store, queues, engine) = open_parts(&dir, catalog(SUBS)).await;
             let ctx = postbox_engine::Context::new("acme", "tester").unwrap();
-            let e = engine.emit(&ctx, "ORDER_PLACED", serde_json::json!({"n": 1}), Vec::new()).await.unwrap().envelope;
+            let e = engine
+                .emit(
+                    &ctx,
+                    "ORDER_PLACED",
+                    serde_json::json!({"n": 1}),
+                    Vec::new(),
+                )
+                .await
+                .unwrap()
+                .envelope;
             pipe_to(&store, &queues, &e).await;
             e.id
         })
@@ -95,7 +116,11 @@ fn run_child(dir: &Path, point: &str) {
         .env("POSTBOX_FAULTS", format!("{point}=kill"))
         .status()
         .unwrap();
-    assert_eq!(status.signal(), Some(9), "the child was not killed at {point}: {status}");
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "the child was not killed at {point}: {status}"
+    );
 }
 
 /// Runs the scenario for `point`; returns (handler runs in the child,
@@ -104,12 +129,14 @@ fn crash_at(point: &str) -> (usize, u32) {
     let dir = tempfile::tempdir().unwrap();
     let event_id = prepare(dir.path());
     run_child(dir.path(), point);
-    let child_runs = std::fs::read_to_string(dir.path().join("runs.log")).map_or(0, |s| s.lines().count());
+    let child_runs =
+        std::fs::read_to_string(dir.path().join("runs.log")).map_or(0, |s| s.lines().count());
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     let parent_runs = rt.block_on(async {
         let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(SystemClock.now_ms() + 120_000));
-        let (store, queues, _engine) = open_parts_at(dir.path(), catalog(SUBS), clock.clone()).await;
+        let (store, queues, _engine) =
+            open_parts_at(dir.path(), catalog(SUBS), clock.clone()).await;
         let runs = Arc::new(AtomicU32::new(0));
         let r = runs.clone();
         let h: Handler = handler(move |d| {
@@ -118,15 +145,32 @@ fn crash_at(point: &str) -> (usize, u32) {
         });
         let mut o = options("parent");
         o.clock = clock;
-        let w = Worker::new(store.clone(), queues.clone(), &catalog(SUBS), HashMap::from([("h::ship".to_owned(), h)]), o)
-            .await
-            .unwrap();
+        let w = Worker::new(
+            store.clone(),
+            queues.clone(),
+            &catalog(SUBS),
+            HashMap::from([("h::ship".to_owned(), h)]),
+            o,
+        )
+        .await
+        .unwrap();
         drain(&w, &queues, 20).await;
         let key = ClaimKey::new(&event_id, "ship");
-        assert_eq!(w.inbox().get(&key).await.unwrap().unwrap().status, Status::Completed, "{point}");
-        assert!(has_effect(&store, &key.idempotency_key()).await, "{point}: the effect never happened");
+        assert_eq!(
+            w.inbox().get(&key).await.unwrap().unwrap().status,
+            Status::Completed,
+            "{point}"
+        );
+        assert!(
+            has_effect(&store, &key.idempotency_key()).await,
+            "{point}: the effect never happened"
+        );
         let q = queues.stats(QUEUE).unwrap();
-        assert_eq!((q.visible, q.in_flight), (0, 0), "{point}: the message was not deleted");
+        assert_eq!(
+            (q.visible, q.in_flight),
+            (0, 0),
+            "{point}: the message was not deleted"
+        );
         runs.load(Ordering::SeqCst)
     });
     (child_runs, parent_runs)

@@ -52,7 +52,11 @@ fn lease(token: &str) -> Lease {
 }
 
 async fn take(inbox: &Inbox<EmbeddedStore>, event: &str, token: &str, now: u64) -> ClaimRow {
-    match inbox.claim(&target(event), &lease(token), now, MAX).await.unwrap() {
+    match inbox
+        .claim(&target(event), &lease(token), now, MAX)
+        .await
+        .unwrap()
+    {
         ClaimOutcome::Claimed(row) => row,
         other => panic!("claim {token} at {now} refused: {other:?}"),
     }
@@ -62,22 +66,46 @@ async fn take(inbox: &Inbox<EmbeddedStore>, event: &str, token: &str, now: u64) 
 async fn claim_then_complete_commits_the_handler_writes_with_it() {
     let (_d, store, inbox) = inbox().await;
     let row = take(&inbox, "e1", "t1", 1_000).await;
-    assert_eq!((row.status, row.lease_expires_at, row.attempts), (Status::Pending, 31_000, 0));
-    let done = inbox.complete(&row, 2_000, vec![effect("e1:ship")]).await.unwrap();
+    assert_eq!(
+        (row.status, row.lease_expires_at, row.attempts),
+        (Status::Pending, 31_000, 0)
+    );
+    let done = inbox
+        .complete(&row, 2_000, vec![effect("e1:ship")])
+        .await
+        .unwrap();
     assert_eq!(done.status, Status::Completed);
     assert!(has_effect(&store, "e1:ship").await);
     assert_eq!(inbox.get(&row.key).await.unwrap().unwrap(), done);
     // COMPLETED is final: never claimed again, however late.
-    let again = inbox.claim(&target("e1"), &lease("t2"), u64::MAX / 2, MAX).await.unwrap();
-    assert!(matches!(again, ClaimOutcome::Refused(Decision::Final(Status::Completed), _)), "{again:?}");
+    let again = inbox
+        .claim(&target("e1"), &lease("t2"), u64::MAX / 2, MAX)
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            again,
+            ClaimOutcome::Refused(Decision::Final(Status::Completed), _)
+        ),
+        "{again:?}"
+    );
 }
 
 #[tokio::test]
 async fn live_lease_refuses_a_second_claim() {
     let (_d, _s, inbox) = inbox().await;
     take(&inbox, "e1", "t1", 1_000).await;
-    let second = inbox.claim(&target("e1"), &lease("t2"), 30_999, MAX).await.unwrap();
-    assert!(matches!(second, ClaimOutcome::Refused(Decision::Busy { until: 31_000 }, _)), "{second:?}");
+    let second = inbox
+        .claim(&target("e1"), &lease("t2"), 30_999, MAX)
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            second,
+            ClaimOutcome::Refused(Decision::Busy { until: 31_000 }, _)
+        ),
+        "{second:?}"
+    );
 }
 
 #[tokio::test]
@@ -87,8 +115,14 @@ async fn crashed_claim_is_taken_over_after_its_lease() {
     // must be able to claim; on the naive design the row blocks forever.
     take(&inbox, "e1", "t1", 1_000).await;
     let row = take(&inbox, "e1", "t2", 31_000).await;
-    assert_eq!((row.lease_token.as_str(), row.attempts, row.created_at), ("t2", 0, 1_000));
-    inbox.complete(&row, 32_000, vec![effect("e1:ship")]).await.unwrap();
+    assert_eq!(
+        (row.lease_token.as_str(), row.attempts, row.created_at),
+        ("t2", 0, 1_000)
+    );
+    inbox
+        .complete(&row, 32_000, vec![effect("e1:ship")])
+        .await
+        .unwrap();
     assert!(has_effect(&store, "e1:ship").await);
 }
 
@@ -98,24 +132,54 @@ async fn fencing_refuses_a_stale_workers_completion() {
     let stale = take(&inbox, "e1", "t1", 1_000).await;
     // Worker 1's handler outlives its lease; worker 2 takes over.
     let fresh = take(&inbox, "e1", "t2", 31_000).await;
-    let err = inbox.complete(&stale, 40_000, vec![effect("stale")]).await.unwrap_err();
+    let err = inbox
+        .complete(&stale, 40_000, vec![effect("stale")])
+        .await
+        .unwrap_err();
     assert!(matches!(err, WorkerError::Fenced { .. }), "{err}");
     assert!(err.to_string().contains("taken over"), "{err}");
-    assert!(!has_effect(&store, "stale").await, "a refused completion committed its writes");
+    assert!(
+        !has_effect(&store, "stale").await,
+        "a refused completion committed its writes"
+    );
     // Nor may the stale worker fail or renew it.
-    assert!(matches!(inbox.fail(&stale, 40_000, "x", FailureKind::Terminal, MAX, "T").await, Err(WorkerError::Fenced { .. })));
-    assert!(matches!(inbox.renew(&stale, 40_000, LEASE).await, Err(WorkerError::Fenced { .. })));
-    inbox.complete(&fresh, 41_000, vec![effect("fresh")]).await.unwrap();
+    assert!(matches!(
+        inbox
+            .fail(&stale, 40_000, "x", FailureKind::Terminal, MAX, "T")
+            .await,
+        Err(WorkerError::Fenced { .. })
+    ));
+    assert!(matches!(
+        inbox.renew(&stale, 40_000, LEASE).await,
+        Err(WorkerError::Fenced { .. })
+    ));
+    inbox
+        .complete(&fresh, 41_000, vec![effect("fresh")])
+        .await
+        .unwrap();
     assert!(has_effect(&store, "fresh").await);
     // After completion the stale token is refused too.
-    assert!(matches!(inbox.complete(&stale, 42_000, vec![]).await, Err(WorkerError::Fenced { .. })));
+    assert!(matches!(
+        inbox.complete(&stale, 42_000, vec![]).await,
+        Err(WorkerError::Fenced { .. })
+    ));
 }
 
 #[tokio::test]
 async fn retryable_failure_releases_the_claim() {
     let (_d, _s, inbox) = inbox().await;
     let row = take(&inbox, "e1", "t1", 1_000).await;
-    let failed = inbox.fail(&row, 2_000, "timeout", FailureKind::Retryable, MAX, "ORDER_PLACED").await.unwrap();
+    let failed = inbox
+        .fail(
+            &row,
+            2_000,
+            "timeout",
+            FailureKind::Retryable,
+            MAX,
+            "ORDER_PLACED",
+        )
+        .await
+        .unwrap();
     assert_eq!((failed.status, failed.attempts), (Status::Failed, 1));
     assert_eq!(failed.last_error.as_deref(), Some("timeout"));
     // Claimable at once on redelivery, with the attempts carried.
@@ -131,29 +195,69 @@ async fn last_attempt_is_dead_with_a_dead_letter() {
     let mut now = 1_000;
     for attempt in 1..=MAX {
         let row = take(&inbox, "e1", &format!("t{attempt}"), now).await;
-        let next = inbox.fail(&row, now + 1, &format!("err {attempt}"), FailureKind::Retryable, MAX, "ORDER_PLACED").await.unwrap();
-        let expected = if attempt < MAX { Status::Failed } else { Status::Dead };
+        let next = inbox
+            .fail(
+                &row,
+                now + 1,
+                &format!("err {attempt}"),
+                FailureKind::Retryable,
+                MAX,
+                "ORDER_PLACED",
+            )
+            .await
+            .unwrap();
+        let expected = if attempt < MAX {
+            Status::Failed
+        } else {
+            Status::Dead
+        };
         assert_eq!((next.status, next.attempts), (expected, attempt));
         now += 10;
     }
     let dead = inbox.dead_letters("acme").await.unwrap();
     assert_eq!(dead.len(), 1);
     let d = &dead[0];
-    assert_eq!((d.event_id.as_str(), d.subscription.as_str(), d.event_type.as_str()), ("e1", "ship", "ORDER_PLACED"));
+    assert_eq!(
+        (
+            d.event_id.as_str(),
+            d.subscription.as_str(),
+            d.event_type.as_str()
+        ),
+        ("e1", "ship", "ORDER_PLACED")
+    );
     assert_eq!((d.attempts, d.error.as_str()), (MAX, "err 3"));
     assert_eq!((d.first_failure_at, d.last_failure_at), (1_001, 1_021));
-    let refused = inbox.claim(&target("e1"), &lease("t9"), now, MAX).await.unwrap();
-    assert!(matches!(refused, ClaimOutcome::Refused(Decision::Final(Status::Dead), _)));
+    let refused = inbox
+        .claim(&target("e1"), &lease("t9"), now, MAX)
+        .await
+        .unwrap();
+    assert!(matches!(
+        refused,
+        ClaimOutcome::Refused(Decision::Final(Status::Dead), _)
+    ));
 }
 
 #[tokio::test]
 async fn terminal_failure_is_dead_at_once() {
     let (_d, _s, inbox) = inbox().await;
     let row = take(&inbox, "e1", "t1", 1_000).await;
-    let dead = inbox.fail(&row, 2_000, "422 invalid", FailureKind::Terminal, MAX, "ORDER_PLACED").await.unwrap();
+    let dead = inbox
+        .fail(
+            &row,
+            2_000,
+            "422 invalid",
+            FailureKind::Terminal,
+            MAX,
+            "ORDER_PLACED",
+        )
+        .await
+        .unwrap();
     assert_eq!((dead.status, dead.attempts), (Status::Dead, 1));
     assert_eq!(inbox.dead_letters("acme").await.unwrap().len(), 1);
-    assert!(inbox.dead_letters("other").await.unwrap().is_empty(), "dead letters are tenant-scoped");
+    assert!(
+        inbox.dead_letters("other").await.unwrap().is_empty(),
+        "dead letters are tenant-scoped"
+    );
 }
 
 #[tokio::test]
@@ -168,10 +272,19 @@ async fn refused_handler_write_commits_nothing_and_keeps_the_claim() {
         .await
         .unwrap();
     let row = take(&inbox, "e1", "t1", 1_000).await;
-    let err = inbox.complete(&row, 2_000, vec![effect("new"), effect("taken")]).await.unwrap_err();
-    assert!(matches!(&err, WorkerError::WriteRefused { index: 1, .. }), "{err}");
+    let err = inbox
+        .complete(&row, 2_000, vec![effect("new"), effect("taken")])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, WorkerError::WriteRefused { index: 1, .. }),
+        "{err}"
+    );
     assert!(!has_effect(&store, "new").await);
-    assert_eq!(inbox.get(&row.key).await.unwrap().unwrap().status, Status::Pending);
+    assert_eq!(
+        inbox.get(&row.key).await.unwrap().unwrap().status,
+        Status::Pending
+    );
 }
 
 #[tokio::test]
@@ -180,8 +293,14 @@ async fn renewal_extends_the_lease_against_takeover() {
     let row = take(&inbox, "e1", "t1", 1_000).await;
     let renewed = inbox.renew(&row, 20_000, LEASE).await.unwrap();
     assert_eq!(renewed.lease_expires_at, 50_000);
-    let refused = inbox.claim(&target("e1"), &lease("t2"), 31_000, MAX).await.unwrap();
-    assert!(matches!(refused, ClaimOutcome::Refused(Decision::Busy { until: 50_000 }, _)));
+    let refused = inbox
+        .claim(&target("e1"), &lease("t2"), 31_000, MAX)
+        .await
+        .unwrap();
+    assert!(matches!(
+        refused,
+        ClaimOutcome::Refused(Decision::Busy { until: 50_000 }, _)
+    ));
     inbox.complete(&renewed, 45_000, vec![]).await.unwrap();
 }
 
@@ -189,14 +308,26 @@ async fn renewal_extends_the_lease_against_takeover() {
 async fn exhausted_claim_is_buried_with_a_dead_letter() {
     let (_d, _s, inbox) = inbox().await;
     let row = take(&inbox, "e1", "t1", 1_000).await;
-    inbox.fail(&row, 2_000, "x", FailureKind::Retryable, MAX, "T").await.unwrap();
+    inbox
+        .fail(&row, 2_000, "x", FailureKind::Retryable, MAX, "T")
+        .await
+        .unwrap();
     // max_attempts lowered to 1 since: the FAILED row has none left.
-    let ClaimOutcome::Refused(Decision::Exhausted, Some(failed)) =
-        inbox.claim(&target("e1"), &lease("t2"), 3_000, 1).await.unwrap()
+    let ClaimOutcome::Refused(Decision::Exhausted, Some(failed)) = inbox
+        .claim(&target("e1"), &lease("t2"), 3_000, 1)
+        .await
+        .unwrap()
     else {
         panic!("expected exhausted")
     };
-    assert_eq!(inbox.bury_exhausted(&failed, 3_000, "T").await.unwrap().status, Status::Dead);
+    assert_eq!(
+        inbox
+            .bury_exhausted(&failed, 3_000, "T")
+            .await
+            .unwrap()
+            .status,
+        Status::Dead
+    );
     assert_eq!(inbox.dead_letters("acme").await.unwrap().len(), 1);
 }
 
@@ -207,9 +338,18 @@ async fn store_condition_agrees_with_the_pure_predicate() {
     let (_d, store, inbox) = inbox().await;
     let base = claim::claimed(None, &target("x"), &lease("t0"), 1_000, 86_400_000);
     let mut rows: Vec<Option<ClaimRow>> = vec![None];
-    for status in [Status::Pending, Status::Completed, Status::Failed, Status::Dead] {
+    for status in [
+        Status::Pending,
+        Status::Completed,
+        Status::Failed,
+        Status::Dead,
+    ] {
         for attempts in [0, MAX - 1, MAX] {
-            rows.push(Some(ClaimRow { status, attempts, ..base.clone() }));
+            rows.push(Some(ClaimRow {
+                status,
+                attempts,
+                ..base.clone()
+            }));
         }
     }
     let mut case = 0;
@@ -230,7 +370,13 @@ async fn store_condition_agrees_with_the_pure_predicate() {
                     .unwrap();
             }
             let expected = claim::may_claim(row.as_ref(), now, MAX);
-            let got = matches!(inbox.claim(&target(&event), &lease("tn"), now, MAX).await.unwrap(), ClaimOutcome::Claimed(_));
+            let got = matches!(
+                inbox
+                    .claim(&target(&event), &lease("tn"), now, MAX)
+                    .await
+                    .unwrap(),
+                ClaimOutcome::Claimed(_)
+            );
             assert_eq!(got, expected, "row {row:?} at {now}");
         }
     }

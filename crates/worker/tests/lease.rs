@@ -28,9 +28,15 @@ async fn long_handler_renews_its_lease_and_its_message() {
     });
     let mut o = options("slow");
     o.lease = Duration::from_millis(900);
-    let w = Worker::new(env.store.clone(), env.queues.clone(), &env.catalog, HashMap::from([("h::ship".to_owned(), h)]), o)
-        .await
-        .unwrap();
+    let w = Worker::new(
+        env.store.clone(),
+        env.queues.clone(),
+        &env.catalog,
+        HashMap::from([("h::ship".to_owned(), h)]),
+        o,
+    )
+    .await
+    .unwrap();
     let e = emit(&env, "acme", "ORDER_PLACED", 1).await;
     pipe(&env, &e).await;
     let running = tokio::spawn({
@@ -49,17 +55,30 @@ async fn long_handler_renews_its_lease_and_its_message() {
         token: "thief".into(),
         lease_ms: 60_000,
     };
-    let got = w.inbox().claim(&target, &lease, SystemClock.now_ms(), 5).await.unwrap();
-    assert!(matches!(got, ClaimOutcome::Refused(Decision::Busy { .. }, _)), "{got:?}");
+    let got = w
+        .inbox()
+        .claim(&target, &lease, SystemClock.now_ms(), 5)
+        .await
+        .unwrap();
+    assert!(
+        matches!(got, ClaimOutcome::Refused(Decision::Busy { .. }, _)),
+        "{got:?}"
+    );
     let options = ReceiveOptions {
         max_messages: Some(10),
         wait_time_seconds: Some(0),
         ..Default::default()
     };
-    assert!(env.queues.receive(QUEUE, options).await.unwrap().is_empty(), "the message became visible");
+    assert!(
+        env.queues.receive(QUEUE, options).await.unwrap().is_empty(),
+        "the message became visible"
+    );
     let report = running.await.unwrap();
     assert_eq!(report.deleted, 1);
-    assert_eq!(w.inbox().get(&target.key).await.unwrap().unwrap().status, Status::Completed);
+    assert_eq!(
+        w.inbox().get(&target.key).await.unwrap().unwrap().status,
+        Status::Completed
+    );
 }
 
 #[tokio::test]
@@ -79,9 +98,15 @@ async fn worker_whose_lease_was_taken_over_cannot_complete() {
     });
     let mut o = options("stale");
     o.clock = clock.clone();
-    let w = Worker::new(env.store.clone(), env.queues.clone(), &env.catalog, HashMap::from([("h::ship".to_owned(), h)]), o)
-        .await
-        .unwrap();
+    let w = Worker::new(
+        env.store.clone(),
+        env.queues.clone(),
+        &env.catalog,
+        HashMap::from([("h::ship".to_owned(), h)]),
+        o,
+    )
+    .await
+    .unwrap();
     let e = emit(&env, "acme", "ORDER_PLACED", 1).await;
     pipe(&env, &e).await;
     let running = tokio::spawn({
@@ -102,14 +127,27 @@ async fn worker_whose_lease_was_taken_over_cannot_complete() {
         token: "fresh-token".into(),
         lease_ms: 30_000,
     };
-    let taken = w.inbox().claim(&target, &lease, clock.now_ms(), 5).await.unwrap();
+    let taken = w
+        .inbox()
+        .claim(&target, &lease, clock.now_ms(), 5)
+        .await
+        .unwrap();
     assert!(matches!(taken, ClaimOutcome::Claimed(_)), "{taken:?}");
     release.notify_one();
     let report = running.await.unwrap();
-    assert_eq!(report.deleted, 0, "a fenced worker must not delete the message");
+    assert_eq!(
+        report.deleted, 0,
+        "a fenced worker must not delete the message"
+    );
     assert_eq!(w.stats().fenced, 1);
     assert_eq!(w.stats().completed, 0);
-    assert!(!has_effect(&env.store, &format!("stale:{}:ship", e.id)).await, "the stale handler's writes committed");
+    assert!(
+        !has_effect(&env.store, &format!("stale:{}:ship", e.id)).await,
+        "the stale handler's writes committed"
+    );
     let row = w.inbox().get(&target.key).await.unwrap().unwrap();
-    assert_eq!((row.status, row.lease_token.as_str()), (Status::Pending, "fresh-token"));
+    assert_eq!(
+        (row.status, row.lease_token.as_str()),
+        (Status::Pending, "fresh-token")
+    );
 }

@@ -27,9 +27,15 @@ fn recording(log: Arc<Mutex<Vec<(String, u64)>>>, sub: &'static str) -> Handler 
     handler(move |d| {
         let log = log.clone();
         async move {
-            log.lock().unwrap().push((d.envelope.tenant.clone(), d.envelope.seq));
+            log.lock()
+                .unwrap()
+                .push((d.envelope.tenant.clone(), d.envelope.seq));
             assert_eq!(d.idempotency_key, format!("{}:{sub}", d.envelope.id));
-            assert_eq!(d.context.tenant(), d.envelope.tenant, "runs in the event's tenant context");
+            assert_eq!(
+                d.context.tenant(),
+                d.envelope.tenant,
+                "runs in the event's tenant context"
+            );
             Ok(vec![effect(&d.idempotency_key)])
         }
     })
@@ -60,13 +66,24 @@ async fn flaky_handler_succeeds_on_the_second_receive_without_a_dead_letter() {
     w.run_once().await.unwrap();
     let key = ClaimKey::new(&e.id, "ship");
     let row = w.inbox().get(&key).await.unwrap().unwrap();
-    assert_eq!((row.status, row.attempts), (Status::Failed, 1), "released, not dead");
+    assert_eq!(
+        (row.status, row.attempts),
+        (Status::Failed, 1),
+        "released, not dead"
+    );
     assert_eq!(row.last_error.as_deref(), Some("carrier API timed out"));
-    assert_eq!(env.queues.stats(QUEUE).unwrap().deleted, 0, "the message stays in the queue");
+    assert_eq!(
+        env.queues.stats(QUEUE).unwrap().deleted,
+        0,
+        "the message stays in the queue"
+    );
 
     w.run_once().await.unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 2);
-    assert_eq!(w.inbox().get(&key).await.unwrap().unwrap().status, Status::Completed);
+    assert_eq!(
+        w.inbox().get(&key).await.unwrap().unwrap().status,
+        Status::Completed
+    );
     assert!(has_effect(&env.store, &key.idempotency_key()).await);
     assert!(w.inbox().dead_letters("acme").await.unwrap().is_empty());
     let q = env.queues.stats(QUEUE).unwrap();
@@ -82,7 +99,10 @@ async fn poison_message_is_recorded_and_deleted_without_blocking_its_group() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let w = worker(&env, one("ship", recording(log.clone(), "ship")), "w1").await;
     env.queues
-        .send(QUEUE, NewMessage::new("{not an event").group("acme").dedup("junk"))
+        .send(
+            QUEUE,
+            NewMessage::new("{not an event").group("acme").dedup("junk"),
+        )
         .await
         .unwrap();
     let e = emit(&env, "acme", "ORDER_PLACED", 1).await;
@@ -90,7 +110,11 @@ async fn poison_message_is_recorded_and_deleted_without_blocking_its_group() {
 
     let report = w.run_once().await.unwrap();
     assert_eq!((report.received, report.deleted), (2, 2));
-    assert_eq!(*log.lock().unwrap(), vec![("acme".to_owned(), 1)], "the group went on");
+    assert_eq!(
+        *log.lock().unwrap(),
+        vec![("acme".to_owned(), 1)],
+        "the group went on"
+    );
     let poison = w.inbox().poison_messages().await.unwrap();
     assert_eq!(poison.len(), 1);
     assert_eq!(poison[0]["body"].as_s(), Some("{not an event"));
@@ -111,12 +135,20 @@ async fn failing_event_holds_back_its_tenant_not_others() {
             if d.envelope.tenant == "acme" && d.envelope.seq == 1 && !f.load(Ordering::SeqCst) {
                 return Err(HandlerError::retryable("warehouse down"));
             }
-            l.lock().unwrap().push((d.envelope.tenant.clone(), d.envelope.seq));
+            l.lock()
+                .unwrap()
+                .push((d.envelope.tenant.clone(), d.envelope.seq));
             Ok(vec![effect(&d.idempotency_key)])
         }
     });
     let w = worker(&env, one("ship", h), "w1").await;
-    for (tenant, n) in [("acme", 1), ("acme", 2), ("globex", 1), ("acme", 3), ("globex", 2)] {
+    for (tenant, n) in [
+        ("acme", 1),
+        ("acme", 2),
+        ("globex", 1),
+        ("acme", 3),
+        ("globex", 2),
+    ] {
         let e = emit(&env, tenant, "ORDER_PLACED", n).await;
         pipe(&env, &e).await;
     }
@@ -133,7 +165,13 @@ async fn failing_event_holds_back_its_tenant_not_others() {
 
     fixed.store(true, Ordering::SeqCst);
     drain(&w, &env.queues, 20).await;
-    let acme: Vec<u64> = log.lock().unwrap().iter().filter(|(t, _)| t == "acme").map(|(_, s)| *s).collect();
+    let acme: Vec<u64> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(t, _)| t == "acme")
+        .map(|(_, s)| *s)
+        .collect();
     assert_eq!(acme, vec![1, 2, 3], "acme in seq order after the fix");
     assert_eq!(env.queues.stats(QUEUE).unwrap().deleted, 5);
 }
@@ -162,8 +200,15 @@ async fn terminal_error_dead_letters_and_the_tenant_moves_on() {
     assert_eq!(*log.lock().unwrap(), vec![2]);
     let dead = w.inbox().dead_letters("acme").await.unwrap();
     assert_eq!(dead.len(), 1);
-    assert_eq!((dead[0].seq, dead[0].attempts, dead[0].error.as_str()), (1, 1, "address is not deliverable"));
-    assert_eq!(env.queues.stats(QUEUE).unwrap().deleted, 2, "DEAD counts as settled");
+    assert_eq!(
+        (dead[0].seq, dead[0].attempts, dead[0].error.as_str()),
+        (1, 1, "address is not deliverable")
+    );
+    assert_eq!(
+        env.queues.stats(QUEUE).unwrap().deleted,
+        2,
+        "DEAD counts as settled"
+    );
 }
 
 #[tokio::test]
@@ -177,7 +222,10 @@ async fn missing_predecessor_is_read_from_the_log_and_run_first() {
     // The stream delivered seq 3 before seq 1 (DynamoDB Streams orders per item only).
     pipe(&env, &e3).await;
     w.run_once().await.unwrap();
-    assert_eq!(*log.lock().unwrap(), vec![("acme".to_owned(), 1), ("acme".to_owned(), 3)]);
+    assert_eq!(
+        *log.lock().unwrap(),
+        vec![("acme".to_owned(), 1), ("acme".to_owned(), 3)]
+    );
     assert_eq!(w.stats().predecessors_from_log, 1);
     // seq 1's own message arrives late: already COMPLETED, deleted, not rerun.
     pipe(&env, &e1).await;
@@ -208,14 +256,21 @@ async fn event_waits_while_its_predecessor_is_held_by_another_worker() {
     w.inbox().claim(&target, &lease, now, 5).await.unwrap();
     pipe(&env, &e2).await;
     w.run_once().await.unwrap();
-    assert!(log.lock().unwrap().is_empty(), "seq 2 ran while seq 1 was in progress");
+    assert!(
+        log.lock().unwrap().is_empty(),
+        "seq 2 ran while seq 1 was in progress"
+    );
     assert_eq!(w.stats().waited, 1);
     assert_eq!(env.queues.stats(QUEUE).unwrap().deleted, 0);
 }
 
 #[tokio::test]
 async fn every_matching_subscription_settles_before_the_delete() {
-    let subs = format!("{}{}", durable("ship", "ORDER_*", 5), durable("mail", "*", 5));
+    let subs = format!(
+        "{}{}",
+        durable("ship", "ORDER_*", 5),
+        durable("mail", "*", 5)
+    );
     let env = env(catalog(&subs)).await;
     let log = Arc::new(Mutex::new(Vec::new()));
     let mail_ok = Arc::new(AtomicBool::new(false));
@@ -223,7 +278,11 @@ async fn every_matching_subscription_settles_before_the_delete() {
     let mail = handler(move |d| {
         let ok = m.load(Ordering::SeqCst);
         async move {
-            if ok { Ok(vec![effect(&d.idempotency_key)]) } else { Err(HandlerError::retryable("smtp down")) }
+            if ok {
+                Ok(vec![effect(&d.idempotency_key)])
+            } else {
+                Err(HandlerError::retryable("smtp down"))
+            }
         }
     });
     let mut handlers = one("ship", recording(log.clone(), "ship"));
@@ -232,10 +291,18 @@ async fn every_matching_subscription_settles_before_the_delete() {
     let e = emit(&env, "acme", "ORDER_PLACED", 1).await;
     pipe(&env, &e).await;
     w.run_once().await.unwrap();
-    assert_eq!(env.queues.stats(QUEUE).unwrap().deleted, 0, "mail is not settled yet");
+    assert_eq!(
+        env.queues.stats(QUEUE).unwrap().deleted,
+        0,
+        "mail is not settled yet"
+    );
     mail_ok.store(true, Ordering::SeqCst);
     drain(&w, &env.queues, 10).await;
-    assert_eq!(log.lock().unwrap().len(), 1, "ship COMPLETED once, never rerun for mail's retry");
+    assert_eq!(
+        log.lock().unwrap().len(),
+        1,
+        "ship COMPLETED once, never rerun for mail's retry"
+    );
     assert!(has_effect(&env.store, &format!("{}:mail", e.id)).await);
     assert_eq!(env.queues.stats(QUEUE).unwrap().deleted, 1);
 }
@@ -254,11 +321,20 @@ async fn event_matching_no_durable_subscription_is_counted_and_deleted() {
 #[tokio::test]
 async fn worker_refuses_to_start_without_a_durable_handler() {
     let env = env(catalog(&durable("ship", "ORDER_*", 5))).await;
-    let err = postbox_worker::Worker::new(env.store.clone(), env.queues.clone(), &env.catalog, HashMap::new(), options("w"))
-        .await
-        .err()
-        .unwrap();
-    assert!(matches!(&err, WorkerError::Config(m) if m.contains("\"ship\"") && m.contains("h::ship")), "{err}");
+    let err = postbox_worker::Worker::new(
+        env.store.clone(),
+        env.queues.clone(),
+        &env.catalog,
+        HashMap::new(),
+        options("w"),
+    )
+    .await
+    .err()
+    .unwrap();
+    assert!(
+        matches!(&err, WorkerError::Config(m) if m.contains("\"ship\"") && m.contains("h::ship")),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -266,10 +342,20 @@ async fn worker_refuses_claims_that_die_before_their_messages() {
     let env = env(catalog(&durable("ship", "ORDER_*", 5))).await;
     let mut o = options("w");
     o.claim_retention = std::time::Duration::from_secs(3600);
-    let err = postbox_worker::Worker::new(env.store.clone(), env.queues.clone(), &env.catalog, one("ship", recording(Arc::default(), "ship")), o)
-        .await
-        .err()
-        .unwrap();
+    let err = postbox_worker::Worker::new(
+        env.store.clone(),
+        env.queues.clone(),
+        &env.catalog,
+        one("ship", recording(Arc::default(), "ship")),
+        o,
+    )
+    .await
+    .err()
+    .unwrap();
     // Default retention: 4 days for the queue and for its DLQ, + 5 minutes.
-    assert!(err.to_string().contains("claim rows live 3600s but a message can come back for 691500s"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("claim rows live 3600s but a message can come back for 691500s"),
+        "{err}"
+    );
 }

@@ -193,7 +193,8 @@ impl QueueCore {
                 self.rekey_group(&g.clone());
             }
             _ => {
-                self.ready.remove(&(meta.state.visible_at, seq, Lane::One(seq)));
+                self.ready
+                    .remove(&(meta.state.visible_at, seq, Lane::One(seq)));
             }
         }
         Some(meta)
@@ -233,13 +234,16 @@ impl QueueCore {
                 while out.received.len() < max {
                     let next = match &lane {
                         Lane::One(seq) => (cursor == 0).then_some(*seq),
-                        Lane::Group(g) => {
-                            self.groups.get(g).and_then(|gr| gr.seqs.range(cursor..).next().copied())
-                        }
+                        Lane::Group(g) => self
+                            .groups
+                            .get(g)
+                            .and_then(|gr| gr.seqs.range(cursor..).next().copied()),
                     };
                     let Some(seq) = next else { break };
                     cursor = seq + 1;
-                    let Some(meta) = self.messages.get(&seq) else { continue };
+                    let Some(meta) = self.messages.get(&seq) else {
+                        continue;
+                    };
                     if meta.state.visible_at > now {
                         break; // the rest of a group waits behind this one
                     }
@@ -265,7 +269,9 @@ impl QueueCore {
 
     /// Deletes the message `receipt` names, by SQS's rules.
     pub fn delete(&mut self, receipt: &Receipt, now: u64) -> QueueResult<Deleted> {
-        let Some(meta) = self.messages.get(&receipt.seq) else { return Ok(Deleted::Nothing) };
+        let Some(meta) = self.messages.get(&receipt.seq) else {
+            return Ok(Deleted::Nothing);
+        };
         if meta.state.token != receipt.token || meta.state.receive_count == 0 {
             if self.fifo {
                 return Err(expired());
@@ -283,7 +289,12 @@ impl QueueCore {
 
     /// Sets a received message's remaining visibility to `timeout_ms` from
     /// `now`; returns its new state.
-    pub fn change_visibility(&mut self, receipt: &Receipt, now: u64, timeout_ms: u64) -> QueueResult<MessageState> {
+    pub fn change_visibility(
+        &mut self,
+        receipt: &Receipt,
+        now: u64,
+        timeout_ms: u64,
+    ) -> QueueResult<MessageState> {
         let Some(meta) = self.messages.get(&receipt.seq) else {
             return Err(QueueError::ReceiptHandleIsInvalid(format!(
                 "The input receipt handle \"{}\" is not a valid receipt handle.",
@@ -319,7 +330,9 @@ impl QueueCore {
 
     /// True when a message expired by `now` under `retention_ms`.
     pub fn has_expired(&self, now: u64, retention_ms: u64) -> bool {
-        self.by_sent.first().is_some_and(|(sent, _)| sent.saturating_add(retention_ms) <= now)
+        self.by_sent
+            .first()
+            .is_some_and(|(sent, _)| sent.saturating_add(retention_ms) <= now)
     }
 
     /// Removes every message; returns their sequences.
@@ -334,7 +347,12 @@ impl QueueCore {
 
     /// The messages a move task may take now: visible ones, oldest first.
     pub fn movable(&self, now: u64, max: usize) -> Vec<u64> {
-        self.messages.iter().filter(|(_, m)| !m.state.in_flight(now)).take(max).map(|(s, _)| *s).collect()
+        self.messages
+            .iter()
+            .filter(|(_, m)| !m.state.in_flight(now))
+            .take(max)
+            .map(|(s, _)| *s)
+            .collect()
     }
 
     /// Whether a receive at `now` would find a message (or one to
@@ -348,7 +366,10 @@ impl QueueCore {
     pub fn next_ready_after(&self, now: u64) -> Option<u64> {
         // `Lane::One(0)` is the smallest lane, so this starts at the first
         // entry after `now`.
-        self.ready.range((now.saturating_add(1), 0, Lane::One(0))..).next().map(|(at, _, _)| *at)
+        self.ready
+            .range((now.saturating_add(1), 0, Lane::One(0))..)
+            .next()
+            .map(|(at, _, _)| *at)
     }
 
     /// Counts messages by state at `now`, leaving out those expired under
@@ -361,7 +382,10 @@ impl QueueCore {
             if meta.sent_at.saturating_add(retention_ms) <= now {
                 continue;
             }
-            c.oldest_sent_at = Some(c.oldest_sent_at.map_or(meta.sent_at, |o: u64| o.min(meta.sent_at)));
+            c.oldest_sent_at = Some(
+                c.oldest_sent_at
+                    .map_or(meta.sent_at, |o: u64| o.min(meta.sent_at)),
+            );
             if meta.state.in_flight(now) {
                 c.in_flight += 1;
             } else if meta.state.visible_at > now {
@@ -393,7 +417,9 @@ impl QueueCore {
     /// received messages is in flight and its first unreceived one is
     /// visible; ordered by its oldest message.
     fn rekey_group(&mut self, g: &Arc<str>) {
-        let Some(group) = self.groups.get_mut(g) else { return };
+        let Some(group) = self.groups.get_mut(g) else {
+            return;
+        };
         if let Some((at, order)) = group.key.take() {
             self.ready.remove(&(at, order, Lane::Group(g.clone())));
         }
@@ -416,6 +442,7 @@ impl QueueCore {
 
 fn expired() -> QueueError {
     QueueError::InvalidParameterValue(
-        "Value for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.".to_owned(),
+        "Value for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired."
+            .to_owned(),
     )
 }

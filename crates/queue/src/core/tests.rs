@@ -11,7 +11,10 @@ fn meta(group: Option<&str>, sent_at: u64, delay_ms: u64) -> MessageMeta {
         group: group.map(Arc::from),
         sent_at,
         size: 1,
-        state: MessageState { visible_at: sent_at + delay_ms, ..MessageState::default() },
+        state: MessageState {
+            visible_at: sent_at + delay_ms,
+            ..MessageState::default()
+        },
     }
 }
 
@@ -32,7 +35,11 @@ fn seqs(r: &Receive) -> Vec<u64> {
 }
 
 fn receipt(seq: u64, token: u64) -> Receipt {
-    Receipt { queue_id: 1, seq, token }
+    Receipt {
+        queue_id: 1,
+        seq,
+        token,
+    }
 }
 
 #[test]
@@ -110,7 +117,10 @@ fn stale_handles() {
     // The first receive's handle no longer deletes: success, message kept.
     assert_eq!(q.delete(&receipt(1, 7), 0).unwrap(), Deleted::Nothing);
     assert_eq!(q.len(), 1);
-    assert_eq!(q.change_visibility(&receipt(1, 7), 0, 0), Err(QueueError::MessageNotInflight));
+    assert_eq!(
+        q.change_visibility(&receipt(1, 7), 0, 0),
+        Err(QueueError::MessageNotInflight)
+    );
     assert_eq!(q.delete(&receipt(1, 8), 0).unwrap(), Deleted::Removed(1));
     assert_eq!(q.delete(&receipt(1, 8), 0).unwrap(), Deleted::Nothing);
 }
@@ -119,8 +129,14 @@ fn stale_handles() {
 fn fifo_handle_expires_with_the_visibility_timeout() {
     let mut q = fifo_with(&[("a", 1)]);
     q.receive(0, 1, VT, 1, None);
-    assert!(matches!(q.delete(&receipt(1, 1), VT), Err(QueueError::InvalidParameterValue(_))));
-    assert_eq!(q.delete(&receipt(1, 1), VT - 1).unwrap(), Deleted::Removed(1));
+    assert!(matches!(
+        q.delete(&receipt(1, 1), VT),
+        Err(QueueError::InvalidParameterValue(_))
+    ));
+    assert_eq!(
+        q.delete(&receipt(1, 1), VT - 1).unwrap(),
+        Deleted::Removed(1)
+    );
 }
 
 #[test]
@@ -134,7 +150,10 @@ fn change_visibility_needs_a_message_in_flight() {
     assert!(q.receive(14_999, 1, VT, 2, None).received.is_empty());
     assert_eq!(seqs(&q.receive(15_000, 1, VT, 3, None)), vec![1]);
     // Received again: the first handle no longer acts.
-    assert_eq!(q.change_visibility(&receipt(1, 1), 15_000, 0), Err(QueueError::MessageNotInflight));
+    assert_eq!(
+        q.change_visibility(&receipt(1, 1), 15_000, 0),
+        Err(QueueError::MessageNotInflight)
+    );
     // The latest handle still acts after its timeout ran out.
     assert!(q.change_visibility(&receipt(1, 3), 50_000, 10_000).is_ok());
     assert!(q.receive(55_000, 1, VT, 4, None).received.is_empty());
@@ -149,7 +168,10 @@ fn redrive_after_max_receive_count() {
     }
     // The third receive moves a1 out and hands out a2.
     let r = q.receive(0, 1, 0, 3, Some(2));
-    assert_eq!(r.dead_lettered.iter().map(|(s, _)| *s).collect::<Vec<_>>(), vec![1]);
+    assert_eq!(
+        r.dead_lettered.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        vec![1]
+    );
     assert_eq!(r.dead_lettered[0].1.state.receive_count, 2);
     assert_eq!(seqs(&r), vec![2]);
 }
@@ -171,11 +193,25 @@ fn retention_expires_oldest_first() {
 fn dedup_window() {
     let mut d = DedupTable::default();
     let x = dedup_key(false, "g", "x");
-    d.insert(x, DedupEntry { message_id: 7, seq: 4, expires_at: 300_000 });
+    d.insert(
+        x,
+        DedupEntry {
+            message_id: 7,
+            seq: 4,
+            expires_at: 300_000,
+        },
+    );
     assert_eq!(d.get(x, 299_999).unwrap().message_id, 7);
     assert!(d.get(x, 300_000).is_none());
     // Remembered again after it expired: the old expiry does not forget it.
-    d.insert(x, DedupEntry { message_id: 8, seq: 5, expires_at: 600_000 });
+    d.insert(
+        x,
+        DedupEntry {
+            message_id: 8,
+            seq: 5,
+            expires_at: 600_000,
+        },
+    );
     assert!(d.expire(300_000, 10).is_empty());
     assert_eq!(d.expire(600_000, 10), vec![x]);
     assert!(d.is_empty());

@@ -19,8 +19,13 @@ impl Queues {
     /// Creates queue `name` with `attributes` (CreateQueue's map). Creating
     /// an existing queue succeeds when every attribute given has the value the
     /// queue has, and fails with QueueNameExists otherwise.
-    pub async fn create_queue(&self, name: &str, attributes: BTreeMap<String, String>) -> QueueResult<()> {
-        self.create_queue_tagged(name, attributes, BTreeMap::new()).await
+    pub async fn create_queue(
+        &self,
+        name: &str,
+        attributes: BTreeMap<String, String>,
+    ) -> QueueResult<()> {
+        self.create_queue_tagged(name, attributes, BTreeMap::new())
+            .await
     }
 
     /// [`Queues::create_queue`] with tags (they apply only when the queue is
@@ -36,7 +41,11 @@ impl Queues {
             None => false,
             Some(v) if v == "true" => true,
             Some(v) if v == "false" => false,
-            Some(_) => return Err(QueueError::InvalidAttributeValue("Invalid value for the parameter FifoQueue.".into())),
+            Some(_) => {
+                return Err(QueueError::InvalidAttributeValue(
+                    "Invalid value for the parameter FifoQueue.".into(),
+                ));
+            }
         };
         validate_queue_name(name, fifo)?;
         let mut config = QueueConfig::new(fifo);
@@ -64,7 +73,11 @@ impl Queues {
                 };
                 tables.put_queue(&record)?;
                 let core = QueueCore::new(record.config.fifo, first_seq(now));
-                inner.registry.write().expect("registry lock").insert(name, Arc::new(new_handle(record, core)));
+                inner
+                    .registry
+                    .write()
+                    .expect("registry lock")
+                    .insert(name, Arc::new(new_handle(record, core)));
                 Ok(Ok(()))
             })
             .await
@@ -78,7 +91,11 @@ impl Queues {
     /// Names of the queues starting with `prefix`, in name order.
     pub fn list_queues(&self, prefix: &str) -> Vec<String> {
         let registry = self.inner.registry.read().expect("registry lock");
-        registry.keys().filter(|n| n.starts_with(prefix)).cloned().collect()
+        registry
+            .keys()
+            .filter(|n| n.starts_with(prefix))
+            .cloned()
+            .collect()
     }
 
     /// Queues whose redrive policy names `name` as their dead-letter queue.
@@ -102,7 +119,11 @@ impl Queues {
                 shared.deleted = true;
                 shared.core.purge();
                 drop(shared);
-                inner.registry.write().expect("registry lock").remove(&handle.name);
+                inner
+                    .registry
+                    .write()
+                    .expect("registry lock")
+                    .remove(&handle.name);
                 handle.wake_all();
                 Ok(Ok(()))
             })
@@ -121,7 +142,10 @@ impl Queues {
                 let now = ctx.now_ms();
                 let mut tables = Tables::open(ctx.transaction())?;
                 let mut shared = handle.lock();
-                if shared.last_purge.is_some_and(|at| now < at + PURGE_INTERVAL_MS) {
+                if shared
+                    .last_purge
+                    .is_some_and(|at| now < at + PURGE_INTERVAL_MS)
+                {
                     return Ok(Err(QueueError::PurgeQueueInProgress(format!(
                         "Only one PurgeQueue operation on {} is allowed every 60 seconds.",
                         handle.name
@@ -139,23 +163,46 @@ impl Queues {
     /// GetQueueAttributes: the attributes named (`All` for every one SQS
     /// has). Postbox also answers `ApproximateAgeOfOldestMessage` (seconds;
     /// CloudWatch's metric in SQS) when it is asked for by name.
-    pub fn queue_attributes(&self, name: &str, names: &[String]) -> QueueResult<BTreeMap<String, String>> {
+    pub fn queue_attributes(
+        &self,
+        name: &str,
+        names: &[String],
+    ) -> QueueResult<BTreeMap<String, String>> {
         let handle = self.inner.handle(name)?;
         let now = self.inner.now();
         let shared = handle.lock();
         let record = &shared.record;
         let mut all = record.config.render();
-        let counts = shared.core.counts(now, record.config.message_retention_period as u64 * 1000);
-        all.insert("ApproximateNumberOfMessages".into(), counts.visible.to_string());
-        all.insert("ApproximateNumberOfMessagesNotVisible".into(), counts.in_flight.to_string());
-        all.insert("ApproximateNumberOfMessagesDelayed".into(), counts.delayed.to_string());
-        all.insert("CreatedTimestamp".into(), (record.created_at / 1000).to_string());
-        all.insert("LastModifiedTimestamp".into(), (record.modified_at / 1000).to_string());
+        let counts = shared
+            .core
+            .counts(now, record.config.message_retention_period as u64 * 1000);
+        all.insert(
+            "ApproximateNumberOfMessages".into(),
+            counts.visible.to_string(),
+        );
+        all.insert(
+            "ApproximateNumberOfMessagesNotVisible".into(),
+            counts.in_flight.to_string(),
+        );
+        all.insert(
+            "ApproximateNumberOfMessagesDelayed".into(),
+            counts.delayed.to_string(),
+        );
+        all.insert(
+            "CreatedTimestamp".into(),
+            (record.created_at / 1000).to_string(),
+        );
+        all.insert(
+            "LastModifiedTimestamp".into(),
+            (record.modified_at / 1000).to_string(),
+        );
         all.insert("QueueArn".into(), self.inner.arn(name));
         if names.iter().any(|n| n == "All") {
             return Ok(all);
         }
-        let oldest_age_s = counts.oldest_sent_at.map_or(0, |t| now.saturating_sub(t) / 1000);
+        let oldest_age_s = counts
+            .oldest_sent_at
+            .map_or(0, |t| now.saturating_sub(t) / 1000);
         all.insert(OLDEST_AGE.into(), oldest_age_s.to_string());
         let mut out = BTreeMap::new();
         for n in names {
@@ -170,7 +217,11 @@ impl Queues {
     }
 
     /// SetQueueAttributes: applies all of `attributes` or none.
-    pub async fn set_queue_attributes(&self, name: &str, attributes: BTreeMap<String, String>) -> QueueResult<()> {
+    pub async fn set_queue_attributes(
+        &self,
+        name: &str,
+        attributes: BTreeMap<String, String>,
+    ) -> QueueResult<()> {
         let handle = self.inner.handle(name)?;
         if let Some(computed) = attributes.keys().find(|k| COMPUTED.contains(&k.as_str())) {
             return Err(QueueError::InvalidAttributeName(computed.clone()));
@@ -258,7 +309,10 @@ impl Queues {
         let handle = self.inner.handle(name)?;
         let now = self.inner.now();
         let shared = handle.lock();
-        let counts = shared.core.counts(now, shared.record.config.message_retention_period as u64 * 1000);
+        let counts = shared.core.counts(
+            now,
+            shared.record.config.message_retention_period as u64 * 1000,
+        );
         let mut stats = QueueStats {
             name: name.to_owned(),
             visible: counts.visible,
@@ -281,14 +335,19 @@ impl Queues {
 
     /// [`Queues::stats`] of every queue.
     pub fn all_stats(&self) -> Vec<QueueStats> {
-        self.list_queues("").iter().filter_map(|n| self.stats(n).ok()).collect()
+        self.list_queues("")
+            .iter()
+            .filter_map(|n| self.stats(n).ok())
+            .collect()
     }
 }
 
 /// SQS's tag limits: 50 tags, keys 1-128 and values up to 256 characters.
 fn check_tags(tags: &BTreeMap<String, String>) -> QueueResult<()> {
     if tags.len() > 50 {
-        return Err(QueueError::invalid("Too many tags added for queue. A queue can have at most 50 tags."));
+        return Err(QueueError::invalid(
+            "Too many tags added for queue. A queue can have at most 50 tags.",
+        ));
     }
     for (k, v) in tags {
         if k.is_empty() || k.chars().count() > 128 || v.chars().count() > 256 {
@@ -333,7 +392,9 @@ fn conflict(existing: &QueueConfig, attributes: &BTreeMap<String, String>) -> Qu
         Ok(Some(name)) => Err(QueueError::QueueNameExists(name)),
         // Attributes that cannot apply to the existing queue (say FifoQueue
         // for a standard one) differ from it too.
-        Err(_) => Err(QueueError::QueueNameExists(attributes.keys().next().cloned().unwrap_or_default())),
+        Err(_) => Err(QueueError::QueueNameExists(
+            attributes.keys().next().cloned().unwrap_or_default(),
+        )),
     }
 }
 
@@ -341,7 +402,9 @@ impl Inner {
     /// A redrive policy must name an existing dead-letter queue of the same
     /// kind, other than the queue itself.
     pub(crate) fn check_redrive(&self, name: &str, config: &QueueConfig) -> QueueResult<()> {
-        let Some(policy) = &config.redrive_policy else { return Ok(()) };
+        let Some(policy) = &config.redrive_policy else {
+            return Ok(());
+        };
         let invalid = |why: &str| {
             QueueError::InvalidAttributeValue(format!(
                 "Value {{\"deadLetterTargetArn\":\"{}\",\"maxReceiveCount\":{}}} for parameter RedrivePolicy is invalid. Reason: {why}",
@@ -356,10 +419,14 @@ impl Inner {
         };
         let dlq_config = dlq.lock().record.config.clone();
         if dlq_config.fifo != config.fifo {
-            return Err(invalid("Dead-letter queue must be same type of queue as the source."));
+            return Err(invalid(
+                "Dead-letter queue must be same type of queue as the source.",
+            ));
         }
         if !dlq_config.allows_source(&self.arn(name)) {
-            return Err(invalid("The dead-letter queue's RedriveAllowPolicy does not allow this queue as a source."));
+            return Err(invalid(
+                "The dead-letter queue's RedriveAllowPolicy does not allow this queue as a source.",
+            ));
         }
         Ok(())
     }
@@ -369,7 +436,14 @@ impl Inner {
         let registry = self.registry.read().expect("registry lock");
         registry
             .values()
-            .filter(|h| h.lock().record.config.redrive_policy.as_ref().is_some_and(|p| p.dead_letter_queue == dlq))
+            .filter(|h| {
+                h.lock()
+                    .record
+                    .config
+                    .redrive_policy
+                    .as_ref()
+                    .is_some_and(|p| p.dead_letter_queue == dlq)
+            })
             .map(|h| h.name.clone())
             .collect()
     }

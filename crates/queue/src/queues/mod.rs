@@ -152,8 +152,16 @@ impl Queues {
     /// them on one store would not see each other's changes.
     pub async fn open(store: EmbeddedStore, options: QueuesOptions) -> QueueResult<Queues> {
         let loaded = store.submit(load).await?;
-        let registry = loaded.into_iter().map(|h| (h.name.clone(), Arc::new(h))).collect();
-        let inner = Arc::new(Inner { store, options, registry: RwLock::new(registry), tasks: Mutex::new(Vec::new()) });
+        let registry = loaded
+            .into_iter()
+            .map(|h| (h.name.clone(), Arc::new(h)))
+            .collect();
+        let inner = Arc::new(Inner {
+            store,
+            options,
+            registry: RwLock::new(registry),
+            tasks: Mutex::new(Vec::new()),
+        });
         tokio::spawn(sweep_loop(Arc::downgrade(&inner)));
         Ok(Queues { inner })
     }
@@ -184,18 +192,23 @@ impl Queues {
             Ok(h) => h,
             Err(e) => return Ok(Err(e)),
         };
-        let prepared: QueueResult<Vec<send::Prepared>> = send::prepare(&handle, messages).into_iter().collect();
+        let prepared: QueueResult<Vec<send::Prepared>> =
+            send::prepare(&handle, messages).into_iter().collect();
         let prepared = match prepared {
             Ok(p) => p.into_iter().map(Ok).collect(),
             Err(e) => return Ok(Err(e)),
         };
-        Ok(send::commit(ctx, &handle, prepared)?.map(|results| results.into_iter().map(|r| r.expect("all valid")).collect()))
+        Ok(send::commit(ctx, &handle, prepared)?
+            .map(|results| results.into_iter().map(|r| r.expect("all valid")).collect()))
     }
 }
 
 impl Inner {
     pub fn arn(&self, name: &str) -> String {
-        format!("arn:aws:sqs:{}:{}:{name}", self.options.region, self.options.account_id)
+        format!(
+            "arn:aws:sqs:{}:{}:{name}",
+            self.options.region, self.options.account_id
+        )
     }
 
     pub fn now(&self) -> u64 {
@@ -203,7 +216,11 @@ impl Inner {
     }
 
     pub fn lookup(&self, name: &str) -> Option<Arc<QueueHandle>> {
-        self.registry.read().expect("registry lock").get(name).cloned()
+        self.registry
+            .read()
+            .expect("registry lock")
+            .get(name)
+            .cloned()
     }
 
     pub fn handle(&self, name: &str) -> QueueResult<Arc<QueueHandle>> {
@@ -213,7 +230,11 @@ impl Inner {
     /// The handle of queue `id` if it still exists (checked inside a commit:
     /// it may have been deleted since the request was validated).
     pub fn live(&self, handle: &Arc<QueueHandle>) -> QueueResult<()> {
-        if handle.lock().deleted { Err(QueueError::QueueDoesNotExist) } else { Ok(()) }
+        if handle.lock().deleted {
+            Err(QueueError::QueueDoesNotExist)
+        } else {
+            Ok(())
+        }
     }
 
     /// Runs a queue operation in the next group commit.
@@ -259,8 +280,12 @@ fn load(ctx: &mut WriteContext<'_>) -> StorageResult<Vec<QueueHandle>> {
             core.dedup.insert(key, entry);
         }
         for (seq, payload, state) in tables.messages(record.id)? {
-            let meta =
-                MessageMeta { group: payload.group.as_deref().map(Arc::from), sent_at: payload.sent_at, size: payload.size, state };
+            let meta = MessageMeta {
+                group: payload.group.as_deref().map(Arc::from),
+                sent_at: payload.sent_at,
+                size: payload.size,
+                state,
+            };
             core.insert(seq, meta);
         }
         out.push(new_handle(record, core));
@@ -298,7 +323,13 @@ async fn sweep_loop(inner: Weak<Inner>) {
     loop {
         let Some(i) = inner.upgrade() else { return };
         let interval = i.options.sweep_interval;
-        let handles: Vec<Arc<QueueHandle>> = i.registry.read().expect("registry lock").values().cloned().collect();
+        let handles: Vec<Arc<QueueHandle>> = i
+            .registry
+            .read()
+            .expect("registry lock")
+            .values()
+            .cloned()
+            .collect();
         let now = i.now();
         for h in handles {
             // Each commit removes a bounded amount; a busy queue may need
@@ -307,7 +338,8 @@ async fn sweep_loop(inner: Weak<Inner>) {
                 let due = {
                     let s = h.lock();
                     let retention = s.record.config.message_retention_period as u64 * 1000;
-                    !s.deleted && (s.core.has_expired(now, retention) || s.core.dedup.has_expired(now))
+                    !s.deleted
+                        && (s.core.has_expired(now, retention) || s.core.dedup.has_expired(now))
                 };
                 if !due {
                     break;

@@ -98,16 +98,22 @@ impl Queues {
     ) -> QueueResult<String> {
         let source = self.inner.queue_by_arn(source_arn)?;
         if self.inner.sources_of(&source.name).is_empty() {
-            return Err(QueueError::invalid("Source queue must be configured as a Dead Letter Queue."));
+            return Err(QueueError::invalid(
+                "Source queue must be configured as a Dead Letter Queue.",
+            ));
         }
         let destination = match &destination_arn {
             Some(arn) => {
                 let d = self.inner.queue_by_arn(arn)?;
                 if d.id == source.id {
-                    return Err(QueueError::invalid("The destination queue must not be the source queue."));
+                    return Err(QueueError::invalid(
+                        "The destination queue must not be the source queue.",
+                    ));
                 }
                 if d.lock().core.fifo() != source.lock().core.fifo() {
-                    return Err(QueueError::invalid("The destination queue must be of the same type as the source queue."));
+                    return Err(QueueError::invalid(
+                        "The destination queue must be of the same type as the source queue.",
+                    ));
                 }
                 Some(d.name.clone())
             }
@@ -123,7 +129,9 @@ impl Queues {
         };
         let task = {
             let mut tasks = self.inner.tasks.lock().expect("tasks lock");
-            let running = tasks.iter().any(|t| t.source == source.name && t.status().0 == MoveTaskStatus::Running);
+            let running = tasks
+                .iter()
+                .any(|t| t.source == source.name && t.status().0 == MoveTaskStatus::Running);
             if running {
                 return Err(QueueError::UnsupportedOperation(
                     "There is already a task running. Only one active task is allowed for a source queue arn at a given time.".into(),
@@ -159,7 +167,13 @@ impl Queues {
         }
         let source = self.inner.queue_by_arn(source_arn)?;
         let tasks = self.inner.tasks.lock().expect("tasks lock");
-        Ok(tasks.iter().rev().filter(|t| t.source == source.name).take(max as usize).cloned().collect())
+        Ok(tasks
+            .iter()
+            .rev()
+            .filter(|t| t.source == source.name)
+            .take(max as usize)
+            .cloned()
+            .collect())
     }
 
     /// Cancels a running move task; returns how many messages it moved.
@@ -168,7 +182,11 @@ impl Queues {
         let task = tasks
             .iter()
             .find(|t| t.handle == handle && t.status().0 == MoveTaskStatus::Running)
-            .ok_or_else(|| QueueError::ResourceNotFound(format!("Task does not exist or is not running: {handle}")))?;
+            .ok_or_else(|| {
+                QueueError::ResourceNotFound(format!(
+                    "Task does not exist or is not running: {handle}"
+                ))
+            })?;
         task.cancel.store(true, Ordering::SeqCst);
         task.finish(MoveTaskStatus::Cancelled, None);
         Ok(task.moved())
@@ -191,7 +209,16 @@ impl Queues {
         let destination = destination.map(str::to_owned);
         let moved = self
             .inner
-            .submit(move |ctx| move_in(&inner, ctx, &source, destination.as_deref(), usize::MAX, message_ids.as_deref()))
+            .submit(move |ctx| {
+                move_in(
+                    &inner,
+                    ctx,
+                    &source,
+                    destination.as_deref(),
+                    usize::MAX,
+                    message_ids.as_deref(),
+                )
+            })
             .await?;
         Ok(moved as u64)
     }
@@ -199,10 +226,14 @@ impl Queues {
 
 impl Inner {
     fn queue_by_arn(&self, arn: &str) -> QueueResult<Arc<QueueHandle>> {
-        let name = arn_queue_name(arn)
-            .ok_or_else(|| QueueError::invalid(format!("Value {arn} for parameter SourceArn is invalid.")))?;
-        self.lookup(name)
-            .ok_or_else(|| QueueError::ResourceNotFound(format!("The resource that you specified for the ARN {arn} doesn't exist.")))
+        let name = arn_queue_name(arn).ok_or_else(|| {
+            QueueError::invalid(format!("Value {arn} for parameter SourceArn is invalid."))
+        })?;
+        self.lookup(name).ok_or_else(|| {
+            QueueError::ResourceNotFound(format!(
+                "The resource that you specified for the ARN {arn} doesn't exist."
+            ))
+        })
     }
 }
 
@@ -213,12 +244,17 @@ async fn run_task(inner: Arc<Inner>, task: Arc<MoveTask>) {
             return;
         }
         let Some(source) = inner.lookup(&task.source) else {
-            task.finish(MoveTaskStatus::Failed, Some("The source queue was deleted.".into()));
+            task.finish(
+                MoveTaskStatus::Failed,
+                Some("The source queue was deleted.".into()),
+            );
             return;
         };
         let i = inner.clone();
         let destination = task.destination.clone();
-        let result = inner.submit(move |ctx| move_in(&i, ctx, &source, destination.as_deref(), chunk, None)).await;
+        let result = inner
+            .submit(move |ctx| move_in(&i, ctx, &source, destination.as_deref(), chunk, None))
+            .await;
         match result {
             Ok(0) => {
                 task.finish(MoveTaskStatus::Completed, None);
@@ -255,7 +291,8 @@ fn move_in(
         if s.deleted {
             return Ok(Err(QueueError::QueueDoesNotExist));
         }
-        s.core.movable(now, if only.is_some() { usize::MAX } else { max })
+        s.core
+            .movable(now, if only.is_some() { usize::MAX } else { max })
     };
     // Everything is checked before the first write.
     let mut plan = Vec::new();
@@ -272,10 +309,14 @@ fn move_in(
             },
         };
         let Some(target) = inner.lookup(&target_name) else {
-            return Ok(Err(QueueError::ResourceNotFound(format!("The destination queue {target_name} does not exist."))));
+            return Ok(Err(QueueError::ResourceNotFound(format!(
+                "The destination queue {target_name} does not exist."
+            ))));
         };
         if target.lock().core.fifo() != source.lock().core.fifo() {
-            return Ok(Err(QueueError::invalid("The destination queue must be of the same type as the source queue.")));
+            return Ok(Err(QueueError::invalid(
+                "The destination queue must be of the same type as the source queue.",
+            )));
         }
         plan.push((seq, payload, target));
         if plan.len() == max {
@@ -288,8 +329,18 @@ fn move_in(
         tables.remove_message(source.id, seq)?;
         payload.dead_letter_source = None;
         let mut shared = target.lock();
-        let state = MessageState { visible_at: now, ..Default::default() };
-        insert_message(&mut tables, &target, &mut shared, &payload, &payload.encode(), state)?;
+        let state = MessageState {
+            visible_at: now,
+            ..Default::default()
+        };
+        insert_message(
+            &mut tables,
+            &target,
+            &mut shared,
+            &payload,
+            &payload.encode(),
+            state,
+        )?;
         drop(shared);
         target.wake(1);
     }

@@ -36,20 +36,48 @@ pub struct ReceiveOptions {
 impl Queues {
     /// Receives messages, waiting up to the long-poll time for some to
     /// arrive. Returns an empty list when none came.
-    pub async fn receive(&self, queue: &str, options: ReceiveOptions) -> QueueResult<Vec<ReceivedMessage>> {
+    pub async fn receive(
+        &self,
+        queue: &str,
+        options: ReceiveOptions,
+    ) -> QueueResult<Vec<ReceivedMessage>> {
         let handle = self.inner.handle(queue)?;
-        let max = bounded("MaxNumberOfMessages", options.max_messages.unwrap_or(1), 1, 10)? as usize;
+        let max = bounded(
+            "MaxNumberOfMessages",
+            options.max_messages.unwrap_or(1),
+            1,
+            10,
+        )? as usize;
         let (default_vt, default_wait) = {
             let s = handle.lock();
-            (s.record.config.visibility_timeout, s.record.config.receive_message_wait_time_seconds)
+            (
+                s.record.config.visibility_timeout,
+                s.record.config.receive_message_wait_time_seconds,
+            )
         };
-        let vt = bounded("VisibilityTimeout", options.visibility_timeout.unwrap_or(default_vt as i64), 0, 43_200)?;
-        let wait = bounded("WaitTimeSeconds", options.wait_time_seconds.unwrap_or(default_wait as i64), 0, 20)?;
+        let vt = bounded(
+            "VisibilityTimeout",
+            options.visibility_timeout.unwrap_or(default_vt as i64),
+            0,
+            43_200,
+        )?;
+        let wait = bounded(
+            "WaitTimeSeconds",
+            options.wait_time_seconds.unwrap_or(default_wait as i64),
+            0,
+            20,
+        )?;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
-        let attempt = options.receive_request_attempt_id.filter(|_| handle.lock().core.fifo());
+        let attempt = options
+            .receive_request_attempt_id
+            .filter(|_| handle.lock().core.fifo());
         if let Some(id) = &attempt {
             let (h, id) = (handle.clone(), id.clone());
-            if let Some(again) = self.inner.submit(move |ctx| repeat_attempt(ctx, &h, &id)).await? {
+            if let Some(again) = self
+                .inner
+                .submit(move |ctx| repeat_attempt(ctx, &h, &id))
+                .await?
+            {
                 return self.inner.messages(&handle, again);
             }
         }
@@ -66,13 +94,19 @@ impl Queues {
                     return Err(QueueError::QueueDoesNotExist);
                 }
                 let retention = s.record.config.message_retention_period as u64 * 1000;
-                (s.core.has_ready(now) || s.core.has_expired(now, retention), s.core.next_ready_after(now))
+                (
+                    s.core.has_ready(now) || s.core.has_expired(now, retention),
+                    s.core.next_ready_after(now),
+                )
             };
             if ready {
                 let inner = self.inner.clone();
                 let h = handle.clone();
                 let attempt = attempt.clone();
-                let got = self.inner.submit(move |ctx| receive_in(&inner, ctx, &h, max, vt * 1000, attempt)).await?;
+                let got = self
+                    .inner
+                    .submit(move |ctx| receive_in(&inner, ctx, &h, max, vt * 1000, attempt))
+                    .await?;
                 if !got.is_empty() {
                     // Wake-ups are one per ten arrivals: a receive that
                     // leaves ready messages behind passes its wake-up on.
@@ -85,7 +119,9 @@ impl Queues {
                 // retry at once, which could spin).
             }
             let until = match next {
-                Some(at) => deadline.min(tokio::time::Instant::now() + Duration::from_millis(at - now)),
+                Some(at) => {
+                    deadline.min(tokio::time::Instant::now() + Duration::from_millis(at - now))
+                }
                 None => deadline,
             };
             if tokio::time::Instant::now() >= deadline {
@@ -126,7 +162,11 @@ fn receive_in(
     // The dead-letter queue is looked up before the source is locked: the
     // writer never waits for the registry while holding a queue.
     let policy = handle.lock().record.config.redrive_policy.clone();
-    let dlq = policy.as_ref().and_then(|p| inner.lookup(&p.dead_letter_queue).map(|d| (d, p.max_receive_count)));
+    let dlq = policy.as_ref().and_then(|p| {
+        inner
+            .lookup(&p.dead_letter_queue)
+            .map(|d| (d, p.max_receive_count))
+    });
     let mut shared = handle.lock();
     if shared.deleted {
         return Ok(Err(QueueError::QueueDoesNotExist));
@@ -137,18 +177,35 @@ fn receive_in(
         Counters::add(&handle.counters.expired, 1);
     }
     let token = fastrand::u64(..);
-    let r = shared.core.receive(now, max, visibility_ms, token, dlq.as_ref().map(|(_, n)| *n));
+    let r = shared.core.receive(
+        now,
+        max,
+        visibility_ms,
+        token,
+        dlq.as_ref().map(|(_, n)| *n),
+    );
     if let Some(id) = attempt
         && !r.received.is_empty()
     {
         shared.attempts.retain(|_, a| a.expires_at > now);
         let seqs = r.received.iter().map(|(s, _)| *s).collect();
-        shared.attempts.insert(id, super::Attempt { expires_at: now + visibility_ms, token, seqs });
+        shared.attempts.insert(
+            id,
+            super::Attempt {
+                expires_at: now + visibility_ms,
+                token,
+                seqs,
+            },
+        );
     }
     let mut out = Vec::with_capacity(r.received.len());
     for (seq, state) in &r.received {
         tables.put_state(handle.id, *seq, state)?;
-        out.push(Handed { seq: *seq, state: *state, payload: tables.payload_bytes(handle.id, *seq)? });
+        out.push(Handed {
+            seq: *seq,
+            state: *state,
+            payload: tables.payload_bytes(handle.id, *seq)?,
+        });
     }
     drop(shared);
     Counters::add(&handle.counters.received, out.len());
@@ -168,8 +225,18 @@ fn receive_in(
             // In the dead-letter queue the message is visible at once and
             // keeps its send time (retention counts from the original send)
             // and receive count.
-            let state = MessageState { visible_at: now, ..meta.state };
-            insert_message(&mut tables, &dlq, &mut target, &payload, &payload.encode(), state)?;
+            let state = MessageState {
+                visible_at: now,
+                ..meta.state
+            };
+            insert_message(
+                &mut tables,
+                &dlq,
+                &mut target,
+                &payload,
+                &payload.encode(),
+                state,
+            )?;
         }
         drop(target);
         Counters::add(&handle.counters.dead_lettered, r.dead_lettered.len());
@@ -188,12 +255,18 @@ fn repeat_attempt(
     let now = ctx.now_ms();
     let mut tables = Tables::open(ctx.transaction())?;
     let shared = handle.lock();
-    let Some(attempt) = shared.attempts.get(id).filter(|a| a.expires_at > now) else { return Ok(Ok(None)) };
+    let Some(attempt) = shared.attempts.get(id).filter(|a| a.expires_at > now) else {
+        return Ok(Ok(None));
+    };
     let mut out = Vec::new();
     for seq in &attempt.seqs {
         match shared.core.get(*seq) {
             Some(meta) if meta.state.token == attempt.token && meta.state.in_flight(now) => {
-                out.push(Handed { seq: *seq, state: meta.state, payload: tables.payload_bytes(handle.id, *seq)? });
+                out.push(Handed {
+                    seq: *seq,
+                    state: meta.state,
+                    payload: tables.payload_bytes(handle.id, *seq)?,
+                });
             }
             _ => {}
         }
@@ -210,13 +283,19 @@ struct Handed {
 }
 
 impl Inner {
-    fn messages(&self, handle: &QueueHandle, handed: Vec<Handed>) -> QueueResult<Vec<ReceivedMessage>> {
+    fn messages(
+        &self,
+        handle: &QueueHandle,
+        handed: Vec<Handed>,
+    ) -> QueueResult<Vec<ReceivedMessage>> {
         let fifo = handle.lock().core.fifo();
         handed
             .into_iter()
             .map(|h| {
                 let payload = Payload::decode(&h.payload).map_err(QueueError::Storage)?;
-                Ok(received_message(self, handle, h.seq, &h.state, payload, fifo))
+                Ok(received_message(
+                    self, handle, h.seq, &h.state, payload, fifo,
+                ))
             })
             .collect()
     }
@@ -234,8 +313,14 @@ fn received_message(
     let mut system = BTreeMap::new();
     system.insert("SenderId".to_owned(), inner.options.account_id.clone());
     system.insert("SentTimestamp".to_owned(), payload.sent_at.to_string());
-    system.insert("ApproximateReceiveCount".to_owned(), state.receive_count.to_string());
-    system.insert("ApproximateFirstReceiveTimestamp".to_owned(), state.first_receive_at.to_string());
+    system.insert(
+        "ApproximateReceiveCount".to_owned(),
+        state.receive_count.to_string(),
+    );
+    system.insert(
+        "ApproximateFirstReceiveTimestamp".to_owned(),
+        state.first_receive_at.to_string(),
+    );
     if let Some(h) = &payload.trace_header {
         system.insert("AWSTraceHeader".to_owned(), h.clone());
     }
@@ -255,7 +340,12 @@ fn received_message(
     }
     ReceivedMessage {
         message_id: payload.message_id,
-        receipt_handle: Receipt { queue_id: handle.id, seq, token }.encode(),
+        receipt_handle: Receipt {
+            queue_id: handle.id,
+            seq,
+            token,
+        }
+        .encode(),
         body: payload.body,
         attributes: payload.attributes,
         system,

@@ -6,7 +6,8 @@ use postbox_store::embedded::WriteContext;
 use crate::core::DedupEntry;
 use crate::core::{DEDUP_WINDOW_MS, dedup_key};
 use crate::digest::{
-    md5_hex, md5_of_attributes, md5_of_trace_header, message_id_bits, message_id_from_bits, new_message_id, sha256_hex,
+    md5_hex, md5_of_attributes, md5_of_trace_header, message_id_bits, message_id_from_bits,
+    new_message_id, sha256_hex,
 };
 use crate::error::{QueueError, QueueResult};
 use crate::message::{NewMessage, SendResult};
@@ -31,20 +32,32 @@ pub(crate) struct Prepared {
 impl Queues {
     /// Sends one message.
     pub async fn send(&self, queue: &str, message: NewMessage) -> QueueResult<SendResult> {
-        self.send_batch(queue, vec![message]).await?.pop().expect("one result per message")
+        self.send_batch(queue, vec![message])
+            .await?
+            .pop()
+            .expect("one result per message")
     }
 
     /// Sends up to 10 messages in one commit; one result per message, in
     /// order (a failed entry does not stop the others).
-    pub async fn send_batch(&self, queue: &str, messages: Vec<NewMessage>) -> QueueResult<Vec<QueueResult<SendResult>>> {
+    pub async fn send_batch(
+        &self,
+        queue: &str,
+        messages: Vec<NewMessage>,
+    ) -> QueueResult<Vec<QueueResult<SendResult>>> {
         let handle = self.inner.handle(queue)?;
         let prepared = prepare(&handle, messages);
-        self.inner.submit(move |ctx| commit(ctx, &handle, prepared)).await
+        self.inner
+            .submit(move |ctx| commit(ctx, &handle, prepared))
+            .await
     }
 }
 
 /// Validates each message against the queue and builds what will be stored.
-pub(crate) fn prepare(handle: &QueueHandle, messages: Vec<NewMessage>) -> Vec<QueueResult<Prepared>> {
+pub(crate) fn prepare(
+    handle: &QueueHandle,
+    messages: Vec<NewMessage>,
+) -> Vec<QueueResult<Prepared>> {
     let config = handle.lock().record.config.clone();
     messages
         .into_iter()
@@ -103,7 +116,9 @@ pub(crate) fn prepare(handle: &QueueHandle, messages: Vec<NewMessage>) -> Vec<Qu
 /// deduplication).
 fn fifo_ids(m: &NewMessage, content_based: bool) -> QueueResult<(Option<String>, Option<String>)> {
     let Some(group) = &m.group_id else {
-        return Err(QueueError::MissingParameter("The request must contain the parameter MessageGroupId.".into()));
+        return Err(QueueError::MissingParameter(
+            "The request must contain the parameter MessageGroupId.".into(),
+        ));
     };
     check_id("MessageGroupId", group)?;
     let dedup = match &m.deduplication_id {
@@ -132,7 +147,11 @@ fn standard_ids(m: &NewMessage) -> QueueResult<(Option<String>, Option<String>)>
 
 /// Group and deduplication ids: 1 to 128 alphanumeric or punctuation characters.
 fn check_id(name: &str, id: &str) -> QueueResult<()> {
-    let ok = !id.is_empty() && id.len() <= MAX_ID_LEN && id.chars().all(|c| c.is_ascii_alphanumeric() || c.is_ascii_punctuation());
+    let ok = !id.is_empty()
+        && id.len() <= MAX_ID_LEN
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c.is_ascii_punctuation());
     if ok {
         Ok(())
     } else {
@@ -159,7 +178,13 @@ pub(crate) fn commit(
     let mut out = Vec::with_capacity(prepared.len());
     let mut enqueued = 0;
     for p in prepared {
-        let Prepared { mut payload, mut encoded, delay_ms, dedup_key, mut answer } = match p {
+        let Prepared {
+            mut payload,
+            mut encoded,
+            delay_ms,
+            dedup_key,
+            mut answer,
+        } = match p {
             Ok(p) => p,
             Err(e) => {
                 out.push(Err(e));
@@ -176,11 +201,19 @@ pub(crate) fn commit(
         }
         payload.sent_at = now;
         Payload::patch_sent_at(&mut encoded, now);
-        let state = crate::core::MessageState { visible_at: now + delay_ms, ..Default::default() };
+        let state = crate::core::MessageState {
+            visible_at: now + delay_ms,
+            ..Default::default()
+        };
         let seq = insert_message(&mut tables, handle, &mut shared, &payload, &encoded, state)?;
         if let Some(key) = dedup_key {
-            let message_id = message_id_bits(&payload.message_id).expect("new message ids are UUIDs");
-            let entry = DedupEntry { message_id, seq, expires_at: now + DEDUP_WINDOW_MS };
+            let message_id =
+                message_id_bits(&payload.message_id).expect("new message ids are UUIDs");
+            let entry = DedupEntry {
+                message_id,
+                seq,
+                expires_at: now + DEDUP_WINDOW_MS,
+            };
             remember_dedup(&mut tables, handle, &mut shared, key, entry)?;
         }
         if fifo {

@@ -12,13 +12,21 @@ use super::Queues;
 impl Queues {
     /// Deletes the message a receipt handle names.
     pub async fn delete(&self, queue: &str, receipt_handle: &str) -> QueueResult<()> {
-        self.delete_batch(queue, vec![receipt_handle.to_owned()]).await?.pop().expect("one result per handle")
+        self.delete_batch(queue, vec![receipt_handle.to_owned()])
+            .await?
+            .pop()
+            .expect("one result per handle")
     }
 
     /// Deletes up to 10 messages in one commit; one result per handle.
-    pub async fn delete_batch(&self, queue: &str, handles: Vec<String>) -> QueueResult<Vec<QueueResult<()>>> {
+    pub async fn delete_batch(
+        &self,
+        queue: &str,
+        handles: Vec<String>,
+    ) -> QueueResult<Vec<QueueResult<()>>> {
         let handle = self.inner.handle(queue)?;
-        let receipts: Vec<QueueResult<Receipt>> = handles.iter().map(|h| decode(h, handle.id)).collect();
+        let receipts: Vec<QueueResult<Receipt>> =
+            handles.iter().map(|h| decode(h, handle.id)).collect();
         let h = handle.clone();
         self.inner
             .submit(move |ctx| {
@@ -32,7 +40,11 @@ impl Queues {
                 let mut deleted = 0;
                 let mut groups = std::collections::HashSet::new();
                 for r in receipts {
-                    let group = r.as_ref().ok().and_then(|r| shared.core.get(r.seq)).and_then(|m| m.group.clone());
+                    let group = r
+                        .as_ref()
+                        .ok()
+                        .and_then(|r| shared.core.get(r.seq))
+                        .and_then(|m| m.group.clone());
                     let result = match r.and_then(|r| shared.core.delete(&r, now)) {
                         Ok(Deleted::Removed(seq)) => {
                             tables.remove_message(h.id, seq)?;
@@ -60,7 +72,12 @@ impl Queues {
     }
 
     /// Changes the visibility timeout of a received message.
-    pub async fn change_visibility(&self, queue: &str, receipt_handle: &str, timeout_seconds: i64) -> QueueResult<()> {
+    pub async fn change_visibility(
+        &self,
+        queue: &str,
+        receipt_handle: &str,
+        timeout_seconds: i64,
+    ) -> QueueResult<()> {
         self.change_visibility_batch(queue, vec![(receipt_handle.to_owned(), timeout_seconds)])
             .await?
             .pop()
@@ -99,7 +116,9 @@ impl Queues {
                 let mut out = Vec::with_capacity(checked.len());
                 let mut released = 0;
                 for entry in checked {
-                    let result = match entry.and_then(|(r, ms)| shared.core.change_visibility(&r, now, ms).map(|s| (r, s))) {
+                    let result = match entry.and_then(|(r, ms)| {
+                        shared.core.change_visibility(&r, now, ms).map(|s| (r, s))
+                    }) {
                         Ok((r, state)) => {
                             tables.put_state(h.id, r.seq, &state)?;
                             released += usize::from(state.visible_at <= now);

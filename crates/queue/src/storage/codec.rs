@@ -97,7 +97,8 @@ impl Payload {
         let dead_letter_source = r.string()?;
         let trace_header = r.string()?;
         let attributes: MessageAttributes = match r.string()? {
-            Some(json) => serde_json::from_str(&json).map_err(|e| format!("corrupt message attributes: {e}"))?,
+            Some(json) => serde_json::from_str(&json)
+                .map_err(|e| format!("corrupt message attributes: {e}"))?,
             None => MessageAttributes::new(),
         };
         let (body, body_len) = if with_body {
@@ -108,7 +109,17 @@ impl Payload {
             (String::new(), r.len()? as usize)
         };
         let size = (body_len + crate::message::attributes_size(&attributes)) as u32;
-        Ok(Payload { message_id, group, dedup_id, sent_at, dead_letter_source, trace_header, attributes, body, size })
+        Ok(Payload {
+            message_id,
+            group,
+            dedup_id,
+            sent_at,
+            dead_letter_source,
+            trace_header,
+            attributes,
+            body,
+            size,
+        })
     }
 }
 
@@ -119,14 +130,20 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self.at.checked_add(n).filter(|e| *e <= self.bytes.len()).ok_or("truncated message payload")?;
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|e| *e <= self.bytes.len())
+            .ok_or("truncated message payload")?;
         let out = &self.bytes[self.at..end];
         self.at = end;
         Ok(out)
     }
 
     fn len(&mut self) -> Result<u32, String> {
-        Ok(u32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_be_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
 
     fn string(&mut self) -> Result<Option<String>, String> {
@@ -135,7 +152,9 @@ impl<'a> Reader<'a> {
             return Ok(None);
         }
         let raw = self.take(len as usize)?;
-        String::from_utf8(raw.to_vec()).map(Some).map_err(|_| "message payload is not UTF-8".to_owned())
+        String::from_utf8(raw.to_vec())
+            .map(Some)
+            .map_err(|_| "message payload is not UTF-8".to_owned())
     }
 }
 
@@ -159,7 +178,11 @@ mod tests {
         };
         p.attributes.insert(
             "b".into(),
-            MessageAttributeValue { data_type: "Binary".into(), string_value: None, binary_value: Some(vec![0, 255]) },
+            MessageAttributeValue {
+                data_type: "Binary".into(),
+                string_value: None,
+                binary_value: Some(vec![0, 255]),
+            },
         );
         p.size = (p.body.len() + 1 + 6 + 2) as u32;
         assert_eq!(Payload::decode(&p.encode()).unwrap(), p);

@@ -31,10 +31,12 @@ use crate::core::{DedupEntry, DedupKey, MessageState};
 
 pub(crate) const QUEUES: TableDefinition<&str, &str> = TableDefinition::new("postbox_queue_queues");
 pub(crate) const SYSTEM: TableDefinition<&str, u64> = TableDefinition::new("postbox_queue_system");
-pub(crate) const PAYLOADS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("postbox_queue_payloads");
+pub(crate) const PAYLOADS: TableDefinition<(u64, u64), &[u8]> =
+    TableDefinition::new("postbox_queue_payloads");
 pub(crate) const STATES: TableDefinition<(u64, u64), (u64, u32, u64, u64)> =
     TableDefinition::new("postbox_queue_states");
-pub(crate) const DEDUP: TableDefinition<(u64, u128), (u64, u64, u128)> = TableDefinition::new("postbox_queue_dedup");
+pub(crate) const DEDUP: TableDefinition<(u64, u128), (u64, u64, u128)> =
+    TableDefinition::new("postbox_queue_dedup");
 
 const NEXT_QUEUE_ID: &str = "next_queue_id";
 
@@ -89,20 +91,32 @@ macro_rules! table {
 
 impl<'t> Tables<'t> {
     pub fn open(txn: &'t WriteTransaction) -> StorageResult<Tables<'t>> {
-        Ok(Tables { txn, queues: None, system: None, payloads: None, states: None, dedup: None })
+        Ok(Tables {
+            txn,
+            queues: None,
+            system: None,
+            payloads: None,
+            states: None,
+            dedup: None,
+        })
     }
 
     /// Takes the next queue id.
     pub fn next_queue_id(&mut self) -> StorageResult<u64> {
         let system = table!(self, system, SYSTEM);
-        let id = system.get(NEXT_QUEUE_ID).map_err(storage_err)?.map_or(1, |g| g.value());
+        let id = system
+            .get(NEXT_QUEUE_ID)
+            .map_err(storage_err)?
+            .map_or(1, |g| g.value());
         system.insert(NEXT_QUEUE_ID, id + 1).map_err(storage_err)?;
         Ok(id)
     }
 
     pub fn put_queue(&mut self, record: &QueueRecord) -> StorageResult<()> {
         let json = serde_json::to_string(record).expect("queue records serialise");
-        table!(self, queues, QUEUES).insert(record.name.as_str(), json.as_str()).map_err(storage_err)?;
+        table!(self, queues, QUEUES)
+            .insert(record.name.as_str(), json.as_str())
+            .map_err(storage_err)?;
         Ok(())
     }
 
@@ -111,8 +125,9 @@ impl<'t> Tables<'t> {
         let mut out = Vec::new();
         for row in table!(self, queues, QUEUES).iter().map_err(storage_err)? {
             let (name, json) = row.map_err(storage_err)?;
-            let record = serde_json::from_str(json.value())
-                .map_err(|e| storage_err(format!("corrupt record of queue {}: {e}", name.value())))?;
+            let record = serde_json::from_str(json.value()).map_err(|e| {
+                storage_err(format!("corrupt record of queue {}: {e}", name.value()))
+            })?;
             out.push(record);
         }
         Ok(out)
@@ -122,58 +137,95 @@ impl<'t> Tables<'t> {
     pub fn drop_queue(&mut self, record: &QueueRecord) -> StorageResult<()> {
         self.remove_all_messages(record.id)?;
         let id = record.id;
-        table!(self, dedup, DEDUP).retain_in((id, 0)..=(id, u128::MAX), |_, _| false).map_err(storage_err)?;
-        table!(self, queues, QUEUES).remove(record.name.as_str()).map_err(storage_err)?;
+        table!(self, dedup, DEDUP)
+            .retain_in((id, 0)..=(id, u128::MAX), |_, _| false)
+            .map_err(storage_err)?;
+        table!(self, queues, QUEUES)
+            .remove(record.name.as_str())
+            .map_err(storage_err)?;
         Ok(())
     }
 
     pub fn remove_all_messages(&mut self, id: u64) -> StorageResult<()> {
-        table!(self, payloads, PAYLOADS).retain_in((id, 0)..=(id, u64::MAX), |_, _| false).map_err(storage_err)?;
-        table!(self, states, STATES).retain_in((id, 0)..=(id, u64::MAX), |_, _| false).map_err(storage_err)?;
+        table!(self, payloads, PAYLOADS)
+            .retain_in((id, 0)..=(id, u64::MAX), |_, _| false)
+            .map_err(storage_err)?;
+        table!(self, states, STATES)
+            .retain_in((id, 0)..=(id, u64::MAX), |_, _| false)
+            .map_err(storage_err)?;
         Ok(())
     }
 
     /// Stores a message: its encoded payload and its state.
-    pub fn put_message(&mut self, id: u64, seq: u64, encoded: &[u8], state: &MessageState) -> StorageResult<()> {
-        table!(self, payloads, PAYLOADS).insert((id, seq), encoded).map_err(storage_err)?;
+    pub fn put_message(
+        &mut self,
+        id: u64,
+        seq: u64,
+        encoded: &[u8],
+        state: &MessageState,
+    ) -> StorageResult<()> {
+        table!(self, payloads, PAYLOADS)
+            .insert((id, seq), encoded)
+            .map_err(storage_err)?;
         self.put_state(id, seq, state)
     }
 
     /// A message's payload bytes, decoded by the caller off the writer thread.
     pub fn payload_bytes(&mut self, id: u64, seq: u64) -> StorageResult<Vec<u8>> {
-        let bytes = table!(self, payloads, PAYLOADS).get((id, seq)).map_err(storage_err)?.ok_or_else(|| {
-            storage_err(format!("message {seq} of queue {id} is scheduled but has no payload"))
-        })?;
+        let bytes = table!(self, payloads, PAYLOADS)
+            .get((id, seq))
+            .map_err(storage_err)?
+            .ok_or_else(|| {
+                storage_err(format!(
+                    "message {seq} of queue {id} is scheduled but has no payload"
+                ))
+            })?;
         Ok(bytes.value().to_vec())
     }
 
     pub fn put_state(&mut self, id: u64, seq: u64, s: &MessageState) -> StorageResult<()> {
         table!(self, states, STATES)
-            .insert((id, seq), (s.visible_at, s.receive_count, s.first_receive_at, s.token))
+            .insert(
+                (id, seq),
+                (s.visible_at, s.receive_count, s.first_receive_at, s.token),
+            )
             .map_err(storage_err)?;
         Ok(())
     }
 
     pub fn payload(&mut self, id: u64, seq: u64) -> StorageResult<Payload> {
-        let bytes = table!(self, payloads, PAYLOADS).get((id, seq)).map_err(storage_err)?.ok_or_else(|| {
-            storage_err(format!("message {seq} of queue {id} is scheduled but has no payload"))
-        })?;
+        let bytes = table!(self, payloads, PAYLOADS)
+            .get((id, seq))
+            .map_err(storage_err)?
+            .ok_or_else(|| {
+                storage_err(format!(
+                    "message {seq} of queue {id} is scheduled but has no payload"
+                ))
+            })?;
         Payload::decode(bytes.value()).map_err(storage_err)
     }
 
     pub fn remove_message(&mut self, id: u64, seq: u64) -> StorageResult<()> {
-        table!(self, payloads, PAYLOADS).remove((id, seq)).map_err(storage_err)?;
-        table!(self, states, STATES).remove((id, seq)).map_err(storage_err)?;
+        table!(self, payloads, PAYLOADS)
+            .remove((id, seq))
+            .map_err(storage_err)?;
+        table!(self, states, STATES)
+            .remove((id, seq))
+            .map_err(storage_err)?;
         Ok(())
     }
 
     pub fn put_dedup(&mut self, id: u64, key: DedupKey, e: &DedupEntry) -> StorageResult<()> {
-        table!(self, dedup, DEDUP).insert((id, key), (e.seq, e.expires_at, e.message_id)).map_err(storage_err)?;
+        table!(self, dedup, DEDUP)
+            .insert((id, key), (e.seq, e.expires_at, e.message_id))
+            .map_err(storage_err)?;
         Ok(())
     }
 
     pub fn remove_dedup(&mut self, id: u64, key: DedupKey) -> StorageResult<()> {
-        table!(self, dedup, DEDUP).remove((id, key)).map_err(storage_err)?;
+        table!(self, dedup, DEDUP)
+            .remove((id, key))
+            .map_err(storage_err)?;
         Ok(())
     }
 
@@ -182,9 +234,16 @@ impl<'t> Tables<'t> {
         let mut out = Vec::new();
         table!(self, states, STATES);
         table!(self, payloads, PAYLOADS);
-        let (Some(states), Some(payloads)) = (&self.states, &self.payloads) else { unreachable!("opened above") };
-        let mut states = states.range((id, 0)..=(id, u64::MAX)).map_err(storage_err)?;
-        for row in payloads.range((id, 0)..=(id, u64::MAX)).map_err(storage_err)? {
+        let (Some(states), Some(payloads)) = (&self.states, &self.payloads) else {
+            unreachable!("opened above")
+        };
+        let mut states = states
+            .range((id, 0)..=(id, u64::MAX))
+            .map_err(storage_err)?;
+        for row in payloads
+            .range((id, 0)..=(id, u64::MAX))
+            .map_err(storage_err)?
+        {
             let (k, v) = row.map_err(storage_err)?;
             let seq = k.value().1;
             let (sk, sv) = states
@@ -192,11 +251,22 @@ impl<'t> Tables<'t> {
                 .ok_or_else(|| storage_err(format!("message {seq} of queue {id} has no state")))?
                 .map_err(storage_err)?;
             if sk.value().1 != seq {
-                return Err(storage_err(format!("message {seq} of queue {id} has no state")));
+                return Err(storage_err(format!(
+                    "message {seq} of queue {id} has no state"
+                )));
             }
             let (visible_at, receive_count, first_receive_at, token) = sv.value();
-            let state = MessageState { visible_at, receive_count, first_receive_at, token };
-            out.push((seq, Payload::decode_without_body(v.value()).map_err(storage_err)?, state));
+            let state = MessageState {
+                visible_at,
+                receive_count,
+                first_receive_at,
+                token,
+            };
+            out.push((
+                seq,
+                Payload::decode_without_body(v.value()).map_err(storage_err)?,
+                state,
+            ));
         }
         Ok(out)
     }
@@ -205,10 +275,20 @@ impl<'t> Tables<'t> {
     /// A queue's deduplication entries, in expiry order.
     pub fn dedup_entries(&mut self, id: u64) -> StorageResult<Vec<(DedupKey, DedupEntry)>> {
         let mut out = Vec::new();
-        for row in table!(self, dedup, DEDUP).range((id, 0)..=(id, u128::MAX)).map_err(storage_err)? {
+        for row in table!(self, dedup, DEDUP)
+            .range((id, 0)..=(id, u128::MAX))
+            .map_err(storage_err)?
+        {
             let (k, v) = row.map_err(storage_err)?;
             let (seq, expires_at, message_id) = v.value();
-            out.push((k.value().1, DedupEntry { message_id, seq, expires_at }));
+            out.push((
+                k.value().1,
+                DedupEntry {
+                    message_id,
+                    seq,
+                    expires_at,
+                },
+            ));
         }
         out.sort_by_key(|(_, e)| e.expires_at);
         Ok(out)

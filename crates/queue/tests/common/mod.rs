@@ -21,9 +21,21 @@ pub struct Env {
 }
 
 pub async fn open_at(path: &Path, clock: Arc<ManualClock>) -> (EmbeddedStore, Queues) {
-    let options = EmbeddedOptions { durability: Durability::NoFsync, clock: clock.clone(), ..EmbeddedOptions::default() };
+    let options = EmbeddedOptions {
+        durability: Durability::NoFsync,
+        clock: clock.clone(),
+        ..EmbeddedOptions::default()
+    };
     let store = EmbeddedStore::open(path, options).unwrap();
-    let queues = Queues::open(store.clone(), QueuesOptions { clock, ..QueuesOptions::default() }).await.unwrap();
+    let queues = Queues::open(
+        store.clone(),
+        QueuesOptions {
+            clock,
+            ..QueuesOptions::default()
+        },
+    )
+    .await
+    .unwrap();
     (store, queues)
 }
 
@@ -31,19 +43,35 @@ pub async fn env() -> Env {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(T0));
     let (store, queues) = open_at(&dir.path().join("q.redb"), clock.clone()).await;
-    Env { dir, clock, store, queues }
+    Env {
+        dir,
+        clock,
+        store,
+        queues,
+    }
 }
 
 pub fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 pub async fn fifo(queues: &Queues, name: &str) {
-    queues.create_queue(name, attrs(&[("FifoQueue", "true")])).await.unwrap();
+    queues
+        .create_queue(name, attrs(&[("FifoQueue", "true")]))
+        .await
+        .unwrap();
 }
 
 pub fn recv(max: i64, visibility: Option<i64>) -> ReceiveOptions {
-    ReceiveOptions { max_messages: Some(max), visibility_timeout: visibility, wait_time_seconds: Some(0), ..Default::default() }
+    ReceiveOptions {
+        max_messages: Some(max),
+        visibility_timeout: visibility,
+        wait_time_seconds: Some(0),
+        ..Default::default()
+    }
 }
 
 pub fn bodies(messages: &[ReceivedMessage]) -> Vec<String> {

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::StoreError;
 use crate::api::{
-    AttributeDefinition, CreateTableInput, KeySchemaElement, KeyType, ScalarType, StreamSpecification, StreamViewType,
-    TableDescription,
+    AttributeDefinition, CreateTableInput, KeySchemaElement, KeyType, ScalarType,
+    StreamSpecification, StreamViewType, TableDescription,
 };
 
 use super::validate;
@@ -53,10 +53,15 @@ pub struct TableMeta {
 impl TableMeta {
     /// The key schema in DynamoDB's shape.
     pub fn key_schema(&self) -> Vec<KeySchemaElement> {
-        let mut out =
-            vec![KeySchemaElement { attribute_name: self.partition_key.name.clone(), key_type: KeyType::Hash }];
+        let mut out = vec![KeySchemaElement {
+            attribute_name: self.partition_key.name.clone(),
+            key_type: KeyType::Hash,
+        }];
         if let Some(sk) = &self.sort_key {
-            out.push(KeySchemaElement { attribute_name: sk.name.clone(), key_type: KeyType::Range });
+            out.push(KeySchemaElement {
+                attribute_name: sk.name.clone(),
+                key_type: KeyType::Range,
+            });
         }
         out
     }
@@ -77,9 +82,16 @@ impl TableMeta {
     }
 
     /// DescribeTable's view, with the given item count and size.
-    pub fn describe(&self, status: &str, item_count: u64, table_size_bytes: u64) -> TableDescription {
-        let stream =
-            self.stream_view_type.map(|v| StreamSpecification { stream_enabled: true, stream_view_type: Some(v) });
+    pub fn describe(
+        &self,
+        status: &str,
+        item_count: u64,
+        table_size_bytes: u64,
+    ) -> TableDescription {
+        let stream = self.stream_view_type.map(|v| StreamSpecification {
+            stream_enabled: true,
+            stream_view_type: Some(v),
+        });
         TableDescription {
             table_name: self.name.clone(),
             table_arn: self.arn(),
@@ -91,7 +103,9 @@ impl TableMeta {
             table_size_bytes,
             billing_mode_summary: (self.billing_mode == "PAY_PER_REQUEST")
                 .then(|| serde_json::json!({"BillingMode": "PAY_PER_REQUEST"})),
-            latest_stream_arn: stream.as_ref().map(|_| format!("{}/stream/{}", self.arn(), self.stream_label())),
+            latest_stream_arn: stream
+                .as_ref()
+                .map(|_| format!("{}/stream/{}", self.arn(), self.stream_label())),
             latest_stream_label: stream.as_ref().map(|_| self.stream_label()),
             stream_specification: stream,
         }
@@ -99,13 +113,22 @@ impl TableMeta {
 
     /// Builds the metadata of a new table, with DynamoDB's validation of
     /// CreateTable. `id` and `now_ms` are filled in by the writer.
-    pub(crate) fn from_create(input: &CreateTableInput, id: u32, now_ms: u64) -> Result<TableMeta, StoreError> {
+    pub(crate) fn from_create(
+        input: &CreateTableInput,
+        id: u32,
+        now_ms: u64,
+    ) -> Result<TableMeta, StoreError> {
         validate::table_name(&input.table_name)?;
         let (pk, sk) = key_schema(&input.key_schema)?;
         let definitions = &input.attribute_definitions;
         for (i, d) in definitions.iter().enumerate() {
-            if definitions[..i].iter().any(|e| e.attribute_name == d.attribute_name) {
-                return Err(StoreError::validation("Cannot have two attributes with the same name"));
+            if definitions[..i]
+                .iter()
+                .any(|e| e.attribute_name == d.attribute_name)
+            {
+                return Err(StoreError::validation(
+                    "Cannot have two attributes with the same name",
+                ));
             }
         }
         let typed = |name: &str| -> Result<KeyAttribute, StoreError> {
@@ -150,13 +173,13 @@ fn key_schema(schema: &[KeySchemaElement]) -> Result<(&str, Option<&str>), Store
         [] => Err(StoreError::validation(
             "1 validation error detected: Value '[]' at 'keySchema' failed to satisfy constraint: Member must have length greater than or equal to 1",
         )),
-        [h, ..] if h.key_type != KeyType::Hash => {
-            Err(StoreError::validation("Invalid KeySchema: The first KeySchemaElement is not a HASH key type"))
-        }
+        [h, ..] if h.key_type != KeyType::Hash => Err(StoreError::validation(
+            "Invalid KeySchema: The first KeySchemaElement is not a HASH key type",
+        )),
         [h] => Ok((&h.attribute_name, None)),
-        [_, r] if r.key_type != KeyType::Range => {
-            Err(StoreError::validation("Invalid KeySchema: The second KeySchemaElement is not a RANGE key type"))
-        }
+        [_, r] if r.key_type != KeyType::Range => Err(StoreError::validation(
+            "Invalid KeySchema: The second KeySchemaElement is not a RANGE key type",
+        )),
         [h, r] if h.attribute_name == r.attribute_name => Err(StoreError::validation(
             "Both the Hash Key and the Range Key element in the KeySchema have the same name",
         )),
@@ -168,28 +191,47 @@ fn key_schema(schema: &[KeySchemaElement]) -> Result<(&str, Option<&str>), Store
 }
 
 fn billing_mode(input: &CreateTableInput) -> Result<String, StoreError> {
-    let mode = input.billing_mode.clone().unwrap_or_else(|| "PROVISIONED".to_owned());
+    let mode = input
+        .billing_mode
+        .clone()
+        .unwrap_or_else(|| "PROVISIONED".to_owned());
     match (mode.as_str(), &input.provisioned_throughput) {
         ("PAY_PER_REQUEST", None) | ("PROVISIONED", Some(_)) => Ok(mode),
         ("PAY_PER_REQUEST", Some(_)) => Err(StoreError::validation(
             "One or more parameter values were invalid: Neither ReadCapacityUnits nor WriteCapacityUnits can be specified when BillingMode is PAY_PER_REQUEST",
         )),
-        ("PROVISIONED", None) => Err(StoreError::validation("No provisioned throughput specified for the table")),
+        ("PROVISIONED", None) => Err(StoreError::validation(
+            "No provisioned throughput specified for the table",
+        )),
         (other, _) => Err(StoreError::validation(format!(
             "1 validation error detected: Value '{other}' at 'billingMode' failed to satisfy constraint: Member must satisfy enum value set: [PROVISIONED, PAY_PER_REQUEST]"
         ))),
     }
 }
 
-fn stream_view_type(spec: Option<&StreamSpecification>) -> Result<Option<StreamViewType>, StoreError> {
+fn stream_view_type(
+    spec: Option<&StreamSpecification>,
+) -> Result<Option<StreamViewType>, StoreError> {
     match spec {
         None => Ok(None),
-        Some(StreamSpecification { stream_enabled: true, stream_view_type: Some(v) }) => Ok(Some(*v)),
-        Some(StreamSpecification { stream_enabled: true, stream_view_type: None }) => Err(StoreError::validation(
+        Some(StreamSpecification {
+            stream_enabled: true,
+            stream_view_type: Some(v),
+        }) => Ok(Some(*v)),
+        Some(StreamSpecification {
+            stream_enabled: true,
+            stream_view_type: None,
+        }) => Err(StoreError::validation(
             "One or more parameter values were invalid: StreamViewType is required when StreamEnabled is true",
         )),
-        Some(StreamSpecification { stream_enabled: false, stream_view_type: None }) => Ok(None),
-        Some(StreamSpecification { stream_enabled: false, stream_view_type: Some(_) }) => Err(StoreError::validation(
+        Some(StreamSpecification {
+            stream_enabled: false,
+            stream_view_type: None,
+        }) => Ok(None),
+        Some(StreamSpecification {
+            stream_enabled: false,
+            stream_view_type: Some(_),
+        }) => Err(StoreError::validation(
             "One or more parameter values were invalid: StreamViewType cannot be specified when StreamEnabled is false",
         )),
     }
@@ -205,7 +247,14 @@ pub(crate) struct Catalog {
 impl Catalog {
     /// A catalog holding `tables`.
     pub(crate) fn new(tables: impl IntoIterator<Item = TableMeta>) -> Catalog {
-        Catalog { tables: RwLock::new(tables.into_iter().map(|t| (t.name.clone(), Arc::new(t))).collect()) }
+        Catalog {
+            tables: RwLock::new(
+                tables
+                    .into_iter()
+                    .map(|t| (t.name.clone(), Arc::new(t)))
+                    .collect(),
+            ),
+        }
     }
 
     /// The table called `name`: a ValidationException for a name DynamoDB
@@ -222,7 +271,13 @@ impl Catalog {
 
     /// Every table, sorted by name.
     pub(crate) fn all(&self) -> Vec<Arc<TableMeta>> {
-        let mut all: Vec<_> = self.tables.read().expect("catalog lock").values().cloned().collect();
+        let mut all: Vec<_> = self
+            .tables
+            .read()
+            .expect("catalog lock")
+            .values()
+            .cloned()
+            .collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }

@@ -16,7 +16,9 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
-        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
     }
 }
 
@@ -29,7 +31,9 @@ pub struct ManualClock {
 impl ManualClock {
     /// A clock reading `now_ms`.
     pub fn new(now_ms: u64) -> ManualClock {
-        ManualClock { now_ms: AtomicU64::new(now_ms) }
+        ManualClock {
+            now_ms: AtomicU64::new(now_ms),
+        }
     }
 
     /// Sets the time.

@@ -20,7 +20,9 @@ use crate::StoreError;
 use crate::api::{CreateTableInput, StreamRecord};
 
 use super::catalog::{Catalog, CatalogChange, TableMeta, not_found};
-use super::tables::{CHECKPOINTS, ITEMS, META, NEXT_TABLE_ID, STREAM, STREAM_HEADS, SYSTEM, TTL_INDEX};
+use super::tables::{
+    CHECKPOINTS, ITEMS, META, NEXT_TABLE_ID, STREAM, STREAM_HEADS, SYSTEM, TTL_INDEX,
+};
 use super::{keys, storage_err, stream, ttl, validate};
 
 /// The redb tables a batch writes, opened once per batch.
@@ -84,7 +86,11 @@ pub(crate) struct Finished {
 }
 
 impl<'t> WriteContext<'t> {
-    pub(crate) fn open(txn: &'t WriteTransaction, catalog: &'t Catalog, now_ms: u64) -> Result<Self, StoreError> {
+    pub(crate) fn open(
+        txn: &'t WriteTransaction,
+        catalog: &'t Catalog,
+        now_ms: u64,
+    ) -> Result<Self, StoreError> {
         let tables = Tables {
             items: txn.open_table(ITEMS).map_err(storage_err)?,
             ttl_index: txn.open_table(TTL_INDEX).map_err(storage_err)?,
@@ -121,7 +127,11 @@ impl<'t> WriteContext<'t> {
     /// created or dropped by earlier operations of the batch).
     pub fn table(&self, name: &str) -> Result<Arc<TableMeta>, StoreError> {
         validate::table_name(name)?;
-        let pending = self.op_catalog.iter().rev().chain(self.batch_catalog.iter().rev());
+        let pending = self
+            .op_catalog
+            .iter()
+            .rev()
+            .chain(self.batch_catalog.iter().rev());
         for change in pending {
             match change {
                 CatalogChange::Put(meta) if meta.name == name => return Ok(meta.clone()),
@@ -167,7 +177,12 @@ impl<'t> WriteContext<'t> {
 
     /// Records of `table`'s stream after `after`, as committed before this
     /// batch plus earlier operations of it.
-    pub fn read_stream(&mut self, table: &str, after: u64, limit: usize) -> Result<Vec<StreamRecord>, StoreError> {
+    pub fn read_stream(
+        &mut self,
+        table: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StreamRecord>, StoreError> {
         let meta = self.table(table)?;
         self.flush_pending()?;
         stream::read_blocks(&self.tables.stream, meta.id, after, limit)
@@ -176,15 +191,28 @@ impl<'t> WriteContext<'t> {
     /// Reader `reader`'s checkpoint on `table`'s stream.
     pub fn checkpoint(&self, table: &str, reader: &str) -> Result<Option<u64>, StoreError> {
         let meta = self.table(table)?;
-        Ok(self.tables.checkpoints.get((meta.id, reader)).map_err(storage_err)?.map(|g| g.value()))
+        Ok(self
+            .tables
+            .checkpoints
+            .get((meta.id, reader))
+            .map_err(storage_err)?
+            .map(|g| g.value()))
     }
 
     /// Moves reader `reader`'s checkpoint on `table`'s stream; committed with
     /// the batch. Write it last in an operation: it is not staged.
-    pub fn set_checkpoint(&mut self, table: &str, reader: &str, sequence_number: u64) -> Result<(), StoreError> {
+    pub fn set_checkpoint(
+        &mut self,
+        table: &str,
+        reader: &str,
+        sequence_number: u64,
+    ) -> Result<(), StoreError> {
         let meta = self.table(table)?;
         self.touched.set(true);
-        self.tables.checkpoints.insert((meta.id, reader), sequence_number).map_err(storage_err)?;
+        self.tables
+            .checkpoints
+            .insert((meta.id, reader), sequence_number)
+            .map_err(storage_err)?;
         Ok(())
     }
 
@@ -212,20 +240,33 @@ impl<'t> WriteContext<'t> {
 
     /// The item under `key`, seeing this operation's staged changes first.
     pub(crate) fn current(&self, meta: &TableMeta, key: &[u8]) -> Result<Current, StoreError> {
-        let stored = match self.staged.iter().rev().find(|c| c.meta.id == meta.id && c.key == key) {
+        let stored = match self
+            .staged
+            .iter()
+            .rev()
+            .find(|c| c.meta.id == meta.id && c.key == key)
+        {
             Some(change) => change.new.clone(),
             None => match self.tables.items.get(key).map_err(storage_err)? {
                 Some(bytes) => Some(decode_item(bytes.value())?),
                 None => None,
             },
         };
-        let live = stored.clone().filter(|item| !ttl::is_expired(meta, item, self.now_ms));
+        let live = stored
+            .clone()
+            .filter(|item| !ttl::is_expired(meta, item, self.now_ms));
         Ok(Current { stored, live })
     }
 
     /// Stages the change of `key` from `current` to `new`. An expired item
     /// in the way is first removed as TTL would have removed it.
-    pub(crate) fn stage(&mut self, meta: &Arc<TableMeta>, key: Vec<u8>, current: Current, new: Option<Item>) {
+    pub(crate) fn stage(
+        &mut self,
+        meta: &Arc<TableMeta>,
+        key: Vec<u8>,
+        current: Current,
+        new: Option<Item>,
+    ) {
         if let (Some(stored), None) = (&current.stored, &current.live) {
             self.staged.push(Change {
                 meta: meta.clone(),
@@ -235,7 +276,13 @@ impl<'t> WriteContext<'t> {
                 ttl_removal: true,
             });
         }
-        self.staged.push(Change { meta: meta.clone(), key, old: current.live, new, ttl_removal: false });
+        self.staged.push(Change {
+            meta: meta.clone(),
+            key,
+            old: current.live,
+            new,
+            ttl_removal: false,
+        });
     }
 
     /// Stages the TTL removal of the item under `key`, if it is still stored
@@ -243,20 +290,40 @@ impl<'t> WriteContext<'t> {
     pub(crate) fn expire(&mut self, meta: &Arc<TableMeta>, key: Vec<u8>) -> Result<(), StoreError> {
         let current = self.current(meta, &key)?;
         if let (Some(stored), None) = (current.stored, current.live) {
-            self.staged.push(Change { meta: meta.clone(), key, old: Some(stored), new: None, ttl_removal: true });
+            self.staged.push(Change {
+                meta: meta.clone(),
+                key,
+                old: Some(stored),
+                new: None,
+                ttl_removal: true,
+            });
         }
         Ok(())
     }
 
     /// Creates a table (validated by the caller except for existence).
-    pub(crate) fn create_table(&mut self, input: &CreateTableInput) -> Result<Arc<TableMeta>, StoreError> {
+    pub(crate) fn create_table(
+        &mut self,
+        input: &CreateTableInput,
+    ) -> Result<Arc<TableMeta>, StoreError> {
         validate::table_name(&input.table_name)?;
         if self.table(&input.table_name).is_ok() {
-            return Err(StoreError::ResourceInUse(format!("Table already exists: {}", input.table_name)));
+            return Err(StoreError::ResourceInUse(format!(
+                "Table already exists: {}",
+                input.table_name
+            )));
         }
-        let id = self.tables.system.get(NEXT_TABLE_ID).map_err(storage_err)?.map_or(1, |g| g.value() as u32);
+        let id = self
+            .tables
+            .system
+            .get(NEXT_TABLE_ID)
+            .map_err(storage_err)?
+            .map_or(1, |g| g.value() as u32);
         let meta = Arc::new(TableMeta::from_create(input, id, self.now_ms)?);
-        self.tables.system.insert(NEXT_TABLE_ID, id as u64 + 1).map_err(storage_err)?;
+        self.tables
+            .system
+            .insert(NEXT_TABLE_ID, id as u64 + 1)
+            .map_err(storage_err)?;
         self.write_meta(&meta)?;
         Ok(meta)
     }
@@ -268,15 +335,24 @@ impl<'t> WriteContext<'t> {
         let end = keys::prefix_end(&prefix);
         self.touched.set(true);
         let t = &mut self.tables;
-        t.items.retain_in(prefix.as_slice()..end.as_slice(), |_, _| false).map_err(storage_err)?;
-        t.ttl_index.retain_in((id, 0, &[][..])..(id + 1, 0, &[][..]), |_, _| false).map_err(storage_err)?;
-        t.stream.retain_in((id, 0)..=(id, u64::MAX), |_, _| false).map_err(storage_err)?;
-        t.checkpoints.retain_in((id, "")..(id + 1, ""), |_, _| false).map_err(storage_err)?;
+        t.items
+            .retain_in(prefix.as_slice()..end.as_slice(), |_, _| false)
+            .map_err(storage_err)?;
+        t.ttl_index
+            .retain_in((id, 0, &[][..])..(id + 1, 0, &[][..]), |_, _| false)
+            .map_err(storage_err)?;
+        t.stream
+            .retain_in((id, 0)..=(id, u64::MAX), |_, _| false)
+            .map_err(storage_err)?;
+        t.checkpoints
+            .retain_in((id, "")..(id + 1, ""), |_, _| false)
+            .map_err(storage_err)?;
         t.heads.remove(id).map_err(storage_err)?;
         t.meta.remove(meta.name.as_str()).map_err(storage_err)?;
         self.heads.remove(&id);
         self.pending.remove(&id);
-        self.op_catalog.push(CatalogChange::Remove(meta.name.clone()));
+        self.op_catalog
+            .push(CatalogChange::Remove(meta.name.clone()));
         Ok(())
     }
 
@@ -288,21 +364,35 @@ impl<'t> WriteContext<'t> {
         attribute: Option<String>,
     ) -> Result<Arc<TableMeta>, StoreError> {
         let id = meta.id;
-        let updated = Arc::new(TableMeta { ttl_attribute: attribute, ..meta.clone() });
+        let updated = Arc::new(TableMeta {
+            ttl_attribute: attribute,
+            ..meta.clone()
+        });
         self.touched.set(true);
-        self.tables.ttl_index.retain_in((id, 0, &[][..])..(id + 1, 0, &[][..]), |_, _| false).map_err(storage_err)?;
+        self.tables
+            .ttl_index
+            .retain_in((id, 0, &[][..])..(id + 1, 0, &[][..]), |_, _| false)
+            .map_err(storage_err)?;
         if updated.ttl_attribute.is_some() {
             let prefix = keys::table_prefix(id);
             let end = keys::prefix_end(&prefix);
             let mut entries = Vec::new();
-            for row in self.tables.items.range(prefix.as_slice()..end.as_slice()).map_err(storage_err)? {
+            for row in self
+                .tables
+                .items
+                .range(prefix.as_slice()..end.as_slice())
+                .map_err(storage_err)?
+            {
                 let (k, v) = row.map_err(storage_err)?;
                 if let Some(at) = ttl::expires_at(&updated, &decode_item(v.value())?) {
                     entries.push((at, k.value().to_vec()));
                 }
             }
             for (at, key) in entries {
-                self.tables.ttl_index.insert((id, at, key.as_slice()), ()).map_err(storage_err)?;
+                self.tables
+                    .ttl_index
+                    .insert((id, at, key.as_slice()), ())
+                    .map_err(storage_err)?;
             }
         }
         self.write_meta(&updated)?;
@@ -311,12 +401,22 @@ impl<'t> WriteContext<'t> {
 
     /// Removes up to `max` of the oldest records of `meta`'s stream created
     /// before `cutoff_ms`; returns how many.
-    pub(crate) fn trim_stream(&mut self, meta: &TableMeta, cutoff_ms: u64, max: usize) -> Result<usize, StoreError> {
+    pub(crate) fn trim_stream(
+        &mut self,
+        meta: &TableMeta,
+        cutoff_ms: u64,
+        max: usize,
+    ) -> Result<usize, StoreError> {
         let id = meta.id;
         let (_, trimmed) = self.head(id)?;
         let mut doomed = Vec::new();
         let mut removed = 0;
-        for row in self.tables.stream.range((id, trimmed.saturating_add(1))..=(id, u64::MAX)).map_err(storage_err)? {
+        for row in self
+            .tables
+            .stream
+            .range((id, trimmed.saturating_add(1))..=(id, u64::MAX))
+            .map_err(storage_err)?
+        {
             let (k, v) = row.map_err(storage_err)?;
             let first_seq = k.value().1;
             let (time, len) = stream::block_time_and_len(first_seq, v.value());
@@ -328,7 +428,10 @@ impl<'t> WriteContext<'t> {
         }
         for (first_seq, _) in &doomed {
             self.touched.set(true);
-            self.tables.stream.remove((id, *first_seq)).map_err(storage_err)?;
+            self.tables
+                .stream
+                .remove((id, *first_seq))
+                .map_err(storage_err)?;
         }
         if let Some(&(_, last)) = doomed.last() {
             self.heads.get_mut(&id).expect("loaded by head()").1 = last;
@@ -339,7 +442,10 @@ impl<'t> WriteContext<'t> {
     fn write_meta(&mut self, meta: &Arc<TableMeta>) -> Result<(), StoreError> {
         let json = serde_json::to_string(meta.as_ref()).expect("metadata serialises");
         self.touched.set(true);
-        self.tables.meta.insert(meta.name.as_str(), json.as_str()).map_err(storage_err)?;
+        self.tables
+            .meta
+            .insert(meta.name.as_str(), json.as_str())
+            .map_err(storage_err)?;
         self.op_catalog.push(CatalogChange::Put(meta.clone()));
         Ok(())
     }
@@ -370,11 +476,21 @@ impl<'t> WriteContext<'t> {
                 self.tables.heads.insert(id, head).map_err(storage_err)?;
             }
         }
-        Ok(Finished { catalog: self.batch_catalog, stream_written: self.stream_written, touched: self.touched.get() })
+        Ok(Finished {
+            catalog: self.batch_catalog,
+            stream_written: self.stream_written,
+            touched: self.touched.get(),
+        })
     }
 
     fn apply(&mut self, change: Change) -> Result<(), StoreError> {
-        let Change { meta, key, old, new, ttl_removal } = change;
+        let Change {
+            meta,
+            key,
+            old,
+            new,
+            ttl_removal,
+        } = change;
         if old == new {
             // DynamoDB writes no stream record for a write that changes nothing.
             return Ok(());
@@ -383,26 +499,48 @@ impl<'t> WriteContext<'t> {
         let new_bytes = new.as_ref().map(encode_item);
         match &new_bytes {
             Some(bytes) => {
-                self.tables.items.insert(key.as_slice(), bytes.as_slice()).map_err(storage_err)?;
+                self.tables
+                    .items
+                    .insert(key.as_slice(), bytes.as_slice())
+                    .map_err(storage_err)?;
             }
             None => {
-                self.tables.items.remove(key.as_slice()).map_err(storage_err)?;
+                self.tables
+                    .items
+                    .remove(key.as_slice())
+                    .map_err(storage_err)?;
             }
         }
         if meta.ttl_attribute.is_some() {
             if let Some(at) = old.as_ref().and_then(|i| ttl::expires_at(&meta, i)) {
-                self.tables.ttl_index.remove((meta.id, at, key.as_slice())).map_err(storage_err)?;
+                self.tables
+                    .ttl_index
+                    .remove((meta.id, at, key.as_slice()))
+                    .map_err(storage_err)?;
             }
             if let Some(at) = new.as_ref().and_then(|i| ttl::expires_at(&meta, i)) {
-                self.tables.ttl_index.insert((meta.id, at, key.as_slice()), ()).map_err(storage_err)?;
+                self.tables
+                    .ttl_index
+                    .insert((meta.id, at, key.as_slice()), ())
+                    .map_err(storage_err)?;
             }
         }
         if let Some(view) = meta.stream_view_type {
             let new_image = new.as_ref().zip(new_bytes.as_deref());
-            let record = stream::encode_change(&meta, view, old.as_ref(), new_image, ttl_removal, self.now_ms);
+            let record = stream::encode_change(
+                &meta,
+                view,
+                old.as_ref(),
+                new_image,
+                ttl_removal,
+                self.now_ms,
+            );
             let sequence_number = self.head(meta.id)?.0 + 1;
             self.heads.get_mut(&meta.id).expect("loaded by head()").0 = sequence_number;
-            let (_, block) = self.pending.entry(meta.id).or_insert_with(|| (sequence_number, Vec::new()));
+            let (_, block) = self
+                .pending
+                .entry(meta.id)
+                .or_insert_with(|| (sequence_number, Vec::new()));
             stream::block_append(block, &record);
             self.stream_written = true;
         }
@@ -412,7 +550,10 @@ impl<'t> WriteContext<'t> {
     /// Writes the stream records gathered so far as one block per table.
     fn flush_pending(&mut self) -> Result<(), StoreError> {
         for (id, (first_seq, block)) in std::mem::take(&mut self.pending) {
-            self.tables.stream.insert((id, first_seq), block.as_slice()).map_err(storage_err)?;
+            self.tables
+                .stream
+                .insert((id, first_seq), block.as_slice())
+                .map_err(storage_err)?;
         }
         Ok(())
     }
@@ -422,7 +563,12 @@ impl<'t> WriteContext<'t> {
         match self.heads.entry(id) {
             Entry::Occupied(e) => Ok(*e.get()),
             Entry::Vacant(e) => {
-                let head = self.tables.heads.get(id).map_err(storage_err)?.map_or((0, 0), |g| g.value());
+                let head = self
+                    .tables
+                    .heads
+                    .get(id)
+                    .map_err(storage_err)?
+                    .map_or((0, 0), |g| g.value());
                 Ok(*e.insert(head))
             }
         }

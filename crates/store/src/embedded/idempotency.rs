@@ -33,7 +33,12 @@ pub(crate) struct Tokens {
 
 impl Tokens {
     /// Checks `token` for the request with `fingerprint` at `now_ms`.
-    pub(crate) fn check(&self, token: &str, fingerprint: &str, now_ms: u64) -> Result<TokenUse, StoreError> {
+    pub(crate) fn check(
+        &self,
+        token: &str,
+        fingerprint: &str,
+        now_ms: u64,
+    ) -> Result<TokenUse, StoreError> {
         if token.is_empty() || token.len() > MAX_TOKEN_LEN {
             return Err(StoreError::validation(format!(
                 "1 validation error detected: Value '{token}' at 'clientRequestToken' failed to satisfy constraint: Member must have length between 1 and {MAX_TOKEN_LEN}"
@@ -52,7 +57,10 @@ impl Tokens {
 
     /// Remembers a committed transaction's token.
     pub(crate) fn record(&self, token: String, fingerprint: String, now_ms: u64) {
-        self.seen.lock().expect("token lock").insert(token, (fingerprint, now_ms));
+        self.seen
+            .lock()
+            .expect("token lock")
+            .insert(token, (fingerprint, now_ms));
     }
 }
 
@@ -66,8 +74,15 @@ mod tests {
         assert_eq!(t.check("tok", "a", 0).unwrap(), TokenUse::Fresh);
         t.record("tok".into(), "a".into(), 0);
         assert_eq!(t.check("tok", "a", 1000).unwrap(), TokenUse::Replay);
-        assert!(matches!(t.check("tok", "b", 1000), Err(StoreError::IdempotentParameterMismatch(_))));
-        assert_eq!(t.check("tok", "b", WINDOW_MS + 1).unwrap(), TokenUse::Fresh, "forgotten after ten minutes");
+        assert!(matches!(
+            t.check("tok", "b", 1000),
+            Err(StoreError::IdempotentParameterMismatch(_))
+        ));
+        assert_eq!(
+            t.check("tok", "b", WINDOW_MS + 1).unwrap(),
+            TokenUse::Fresh,
+            "forgotten after ten minutes"
+        );
         assert!(t.check("", "a", 0).is_err());
     }
 }

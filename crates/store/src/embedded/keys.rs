@@ -14,7 +14,11 @@ use crate::api::ScalarType;
 use super::catalog::{KeyAttribute, TableMeta};
 
 /// The key bytes of the item with these key values.
-pub(crate) fn encode(meta: &TableMeta, pk: &AttributeValue, sk: Option<&AttributeValue>) -> Vec<u8> {
+pub(crate) fn encode(
+    meta: &TableMeta,
+    pk: &AttributeValue,
+    sk: Option<&AttributeValue>,
+) -> Vec<u8> {
     let mut out = partition_prefix(meta.id, pk);
     if let Some(sk) = sk {
         encode_sort_key(sk, &mut out).expect("key types are validated before encoding");
@@ -57,7 +61,11 @@ pub(crate) fn key_param(meta: &TableMeta, key: &Item) -> Result<Vec<u8>, StoreEr
         return Err(mismatch());
     }
     let pk = key_value(key, &meta.partition_key).ok_or_else(mismatch)?;
-    let sk = meta.sort_key.as_ref().map(|sk| key_value(key, sk).ok_or_else(mismatch)).transpose()?;
+    let sk = meta
+        .sort_key
+        .as_ref()
+        .map(|sk| key_value(key, sk).ok_or_else(mismatch))
+        .transpose()?;
     not_empty(&meta.partition_key, pk)?;
     within_limit(meta, &meta.partition_key, pk)?;
     if let (Some(attr), Some(v)) = (&meta.sort_key, sk) {
@@ -72,7 +80,11 @@ pub(crate) fn key_param(meta: &TableMeta, key: &Item) -> Result<Vec<u8>, StoreEr
 pub(crate) fn item_key(meta: &TableMeta, item: &Item) -> Result<Vec<u8>, StoreError> {
     let pk = item_key_value(item, &meta.partition_key)?;
     within_limit(meta, &meta.partition_key, pk)?;
-    let sk = meta.sort_key.as_ref().map(|attr| item_key_value(item, attr)).transpose()?;
+    let sk = meta
+        .sort_key
+        .as_ref()
+        .map(|attr| item_key_value(item, attr))
+        .transpose()?;
     if let (Some(attr), Some(v)) = (&meta.sort_key, sk) {
         within_limit(meta, attr, v)?;
     }
@@ -104,7 +116,10 @@ fn key_value<'a>(key: &'a Item, attr: &KeyAttribute) -> Option<&'a AttributeValu
     key.get(&attr.name).filter(|v| has_type(v, attr.ty))
 }
 
-fn item_key_value<'a>(item: &'a Item, attr: &KeyAttribute) -> Result<&'a AttributeValue, StoreError> {
+fn item_key_value<'a>(
+    item: &'a Item,
+    attr: &KeyAttribute,
+) -> Result<&'a AttributeValue, StoreError> {
     let v = item.get(&attr.name).ok_or_else(|| {
         StoreError::validation(format!(
             "One or more parameter values were invalid: Missing the key {} in the item",
@@ -130,8 +145,16 @@ const MAX_SORT_KEY_BYTES: usize = 1024;
 
 /// A key value's size limit: 2048 bytes for a partition key, 1024 for a
 /// sort key.
-fn within_limit(meta: &TableMeta, attr: &KeyAttribute, v: &AttributeValue) -> Result<(), StoreError> {
-    let limit = if attr.name == meta.partition_key.name { MAX_PARTITION_KEY_BYTES } else { MAX_SORT_KEY_BYTES };
+fn within_limit(
+    meta: &TableMeta,
+    attr: &KeyAttribute,
+    v: &AttributeValue,
+) -> Result<(), StoreError> {
+    let limit = if attr.name == meta.partition_key.name {
+        MAX_PARTITION_KEY_BYTES
+    } else {
+        MAX_SORT_KEY_BYTES
+    };
     if v.size() > limit {
         return Err(StoreError::validation(
             "One or more parameter values were invalid: Hash primary key values must be under 2048 bytes, and range primary key values must be under 1024 bytes",
@@ -161,8 +184,14 @@ mod tests {
         TableMeta {
             id: 7,
             name: "t".into(),
-            partition_key: KeyAttribute { name: "pk".into(), ty: ScalarType::S },
-            sort_key: Some(KeyAttribute { name: "sk".into(), ty: ScalarType::N }),
+            partition_key: KeyAttribute {
+                name: "pk".into(),
+                ty: ScalarType::S,
+            },
+            sort_key: Some(KeyAttribute {
+                name: "sk".into(),
+                ty: ScalarType::N,
+            }),
             attribute_definitions: vec![],
             stream_view_type: None,
             ttl_attribute: None,
@@ -172,7 +201,10 @@ mod tests {
     }
 
     fn item(pairs: &[(&str, AttributeValue)]) -> Item {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
     }
 
     #[test]
@@ -191,21 +223,42 @@ mod tests {
         assert!(key_param(&m, &ok).is_ok());
         let mut extra = ok.clone();
         extra.insert("x".into(), AttributeValue::n(1));
-        assert!(key_param(&m, &extra).unwrap_err().to_string().contains("does not match the schema"));
+        assert!(
+            key_param(&m, &extra)
+                .unwrap_err()
+                .to_string()
+                .contains("does not match the schema")
+        );
         let wrong = item(&[("pk", AttributeValue::n(1)), ("sk", AttributeValue::n(1))]);
         assert!(key_param(&m, &wrong).is_err());
         let empty = item(&[("pk", AttributeValue::s("")), ("sk", AttributeValue::n(1))]);
-        assert!(key_param(&m, &empty).unwrap_err().to_string().contains("empty string value. Key: pk"));
+        assert!(
+            key_param(&m, &empty)
+                .unwrap_err()
+                .to_string()
+                .contains("empty string value. Key: pk")
+        );
     }
 
     #[test]
     fn items_name_the_missing_or_mistyped_key() {
         let m = meta();
         let missing = item(&[("pk", AttributeValue::s("a"))]);
-        assert!(item_key(&m, &missing).unwrap_err().to_string().contains("Missing the key sk in the item"));
-        let mistyped = item(&[("pk", AttributeValue::s("a")), ("sk", AttributeValue::s("1"))]);
         assert!(
-            item_key(&m, &mistyped).unwrap_err().to_string().contains("Type mismatch for key sk expected: N actual: S")
+            item_key(&m, &missing)
+                .unwrap_err()
+                .to_string()
+                .contains("Missing the key sk in the item")
+        );
+        let mistyped = item(&[
+            ("pk", AttributeValue::s("a")),
+            ("sk", AttributeValue::s("1")),
+        ]);
+        assert!(
+            item_key(&m, &mistyped)
+                .unwrap_err()
+                .to_string()
+                .contains("Type mismatch for key sk expected: N actual: S")
         );
     }
 }

@@ -165,7 +165,10 @@ impl Shared {
     }
 
     pub(crate) fn fail(&self, reason: String) {
-        self.failure.lock().expect("failure lock").get_or_insert(reason);
+        self.failure
+            .lock()
+            .expect("failure lock")
+            .get_or_insert(reason);
     }
 }
 
@@ -212,8 +215,14 @@ pub(crate) fn storage_err(e: impl std::fmt::Display) -> StoreError {
 impl EmbeddedStore {
     /// Opens (or creates) the store file at `path`, recovering it after a
     /// crash, and starts the writer and the TTL sweeper.
-    pub fn open(path: impl AsRef<std::path::Path>, options: EmbeddedOptions) -> StoreResult<EmbeddedStore> {
-        EmbeddedStore::start(Database::create(path.as_ref()).map_err(storage_err)?, options)
+    pub fn open(
+        path: impl AsRef<std::path::Path>,
+        options: EmbeddedOptions,
+    ) -> StoreResult<EmbeddedStore> {
+        EmbeddedStore::start(
+            Database::create(path.as_ref()).map_err(storage_err)?,
+            options,
+        )
     }
 
     /// Opens a store on any redb storage backend: `redb::backends::InMemoryBackend`
@@ -222,7 +231,12 @@ impl EmbeddedStore {
         backend: impl redb::StorageBackend,
         options: EmbeddedOptions,
     ) -> StoreResult<EmbeddedStore> {
-        EmbeddedStore::start(Database::builder().create_with_backend(backend).map_err(storage_err)?, options)
+        EmbeddedStore::start(
+            Database::builder()
+                .create_with_backend(backend)
+                .map_err(storage_err)?,
+            options,
+        )
     }
 
     fn start(db: Database, options: EmbeddedOptions) -> StoreResult<EmbeddedStore> {
@@ -276,7 +290,10 @@ impl EmbeddedStore {
     pub fn writer_stats(&self) -> WriterStats {
         use std::sync::atomic::Ordering::Relaxed;
         let stats = &self.inner().shared.stats;
-        WriterStats { commits: stats.commits.load(Relaxed), operations: stats.operations.load(Relaxed) }
+        WriterStats {
+            commits: stats.commits.load(Relaxed),
+            operations: stats.operations.load(Relaxed),
+        }
     }
 
     /// Runs one TTL sweep and stream trim now (the background sweeper does
@@ -322,7 +339,10 @@ impl EmbeddedStore {
         let prefix = keys::table_prefix(meta.id);
         let end = keys::prefix_end(&prefix);
         let (mut count, mut size) = (0, 0);
-        for row in items.range(prefix.as_slice()..end.as_slice()).map_err(storage_err)? {
+        for row in items
+            .range(prefix.as_slice()..end.as_slice())
+            .map_err(storage_err)?
+        {
             let (_, v) = row.map_err(storage_err)?;
             count += 1;
             size += v.value().len() as u64;
@@ -342,8 +362,9 @@ fn load_tables(db: &Database) -> StoreResult<Vec<Meta>> {
     let mut out = Vec::new();
     for row in meta.iter().map_err(storage_err)? {
         let (name, json) = row.map_err(storage_err)?;
-        let parsed = serde_json::from_str(json.value())
-            .map_err(|e| StoreError::Storage(format!("corrupt metadata of table {}: {e}", name.value())))?;
+        let parsed = serde_json::from_str(json.value()).map_err(|e| {
+            StoreError::Storage(format!("corrupt metadata of table {}: {e}", name.value()))
+        })?;
         out.push(parsed);
     }
     Ok(out)
@@ -377,7 +398,12 @@ impl ItemStore for EmbeddedStore {
     }
 
     async fn list_tables(&self) -> StoreResult<Vec<String>> {
-        Ok(self.catalog().all().iter().map(|m| m.name.clone()).collect())
+        Ok(self
+            .catalog()
+            .all()
+            .iter()
+            .map(|m| m.name.clone())
+            .collect())
     }
 
     async fn update_time_to_live(
@@ -446,7 +472,10 @@ impl ItemStore for EmbeddedStore {
         read_ops::batch_get_item(&self.snapshot()?, self.catalog(), self.now_ms(), input)
     }
 
-    async fn batch_write_item(&self, input: BatchWriteItemInput) -> StoreResult<BatchWriteItemOutput> {
+    async fn batch_write_item(
+        &self,
+        input: BatchWriteItemInput,
+    ) -> StoreResult<BatchWriteItemOutput> {
         let plan = write_ops::BatchWrite::compile(self.catalog(), input)?;
         self.submit(move |ctx| plan.run(ctx)).await
     }
@@ -455,8 +484,14 @@ impl ItemStore for EmbeddedStore {
         let token = match input.client_request_token.clone() {
             None => None,
             Some(token) => {
-                let fingerprint = serde_json::to_string(&input.transact_items).expect("requests serialise");
-                match self.inner().shared.tokens.check(&token, &fingerprint, self.now_ms())? {
+                let fingerprint =
+                    serde_json::to_string(&input.transact_items).expect("requests serialise");
+                match self
+                    .inner()
+                    .shared
+                    .tokens
+                    .check(&token, &fingerprint, self.now_ms())?
+                {
                     idempotency::TokenUse::Replay => return Ok(()),
                     idempotency::TokenUse::Fresh => Some((token, fingerprint)),
                 }
@@ -465,18 +500,29 @@ impl ItemStore for EmbeddedStore {
         let plan = write_ops::TransactWrite::compile(self.catalog(), input)?;
         self.submit(move |ctx| plan.run(ctx)).await?;
         if let Some((token, fingerprint)) = token {
-            self.inner().shared.tokens.record(token, fingerprint, self.now_ms());
+            self.inner()
+                .shared
+                .tokens
+                .record(token, fingerprint, self.now_ms());
         }
         Ok(())
     }
 
-    async fn transact_get_items(&self, input: TransactGetItemsInput) -> StoreResult<TransactGetItemsOutput> {
+    async fn transact_get_items(
+        &self,
+        input: TransactGetItemsInput,
+    ) -> StoreResult<TransactGetItemsOutput> {
         read_ops::transact_get_items(&self.snapshot()?, self.catalog(), self.now_ms(), input)
     }
 }
 
 impl ChangeStreams for EmbeddedStore {
-    async fn read_stream(&self, table_name: &str, after: u64, limit: usize) -> StoreResult<Vec<StreamRecord>> {
+    async fn read_stream(
+        &self,
+        table_name: &str,
+        after: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<StreamRecord>> {
         let meta = self.stream_meta(table_name)?;
         stream::read(&self.snapshot()?, &meta, after, limit)
     }
@@ -486,7 +532,12 @@ impl ChangeStreams for EmbeddedStore {
         Ok(stream::head(&self.snapshot()?, meta.id)?.0)
     }
 
-    async fn wait_for_records(&self, table_name: &str, after: u64, timeout: Duration) -> StoreResult<bool> {
+    async fn wait_for_records(
+        &self,
+        table_name: &str,
+        after: u64,
+        timeout: Duration,
+    ) -> StoreResult<bool> {
         let meta = self.stream_meta(table_name)?;
         // Subscribe before looking, so a commit between the look and the wait
         // still wakes us.
@@ -512,12 +563,21 @@ impl ChangeStreams for EmbeddedStore {
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
             Err(e) => return Err(storage_err(e)),
         };
-        Ok(table.get((meta.id, reader)).map_err(storage_err)?.map(|g| g.value()))
+        Ok(table
+            .get((meta.id, reader))
+            .map_err(storage_err)?
+            .map(|g| g.value()))
     }
 
-    async fn set_checkpoint(&self, table_name: &str, reader: &str, sequence_number: u64) -> StoreResult<()> {
+    async fn set_checkpoint(
+        &self,
+        table_name: &str,
+        reader: &str,
+        sequence_number: u64,
+    ) -> StoreResult<()> {
         self.catalog().get(table_name)?;
         let (table, reader) = (table_name.to_owned(), reader.to_owned());
-        self.submit(move |ctx| ctx.set_checkpoint(&table, &reader, sequence_number)).await
+        self.submit(move |ctx| ctx.set_checkpoint(&table, &reader, sequence_number))
+            .await
     }
 }

@@ -9,7 +9,8 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use postbox_expr::{
-    Condition, KeyCondition, Projection, SortKeyCondition, parse_filter, parse_key_condition, parse_projection,
+    Condition, KeyCondition, Projection, SortKeyCondition, parse_filter, parse_key_condition,
+    parse_projection,
 };
 use postbox_item::{AttributeValue, Item, decode_item, encode_sort_key, item_size};
 use redb::{ReadOnlyTable, ReadTransaction};
@@ -34,9 +35,16 @@ fn items(txn: &ReadTransaction) -> Result<Option<ItemsTable>, StoreError> {
 }
 
 /// The live item stored under `key`.
-fn get_live(table: Option<&ItemsTable>, meta: &TableMeta, key: &[u8], now_ms: u64) -> Result<Option<Item>, StoreError> {
+fn get_live(
+    table: Option<&ItemsTable>,
+    meta: &TableMeta,
+    key: &[u8],
+    now_ms: u64,
+) -> Result<Option<Item>, StoreError> {
     let Some(table) = table else { return Ok(None) };
-    let Some(bytes) = table.get(key).map_err(storage_err)? else { return Ok(None) };
+    let Some(bytes) = table.get(key).map_err(storage_err)? else {
+        return Ok(None);
+    };
     let item = decode_item(bytes.value())?;
     Ok((!ttl::is_expired(meta, &item, now_ms)).then_some(item))
 }
@@ -45,7 +53,10 @@ fn get_live(table: Option<&ItemsTable>, meta: &TableMeta, key: &[u8], now_ms: u6
 fn projection(src: Option<&str>, names: Option<&Names>) -> Result<Option<Projection>, StoreError> {
     validate::placeholder_maps(names, None, src.is_some())?;
     let mut ph = validate::placeholders(names, None);
-    let projection = src.map(|s| parse_projection(s, &mut ph)).transpose().map_err(validate::expr)?;
+    let projection = src
+        .map(|s| parse_projection(s, &mut ph))
+        .transpose()
+        .map_err(validate::expr)?;
     ph.finish().map_err(validate::expr)?;
     Ok(projection)
 }
@@ -66,13 +77,21 @@ pub(crate) fn get_item(
 ) -> Result<GetItemOutput, StoreError> {
     validate::legacy_parameters(
         &[("AttributesToGet", input.attributes_to_get.is_some())],
-        &[("ProjectionExpression", input.projection_expression.is_some())],
+        &[(
+            "ProjectionExpression",
+            input.projection_expression.is_some(),
+        )],
     )?;
-    let projection = projection(input.projection_expression.as_deref(), input.expression_attribute_names.as_ref())?;
+    let projection = projection(
+        input.projection_expression.as_deref(),
+        input.expression_attribute_names.as_ref(),
+    )?;
     let meta = catalog.get(&input.table_name)?;
     let key = keys::key_param(&meta, &input.key)?;
     let item = get_live(items(txn)?.as_ref(), &meta, &key, now_ms)?;
-    Ok(GetItemOutput { item: item.map(|i| projected(i, projection.as_ref())) })
+    Ok(GetItemOutput {
+        item: item.map(|i| projected(i, projection.as_ref())),
+    })
 }
 
 /// BatchGetItem: at most 100 keys, no key twice; every requested table
@@ -90,7 +109,9 @@ pub(crate) fn batch_get_item(
     }
     let total: usize = input.request_items.values().map(|k| k.keys.len()).sum();
     if total > validate::MAX_BATCH_GET_KEYS {
-        return Err(StoreError::validation("Too many items requested for the BatchGetItem call"));
+        return Err(StoreError::validation(
+            "Too many items requested for the BatchGetItem call",
+        ));
     }
     let mut plans = Vec::new();
     for (table, request) in &input.request_items {
@@ -99,15 +120,19 @@ pub(crate) fn batch_get_item(
                 "1 validation error detected: Value '[]' at 'requestItems.{table}.member.keys' failed to satisfy constraint: Member must have length greater than or equal to 1"
             )));
         }
-        let projection =
-            projection(request.projection_expression.as_deref(), request.expression_attribute_names.as_ref())?;
+        let projection = projection(
+            request.projection_expression.as_deref(),
+            request.expression_attribute_names.as_ref(),
+        )?;
         let meta = catalog.get(table)?;
         let mut seen = HashSet::new();
         let mut encoded = Vec::with_capacity(request.keys.len());
         for key in &request.keys {
             let bytes = keys::key_param(&meta, key)?;
             if !seen.insert(bytes.clone()) {
-                return Err(StoreError::validation("Provided list of item keys contains duplicates"));
+                return Err(StoreError::validation(
+                    "Provided list of item keys contains duplicates",
+                ));
             }
             encoded.push(bytes);
         }
@@ -124,7 +149,10 @@ pub(crate) fn batch_get_item(
         }
         responses.insert(table, found);
     }
-    Ok(BatchGetItemOutput { responses, unprocessed_keys: BTreeMap::new() })
+    Ok(BatchGetItemOutput {
+        responses,
+        unprocessed_keys: BTreeMap::new(),
+    })
 }
 
 /// TransactGetItems: at most 100 reads of distinct items from one snapshot.
@@ -136,7 +164,11 @@ pub(crate) fn transact_get_items(
 ) -> Result<TransactGetItemsOutput, StoreError> {
     let n = input.transact_items.len();
     if n == 0 || n > validate::MAX_TRANSACT_ACTIONS {
-        let bound = if n == 0 { "greater than or equal to 1" } else { "less than or equal to 100" };
+        let bound = if n == 0 {
+            "greater than or equal to 1"
+        } else {
+            "less than or equal to 100"
+        };
         return Err(StoreError::validation(format!(
             "1 validation error detected: Value at 'transactItems' failed to satisfy constraint: Member must have length {bound}"
         )));
@@ -144,11 +176,16 @@ pub(crate) fn transact_get_items(
     let mut plans = Vec::with_capacity(n);
     let mut seen = HashSet::new();
     for TransactGetItem { get } in &input.transact_items {
-        let projection = projection(get.projection_expression.as_deref(), get.expression_attribute_names.as_ref())?;
+        let projection = projection(
+            get.projection_expression.as_deref(),
+            get.expression_attribute_names.as_ref(),
+        )?;
         let meta = catalog.get(&get.table_name)?;
         let key = keys::key_param(&meta, &get.key)?;
         if !seen.insert((meta.id, key.clone())) {
-            return Err(StoreError::validation("Transaction request cannot include multiple operations on one item"));
+            return Err(StoreError::validation(
+                "Transaction request cannot include multiple operations on one item",
+            ));
         }
         plans.push((meta, key, projection));
     }
@@ -156,7 +193,9 @@ pub(crate) fn transact_get_items(
     let mut responses = Vec::with_capacity(n);
     for (meta, key, projection) in plans {
         let item = get_live(items_table.as_ref(), &meta, &key, now_ms)?;
-        responses.push(ItemResponse { item: item.map(|i| projected(i, projection.as_ref())) });
+        responses.push(ItemResponse {
+            item: item.map(|i| projected(i, projection.as_ref())),
+        });
     }
     Ok(TransactGetItemsOutput { responses })
 }
@@ -178,22 +217,28 @@ struct Page {
 }
 
 /// The `Select` rules of Query and Scan.
-fn shape(select: Option<Select>, projection: Option<Projection>, index: Option<&str>) -> Result<Shape, StoreError> {
+fn shape(
+    select: Option<Select>,
+    projection: Option<Projection>,
+    index: Option<&str>,
+) -> Result<Shape, StoreError> {
     match (select, projection) {
         (None | Some(Select::AllAttributes), None) => Ok(Shape::All),
         (None | Some(Select::SpecificAttributes), Some(p)) => Ok(Shape::Projected(p)),
         (Some(Select::SpecificAttributes), None) => Err(StoreError::validation(
             "1 validation error detected: Must specify the AttributesToGet or ProjectionExpression when choosing to get SPECIFIC_ATTRIBUTES",
         )),
-        (Some(Select::AllAttributes), Some(_)) => {
-            Err(StoreError::validation("Cannot specify the ProjectionExpression when choosing to get ALL_ATTRIBUTES"))
-        }
+        (Some(Select::AllAttributes), Some(_)) => Err(StoreError::validation(
+            "Cannot specify the ProjectionExpression when choosing to get ALL_ATTRIBUTES",
+        )),
         (Some(Select::Count), None) => Ok(Shape::Count),
-        (Some(Select::Count), Some(_)) => {
-            Err(StoreError::validation("Cannot specify the ProjectionExpression when choosing to get COUNT"))
-        }
+        (Some(Select::Count), Some(_)) => Err(StoreError::validation(
+            "Cannot specify the ProjectionExpression when choosing to get COUNT",
+        )),
         (Some(Select::AllProjectedAttributes), _) if index.is_none() => {
-            Err(StoreError::validation("ALL_PROJECTED_ATTRIBUTES can be used only when Querying using an IndexName"))
+            Err(StoreError::validation(
+                "ALL_PROJECTED_ATTRIBUTES can be used only when Querying using an IndexName",
+            ))
         }
         (Some(Select::AllProjectedAttributes), _) => Ok(Shape::All),
     }
@@ -202,8 +247,9 @@ fn shape(select: Option<Select>, projection: Option<Projection>, index: Option<&
 /// An ExclusiveStartKey must be exactly a key of the table.
 fn start_key(meta: &TableMeta, key: Option<&Item>) -> Result<Option<Vec<u8>>, StoreError> {
     key.map(|k| {
-        keys::key_param(meta, k)
-            .map_err(|e| StoreError::validation(format!("The provided starting key is invalid: {e}")))
+        keys::key_param(meta, k).map_err(|e| {
+            StoreError::validation(format!("The provided starting key is invalid: {e}"))
+        })
     })
     .transpose()
 }
@@ -233,9 +279,15 @@ pub(crate) fn query(
             ("ConditionalOperator", input.conditional_operator.is_some()),
         ],
         &[
-            ("KeyConditionExpression", input.key_condition_expression.is_some()),
+            (
+                "KeyConditionExpression",
+                input.key_condition_expression.is_some(),
+            ),
             ("FilterExpression", input.filter_expression.is_some()),
-            ("ProjectionExpression", input.projection_expression.is_some()),
+            (
+                "ProjectionExpression",
+                input.projection_expression.is_some(),
+            ),
         ],
     )?;
     let names = input.expression_attribute_names.as_ref();
@@ -251,10 +303,14 @@ pub(crate) fn query(
     no_index(&meta, input.index_name.as_deref())?;
     let mut ph = validate::placeholders(names, values);
     let sk_name = meta.sort_key.as_ref().map(|sk| sk.name.as_str());
-    let key_condition =
-        parse_key_condition(key_src, &mut ph, &meta.partition_key.name, sk_name).map_err(validate::expr)?;
-    let filter =
-        input.filter_expression.as_deref().map(|s| parse_filter(s, &mut ph)).transpose().map_err(validate::expr)?;
+    let key_condition = parse_key_condition(key_src, &mut ph, &meta.partition_key.name, sk_name)
+        .map_err(validate::expr)?;
+    let filter = input
+        .filter_expression
+        .as_deref()
+        .map(|s| parse_filter(s, &mut ph))
+        .transpose()
+        .map_err(validate::expr)?;
     let projection = input
         .projection_expression
         .as_deref()
@@ -263,9 +319,11 @@ pub(crate) fn query(
         .map_err(validate::expr)?;
     ph.finish().map_err(validate::expr)?;
     key_condition_types(&meta, &key_condition)?;
-    if let Some(path) =
-        filter.as_ref().and_then(|f| f.paths().into_iter().find(|p| meta.is_key_attribute(p.top_level())))
-    {
+    if let Some(path) = filter.as_ref().and_then(|f| {
+        f.paths()
+            .into_iter()
+            .find(|p| meta.is_key_attribute(p.top_level()))
+    }) {
         return Err(StoreError::validation(format!(
             "Filter Expression can only contain non-primary key attributes: Primary key attribute: {}",
             path.top_level()
@@ -283,11 +341,22 @@ pub(crate) fn query(
     }
     let (lo, hi) = sort_bounds(&prefix, key_condition.sort.as_ref());
     let forward = input.scan_index_forward.unwrap_or(true);
-    let page = Page { meta, filter, shape, limit, start };
+    let page = Page {
+        meta,
+        filter,
+        shape,
+        limit,
+        start,
+    };
     let sort = key_condition.sort;
     run_page(txn, &page, now_ms, lo, hi, forward, |item| {
-        sort.as_ref()
-            .is_none_or(|c| page.meta.sort_key.as_ref().and_then(|sk| item.get(&sk.name)).is_some_and(|v| c.matches(v)))
+        sort.as_ref().is_none_or(|c| {
+            page.meta
+                .sort_key
+                .as_ref()
+                .and_then(|sk| item.get(&sk.name))
+                .is_some_and(|v| c.matches(v))
+        })
     })
 }
 
@@ -306,7 +375,10 @@ pub(crate) fn scan(
         ],
         &[
             ("FilterExpression", input.filter_expression.is_some()),
-            ("ProjectionExpression", input.projection_expression.is_some()),
+            (
+                "ProjectionExpression",
+                input.projection_expression.is_some(),
+            ),
         ],
     )?;
     let names = input.expression_attribute_names.as_ref();
@@ -321,8 +393,12 @@ pub(crate) fn scan(
     let meta = catalog.get(&input.table_name)?;
     no_index(&meta, input.index_name.as_deref())?;
     let mut ph = validate::placeholders(names, values);
-    let filter =
-        input.filter_expression.as_deref().map(|s| parse_filter(s, &mut ph)).transpose().map_err(validate::expr)?;
+    let filter = input
+        .filter_expression
+        .as_deref()
+        .map(|s| parse_filter(s, &mut ph))
+        .transpose()
+        .map_err(validate::expr)?;
     let projection = input
         .projection_expression
         .as_deref()
@@ -333,8 +409,17 @@ pub(crate) fn scan(
     let shape = shape(input.select, projection, input.index_name.as_deref())?;
     let start = start_key(&meta, input.exclusive_start_key.as_ref())?;
     let prefix = keys::table_prefix(meta.id);
-    let (lo, hi) = (Bound::Included(prefix.clone()), Bound::Excluded(keys::prefix_end(&prefix)));
-    let page = Page { meta, filter, shape, limit, start };
+    let (lo, hi) = (
+        Bound::Included(prefix.clone()),
+        Bound::Excluded(keys::prefix_end(&prefix)),
+    );
+    let page = Page {
+        meta,
+        filter,
+        shape,
+        limit,
+        start,
+    };
     run_page(txn, &page, now_ms, lo, hi, true, |item| match segment {
         None => true,
         Some((segment, total)) => segment_of(&page.meta, item, total) == segment,
@@ -351,9 +436,11 @@ fn segment(segment: Option<i64>, total: Option<i64>) -> Result<Option<(u64, u64)
         (None, Some(_)) => Err(StoreError::validation(
             "The Segment parameter is required but was not present in the request when parameter TotalSegments is present",
         )),
-        (Some(_), Some(t)) if !(1..=1_000_000).contains(&t) => Err(StoreError::validation(format!(
-            "1 validation error detected: Value '{t}' at 'totalSegments' failed to satisfy constraint: Member must have value between 1 and 1000000"
-        ))),
+        (Some(_), Some(t)) if !(1..=1_000_000).contains(&t) => {
+            Err(StoreError::validation(format!(
+                "1 validation error detected: Value '{t}' at 'totalSegments' failed to satisfy constraint: Member must have value between 1 and 1000000"
+            )))
+        }
         (Some(s), Some(t)) if s < 0 || s >= t => Err(StoreError::validation(format!(
             "The Segment parameter is zero-based and must be less than parameter TotalSegments: Segment: {s} is not less than TotalSegments: {t}"
         ))),
@@ -367,7 +454,9 @@ fn segment_of(meta: &TableMeta, item: &Item, total: u64) -> u64 {
     if let Some(pk) = item.get(&meta.partition_key.name) {
         let _ = postbox_item::encode_partition_key(pk, &mut bytes);
     }
-    let hash = bytes.iter().fold(0xcbf29ce484222325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x100000001b3));
+    let hash = bytes.iter().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x100000001b3)
+    });
     hash % total
 }
 
@@ -402,7 +491,9 @@ fn key_condition_types(meta: &TableMeta, kc: &KeyCondition) -> Result<(), StoreE
     };
     empty(&kc.partition, &meta.partition_key.name)?;
     if let (Some(sort), Some(sk)) = (&kc.sort, &meta.sort_key) {
-        sort.values().into_iter().try_for_each(|v| empty(v, &sk.name))?;
+        sort.values()
+            .into_iter()
+            .try_for_each(|v| empty(v, &sk.name))?;
     }
     Ok(())
 }
@@ -416,7 +507,10 @@ fn sort_bounds(prefix: &[u8], sort: Option<&SortKeyCondition>) -> (Bound<Vec<u8>
         let _ = encode_sort_key(v, &mut k);
         k
     };
-    let (start, end) = (Bound::Included(prefix.to_vec()), Bound::Excluded(keys::prefix_end(prefix)));
+    let (start, end) = (
+        Bound::Included(prefix.to_vec()),
+        Bound::Excluded(keys::prefix_end(prefix)),
+    );
     match sort {
         None => (start, end),
         Some(SortKeyCondition::Eq(v)) => (Bound::Included(at(v)), Bound::Included(at(v))),
@@ -427,7 +521,10 @@ fn sort_bounds(prefix: &[u8], sort: Option<&SortKeyCondition>) -> (Bound<Vec<u8>
         Some(SortKeyCondition::Between(lo, hi)) if at(lo) <= at(hi) => {
             (Bound::Included(at(lo)), Bound::Included(at(hi)))
         }
-        Some(SortKeyCondition::Between(..)) => (Bound::Included(prefix.to_vec()), Bound::Excluded(prefix.to_vec())),
+        Some(SortKeyCondition::Between(..)) => (
+            Bound::Included(prefix.to_vec()),
+            Bound::Excluded(prefix.to_vec()),
+        ),
         Some(SortKeyCondition::BeginsWith(v)) => {
             let p = at(v);
             let e = keys::prefix_end(&p);
@@ -456,10 +553,18 @@ fn after_start(
         }
     };
     if forward {
-        let lo = if beyond(&lo, true) { Bound::Excluded(start.clone()) } else { lo };
+        let lo = if beyond(&lo, true) {
+            Bound::Excluded(start.clone())
+        } else {
+            lo
+        };
         (lo, hi)
     } else {
-        let hi = if beyond(&hi, false) { Bound::Excluded(start.clone()) } else { hi };
+        let hi = if beyond(&hi, false) {
+            Bound::Excluded(start.clone())
+        } else {
+            hi
+        };
         (lo, hi)
     }
 }
@@ -477,15 +582,26 @@ fn run_page(
     forward: bool,
     in_scope: impl Fn(&Item) -> bool,
 ) -> Result<QueryOutput, StoreError> {
-    let mut out = QueryOutput { items: (!matches!(page.shape, Shape::Count)).then(Vec::new), ..QueryOutput::default() };
-    let Some(table) = items(txn)? else { return Ok(out) };
+    let mut out = QueryOutput {
+        items: (!matches!(page.shape, Shape::Count)).then(Vec::new),
+        ..QueryOutput::default()
+    };
+    let Some(table) = items(txn)? else {
+        return Ok(out);
+    };
     let (lo, hi) = after_start(lo, hi, page.start.as_ref(), forward);
     if empty_range(&lo, &hi) {
         return Ok(out);
     }
-    let range = table.range::<&[u8]>((as_slice(&lo), as_slice(&hi))).map_err(storage_err)?;
+    let range = table
+        .range::<&[u8]>((as_slice(&lo), as_slice(&hi)))
+        .map_err(storage_err)?;
     let mut bytes_read = 0usize;
-    let mut iter: Box<dyn Iterator<Item = _>> = if forward { Box::new(range) } else { Box::new(range.rev()) };
+    let mut iter: Box<dyn Iterator<Item = _>> = if forward {
+        Box::new(range)
+    } else {
+        Box::new(range.rev())
+    };
     for row in iter.by_ref() {
         let (_, value) = row.map_err(storage_err)?;
         let item = decode_item(value.value())?;
@@ -494,8 +610,8 @@ fn run_page(
         }
         out.scanned_count += 1;
         bytes_read += item_size(&item);
-        let stop =
-            page.limit.is_some_and(|l| out.scanned_count as usize >= l) || bytes_read >= validate::MAX_PAGE_BYTES;
+        let stop = page.limit.is_some_and(|l| out.scanned_count as usize >= l)
+            || bytes_read >= validate::MAX_PAGE_BYTES;
         if stop {
             out.last_evaluated_key = Some(keys::key_of(&page.meta, &item));
         }
@@ -526,7 +642,9 @@ fn as_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
 fn empty_range(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
     match (lo, hi) {
         (Bound::Included(a), Bound::Included(b)) => a > b,
-        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => a >= b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+            a >= b
+        }
         _ => false,
     }
 }

@@ -39,14 +39,25 @@ pub(crate) fn record_for(
         (Some(_), Some(_)) => EventName::Modify,
         (Some(_), None) => EventName::Remove,
     };
-    let keys = keys::key_of(meta, new.or(old).expect("a change has an old or a new image"));
-    let wants_new = matches!(view, StreamViewType::NewImage | StreamViewType::NewAndOldImages);
-    let wants_old = matches!(view, StreamViewType::OldImage | StreamViewType::NewAndOldImages);
+    let keys = keys::key_of(
+        meta,
+        new.or(old).expect("a change has an old or a new image"),
+    );
+    let wants_new = matches!(
+        view,
+        StreamViewType::NewImage | StreamViewType::NewAndOldImages
+    );
+    let wants_old = matches!(
+        view,
+        StreamViewType::OldImage | StreamViewType::NewAndOldImages
+    );
     let new_image = new.filter(|_| wants_new).cloned();
     let old_image = old.filter(|_| wants_old).cloned();
-    let size_bytes =
-        [Some(&keys), new_image.as_ref(), old_image.as_ref()].into_iter().flatten().map(item_size).sum::<usize>()
-            as u64;
+    let size_bytes = [Some(&keys), new_image.as_ref(), old_image.as_ref()]
+        .into_iter()
+        .flatten()
+        .map(item_size)
+        .sum::<usize>() as u64;
     StreamRecord {
         sequence_number: 0,
         event_name,
@@ -76,9 +87,24 @@ pub(crate) fn encode_change(
         (Some(_), Some(_)) => 1,
         (Some(_), None) => 2,
     };
-    let keys = keys::key_of(meta, new.map(|(i, _)| i).or(old).expect("a change has an old or a new image"));
-    let new = new.filter(|_| matches!(view, StreamViewType::NewImage | StreamViewType::NewAndOldImages));
-    let old = old.filter(|_| matches!(view, StreamViewType::OldImage | StreamViewType::NewAndOldImages));
+    let keys = keys::key_of(
+        meta,
+        new.map(|(i, _)| i)
+            .or(old)
+            .expect("a change has an old or a new image"),
+    );
+    let new = new.filter(|_| {
+        matches!(
+            view,
+            StreamViewType::NewImage | StreamViewType::NewAndOldImages
+        )
+    });
+    let old = old.filter(|_| {
+        matches!(
+            view,
+            StreamViewType::OldImage | StreamViewType::NewAndOldImages
+        )
+    });
     let size = item_size(&keys) + new.map_or(0, |(i, _)| item_size(i)) + old.map_or(0, item_size);
     let mut out = Vec::with_capacity(64 + new.map_or(0, |(_, b)| b.len()) * 2);
     out.push(event);
@@ -118,11 +144,18 @@ pub(crate) fn encode(r: &StreamRecord) -> Vec<u8> {
         EventName::Modify => 1,
         EventName::Remove => 2,
     });
-    out.push(r.ttl_removal as u8 | (r.new_image.is_some() as u8) << 1 | (r.old_image.is_some() as u8) << 2);
+    out.push(
+        r.ttl_removal as u8
+            | (r.new_image.is_some() as u8) << 1
+            | (r.old_image.is_some() as u8) << 2,
+    );
     out.push(view_byte(r.view_type));
     out.extend_from_slice(&r.approximate_creation_time_ms.to_be_bytes());
     out.extend_from_slice(&r.size_bytes.to_be_bytes());
-    for item in [Some(&r.keys), r.new_image.as_ref(), r.old_image.as_ref()].into_iter().flatten() {
+    for item in [Some(&r.keys), r.new_image.as_ref(), r.old_image.as_ref()]
+        .into_iter()
+        .flatten()
+    {
         let bytes = encode_item(item);
         out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
         out.extend_from_slice(&bytes);
@@ -163,8 +196,16 @@ pub(crate) fn decode(sequence_number: u64, bytes: &[u8]) -> Result<StreamRecord,
         Ok(decode_item(body)?)
     };
     let keys = next_item()?;
-    let new_image = if flags & 2 != 0 { Some(next_item()?) } else { None };
-    let old_image = if flags & 4 != 0 { Some(next_item()?) } else { None };
+    let new_image = if flags & 2 != 0 {
+        Some(next_item()?)
+    } else {
+        None
+    };
+    let old_image = if flags & 4 != 0 {
+        Some(next_item()?)
+    } else {
+        None
+    };
     Ok(StreamRecord {
         sequence_number,
         event_name,
@@ -185,7 +226,10 @@ pub(crate) fn head(txn: &ReadTransaction, id: u32) -> Result<(u64, u64), StoreEr
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok((0, 0)),
         Err(e) => return Err(storage_err(e)),
     };
-    Ok(heads.get(id).map_err(storage_err)?.map_or((0, 0), |g| g.value()))
+    Ok(heads
+        .get(id)
+        .map_err(storage_err)?
+        .map_or((0, 0), |g| g.value()))
 }
 
 /// Up to `limit` records of `meta`'s stream after sequence `after`, from a
@@ -221,10 +265,21 @@ pub(crate) fn read_blocks(
     let start = after.saturating_add(1);
     let mut out = Vec::new();
     // The block holding `start` begins at or before it.
-    let first = table.range((id, 0)..=(id, start)).map_err(storage_err)?.next_back();
-    let first = first.transpose().map_err(storage_err)?.map(|(k, v)| (k.value().1, v.value().to_vec()));
-    let rest = table.range((id, start.saturating_add(1))..=(id, u64::MAX)).map_err(storage_err)?;
-    let rest = rest.map(|row| row.map(|(k, v)| (k.value().1, v.value().to_vec())).map_err(storage_err));
+    let first = table
+        .range((id, 0)..=(id, start))
+        .map_err(storage_err)?
+        .next_back();
+    let first = first
+        .transpose()
+        .map_err(storage_err)?
+        .map(|(k, v)| (k.value().1, v.value().to_vec()));
+    let rest = table
+        .range((id, start.saturating_add(1))..=(id, u64::MAX))
+        .map_err(storage_err)?;
+    let rest = rest.map(|row| {
+        row.map(|(k, v)| (k.value().1, v.value().to_vec()))
+            .map_err(storage_err)
+    });
     for block in first.into_iter().map(Ok).chain(rest) {
         let (first_seq, bytes) = block?;
         for (seq, record) in block_records(first_seq, &bytes) {
@@ -246,7 +301,10 @@ pub(crate) fn block_append(block: &mut Vec<u8>, record: &[u8]) {
 }
 
 /// The records of a block with their sequence numbers.
-pub(crate) fn block_records(first_seq: u64, block: &[u8]) -> impl Iterator<Item = (u64, Result<&[u8], StoreError>)> {
+pub(crate) fn block_records(
+    first_seq: u64,
+    block: &[u8],
+) -> impl Iterator<Item = (u64, Result<&[u8], StoreError>)> {
     let mut rest = block;
     let mut seq = first_seq;
     std::iter::from_fn(move || {
@@ -255,7 +313,9 @@ pub(crate) fn block_records(first_seq: u64, block: &[u8]) -> impl Iterator<Item 
         }
         let this = seq;
         seq += 1;
-        let len = rest.get(..4).map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")) as usize);
+        let len = rest
+            .get(..4)
+            .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")) as usize);
         match len.and_then(|len| rest.get(4..4 + len).map(|r| (len, r))) {
             Some((len, record)) => {
                 rest = &rest[4 + len..];
@@ -263,7 +323,12 @@ pub(crate) fn block_records(first_seq: u64, block: &[u8]) -> impl Iterator<Item 
             }
             None => {
                 rest = &[];
-                Some((this, Err(StoreError::Storage(format!("corrupt stream block at record {this}")))))
+                Some((
+                    this,
+                    Err(StoreError::Storage(format!(
+                        "corrupt stream block at record {this}"
+                    ))),
+                ))
             }
         }
     })
@@ -271,7 +336,9 @@ pub(crate) fn block_records(first_seq: u64, block: &[u8]) -> impl Iterator<Item 
 
 /// Commit time of a block (all its records share it) and its record count.
 pub(crate) fn block_time_and_len(first_seq: u64, block: &[u8]) -> (u64, u64) {
-    let time = block.get(4 + 3..4 + 11).map_or(0, |b| u64::from_be_bytes(b.try_into().expect("8 bytes")));
+    let time = block
+        .get(4 + 3..4 + 11)
+        .map_or(0, |b| u64::from_be_bytes(b.try_into().expect("8 bytes")));
     (time, block_records(first_seq, block).count() as u64)
 }
 
@@ -299,7 +366,14 @@ mod tests {
             StreamViewType::NewAndOldImages,
         ] {
             let record = record_for(&meta, view, Some(&old), Some(&new), false, 5);
-            let bytes = encode_change(&meta, view, Some(&old), Some((&new, &encode_item(&new))), false, 5);
+            let bytes = encode_change(
+                &meta,
+                view,
+                Some(&old),
+                Some((&new, &encode_item(&new))),
+                false,
+                5,
+            );
             assert_eq!(bytes, encode(&record));
         }
     }
@@ -309,7 +383,9 @@ mod tests {
         let mut block = Vec::new();
         block_append(&mut block, b"one");
         block_append(&mut block, b"three");
-        let got: Vec<_> = block_records(7, &block).map(|(s, r)| (s, r.unwrap().to_vec())).collect();
+        let got: Vec<_> = block_records(7, &block)
+            .map(|(s, r)| (s, r.unwrap().to_vec()))
+            .collect();
         assert_eq!(got, vec![(7, b"one".to_vec()), (8, b"three".to_vec())]);
         assert!(block_records(1, &block[..6]).any(|(_, r)| r.is_err()));
     }

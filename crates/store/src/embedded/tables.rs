@@ -26,15 +26,18 @@ pub(crate) const SYSTEM: TableDefinition<&str, u64> = TableDefinition::new("syst
 pub(crate) const ITEMS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("items");
 /// (table id, expiry second, item key): the sweeper's work list, kept in the
 /// same transaction as the item so it never scans whole tables.
-pub(crate) const TTL_INDEX: TableDefinition<(u32, u64, &[u8]), ()> = TableDefinition::new("ttl_index");
+pub(crate) const TTL_INDEX: TableDefinition<(u32, u64, &[u8]), ()> =
+    TableDefinition::new("ttl_index");
 /// (table id, first sequence number) -> a block of one commit's records.
 pub(crate) const STREAM: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("stream");
 /// Table id -> (last assigned sequence number, sequence trimmed through).
 /// Kept apart from the records so sequence numbers never restart, even when
 /// retention has trimmed every record.
-pub(crate) const STREAM_HEADS: TableDefinition<u32, (u64, u64)> = TableDefinition::new("stream_heads");
+pub(crate) const STREAM_HEADS: TableDefinition<u32, (u64, u64)> =
+    TableDefinition::new("stream_heads");
 /// (table id, reader name) -> checkpointed sequence number.
-pub(crate) const CHECKPOINTS: TableDefinition<(u32, &str), u64> = TableDefinition::new("checkpoints");
+pub(crate) const CHECKPOINTS: TableDefinition<(u32, &str), u64> =
+    TableDefinition::new("checkpoints");
 
 /// Key of the table-id counter in [`SYSTEM`].
 pub(crate) const NEXT_TABLE_ID: &str = "next_table_id";

@@ -38,9 +38,13 @@ pub(crate) fn expires_at(meta: &TableMeta, item: &Item) -> Option<u64> {
     }
     let (_, mantissa, exponent) = n.parts();
     let secs = if exponent >= 0 {
-        10u128.checked_pow(exponent as u32).and_then(|p| p.checked_mul(mantissa))?
+        10u128
+            .checked_pow(exponent as u32)
+            .and_then(|p| p.checked_mul(mantissa))?
     } else {
-        10u128.checked_pow(exponent.unsigned_abs()).map_or(0, |p| mantissa / p)
+        10u128
+            .checked_pow(exponent.unsigned_abs())
+            .map_or(0, |p| mantissa / p)
     };
     u64::try_from(secs).ok()
 }
@@ -113,7 +117,9 @@ fn expire_chunk(inner: &Inner, meta: &Arc<TableMeta>) -> Result<usize, StoreErro
     let n = due.len();
     let meta = meta.clone();
     inner.writer.submit_blocking(move |ctx| {
-        let Ok(meta) = ctx.resolve(&meta) else { return Ok(()) };
+        let Ok(meta) = ctx.resolve(&meta) else {
+            return Ok(());
+        };
         for key in due {
             ctx.expire(&meta, key)?;
         }
@@ -124,26 +130,37 @@ fn expire_chunk(inner: &Inner, meta: &Arc<TableMeta>) -> Result<usize, StoreErro
 
 /// Removes up to one chunk of stream records older than the retention.
 fn trim_chunk(inner: &Inner, meta: &Arc<TableMeta>) -> Result<usize, StoreError> {
-    let cutoff_ms =
-        inner.shared.clock.now_ms().saturating_sub(inner.shared.options.stream_retention.as_millis() as u64);
+    let cutoff_ms = inner
+        .shared
+        .clock
+        .now_ms()
+        .saturating_sub(inner.shared.options.stream_retention.as_millis() as u64);
     if !oldest_record_before(inner, meta, cutoff_ms)? {
         // Nothing to trim: no write job, so no commit and no fsync.
         return Ok(0);
     }
     let meta = meta.clone();
     inner.writer.submit_blocking(move |ctx| {
-        let Ok(meta) = ctx.resolve(&meta) else { return Ok(0) };
+        let Ok(meta) = ctx.resolve(&meta) else {
+            return Ok(0);
+        };
         ctx.trim_stream(&meta, cutoff_ms, SWEEP_CHUNK)
     })
 }
 
 /// True when the oldest retained record of `meta`'s stream was created
 /// before `cutoff_ms`.
-fn oldest_record_before(inner: &Inner, meta: &TableMeta, cutoff_ms: u64) -> Result<bool, StoreError> {
+fn oldest_record_before(
+    inner: &Inner,
+    meta: &TableMeta,
+    cutoff_ms: u64,
+) -> Result<bool, StoreError> {
     let txn = inner.db.begin_read().map_err(storage_err)?;
     let (_, trimmed) = super::stream::head(&txn, meta.id)?;
     let oldest = super::stream::read(&txn, meta, trimmed, 1)?;
-    Ok(oldest.first().is_some_and(|r| r.approximate_creation_time_ms < cutoff_ms))
+    Ok(oldest
+        .first()
+        .is_some_and(|r| r.approximate_creation_time_ms < cutoff_ms))
 }
 
 #[cfg(test)]
@@ -156,7 +173,10 @@ mod tests {
         let now_ms = 2_000_000_000_000;
         assert!(is_past(1_999_999_999, now_ms));
         assert!(!is_past(2_000_000_000, now_ms));
-        assert!(!is_past(1, now_ms), "more than five years ago: DynamoDB ignores it");
+        assert!(
+            !is_past(1, now_ms),
+            "more than five years ago: DynamoDB ignores it"
+        );
         let meta: TableMeta = serde_json::from_value(serde_json::json!({
             "id": 1, "name": "t", "partition_key": {"name": "pk", "ty": "S"}, "sort_key": null,
             "attribute_definitions": [], "stream_view_type": null, "ttl_attribute": "ttl",
@@ -164,7 +184,10 @@ mod tests {
         }))
         .unwrap();
         let mut item = Item::new();
-        item.insert("ttl".into(), AttributeValue::N("1999999999.9".parse::<Number>().unwrap()));
+        item.insert(
+            "ttl".into(),
+            AttributeValue::N("1999999999.9".parse::<Number>().unwrap()),
+        );
         assert_eq!(expires_at(&meta, &item), Some(1_999_999_999));
         assert!(is_expired(&meta, &item, now_ms));
         item.insert("ttl".into(), AttributeValue::s("1"));

@@ -29,13 +29,22 @@ pub(crate) fn table_name(name: &str) -> Result<(), StoreError> {
         ))
     };
     if name.len() < 3 {
-        return Err(constraint("Member must have length greater than or equal to 3"));
+        return Err(constraint(
+            "Member must have length greater than or equal to 3",
+        ));
     }
     if name.len() > 255 {
-        return Err(constraint("Member must have length less than or equal to 255"));
+        return Err(constraint(
+            "Member must have length less than or equal to 255",
+        ));
     }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-')) {
-        return Err(constraint("Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+"));
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+    {
+        return Err(constraint(
+            "Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+",
+        ));
     }
     Ok(())
 }
@@ -51,24 +60,35 @@ pub(crate) fn placeholder_maps(
     if let Some(n) = names
         && n.is_empty()
     {
-        return Err(StoreError::validation("ExpressionAttributeNames must not be empty"));
+        return Err(StoreError::validation(
+            "ExpressionAttributeNames must not be empty",
+        ));
     }
     if let Some(v) = values
         && v.is_empty()
     {
-        return Err(StoreError::validation("ExpressionAttributeValues must not be empty"));
+        return Err(StoreError::validation(
+            "ExpressionAttributeValues must not be empty",
+        ));
     }
     if !has_expression && names.is_some() {
-        return Err(StoreError::validation("ExpressionAttributeNames can only be specified when using expressions"));
+        return Err(StoreError::validation(
+            "ExpressionAttributeNames can only be specified when using expressions",
+        ));
     }
     if !has_expression && values.is_some() {
-        return Err(StoreError::validation("ExpressionAttributeValues can only be specified when using expressions"));
+        return Err(StoreError::validation(
+            "ExpressionAttributeValues can only be specified when using expressions",
+        ));
     }
     Ok(())
 }
 
 /// Placeholders for one request's expressions.
-pub(crate) fn placeholders<'a>(names: Option<&'a Names>, values: Option<&'a Values>) -> Placeholders<'a> {
+pub(crate) fn placeholders<'a>(
+    names: Option<&'a Names>,
+    values: Option<&'a Values>,
+) -> Placeholders<'a> {
     Placeholders::new(names, values)
 }
 
@@ -81,9 +101,16 @@ pub(crate) fn expr(e: ExprError) -> StoreError {
 /// Mixed with expressions they are DynamoDB's own error; alone, Postbox
 /// refuses them, since every client can send the expression forms.
 /// `legacy` and `expressions` pair each parameter name with whether it was sent.
-pub(crate) fn legacy_parameters(legacy: &[(&str, bool)], expressions: &[(&str, bool)]) -> Result<(), StoreError> {
+pub(crate) fn legacy_parameters(
+    legacy: &[(&str, bool)],
+    expressions: &[(&str, bool)],
+) -> Result<(), StoreError> {
     fn sent<'a>(params: &[(&'a str, bool)]) -> Vec<&'a str> {
-        params.iter().filter(|(_, set)| *set).map(|(n, _)| *n).collect()
+        params
+            .iter()
+            .filter(|(_, set)| *set)
+            .map(|(n, _)| *n)
+            .collect()
     }
     let (old, new) = (sent(legacy), sent(expressions));
     if old.is_empty() {
@@ -177,7 +204,10 @@ mod tests {
         assert!(table_name("abc").is_ok());
         assert!(table_name("a_b.c-D9").is_ok());
         for bad in ["ab", "a b c", "tab/le", &"x".repeat(256)] {
-            assert!(matches!(table_name(bad), Err(StoreError::Validation(_))), "{bad}");
+            assert!(
+                matches!(table_name(bad), Err(StoreError::Validation(_))),
+                "{bad}"
+            );
         }
     }
 
@@ -186,7 +216,10 @@ mod tests {
         let names: Names = [("#a".to_owned(), "a".to_owned())].into();
         assert!(placeholder_maps(Some(&names), None, true).is_ok());
         let err = placeholder_maps(Some(&names), None, false).unwrap_err();
-        assert!(err.to_string().contains("can only be specified when using expressions"));
+        assert!(
+            err.to_string()
+                .contains("can only be specified when using expressions")
+        );
         let err = placeholder_maps(Some(&Names::new()), None, true).unwrap_err();
         assert!(err.to_string().contains("must not be empty"));
     }

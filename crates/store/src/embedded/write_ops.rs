@@ -73,19 +73,30 @@ impl Action {
         if let Some(condition) = &self.condition
             && !condition.evaluate(current.live.as_ref())
         {
-            let item = if self.all_old_on_failure { current.live.clone() } else { None };
+            let item = if self.all_old_on_failure {
+                current.live.clone()
+            } else {
+                None
+            };
             return Ok(Err(Refusal::Condition(item)));
         }
         let new = match &mut self.effect {
             Effect::Put(item) => Some(Some(std::mem::take(item))),
             Effect::Delete => Some(None),
             Effect::Check => None,
-            Effect::Update(update) => match updated(&self.key, current.live.as_ref(), update.as_ref()) {
-                Ok(new) => Some(Some(new)),
-                Err(message) => return Ok(Err(Refusal::Invalid(message))),
-            },
+            Effect::Update(update) => {
+                match updated(&self.key, current.live.as_ref(), update.as_ref()) {
+                    Ok(new) => Some(Some(new)),
+                    Err(message) => return Ok(Err(Refusal::Invalid(message))),
+                }
+            }
         };
-        Ok(Ok(Checked { meta, key_bytes: self.key_bytes.clone(), current, new }))
+        Ok(Ok(Checked {
+            meta,
+            key_bytes: self.key_bytes.clone(),
+            current,
+            new,
+        }))
     }
 }
 
@@ -118,7 +129,9 @@ fn compile_condition(
     src: Option<&str>,
     ph: &mut postbox_expr::Placeholders<'_>,
 ) -> Result<Option<Condition>, StoreError> {
-    src.map(|s| parse_condition(s, ph)).transpose().map_err(validate::expr)
+    src.map(|s| parse_condition(s, ph))
+        .transpose()
+        .map_err(validate::expr)
 }
 
 struct PutParts<'a> {
@@ -181,9 +194,17 @@ fn compile_keyed_lenient(
     p: KeyedParts<'_>,
     effect: fn(Option<Update>) -> Effect,
 ) -> Result<Action, StoreError> {
-    validate::placeholder_maps(p.names, p.values, p.condition.is_some() || p.update.is_some())?;
+    validate::placeholder_maps(
+        p.names,
+        p.values,
+        p.condition.is_some() || p.update.is_some(),
+    )?;
     let mut ph = validate::placeholders(p.names, p.values);
-    let update = p.update.map(|s| parse_update(s, &mut ph)).transpose().map_err(validate::expr)?;
+    let update = p
+        .update
+        .map(|s| parse_update(s, &mut ph))
+        .transpose()
+        .map_err(validate::expr)?;
     let condition = compile_condition(p.condition, &mut ph)?;
     ph.finish().map_err(validate::expr)?;
     let meta = catalog.get(p.table)?;
@@ -220,7 +241,10 @@ pub(crate) struct SingleWrite {
 impl SingleWrite {
     pub(crate) fn put(catalog: &Catalog, input: PutItemInput) -> Result<SingleWrite, StoreError> {
         validate::legacy_parameters(
-            &[("Expected", input.expected.is_some()), ("ConditionalOperator", input.conditional_operator.is_some())],
+            &[
+                ("Expected", input.expected.is_some()),
+                ("ConditionalOperator", input.conditional_operator.is_some()),
+            ],
             &[("ConditionExpression", input.condition_expression.is_some())],
         )?;
         validate::return_values_old_only(input.return_values)?;
@@ -235,10 +259,16 @@ impl SingleWrite {
                 all_old_on_failure: all_old(input.return_values_on_condition_check_failure),
             },
         )?;
-        Ok(SingleWrite { action, return_values: input.return_values })
+        Ok(SingleWrite {
+            action,
+            return_values: input.return_values,
+        })
     }
 
-    pub(crate) fn update(catalog: &Catalog, input: UpdateItemInput) -> Result<SingleWrite, StoreError> {
+    pub(crate) fn update(
+        catalog: &Catalog,
+        input: UpdateItemInput,
+    ) -> Result<SingleWrite, StoreError> {
         validate::legacy_parameters(
             &[
                 ("AttributeUpdates", input.attribute_updates.is_some()),
@@ -263,12 +293,21 @@ impl SingleWrite {
             },
             Effect::Update,
         )?;
-        Ok(SingleWrite { action, return_values: input.return_values })
+        Ok(SingleWrite {
+            action,
+            return_values: input.return_values,
+        })
     }
 
-    pub(crate) fn delete(catalog: &Catalog, input: DeleteItemInput) -> Result<SingleWrite, StoreError> {
+    pub(crate) fn delete(
+        catalog: &Catalog,
+        input: DeleteItemInput,
+    ) -> Result<SingleWrite, StoreError> {
         validate::legacy_parameters(
-            &[("Expected", input.expected.is_some()), ("ConditionalOperator", input.conditional_operator.is_some())],
+            &[
+                ("Expected", input.expected.is_some()),
+                ("ConditionalOperator", input.conditional_operator.is_some()),
+            ],
             &[("ConditionExpression", input.condition_expression.is_some())],
         )?;
         validate::return_values_old_only(input.return_values)?;
@@ -285,15 +324,22 @@ impl SingleWrite {
             },
             |_| Effect::Delete,
         )?;
-        Ok(SingleWrite { action, return_values: input.return_values })
+        Ok(SingleWrite {
+            action,
+            return_values: input.return_values,
+        })
     }
 
     /// Runs in the writer.
     pub(crate) fn run(mut self, ctx: &mut WriteContext<'_>) -> Result<WriteOutput, StoreError> {
         let checked = match self.action.check(ctx)? {
             Ok(c) => c,
-            Err(Refusal::Condition(item)) => return Err(StoreError::ConditionalCheckFailed { item }),
-            Err(Refusal::Invalid(message) | Refusal::Rejected(message)) => return Err(StoreError::Validation(message)),
+            Err(Refusal::Condition(item)) => {
+                return Err(StoreError::ConditionalCheckFailed { item });
+            }
+            Err(Refusal::Invalid(message) | Refusal::Rejected(message)) => {
+                return Err(StoreError::Validation(message));
+            }
         };
         let old = checked.current.live.clone();
         let new = checked.new.clone().flatten();
@@ -309,7 +355,9 @@ impl SingleWrite {
             ReturnValue::UpdatedOld => old.map(|i| project(paths, &i)),
             ReturnValue::UpdatedNew => new.map(|i| project(paths, &i)),
         };
-        Ok(WriteOutput { attributes: attributes.filter(|a| !a.is_empty()) })
+        Ok(WriteOutput {
+            attributes: attributes.filter(|a| !a.is_empty()),
+        })
     }
 }
 
@@ -322,7 +370,10 @@ pub(crate) struct BatchWrite {
 }
 
 impl BatchWrite {
-    pub(crate) fn compile(catalog: &Catalog, input: BatchWriteItemInput) -> Result<BatchWrite, StoreError> {
+    pub(crate) fn compile(
+        catalog: &Catalog,
+        input: BatchWriteItemInput,
+    ) -> Result<BatchWrite, StoreError> {
         let total: usize = input.request_items.values().map(Vec::len).sum();
         if input.request_items.is_empty() {
             return Err(StoreError::validation(
@@ -376,7 +427,9 @@ impl BatchWrite {
                     }
                 };
                 if !seen.insert((action.meta.id, action.key_bytes.clone())) {
-                    return Err(StoreError::validation("Provided list of item keys contains duplicates"));
+                    return Err(StoreError::validation(
+                        "Provided list of item keys contains duplicates",
+                    ));
                 }
                 actions.push(action);
             }
@@ -385,7 +438,10 @@ impl BatchWrite {
     }
 
     /// Runs in the writer.
-    pub(crate) fn run(mut self, ctx: &mut WriteContext<'_>) -> Result<BatchWriteItemOutput, StoreError> {
+    pub(crate) fn run(
+        mut self,
+        ctx: &mut WriteContext<'_>,
+    ) -> Result<BatchWriteItemOutput, StoreError> {
         let mut checked = Vec::with_capacity(self.actions.len());
         for action in &mut self.actions {
             match action.check(ctx)? {
@@ -409,10 +465,17 @@ pub(crate) struct TransactWrite {
 }
 
 impl TransactWrite {
-    pub(crate) fn compile(catalog: &Catalog, input: TransactWriteItemsInput) -> Result<TransactWrite, StoreError> {
+    pub(crate) fn compile(
+        catalog: &Catalog,
+        input: TransactWriteItemsInput,
+    ) -> Result<TransactWrite, StoreError> {
         let n = input.transact_items.len();
         if n == 0 || n > validate::MAX_TRANSACT_ACTIONS {
-            let bound = if n == 0 { "greater than or equal to 1" } else { "less than or equal to 100" };
+            let bound = if n == 0 {
+                "greater than or equal to 1"
+            } else {
+                "less than or equal to 100"
+            };
             return Err(StoreError::validation(format!(
                 "1 validation error detected: Value at 'transactItems' failed to satisfy constraint: Member must have length {bound}"
             )));
@@ -421,7 +484,12 @@ impl TransactWrite {
         let mut size = 0;
         for item in input.transact_items {
             let action = match item {
-                TransactWriteItem { put: Some(p), update: None, delete: None, condition_check: None } => {
+                TransactWriteItem {
+                    put: Some(p),
+                    update: None,
+                    delete: None,
+                    condition_check: None,
+                } => {
                     size += item_size(&p.item);
                     compile_put(
                         catalog,
@@ -435,22 +503,30 @@ impl TransactWrite {
                         },
                     )?
                 }
-                TransactWriteItem { update: Some(u), put: None, delete: None, condition_check: None } => {
-                    compile_keyed_lenient(
-                        catalog,
-                        KeyedParts {
-                            table: &u.table_name,
-                            key: u.key,
-                            update: Some(&u.update_expression),
-                            condition: u.condition_expression.as_deref(),
-                            names: u.expression_attribute_names.as_ref(),
-                            values: u.expression_attribute_values.as_ref(),
-                            all_old_on_failure: all_old(u.return_values_on_condition_check_failure),
-                        },
-                        Effect::Update,
-                    )?
-                }
-                TransactWriteItem { delete: Some(d), put: None, update: None, condition_check: None } => compile_keyed(
+                TransactWriteItem {
+                    update: Some(u),
+                    put: None,
+                    delete: None,
+                    condition_check: None,
+                } => compile_keyed_lenient(
+                    catalog,
+                    KeyedParts {
+                        table: &u.table_name,
+                        key: u.key,
+                        update: Some(&u.update_expression),
+                        condition: u.condition_expression.as_deref(),
+                        names: u.expression_attribute_names.as_ref(),
+                        values: u.expression_attribute_values.as_ref(),
+                        all_old_on_failure: all_old(u.return_values_on_condition_check_failure),
+                    },
+                    Effect::Update,
+                )?,
+                TransactWriteItem {
+                    delete: Some(d),
+                    put: None,
+                    update: None,
+                    condition_check: None,
+                } => compile_keyed(
                     catalog,
                     KeyedParts {
                         table: &d.table_name,
@@ -463,7 +539,12 @@ impl TransactWrite {
                     },
                     |_| Effect::Delete,
                 )?,
-                TransactWriteItem { condition_check: Some(c), put: None, update: None, delete: None } => compile_keyed(
+                TransactWriteItem {
+                    condition_check: Some(c),
+                    put: None,
+                    update: None,
+                    delete: None,
+                } => compile_keyed(
                     catalog,
                     KeyedParts {
                         table: &c.table_name,
@@ -486,11 +567,18 @@ impl TransactWrite {
             actions.push(action);
         }
         let mut seen = HashSet::new();
-        if !actions.iter().all(|a| seen.insert((a.meta.id, a.key_bytes.as_slice()))) {
-            return Err(StoreError::validation("Transaction request cannot include multiple operations on one item"));
+        if !actions
+            .iter()
+            .all(|a| seen.insert((a.meta.id, a.key_bytes.as_slice())))
+        {
+            return Err(StoreError::validation(
+                "Transaction request cannot include multiple operations on one item",
+            ));
         }
         if size > validate::MAX_TRANSACT_BYTES {
-            return Err(StoreError::validation("Transaction size has exceeded the maximum allowed size of 4 MB"));
+            return Err(StoreError::validation(
+                "Transaction size has exceeded the maximum allowed size of 4 MB",
+            ));
         }
         Ok(TransactWrite { actions })
     }
@@ -508,7 +596,11 @@ impl TransactWrite {
             let reason = match action.check(ctx)? {
                 Ok(c) => {
                     checked.push(c);
-                    CancellationReason { code: "None".to_owned(), message: None, item: None }
+                    CancellationReason {
+                        code: "None".to_owned(),
+                        message: None,
+                        item: None,
+                    }
                 }
                 Err(Refusal::Condition(item)) => {
                     cancelled = true;
@@ -520,11 +612,19 @@ impl TransactWrite {
                 }
                 Err(Refusal::Rejected(message)) => {
                     cancelled = true;
-                    CancellationReason { code: "ValidationError".to_owned(), message: Some(message), item: None }
+                    CancellationReason {
+                        code: "ValidationError".to_owned(),
+                        message: Some(message),
+                        item: None,
+                    }
                 }
                 Err(Refusal::Invalid(message)) => {
                     invalid.get_or_insert(message);
-                    CancellationReason { code: "None".to_owned(), message: None, item: None }
+                    CancellationReason {
+                        code: "None".to_owned(),
+                        message: None,
+                        item: None,
+                    }
                 }
             };
             reasons.push(reason);

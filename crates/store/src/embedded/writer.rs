@@ -114,7 +114,10 @@ impl Writer {
             .name("postbox-store-writer".to_owned())
             .spawn(move || run(&db, &shared, rx))
             .expect("spawn the writer thread");
-        Writer { tx: Mutex::new(tx), thread: Mutex::new(Some(thread)) }
+        Writer {
+            tx: Mutex::new(tx),
+            thread: Mutex::new(Some(thread)),
+        }
     }
 
     fn enqueue<F, T>(&self, op: F) -> Result<oneshot::Receiver<Result<T, StoreError>>, StoreError>
@@ -124,7 +127,9 @@ impl Writer {
     {
         let (tx, rx) = oneshot::channel();
         let sender = self.tx.lock().expect("writer queue lock").clone();
-        sender.send(Message::Job(Box::new(Submitted { op, tx }))).map_err(|_| stopped())?;
+        sender
+            .send(Message::Job(Box::new(Submitted { op, tx })))
+            .map_err(|_| stopped())?;
         Ok(rx)
     }
 
@@ -148,7 +153,11 @@ impl Writer {
 
     /// Stops the thread after the operations already queued.
     pub(crate) fn stop(&self) {
-        let _ = self.tx.lock().expect("writer queue lock").send(Message::Stop);
+        let _ = self
+            .tx
+            .lock()
+            .expect("writer queue lock")
+            .send(Message::Stop);
         if let Some(thread) = self.thread.lock().expect("writer thread lock").take() {
             let _ = thread.join();
         }
@@ -171,7 +180,9 @@ fn run(db: &Database, shared: &Shared, rx: Receiver<Message>) {
             continue;
         }
         if let Some(reason) = shared.failure() {
-            batch.into_iter().for_each(|job| job.refuse(refused(&reason)));
+            batch
+                .into_iter()
+                .for_each(|job| job.refuse(refused(&reason)));
             continue;
         }
         if let Err(reason) = commit_batch(db, shared, batch) {
@@ -227,7 +238,9 @@ fn gather(first: Message, rx: &Receiver<Message>, target: usize) -> (Vec<Box<dyn
 }
 
 fn refused(reason: &str) -> StoreError {
-    StoreError::Storage(format!("the store stopped accepting writes after a storage failure: {reason}"))
+    StoreError::Storage(format!(
+        "the store stopped accepting writes after a storage failure: {reason}"
+    ))
 }
 
 /// Runs and commits one batch. On a storage failure every operation of the
@@ -272,8 +285,14 @@ fn commit_batch(db: &Database, shared: &Shared, batch: Vec<Box<dyn Job>>) -> Res
         commit_us = t1.elapsed().as_micros() as u64,
         "group commit"
     );
-    shared.stats.commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    shared.stats.operations.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+    shared
+        .stats
+        .commits
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    shared
+        .stats
+        .operations
+        .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
     for change in finished.catalog {
         shared.catalog.apply(change);
     }
@@ -301,7 +320,9 @@ fn run_jobs(
             let (storage_failure, succeeded) = (reply.storage_failure(), reply.succeeded());
             replies.push(reply);
             if let Some(message) = storage_failure {
-                return Err(StoreError::Storage(format!("an operation of the batch failed: {message}")));
+                return Err(StoreError::Storage(format!(
+                    "an operation of the batch failed: {message}"
+                )));
             }
             ctx.end_op(succeeded)?;
         }

@@ -58,15 +58,19 @@ pub async fn open_with_table(sk: Option<&str>) -> TestStore {
 }
 
 /// Creates a table keyed by `pk` (S) and optionally `sk` of type `sk_type`.
-pub async fn create(store: &EmbeddedStore, name: &str, sk_type: Option<&str>, stream: Option<&str>) {
+pub async fn create(
+    store: &EmbeddedStore,
+    name: &str,
+    sk_type: Option<&str>,
+    stream: Option<&str>,
+) {
     let mut schema = vec![json!({"AttributeName": "pk", "KeyType": "HASH"})];
     let mut defs = vec![json!({"AttributeName": "pk", "AttributeType": "S"})];
     if let Some(t) = sk_type {
         schema.push(json!({"AttributeName": "sk", "KeyType": "RANGE"}));
         defs.push(json!({"AttributeName": "sk", "AttributeType": t}));
     }
-    let mut req =
-        json!({"TableName": name, "KeySchema": schema, "AttributeDefinitions": defs, "BillingMode": "PAY_PER_REQUEST"});
+    let mut req = json!({"TableName": name, "KeySchema": schema, "AttributeDefinitions": defs, "BillingMode": "PAY_PER_REQUEST"});
     if let Some(view) = stream {
         req["StreamSpecification"] = json!({"StreamEnabled": true, "StreamViewType": view});
     }
@@ -90,7 +94,11 @@ pub fn check_err<T: Debug>(result: StoreResult<T>, code: &str, msg: &str) {
         Ok(v) => panic!("expected {code} ({msg}), got Ok({v:?})"),
         Err(e) => {
             assert_eq!(e.code(), code, "wrong error kind: {e}");
-            assert!(e.to_string().contains(msg), "message {:?} lacks {msg:?}", e.to_string());
+            assert!(
+                e.to_string().contains(msg),
+                "message {:?} lacks {msg:?}",
+                e.to_string()
+            );
         }
     }
 }
@@ -100,7 +108,11 @@ pub async fn put(store: &EmbeddedStore, v: Value) -> StoreResult<WriteOutput> {
 }
 
 pub async fn get(store: &EmbeddedStore, table: &str, key: Value) -> Option<Item> {
-    store.get_item(req_of(json!({"TableName": table, "Key": key}))).await.unwrap().item
+    store
+        .get_item(req_of(json!({"TableName": table, "Key": key})))
+        .await
+        .unwrap()
+        .item
 }
 
 pub async fn update(store: &EmbeddedStore, v: Value) -> StoreResult<WriteOutput> {
@@ -120,5 +132,7 @@ pub async fn scan(store: &EmbeddedStore, v: Value) -> StoreResult<QueryOutput> {
 }
 
 pub async fn transact(store: &EmbeddedStore, items: Value) -> StoreResult<()> {
-    store.transact_write_items(req_of(json!({"TransactItems": items}))).await
+    store
+        .transact_write_items(req_of(json!({"TransactItems": items})))
+        .await
 }

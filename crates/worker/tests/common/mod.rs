@@ -66,7 +66,10 @@ pub async fn open_env(dir: tempfile::TempDir, catalog: Catalog) -> Env {
     }
 }
 
-pub async fn open_parts(path: &Path, catalog: Catalog) -> (Arc<EmbeddedStore>, Queues, Engine<EmbeddedStore>) {
+pub async fn open_parts(
+    path: &Path,
+    catalog: Catalog,
+) -> (Arc<EmbeddedStore>, Queues, Engine<EmbeddedStore>) {
     open_parts_at(path, catalog, Arc::new(SystemClock)).await
 }
 
@@ -91,21 +94,36 @@ pub async fn open_parts_at(
     .await
     .unwrap();
     if queues.queue_exists(QUEUE).is_err() {
-        queues.create_queue(DLQ, attrs(&[("FifoQueue", "true")])).await.unwrap();
-        let policy = format!(r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":10}}"#, queues.arn(DLQ));
         queues
-            .create_queue(QUEUE, attrs(&[("FifoQueue", "true"), ("RedrivePolicy", &policy)]))
+            .create_queue(DLQ, attrs(&[("FifoQueue", "true")]))
+            .await
+            .unwrap();
+        let policy = format!(
+            r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":10}}"#,
+            queues.arn(DLQ)
+        );
+        queues
+            .create_queue(
+                QUEUE,
+                attrs(&[("FifoQueue", "true"), ("RedrivePolicy", &policy)]),
+            )
             .await
             .unwrap();
     }
     let store = Arc::new(store);
     create_effects_table(&store).await;
-    let engine = Engine::builder(store.clone(), catalog).build().await.unwrap();
+    let engine = Engine::builder(store.clone(), catalog)
+        .build()
+        .await
+        .unwrap();
     (store, queues, engine)
 }
 
 pub fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
 }
 
 /// A table keyed by `pk` where handlers record their effects.
@@ -139,10 +157,20 @@ pub fn options(owner: &str) -> WorkerOptions {
     }
 }
 
-pub async fn worker(env: &Env, handlers: HashMap<String, Handler>, owner: &str) -> Worker<EmbeddedStore> {
-    Worker::new(env.store.clone(), env.queues.clone(), &env.catalog, handlers, options(owner))
-        .await
-        .unwrap()
+pub async fn worker(
+    env: &Env,
+    handlers: HashMap<String, Handler>,
+    owner: &str,
+) -> Worker<EmbeddedStore> {
+    Worker::new(
+        env.store.clone(),
+        env.queues.clone(),
+        &env.catalog,
+        handlers,
+        options(owner),
+    )
+    .await
+    .unwrap()
 }
 
 /// Emits `event_type` for `tenant`; returns the envelope.
@@ -182,8 +210,11 @@ pub async fn pipe_to(store: &EmbeddedStore, queues: &Queues, e: &Envelope) {
 /// A handler write recording one effect: a Put of `pk = <key>` that must
 /// not exist yet, so a duplicate effect fails loudly instead of hiding.
 pub fn effect(key: &str) -> postbox_engine::Write {
-    postbox_engine::Write::put(EFFECTS, Item::from([("pk".to_owned(), AttributeValue::s(key))]))
-        .condition("attribute_not_exists(pk)")
+    postbox_engine::Write::put(
+        EFFECTS,
+        Item::from([("pk".to_owned(), AttributeValue::s(key))]),
+    )
+    .condition("attribute_not_exists(pk)")
 }
 
 /// Whether effect `key` was written.
