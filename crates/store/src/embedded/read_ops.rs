@@ -9,8 +9,8 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use postbox_expr::{
-    Condition, KeyCondition, Projection, SortKeyCondition, parse_filter, parse_key_condition,
-    parse_projection,
+    Condition, KeyCondition, Placeholders, Projection, SortKeyCondition, parse_filter,
+    parse_key_condition, parse_projection,
 };
 use postbox_item::{AttributeValue, Item, decode_item, encode_sort_key, item_size};
 use redb::{ReadOnlyTable, ReadTransaction};
@@ -264,6 +264,24 @@ fn no_index(meta: &TableMeta, index: Option<&str>) -> Result<(), StoreError> {
     }
 }
 
+/// Parses the FilterExpression and ProjectionExpression shared by Query and
+/// Scan, in that order, against the request's placeholders.
+fn filter_and_projection(
+    filter: Option<&str>,
+    projection: Option<&str>,
+    ph: &mut Placeholders<'_>,
+) -> Result<(Option<Condition>, Option<Projection>), StoreError> {
+    let filter = filter
+        .map(|s| parse_filter(s, ph))
+        .transpose()
+        .map_err(validate::expr)?;
+    let projection = projection
+        .map(|s| parse_projection(s, ph))
+        .transpose()
+        .map_err(validate::expr)?;
+    Ok((filter, projection))
+}
+
 /// Query.
 pub(crate) fn query(
     txn: &ReadTransaction,
@@ -305,18 +323,11 @@ pub(crate) fn query(
     let sk_name = meta.sort_key.as_ref().map(|sk| sk.name.as_str());
     let key_condition = parse_key_condition(key_src, &mut ph, &meta.partition_key.name, sk_name)
         .map_err(validate::expr)?;
-    let filter = input
-        .filter_expression
-        .as_deref()
-        .map(|s| parse_filter(s, &mut ph))
-        .transpose()
-        .map_err(validate::expr)?;
-    let projection = input
-        .projection_expression
-        .as_deref()
-        .map(|s| parse_projection(s, &mut ph))
-        .transpose()
-        .map_err(validate::expr)?;
+    let (filter, projection) = filter_and_projection(
+        input.filter_expression.as_deref(),
+        input.projection_expression.as_deref(),
+        &mut ph,
+    )?;
     ph.finish().map_err(validate::expr)?;
     key_condition_types(&meta, &key_condition)?;
     if let Some(path) = filter.as_ref().and_then(|f| {
@@ -393,18 +404,11 @@ pub(crate) fn scan(
     let meta = catalog.get(&input.table_name)?;
     no_index(&meta, input.index_name.as_deref())?;
     let mut ph = validate::placeholders(names, values);
-    let filter = input
-        .filter_expression
-        .as_deref()
-        .map(|s| parse_filter(s, &mut ph))
-        .transpose()
-        .map_err(validate::expr)?;
-    let projection = input
-        .projection_expression
-        .as_deref()
-        .map(|s| parse_projection(s, &mut ph))
-        .transpose()
-        .map_err(validate::expr)?;
+    let (filter, projection) = filter_and_projection(
+        input.filter_expression.as_deref(),
+        input.projection_expression.as_deref(),
+        &mut ph,
+    )?;
     ph.finish().map_err(validate::expr)?;
     let shape = shape(input.select, projection, input.index_name.as_deref())?;
     let start = start_key(&meta, input.exclusive_start_key.as_ref())?;
