@@ -109,10 +109,7 @@ impl Queues {
         let handle = self.inner.handle(name)?;
         let inner = self.inner.clone();
         self.inner
-            .submit(move |ctx| {
-                if let Err(e) = inner.live(&handle) {
-                    return Ok(Err(e));
-                }
+            .submit_live(handle, move |ctx, handle| {
                 let mut tables = Tables::open(ctx.transaction())?;
                 let mut shared = handle.lock();
                 tables.drop_queue(&shared.record)?;
@@ -133,12 +130,8 @@ impl Queues {
     /// Deletes every message of a queue.
     pub async fn purge_queue(&self, name: &str) -> QueueResult<()> {
         let handle = self.inner.handle(name)?;
-        let inner = self.inner.clone();
         self.inner
-            .submit(move |ctx| {
-                if let Err(e) = inner.live(&handle) {
-                    return Ok(Err(e));
-                }
+            .submit_live(handle, move |ctx, handle| {
                 let now = ctx.now_ms();
                 let mut tables = Tables::open(ctx.transaction())?;
                 let mut shared = handle.lock();
@@ -229,12 +222,8 @@ impl Queues {
         let mut config = handle.lock().record.config.clone();
         config.apply(&attributes, false)?;
         self.inner.check_redrive(name, &config)?;
-        let inner = self.inner.clone();
         self.inner
-            .submit(move |ctx| {
-                if let Err(e) = inner.live(&handle) {
-                    return Ok(Err(e));
-                }
+            .submit_live(handle, move |ctx, handle| {
                 let now = ctx.now_ms();
                 let mut tables = Tables::open(ctx.transaction())?;
                 let mut shared = handle.lock();
@@ -286,12 +275,8 @@ impl Queues {
         change: impl FnOnce(&mut BTreeMap<String, String>) -> QueueResult<()> + Send + 'static,
     ) -> QueueResult<()> {
         let handle = self.inner.handle(name)?;
-        let inner = self.inner.clone();
         self.inner
-            .submit(move |ctx| {
-                if let Err(e) = inner.live(&handle) {
-                    return Ok(Err(e));
-                }
+            .submit_live(handle, move |ctx, handle| {
                 let mut shared = handle.lock();
                 let mut record = shared.record.clone();
                 if let Err(e) = change(&mut record.tags) {

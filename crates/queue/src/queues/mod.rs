@@ -237,6 +237,30 @@ impl Inner {
         }
     }
 
+    /// Runs an operation on `handle`'s queue in the next group commit, after
+    /// checking, inside that commit, that an earlier operation of the same
+    /// batch did not delete the queue.
+    pub async fn submit_live<T, F>(
+        self: &Arc<Self>,
+        handle: Arc<QueueHandle>,
+        op: F,
+    ) -> QueueResult<T>
+    where
+        F: FnOnce(&mut WriteContext<'_>, &Arc<QueueHandle>) -> StorageResult<QueueResult<T>>
+            + Send
+            + 'static,
+        T: Send + 'static,
+    {
+        let inner = self.clone();
+        self.submit(move |ctx| {
+            if let Err(e) = inner.live(&handle) {
+                return Ok(Err(e));
+            }
+            op(ctx, &handle)
+        })
+        .await
+    }
+
     /// Runs a queue operation in the next group commit.
     pub async fn submit<T, F>(&self, op: F) -> QueueResult<T>
     where
