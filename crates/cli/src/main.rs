@@ -100,7 +100,7 @@ fn main() -> ExitCode {
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
     // Read the pipes first: a bad config file is reported before anything opens.
-    let pipes = args.pipes.as_ref().map(pipe::load_config).transpose()?;
+    let pipes = args.pipes.as_ref().map(pipe::load).transpose()?;
     std::fs::create_dir_all(&args.data).map_err(|e| {
         format!(
             "cannot create the data directory {}: {e}",

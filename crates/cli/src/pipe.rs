@@ -53,7 +53,8 @@ pub struct RelayArgs {
     stats_every: u64,
 }
 
-fn load(path: &PathBuf) -> Result<RelayConfig, String> {
+/// Reads and checks a relay config file.
+pub fn load(path: &PathBuf) -> Result<RelayConfig, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read the config {}: {e}", path.display()))?;
     RelayConfig::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
@@ -111,11 +112,6 @@ pub async fn start_relay(
     Relay::start(store, queues, config, RelayOptions::default())
         .await
         .map_err(|e| e.to_string())
-}
-
-/// Reads and checks a relay config file.
-pub fn load_config(path: &PathBuf) -> Result<RelayConfig, String> {
-    load(path)
 }
 
 async fn run_relay(args: RelayArgs) -> Result<(), String> {
