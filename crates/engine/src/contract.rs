@@ -457,16 +457,8 @@ impl<'a> Report<'a> {
                 s,
                 "  {}  from: {}  to: {}",
                 t.name,
-                if producers.is_empty() {
-                    "-".to_owned()
-                } else {
-                    producers.join(", ")
-                },
-                if subs.is_empty() {
-                    "nobody".to_owned()
-                } else {
-                    subs.join(", ")
-                }
+                joined_or(&producers, "-"),
+                joined_or(&subs, "nobody")
             );
         }
         for e in &c.entities {
@@ -481,16 +473,7 @@ impl<'a> Report<'a> {
                 })
                 .map(|s| s.name.clone())
                 .collect();
-            let _ = writeln!(
-                s,
-                "  row:{}:*  to: {}",
-                e.name,
-                if subs.is_empty() {
-                    "nobody".to_owned()
-                } else {
-                    subs.join(", ")
-                }
-            );
+            let _ = writeln!(s, "  row:{}:*  to: {}", e.name, joined_or(&subs, "nobody"));
         }
         if self.ok() {
             s.push_str("contract: OK, every subscription can run and every type is produced\n");
@@ -501,6 +484,15 @@ impl<'a> Report<'a> {
             }
         }
         s
+    }
+}
+
+/// `items` joined with commas, or `none` when there are none.
+fn joined_or(items: &[String], none: &str) -> String {
+    if items.is_empty() {
+        none.to_owned()
+    } else {
+        items.join(", ")
     }
 }
 
