@@ -142,7 +142,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         queues: Some(queues),
         test_clock,
     };
-    postbox_server::serve_app(postbox_server::app(services), listener, shutdown_signal())
+    postbox_server::serve(postbox_server::app(services), listener, shutdown_signal())
         .await
         .map_err(|e| format!("server failed: {e}"))?;
     if let Some(relay) = relay {

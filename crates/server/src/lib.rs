@@ -53,15 +53,6 @@ pub struct Services<S> {
     pub test_clock: Option<Arc<ShiftedClock>>,
 }
 
-/// The router serving the item store's wire protocols at `/`.
-pub fn router<S: Backend>(store: S) -> Router {
-    app(Services {
-        store,
-        queues: None,
-        test_clock: None,
-    })
-}
-
 /// The router serving every wire protocol of `services` at `/`.
 pub fn app<S: Backend>(services: Services<S>) -> Router {
     Router::new()
@@ -117,18 +108,8 @@ async fn advance_clock<S: Backend>(State(services): State<Services<S>>, body: By
     }
 }
 
-/// Serves `router` on `addr` until `shutdown` resolves. Returns the bound
-/// address through `bound` (useful with port 0).
-pub async fn serve<S: Backend>(
-    store: S,
-    listener: tokio::net::TcpListener,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    serve_app(router(store), listener, shutdown).await
-}
-
 /// Serves `app` (see [`app`]) on `listener` until `shutdown` resolves.
-pub async fn serve_app(
+pub async fn serve(
     app: Router,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
