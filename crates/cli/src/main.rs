@@ -19,11 +19,16 @@ use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
 #[command(
     name = "postbox",
     version,
-    about = "Postbox: an event engine with a DynamoDB-compatible embedded store"
+    about = "Postbox: an event engine with a DynamoDB-compatible embedded store",
+    // `postbox [--data ..]` is `postbox serve [--data ..]`: the serve flags
+    // and their defaults and environment variables are declared once.
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
 }
 
 #[derive(Subcommand)]
@@ -56,17 +61,6 @@ struct ServeArgs {
     test_clock: bool,
 }
 
-impl Default for ServeArgs {
-    fn default() -> ServeArgs {
-        ServeArgs {
-            data: PathBuf::from("postbox-data"),
-            listen: SocketAddr::from(([127, 0, 0, 1], 8000)),
-            pipes: None,
-            test_clock: false,
-        }
-    }
-}
-
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -83,7 +77,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = match cli.command.unwrap_or(Command::Serve(ServeArgs::default())) {
+    let result = match cli.command.unwrap_or(Command::Serve(cli.serve)) {
         Command::Serve(args) => runtime.block_on(serve(args)),
         Command::Catalog(args) => return catalog::run(args),
         Command::Pipe(args) => return pipe::run(args),
