@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod attributes;
+mod client;
 mod clock;
 pub mod core;
 pub mod digest;
@@ -32,6 +33,7 @@ mod queues;
 pub mod stats;
 mod storage;
 
+pub use client::QueueClient;
 pub use clock::ShiftedClock;
 pub use error::{QueueError, QueueResult};
 pub use message::{
