@@ -1,0 +1,528 @@
+//! Emitting events and reading the log.
+//!
+//! `POST /v1/events` emits one event with the caller's extra writes in one
+//! transaction. The body is `{"type": ..., "payload": {...}, "writes": [...]}`
+//! where each write is a TransactWriteItems entry in DynamoDB JSON
+//! (`{"Put": {...}}`, `{"Update": ...}`, `{"Delete": ...}`,
+//! `{"ConditionCheck": ...}`). Tenant data is namespaced: a write's partition
+//! key must be a string starting with `<tenant>#`, and Postbox's own tables
+//! cannot be written; anything else is another tenant's data and answers 404.
+//!
+//! An `Idempotency-Key` header makes the emit safe to retry: the key is
+//! stored in the same transaction as the event, so the same key with the
+//! same body answers the first event again, and with another body 409.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use postbox_engine::layout;
+use postbox_engine::{Context, EmitError, Write};
+use postbox_item::{AttributeValue, Item};
+use postbox_store::api::{
+    AttributeDefinition, CreateTableInput, GetItemInput, KeySchemaElement, KeyType, QueryInput,
+    ScalarType, TransactWriteItem, Values,
+};
+use postbox_store::embedded::EmbeddedStore;
+use postbox_store::{ItemStore, StoreError};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::{Api, ApiError, Caller};
+
+/// Parses a JSON request body (I-JSON: numbers must survive a double) into `T`.
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let value = parse_value(body)?;
+    serde_json::from_value(value).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_request",
+            format!("the request body is not valid: {e}"),
+        )
+    })
+}
+
+fn parse_value(body: &[u8]) -> Result<Value, ApiError> {
+    let text = std::str::from_utf8(body)
+        .map_err(|_| ApiError::bad_request("invalid_json", "the request body is not UTF-8"))?;
+    postbox_engine::json::parse(text).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_json",
+            e.to_string().replacen("payload", "the request body", 1),
+        )
+    })
+}
+
+/// Reads a body up to the configured limit; over it is 413.
+pub(crate) async fn read_body(api: &Api, body: Body) -> Result<Bytes, ApiError> {
+    let limit = api.inner.config.max_body_bytes;
+    axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the request body is over the {limit}-byte limit"),
+        )
+    })
+}
+
+pub(crate) async fn ensure_requests_table(
+    store: &EmbeddedStore,
+    table: &str,
+) -> Result<(), ApiError> {
+    let input = CreateTableInput {
+        table_name: table.to_owned(),
+        key_schema: vec![KeySchemaElement {
+            attribute_name: "pk".into(),
+            key_type: KeyType::Hash,
+        }],
+        attribute_definitions: vec![AttributeDefinition {
+            attribute_name: "pk".into(),
+            attribute_type: ScalarType::S,
+        }],
+        billing_mode: Some("PAY_PER_REQUEST".into()),
+        ..Default::default()
+    };
+    match store.create_table(input).await {
+        Ok(_) | Err(StoreError::ResourceInUse(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let spec = postbox_store::api::TimeToLiveSpecification {
+        enabled: true,
+        attribute_name: "expires_at".into(),
+    };
+    match store.update_time_to_live(table, spec).await {
+        Ok(_) => {}
+        // Already enabled on this attribute: nothing to do.
+        Err(StoreError::Validation(m)) if m.contains("already enabled") => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EmitRequest {
+    #[serde(rename = "type")]
+    event_type: String,
+    payload: Value,
+    #[serde(default)]
+    writes: Vec<Value>,
+}
+
+/// `POST /v1/events`.
+pub(crate) async fn emit(
+    State(api): State<Api>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let tenant = caller.tenant()?.to_owned();
+    let body = read_body(&api, body).await?;
+    let idempotency_key = header(&headers, "idempotency-key")?;
+    if let Some(k) = &idempotency_key
+        && (k.is_empty() || k.len() > 255)
+    {
+        return Err(ApiError::bad_request(
+            "invalid_idempotency_key",
+            "the Idempotency-Key header must be 1 to 255 characters",
+        ));
+    }
+    let req: EmitRequest = parse_json(&body)?;
+    let cfg = &api.inner.config;
+    if req.writes.len() > cfg.max_writes {
+        return Err(ApiError::bad_request(
+            "too_many_writes",
+            format!(
+                "an emit carries at most {} extra writes; this one has {}",
+                cfg.max_writes,
+                req.writes.len()
+            ),
+        ));
+    }
+    let mut writes = Vec::with_capacity(req.writes.len() + 1);
+    for (i, w) in req.writes.into_iter().enumerate() {
+        let item: TransactWriteItem = serde_json::from_value(w).map_err(|e| {
+            ApiError::bad_request(
+                "invalid_write",
+                format!("writes[{i}] is not a TransactWriteItems entry: {e}"),
+            )
+        })?;
+        check_write(&api, &tenant, i, &item).await?;
+        writes.push(Write::from_transact(item));
+    }
+    let body_hash = hex(&Sha256::digest(&body));
+    let idem_pk = idempotency_key
+        .as_ref()
+        .map(|k| format!("EMIT#{tenant}#{k}"));
+    if let Some(pk) = &idem_pk
+        && let Some(previous) = remembered(&api, pk, &body_hash).await?
+    {
+        return Ok((StatusCode::OK, Json(previous)));
+    }
+    let correlation = header(&headers, "x-correlation-id")?;
+    let mut ctx = Context::new(&tenant, &caller.subject)
+        .map_err(|e| ApiError::bad_request("invalid_context", e.to_string()))?;
+    if let Some(c) = correlation {
+        ctx = ctx.with_correlation_id(c);
+    }
+    let idem_index = writes.len();
+    let now = postbox_engine::envelope::now_ms();
+    if let Some(pk) = &idem_pk {
+        let mut row = Item::new();
+        row.insert("pk".into(), AttributeValue::s(pk.clone()));
+        row.insert("body_sha256".into(), AttributeValue::s(body_hash.clone()));
+        row.insert(
+            "expires_at".into(),
+            AttributeValue::n((now / 1000 + cfg.idempotency_ttl_secs) as i64),
+        );
+        // The answer is filled in by a second write below; the event id is
+        // what makes a retry find the same event.
+        writes.push(
+            Write::put(cfg.requests_table.clone(), row).condition("attribute_not_exists(pk)"),
+        );
+    }
+    let emitted = api
+        .inner
+        .engine
+        .emit(&ctx, &req.event_type, req.payload, writes)
+        .await;
+    match emitted {
+        Ok(e) => {
+            let answer = json!({"event": e.envelope, "hash": e.hash});
+            if let Some(pk) = &idem_pk {
+                remember(&api, pk, &body_hash, &answer, now).await?;
+            }
+            Ok((StatusCode::CREATED, Json(answer)))
+        }
+        Err(EmitError::ConditionalCheckFailed { index, .. })
+            if idem_pk.is_some() && index == idem_index =>
+        {
+            // A concurrent request with the same key won the race.
+            let pk = idem_pk.expect("checked");
+            for _ in 0..50 {
+                if let Some(previous) = remembered(&api, &pk, &body_hash).await? {
+                    return Ok((StatusCode::OK, Json(previous)));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "idempotency_key_in_use",
+                "another request with this Idempotency-Key is still in progress; retry shortly",
+            ))
+        }
+        Err(e) => Err(emit_error(e)),
+    }
+}
+
+/// The stored answer of an earlier emit with this key: Some if the body is
+/// the same, 409 if it differs.
+async fn remembered(api: &Api, pk: &str, body_hash: &str) -> Result<Option<Value>, ApiError> {
+    let mut key = Item::new();
+    key.insert("pk".into(), AttributeValue::s(pk));
+    let out = api
+        .inner
+        .store
+        .get_item(GetItemInput {
+            table_name: api.inner.config.requests_table.clone(),
+            key,
+            consistent_read: Some(true),
+            ..Default::default()
+        })
+        .await?;
+    let Some(row) = out.item else {
+        return Ok(None);
+    };
+    if row.get("body_sha256") != Some(&AttributeValue::s(body_hash)) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "idempotency_key_reused",
+            "this Idempotency-Key was used with a different request body",
+        ));
+    }
+    match row.get("answer") {
+        Some(AttributeValue::S(text)) => Ok(serde_json::from_str(text).ok()),
+        _ => Ok(None),
+    }
+}
+
+async fn remember(
+    api: &Api,
+    pk: &str,
+    body_hash: &str,
+    answer: &Value,
+    now: u64,
+) -> Result<(), ApiError> {
+    let mut row = Item::new();
+    row.insert("pk".into(), AttributeValue::s(pk));
+    row.insert("body_sha256".into(), AttributeValue::s(body_hash));
+    row.insert("answer".into(), AttributeValue::s(answer.to_string()));
+    row.insert(
+        "expires_at".into(),
+        AttributeValue::n((now / 1000 + api.inner.config.idempotency_ttl_secs) as i64),
+    );
+    api.inner
+        .store
+        .put_item(postbox_store::api::PutItemInput {
+            table_name: api.inner.config.requests_table.clone(),
+            item: row,
+            ..Default::default()
+        })
+        .await?;
+    Ok(())
+}
+
+/// Postbox's own tables cannot be written through the API, and a write's
+/// partition key must be in the caller's namespace.
+async fn check_write(
+    api: &Api,
+    tenant: &str,
+    index: usize,
+    item: &TransactWriteItem,
+) -> Result<(), ApiError> {
+    let (table, key): (&str, &Item) = match item {
+        TransactWriteItem {
+            put: Some(p),
+            update: None,
+            delete: None,
+            condition_check: None,
+        } => (&p.table_name, &p.item),
+        TransactWriteItem {
+            put: None,
+            update: Some(u),
+            delete: None,
+            condition_check: None,
+        } => (&u.table_name, &u.key),
+        TransactWriteItem {
+            put: None,
+            update: None,
+            delete: Some(d),
+            condition_check: None,
+        } => (&d.table_name, &d.key),
+        TransactWriteItem {
+            put: None,
+            update: None,
+            delete: None,
+            condition_check: Some(c),
+        } => (&c.table_name, &c.key),
+        _ => {
+            return Err(ApiError::bad_request(
+                "invalid_write",
+                format!(
+                    "writes[{index}] must have exactly one of Put, Update, Delete or ConditionCheck"
+                ),
+            ));
+        }
+    };
+    let cfg = &api.inner.config;
+    if [
+        &cfg.events_table,
+        &cfg.inbox_table,
+        &cfg.tokens_table,
+        &cfg.requests_table,
+    ]
+    .iter()
+    .any(|t| t.as_str() == table)
+    {
+        return Err(ApiError::bad_request(
+            "reserved_table",
+            format!("writes[{index}] targets {table:?}, a table only Postbox writes"),
+        ));
+    }
+    let description = api
+        .inner
+        .store
+        .describe_table(table)
+        .await
+        .map_err(|e| match e {
+            StoreError::ResourceNotFound(_) => {
+                ApiError::not_found(format!("writes[{index}]: table {table:?} does not exist"))
+            }
+            e => e.into(),
+        })?;
+    let hash_key = description
+        .key_schema
+        .iter()
+        .find(|k| k.key_type == KeyType::Hash)
+        .map(|k| k.attribute_name.as_str())
+        .unwrap_or("pk");
+    let prefix = format!("{tenant}#");
+    match key.get(hash_key) {
+        Some(AttributeValue::S(v)) if v.starts_with(&prefix) => Ok(()),
+        Some(_) => Err(ApiError::not_found(format!(
+            "writes[{index}]: no such item in tenant {tenant:?}'s data (the partition key {hash_key:?} of tenant data starts with {prefix:?})"
+        ))),
+        None => Err(ApiError::bad_request(
+            "invalid_write",
+            format!("writes[{index}] has no partition key {hash_key:?}"),
+        )),
+    }
+}
+
+fn emit_error(e: EmitError) -> ApiError {
+    use EmitError as E;
+    let message = e.to_string();
+    match e {
+        E::UnknownType { .. } => ApiError::bad_request("unknown_event_type", message),
+        E::PayloadNotObject { .. } | E::Payload(_) => {
+            ApiError::bad_request("invalid_payload", message)
+        }
+        E::SchemaViolation { .. } => ApiError::bad_request("schema_violation", message),
+        E::WriteOnEventsTable { .. } => ApiError::bad_request("reserved_table", message),
+        E::TooManyWrites { .. } | E::EventTooLarge { .. } | E::TransactionTooLarge { .. } => {
+            ApiError::bad_request("too_large", message)
+        }
+        E::WriteRefused { .. } => ApiError::bad_request("write_refused", message),
+        E::InlineAborted { .. } => {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "inline_aborted", message)
+        }
+        E::ConditionalCheckFailed { .. } => {
+            ApiError::new(StatusCode::CONFLICT, "condition_failed", message)
+        }
+        E::Contention { .. } | E::Closed => ApiError::unavailable(message, 1),
+        E::Store(s) => s.into(),
+    }
+}
+
+fn header(headers: &HeaderMap, name: &str) -> Result<Option<String>, ApiError> {
+    headers
+        .get(name)
+        .map(|v| {
+            v.to_str().map(str::to_owned).map_err(|_| {
+                ApiError::bad_request(
+                    "invalid_header",
+                    format!("the {name} header is not visible ASCII"),
+                )
+            })
+        })
+        .transpose()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `?from=` and `?limit=` of the log endpoints.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LogQuery {
+    from: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// Events of `tenant` from seq `from`, at most `limit`.
+async fn page(api: &Api, tenant: &str, from: u64, limit: usize) -> Result<Vec<Value>, ApiError> {
+    let out = api
+        .inner
+        .store
+        .query(QueryInput {
+            table_name: api.inner.config.events_table.clone(),
+            key_condition_expression: Some("pk = :pk AND sk >= :from".into()),
+            expression_attribute_values: Some(Values::from([
+                (
+                    ":pk".to_owned(),
+                    AttributeValue::s(layout::event_pk(tenant)),
+                ),
+                (":from".to_owned(), AttributeValue::s(layout::seq_sk(from))),
+            ])),
+            limit: Some(limit as i64),
+            consistent_read: Some(true),
+            ..Default::default()
+        })
+        .await?;
+    out.items
+        .unwrap_or_default()
+        .iter()
+        .map(|item| {
+            let (envelope, hash) = layout::envelope_of(item).map_err(|e| {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "malformed_event", e.0)
+            })?;
+            Ok(json!({"event": envelope, "hash": hash}))
+        })
+        .collect()
+}
+
+/// `GET /v1/events?from=1&limit=100`: the caller's log, oldest first.
+pub(crate) async fn read(
+    State(api): State<Api>,
+    caller: Caller,
+    query: Result<Query<LogQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let tenant = caller.tenant()?;
+    let Query(q) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
+    let from = q.from.unwrap_or(1).max(1);
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            "limit must be 1 to 1000",
+        ));
+    }
+    let events = page(&api, tenant, from, limit).await?;
+    let next = events
+        .last()
+        .and_then(|e| e["event"]["seq"].as_u64())
+        .map(|s| s + 1)
+        .unwrap_or(from);
+    Ok(Json(json!({"events": events, "next": next})))
+}
+
+/// `GET /v1/events/stream?from=1`: the caller's log as server-sent events,
+/// following new events as they commit. Each event's SSE id is its seq, so
+/// a client that reconnects with `Last-Event-ID` resumes after it.
+pub(crate) async fn follow(
+    State(api): State<Api>,
+    caller: Caller,
+    headers: HeaderMap,
+    query: Result<Query<LogQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    let tenant = caller.tenant()?.to_owned();
+    let Query(q) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
+    let resume = header(&headers, "last-event-id")?
+        .map(|v| {
+            v.parse::<u64>().map(|s| s + 1).map_err(|_| {
+                ApiError::bad_request("invalid_header", "Last-Event-ID must be a seq number")
+            })
+        })
+        .transpose()?;
+    let from = resume.or(q.from).unwrap_or(1).max(1);
+    let state = (
+        api,
+        tenant,
+        from,
+        std::collections::VecDeque::<Value>::new(),
+    );
+    let stream =
+        futures_util::stream::unfold(state, |(api, tenant, mut next, mut buffered)| async move {
+            loop {
+                if let Some(e) = buffered.pop_front() {
+                    let seq = e["event"]["seq"].as_u64().unwrap_or(next);
+                    let sse = SseEvent::default()
+                        .id(seq.to_string())
+                        .event("event")
+                        .data(e.to_string());
+                    return Some((Ok(sse), (api, tenant, next, buffered)));
+                }
+                match page(&api, &tenant, next, 100).await {
+                    Ok(events) if !events.is_empty() => {
+                        next = events
+                            .last()
+                            .and_then(|e| e["event"]["seq"].as_u64())
+                            .map(|s| s + 1)
+                            .unwrap_or(next);
+                        buffered.extend(events);
+                    }
+                    Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                    Err(e) => {
+                        let sse = SseEvent::default().event("error").data(e.message);
+                        return Some((Ok(sse), (api, tenant, next, buffered)));
+                    }
+                }
+            }
+        });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}

@@ -1,0 +1,170 @@
+//! Postbox's HTTP API: what applications and operators call.
+//!
+//! Every path is under `/v1`. Requests carry `Authorization: Bearer <token>`;
+//! a tenant token acts for its tenant only and an admin token for operator
+//! endpoints ([`auth`]). Only the health probes answer without a token.
+//!
+//! Code map:
+//! - [`auth`]: API tokens (stored hashed) and the caller a request acts as;
+//! - [`events`]: emit with extra writes and an idempotency key, the log,
+//!   following the log with server-sent events;
+//! - [`ops`]: dead letters and replay, queue redrive, the catalog and its
+//!   contract report, the reconciliation report, health, metrics;
+//! - [`error`]: the JSON error body every failure has;
+//! - [`openapi`]: the OpenAPI 3.1 document, kept equal to [`ROUTES`] by a test.
+//!
+//! Architecture Invariant: the tenant of every read and write comes from the
+//! token, never from the request; another tenant's data answers 404, as if it
+//! did not exist.
+
+pub mod auth;
+pub mod error;
+pub mod events;
+pub mod openapi;
+pub mod ops;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{any, get, post};
+use postbox_engine::Engine;
+use postbox_queue::Queues;
+use postbox_store::embedded::EmbeddedStore;
+use postbox_worker::Inbox;
+
+pub use auth::{Caller, Tokens};
+pub use error::ApiError;
+
+/// Every route of the API, as `(method, path)`; the OpenAPI document lists
+/// exactly these (a test keeps them equal).
+pub const ROUTES: &[(&str, &str)] = &[
+    ("get", "/v1/health"),
+    ("get", "/v1/ready"),
+    ("get", "/v1/openapi.json"),
+    ("post", "/v1/events"),
+    ("get", "/v1/events"),
+    ("get", "/v1/events/stream"),
+    ("get", "/v1/dead-letters"),
+    ("post", "/v1/dead-letters/replay"),
+    ("post", "/v1/queues/redrive"),
+    ("get", "/v1/catalog"),
+    ("get", "/v1/reconciliation"),
+    ("get", "/v1/metrics"),
+    ("post", "/v1/tokens"),
+];
+
+/// Names and limits the API works with.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// The engine's events table.
+    pub events_table: String,
+    /// The workers' inbox table.
+    pub inbox_table: String,
+    /// The events FIFO queue the workers read.
+    pub queue: String,
+    /// The table holding API tokens (hashed).
+    pub tokens_table: String,
+    /// The table holding emit idempotency keys.
+    pub requests_table: String,
+    /// How long an emit's Idempotency-Key is remembered.
+    pub idempotency_ttl_secs: u64,
+    /// Largest request body, bytes.
+    pub max_body_bytes: usize,
+    /// Most extra writes one emit may carry.
+    pub max_writes: usize,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            events_table: "postbox_events".into(),
+            inbox_table: postbox_worker::inbox::DEFAULT_INBOX_TABLE.into(),
+            queue: "postbox-events.fifo".into(),
+            tokens_table: "postbox_tokens".into(),
+            requests_table: "postbox_requests".into(),
+            idempotency_ttl_secs: 24 * 3600,
+            max_body_bytes: 1024 * 1024,
+            max_writes: 25,
+        }
+    }
+}
+
+/// Extra Prometheus lines from the parts the API does not own (relay,
+/// workers), written in the text exposition format.
+pub type MetricsSource = Arc<dyn Fn(&mut String) + Send + Sync>;
+
+/// Everything a request handler reaches.
+#[derive(Clone)]
+pub struct Api {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) store: Arc<EmbeddedStore>,
+    pub(crate) engine: Arc<Engine<EmbeddedStore>>,
+    pub(crate) queues: Queues,
+    pub(crate) inbox: Inbox<EmbeddedStore>,
+    pub(crate) tokens: Tokens<EmbeddedStore>,
+    pub(crate) config: ApiConfig,
+    pub(crate) metrics: Option<MetricsSource>,
+    pub(crate) requests: ops::RequestCounters,
+}
+
+impl Api {
+    /// The API over a running engine and its queues. Creates the tokens and
+    /// requests tables if they are missing.
+    pub async fn new(
+        engine: Arc<Engine<EmbeddedStore>>,
+        queues: Queues,
+        config: ApiConfig,
+        metrics: Option<MetricsSource>,
+    ) -> Result<Api, ApiError> {
+        let store = engine.store().clone();
+        let tokens = Tokens::new(store.clone(), config.tokens_table.clone());
+        tokens.ensure_table().await?;
+        events::ensure_requests_table(&store, &config.requests_table).await?;
+        let inbox = Inbox::new(store.clone(), config.inbox_table.clone(), 0);
+        // Dead letters and the report read the inbox even before a worker ran.
+        inbox.create_table().await?;
+        Ok(Api {
+            inner: Arc::new(Inner {
+                store,
+                engine,
+                queues,
+                inbox,
+                tokens,
+                config,
+                metrics,
+                requests: ops::RequestCounters::default(),
+            }),
+        })
+    }
+
+    /// The token store, to create tokens at startup or from tests.
+    pub fn tokens(&self) -> &Tokens<EmbeddedStore> {
+        &self.inner.tokens
+    }
+
+    /// The router serving every route of [`ROUTES`].
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/v1/health", get(ops::health))
+            .route("/v1/ready", get(ops::ready))
+            .route("/v1/openapi.json", get(openapi::serve))
+            .route("/v1/events", post(events::emit).get(events::read))
+            .route("/v1/events/stream", get(events::follow))
+            .route("/v1/dead-letters", get(ops::dead_letters))
+            .route("/v1/dead-letters/replay", post(ops::replay))
+            .route("/v1/queues/redrive", post(ops::redrive))
+            .route("/v1/catalog", get(ops::catalog))
+            .route("/v1/reconciliation", get(ops::reconciliation))
+            .route("/v1/metrics", get(ops::metrics))
+            .route("/v1/tokens", post(auth::create_token))
+            .route("/v1/{*rest}", any(error::not_found))
+            .layer(axum::middleware::from_fn_with_state(
+                self.clone(),
+                ops::count_requests,
+            ))
+            .with_state(self.clone())
+    }
+}

@@ -1,0 +1,439 @@
+//! Operator and support endpoints: dead letters and replay, queue redrive,
+//! the catalog, the reconciliation report, health, readiness and metrics.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use postbox_store::ItemStore;
+use postbox_worker::deadletter::DeadLetter;
+use postbox_worker::replay::{self, Selection};
+use postbox_worker::report::{self, Verdict};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::events::{parse_json, read_body};
+use crate::{Api, ApiError, Caller};
+
+/// Requests answered, by status class, for the metrics.
+#[derive(Default)]
+pub(crate) struct RequestCounters {
+    by_class: [AtomicU64; 6],
+}
+
+/// Counts every answered request by status class.
+pub(crate) async fn count_requests(
+    State(api): State<Api>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let response = next.run(request).await;
+    let class = (response.status().as_u16() / 100) as usize;
+    if let Some(c) = api.inner.requests.by_class.get(class) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+    response
+}
+
+/// `GET /v1/health`: the process is up. No token needed.
+pub(crate) async fn health() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// `GET /v1/ready`: the store answers reads. No token needed.
+pub(crate) async fn ready(State(api): State<Api>) -> Result<Json<Value>, ApiError> {
+    api.inner
+        .store
+        .describe_table(&api.inner.config.events_table)
+        .await
+        .map_err(|e| ApiError::unavailable(format!("the store is not ready: {e}"), 1))?;
+    Ok(Json(json!({"status": "ready"})))
+}
+
+fn dead_letter_json(d: &DeadLetter) -> Value {
+    json!({
+        "tenant": d.tenant,
+        "event_id": d.event_id,
+        "seq": d.seq,
+        "event_type": d.event_type,
+        "subscription": d.subscription,
+        "error": d.error,
+        "attempts": d.attempts,
+        "first_failure_at": postbox_engine::envelope::format_timestamp(d.first_failure_at),
+        "last_failure_at": postbox_engine::envelope::format_timestamp(d.last_failure_at),
+    })
+}
+
+/// Selects dead letters: tenant tokens always within their tenant, admin
+/// tokens in one tenant or all.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SelectionQuery {
+    tenant: Option<String>,
+    subscription: Option<String>,
+    /// Comma-separated event ids (query) or a list (body).
+    event_ids: Option<IdList>,
+    /// Failures at or after this time, milliseconds since the epoch.
+    from_ms: Option<u64>,
+    /// Failures at or before this time, milliseconds since the epoch.
+    to_ms: Option<u64>,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum IdList {
+    Csv(String),
+    List(Vec<String>),
+}
+
+impl SelectionQuery {
+    fn selection(self, caller: &Caller) -> Result<(Selection, bool), ApiError> {
+        let tenant = match (&caller.tenant, self.tenant) {
+            (Some(own), Some(asked)) if *own != asked => {
+                return Err(ApiError::not_found(format!("no tenant {asked:?}")));
+            }
+            (Some(own), _) => Some(own.clone()),
+            (None, asked) => asked,
+        };
+        let event_ids = self.event_ids.map(|ids| match ids {
+            IdList::Csv(s) => s
+                .split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect(),
+            IdList::List(v) => v,
+        });
+        Ok((
+            Selection {
+                tenant,
+                subscription: self.subscription,
+                event_ids,
+                from_ms: self.from_ms,
+                to_ms: self.to_ms,
+            },
+            self.dry_run,
+        ))
+    }
+}
+
+/// `GET /v1/dead-letters`.
+pub(crate) async fn dead_letters(
+    State(api): State<Api>,
+    caller: Caller,
+    query: Result<Query<SelectionQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
+    let (selection, _) = q.selection(&caller)?;
+    let list = replay::list(&api.inner.inbox, &selection).await?;
+    Ok(Json(json!({
+        "dead_letters": list.iter().map(dead_letter_json).collect::<Vec<_>>(),
+    })))
+}
+
+/// `POST /v1/dead-letters/replay`: resets the selected dead letters' claims
+/// and sends their events again (`"dry_run": true` only lists them).
+pub(crate) async fn replay(
+    State(api): State<Api>,
+    caller: Caller,
+    body: Body,
+) -> Result<Json<Value>, ApiError> {
+    let body = read_body(&api, body).await?;
+    let q: SelectionQuery = if body.iter().all(u8::is_ascii_whitespace) {
+        SelectionQuery::default()
+    } else {
+        parse_json(&body)?
+    };
+    let (selection, dry_run) = q.selection(&caller)?;
+    if let Some(ids) = &selection.event_ids {
+        let found = replay::list(&api.inner.inbox, &selection).await?;
+        if let Some(missing) = ids
+            .iter()
+            .find(|id| !found.iter().any(|d| &d.event_id == *id))
+        {
+            return Err(ApiError::not_found(format!(
+                "no dead letter for event {missing:?}"
+            )));
+        }
+    }
+    let cfg = &api.inner.config;
+    let report = replay::replay(
+        &api.inner.inbox,
+        &api.inner.queues,
+        &cfg.queue,
+        &cfg.events_table,
+        &selection,
+        dry_run,
+        postbox_engine::envelope::now_ms(),
+    )
+    .await?;
+    Ok(Json(json!({
+        "dry_run": report.dry_run,
+        "selected": report.selected.iter().map(dead_letter_json).collect::<Vec<_>>(),
+        "reset": report.reset,
+        "skipped": report.skipped,
+        "enqueued": report.enqueued,
+    })))
+}
+
+/// `POST /v1/queues/redrive` (admin): moves the events queue's dead-letter
+/// queue back, clearing the claims its messages need first.
+pub(crate) async fn redrive(
+    State(api): State<Api>,
+    caller: Caller,
+) -> Result<Json<Value>, ApiError> {
+    caller.require_admin()?;
+    let cfg = &api.inner.config;
+    let attrs = api
+        .inner
+        .queues
+        .queue_attributes(&cfg.queue, &["RedrivePolicy".to_owned()])
+        .map_err(|e| ApiError::not_found(format!("queue {}: {e}", cfg.queue)))?;
+    let dlq = attrs
+        .get("RedrivePolicy")
+        .and_then(|p| serde_json::from_str::<Value>(p).ok())
+        .and_then(|p| p["deadLetterTargetArn"].as_str().map(str::to_owned))
+        .and_then(|arn| arn.rsplit(':').next().map(str::to_owned))
+        .ok_or_else(|| {
+            ApiError::not_found(format!("queue {} has no dead-letter queue", cfg.queue))
+        })?;
+    let report = replay::redrive(
+        &api.inner.inbox,
+        &api.inner.queues,
+        &cfg.queue,
+        &dlq,
+        postbox_engine::envelope::now_ms(),
+    )
+    .await?;
+    Ok(Json(json!({
+        "dead_letter_queue": dlq,
+        "moved": report.moved,
+        "reset": report.reset,
+        "poison": report.poison,
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CatalogQuery {
+    format: Option<String>,
+}
+
+/// `GET /v1/catalog`: the catalog and its contract report (JSON, or
+/// Markdown with `?format=markdown`).
+pub(crate) async fn catalog(
+    State(api): State<Api>,
+    _caller: Caller,
+    query: Result<Query<CatalogQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
+    let report = postbox_engine::contract::Report::new(api.inner.engine.catalog());
+    match q.format.as_deref() {
+        None | Some("json") => Ok(Json(report.to_json()).into_response()),
+        Some("markdown") => Ok((
+            [(header::CONTENT_TYPE, "text/markdown; charset=utf-8")],
+            report.to_markdown(),
+        )
+            .into_response()),
+        Some(other) => Err(ApiError::bad_request(
+            "invalid_query",
+            format!("format {other:?} is not one of json, markdown"),
+        )),
+    }
+}
+
+/// `GET /v1/reconciliation`: the whole report for an admin token, the
+/// caller's own line for a tenant token.
+pub(crate) async fn reconciliation(
+    State(api): State<Api>,
+    caller: Caller,
+) -> Result<Json<Value>, ApiError> {
+    let cfg = &api.inner.config;
+    let r = report::reconcile(
+        &api.inner.store,
+        &api.inner.queues,
+        &api.inner.inbox,
+        &cfg.events_table,
+        &cfg.queue,
+    )
+    .await?;
+    let stats = api.inner.engine.stats();
+    let tenants: Vec<Value> = r
+        .tenants
+        .iter()
+        .filter(|t| caller.tenant.as_ref().is_none_or(|own| *own == t.tenant))
+        .map(|t| {
+            json!({
+                "tenant": t.tenant,
+                "head_seq": t.head_seq,
+                "chain_intact": t.chain_intact,
+                "broken": t.broken,
+                "dead_letters": t.dead_letters,
+            })
+        })
+        .collect();
+    if caller.tenant.is_some() {
+        let attention: Vec<String> = tenants
+            .iter()
+            .flat_map(|t| {
+                let mut reasons = Vec::new();
+                if t["chain_intact"] == false {
+                    reasons.push(format!("chain broken at {}", t["broken"]));
+                }
+                if t["dead_letters"].as_u64().unwrap_or(0) > 0 {
+                    reasons.push(format!("{} dead letter(s)", t["dead_letters"]));
+                }
+                reasons
+            })
+            .collect();
+        return Ok(Json(json!({
+            "tenants": tenants,
+            "verdict": if attention.is_empty() { "ok" } else { "attention" },
+            "reasons": attention,
+        })));
+    }
+    let (verdict, reasons) = match &r.verdict {
+        Verdict::Ok => ("ok", Vec::new()),
+        Verdict::Attention(reasons) => ("attention", reasons.clone()),
+    };
+    Ok(Json(json!({
+        "tenants": tenants,
+        "queue_depth": r.queue_depth,
+        "queue_in_flight": r.queue_in_flight,
+        "dlq_depth": r.dlq_depth,
+        "poison": r.poison,
+        "events_delivered_to_nobody": stats.undelivered,
+        "verdict": verdict,
+        "reasons": reasons,
+    })))
+}
+
+/// `GET /v1/metrics` (admin): Prometheus text exposition.
+pub(crate) async fn metrics(State(api): State<Api>, caller: Caller) -> Result<Response, ApiError> {
+    caller.require_admin()?;
+    let mut out = String::new();
+    let s = api.inner.engine.stats();
+    for (name, help, value) in [
+        (
+            "postbox_events_emitted_total",
+            "Events committed.",
+            s.emitted,
+        ),
+        (
+            "postbox_emit_transactions_total",
+            "Emit transactions committed.",
+            s.transactions,
+        ),
+        (
+            "postbox_emit_contention_retries_total",
+            "Emit transactions retried on a moved head.",
+            s.contention_retries,
+        ),
+        (
+            "postbox_emit_rejected_total",
+            "Emits refused before writing.",
+            s.rejected,
+        ),
+        (
+            "postbox_emit_condition_failures_total",
+            "Emits whose own condition failed.",
+            s.condition_failures,
+        ),
+        (
+            "postbox_emit_inline_aborts_total",
+            "Emits aborted by an INLINE handler.",
+            s.inline_aborts,
+        ),
+        (
+            "postbox_local_handler_ok_total",
+            "LOCAL handler runs that succeeded.",
+            s.local_ok,
+        ),
+        (
+            "postbox_local_handler_failed_total",
+            "LOCAL handler runs that failed.",
+            s.local_failed,
+        ),
+        (
+            "postbox_local_handler_dropped_total",
+            "LOCAL handler runs dropped on a full pool.",
+            s.local_dropped,
+        ),
+        (
+            "postbox_events_undelivered_total",
+            "Events that matched no subscription.",
+            s.undelivered,
+        ),
+    ] {
+        counter(&mut out, name, help, value);
+    }
+    let _ = writeln!(
+        out,
+        "# HELP postbox_queue_messages Messages in a queue by state."
+    );
+    let _ = writeln!(out, "# TYPE postbox_queue_messages gauge");
+    let all = api.inner.queues.all_stats();
+    for q in &all {
+        for (state, v) in [
+            ("visible", q.visible),
+            ("in_flight", q.in_flight),
+            ("delayed", q.delayed),
+        ] {
+            let _ = writeln!(
+                out,
+                "postbox_queue_messages{{queue=\"{}\",state=\"{state}\"}} {v}",
+                q.name
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP postbox_queue_oldest_message_age_seconds Age of the oldest message."
+    );
+    let _ = writeln!(out, "# TYPE postbox_queue_oldest_message_age_seconds gauge");
+    for q in &all {
+        let _ = writeln!(
+            out,
+            "postbox_queue_oldest_message_age_seconds{{queue=\"{}\"}} {}",
+            q.name,
+            q.oldest_age_ms as f64 / 1000.0
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP postbox_http_requests_total API requests answered, by status class."
+    );
+    let _ = writeln!(out, "# TYPE postbox_http_requests_total counter");
+    for (class, c) in api.inner.requests.by_class.iter().enumerate().skip(1) {
+        let _ = writeln!(
+            out,
+            "postbox_http_requests_total{{class=\"{class}xx\"}} {}",
+            c.load(Ordering::Relaxed)
+        );
+    }
+    if let Some(source) = &api.inner.metrics {
+        source(&mut out);
+    }
+    Ok((
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        out,
+    )
+        .into_response())
+}
+
+/// Writes one counter with its HELP and TYPE lines.
+pub fn counter(out: &mut String, name: &str, help: &str, value: u64) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} counter");
+    let _ = writeln!(out, "{name} {value}");
+}

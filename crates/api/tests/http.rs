@@ -1,0 +1,710 @@
+//! The HTTP API against a real listener on 127.0.0.1:0: authentication,
+//! tenant isolation, bad input that writes nothing, emit idempotency, the log
+//! and its stream, operator endpoints, and the OpenAPI document.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use postbox_api::{Api, ApiConfig, ROUTES};
+use postbox_engine::{Catalog, Engine};
+use postbox_queue::{Queues, QueuesOptions};
+use postbox_store::ItemStore;
+use postbox_store::api::{
+    AttributeDefinition, CreateTableInput, KeySchemaElement, KeyType, ScalarType, ScanInput,
+};
+use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
+use serde_json::{Value, json};
+
+const CATALOG: &str = r#"
+[[event_types]]
+name = "ORDER_PLACED"
+producers = ["shop"]
+schema = { type = "object", required = ["order_id"], properties = { order_id = { type = "string" } } }
+
+[[producers]]
+name = "shop"
+emits = ["ORDER_PLACED"]
+
+[[subscriptions]]
+name = "audit"
+glob = "ORDER_*"
+lane = "LOCAL"
+handler = "audit::log"
+"#;
+
+struct Env {
+    _dir: tempfile::TempDir,
+    base: String,
+    store: EmbeddedStore,
+    admin: String,
+    acme: String,
+    globex: String,
+}
+
+async fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path().join("p.redb"), EmbeddedOptions::default()).unwrap();
+    let queues = Queues::open(store.clone(), QueuesOptions::default())
+        .await
+        .unwrap();
+    store
+        .create_table(CreateTableInput {
+            table_name: "orders".into(),
+            key_schema: vec![KeySchemaElement {
+                attribute_name: "pk".into(),
+                key_type: KeyType::Hash,
+            }],
+            attribute_definitions: vec![AttributeDefinition {
+                attribute_name: "pk".into(),
+                attribute_type: ScalarType::S,
+            }],
+            billing_mode: Some("PAY_PER_REQUEST".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut fifo = BTreeMap::new();
+    fifo.insert("FifoQueue".to_owned(), "true".to_owned());
+    queues
+        .create_queue("postbox-events.fifo", fifo)
+        .await
+        .unwrap();
+    let catalog = Catalog::from_toml(CATALOG, "test").unwrap();
+    let engine = Engine::builder(Arc::new(store.clone()), catalog)
+        .local("audit::log", |_e| async move { Ok(()) })
+        .build()
+        .await
+        .unwrap();
+    let api = Api::new(
+        Arc::new(engine),
+        queues,
+        ApiConfig {
+            max_body_bytes: 64 * 1024,
+            ..Default::default()
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    let admin = api.tokens().create(None, "ops").await.unwrap();
+    let acme = api.tokens().create(Some("acme"), "alice").await.unwrap();
+    let globex = api.tokens().create(Some("globex"), "bob").await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = api.router();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    Env {
+        _dir: dir,
+        base: format!("http://{addr}"),
+        store,
+        admin,
+        acme,
+        globex,
+    }
+}
+
+struct Answer {
+    status: u16,
+    headers: hyper::HeaderMap,
+    text: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
+    }
+    fn code(&self) -> String {
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    }
+}
+
+async fn call(
+    env: &Env,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+    body: impl Into<Vec<u8>>,
+) -> Answer {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<bytes::Bytes>>();
+    let mut req = hyper::Request::builder()
+        .method(method)
+        .uri(format!("{}{path}", env.base))
+        .header("content-type", "application/json");
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let res = client
+        .request(
+            req.body(Full::new(bytes::Bytes::from(body.into())))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    let headers = res.headers().clone();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    Answer {
+        status,
+        headers,
+        text: String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+fn order_emit(id: &str, tenant: &str) -> String {
+    json!({
+        "type": "ORDER_PLACED",
+        "payload": {"order_id": id},
+        "writes": [{"Put": {"TableName": "orders", "Item": {"pk": {"S": format!("{tenant}#order#{id}")}, "total": {"N": "12"}}, "ConditionExpression": "attribute_not_exists(pk)"}}]
+    })
+    .to_string()
+}
+
+async fn log_of(env: &Env, token: &str) -> Vec<Value> {
+    let a = call(
+        env,
+        "GET",
+        "/v1/events?from=1&limit=1000",
+        Some(token),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    a.json()["events"].as_array().unwrap().clone()
+}
+
+async fn orders(env: &Env) -> usize {
+    env.store
+        .scan(ScanInput {
+            table_name: "orders".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .items
+        .unwrap_or_default()
+        .len()
+}
+
+#[tokio::test]
+async fn only_health_answers_without_a_token() {
+    let env = env().await;
+    assert_eq!(
+        call(&env, "GET", "/v1/health", None, &[], "").await.status,
+        200
+    );
+    assert_eq!(
+        call(&env, "GET", "/v1/ready", None, &[], "").await.status,
+        200
+    );
+    for (method, path) in ROUTES {
+        if path.ends_with("/health") || path.ends_with("/ready") {
+            continue;
+        }
+        let a = call(&env, &method.to_uppercase(), path, None, &[], "").await;
+        assert_eq!(a.status, 401, "{method} {path} without a token: {}", a.text);
+        assert!(a.headers.contains_key("www-authenticate"));
+        let a = call(
+            &env,
+            &method.to_uppercase(),
+            path,
+            Some("pbx_not-a-token"),
+            &[],
+            "",
+        )
+        .await;
+        assert_eq!(a.status, 401, "{method} {path} with a wrong token");
+    }
+}
+
+#[tokio::test]
+async fn emit_commits_the_event_with_its_writes_and_the_log_shows_it() {
+    let env = env().await;
+    let a = call(
+        &env,
+        "POST",
+        "/v1/events",
+        Some(&env.acme),
+        &[("x-correlation-id", "req-1")],
+        order_emit("1", "acme"),
+    )
+    .await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    let e = a.json();
+    assert_eq!(e["event"]["tenant"], "acme");
+    assert_eq!(e["event"]["seq"], 1);
+    assert_eq!(e["event"]["actor"], "alice");
+    assert_eq!(e["event"]["correlation_id"], "req-1");
+    assert_eq!(e["hash"].as_str().unwrap().len(), 64);
+    assert_eq!(orders(&env).await, 1);
+    let log = log_of(&env, &env.acme).await;
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0], e);
+}
+
+#[tokio::test]
+async fn a_tenant_never_sees_or_writes_another_tenants_data() {
+    let env = env().await;
+    assert_eq!(
+        call(
+            &env,
+            "POST",
+            "/v1/events",
+            Some(&env.acme),
+            &[],
+            order_emit("1", "acme")
+        )
+        .await
+        .status,
+        201
+    );
+    // globex's log is its own, and empty.
+    assert!(log_of(&env, &env.globex).await.is_empty());
+    // globex writing into acme's namespace: 404, nothing written.
+    let a = call(
+        &env,
+        "POST",
+        "/v1/events",
+        Some(&env.globex),
+        &[],
+        order_emit("2", "acme"),
+    )
+    .await;
+    assert_eq!(a.status, 404, "{}", a.text);
+    assert_eq!(orders(&env).await, 1);
+    assert!(log_of(&env, &env.globex).await.is_empty());
+    // acme's dead letters and reconciliation line are not globex's to read.
+    let a = call(
+        &env,
+        "GET",
+        "/v1/dead-letters?tenant=acme",
+        Some(&env.globex),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(a.status, 404, "{}", a.text);
+    let a = call(
+        &env,
+        "POST",
+        "/v1/dead-letters/replay",
+        Some(&env.globex),
+        &[],
+        r#"{"tenant": "acme"}"#,
+    )
+    .await;
+    assert_eq!(a.status, 404, "{}", a.text);
+    let a = call(
+        &env,
+        "GET",
+        "/v1/reconciliation",
+        Some(&env.globex),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    assert!(
+        a.json()["tenants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["tenant"] != "acme"),
+        "{}",
+        a.text
+    );
+    // Postbox's own tables cannot be written through an emit.
+    let body = json!({"type": "ORDER_PLACED", "payload": {"order_id": "3"}, "writes": [{"Put": {"TableName": "postbox_tokens", "Item": {"pk": {"S": "globex#x"}}}}]});
+    let a = call(
+        &env,
+        "POST",
+        "/v1/events",
+        Some(&env.globex),
+        &[],
+        body.to_string(),
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.code()),
+        (400, "reserved_table".into()),
+        "{}",
+        a.text
+    );
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_specific_4xx_and_writes_nothing() {
+    let env = env().await;
+    let too_many: Vec<Value> = (0..26)
+        .map(
+            |i| json!({"Put": {"TableName": "orders", "Item": {"pk": {"S": format!("acme#{i}")}}}}),
+        )
+        .collect();
+    let cases: Vec<(String, u16, &str)> = vec![
+        ("{not json".into(), 400, "invalid_json"),
+        (r#"{"type": "ORDER_PLACED", "payload": "a string"}"#.into(), 400, "invalid_payload"),
+        (r#"{"type": 7, "payload": {}}"#.into(), 400, "invalid_request"),
+        (r#"{"type": "ORDER_PLACD", "payload": {"order_id": "1"}}"#.into(), 400, "unknown_event_type"),
+        (r#"{"type": "ORDER_PLACED", "payload": {"order_id": 1}}"#.into(), 400, "schema_violation"),
+        (r#"{"type": "ORDER_PLACED", "payload": {"order_id": "1", "n": 9007199254740993}}"#.into(), 400, "invalid_json"),
+        (r#"{"type": "ORDER_PLACED", "payload": {"order_id": "1"}, "extra": 1}"#.into(), 400, "invalid_request"),
+        (json!({"type": "ORDER_PLACED", "payload": {"order_id": "1"}, "writes": too_many}).to_string(), 400, "too_many_writes"),
+        (r#"{"type": "ORDER_PLACED", "payload": {"order_id": "1"}, "writes": [{"Put": {"TableName": "orders"}}]}"#.into(), 400, "invalid_write"),
+        (format!(r#"{{"type": "ORDER_PLACED", "payload": {{"order_id": "{}"}}}}"#, "x".repeat(70 * 1024)), 413, "body_too_large"),
+    ];
+    for (body, status, code) in cases {
+        let a = call(
+            &env,
+            "POST",
+            "/v1/events",
+            Some(&env.acme),
+            &[],
+            body.clone(),
+        )
+        .await;
+        assert_eq!(
+            (a.status, a.code().as_str()),
+            (status, code),
+            "body {:.80}: {}",
+            body,
+            a.text
+        );
+        assert!(!a.json()["error"]["message"].as_str().unwrap().is_empty());
+    }
+    // The unknown type gets a suggestion; the big number says to send a string.
+    let a = call(
+        &env,
+        "POST",
+        "/v1/events",
+        Some(&env.acme),
+        &[],
+        r#"{"type": "ORDER_PLACD", "payload": {}}"#,
+    )
+    .await;
+    assert!(a.text.contains("ORDER_PLACED"), "{}", a.text);
+    let a = call(
+        &env,
+        "POST",
+        "/v1/events",
+        Some(&env.acme),
+        &[],
+        r#"{"type": "ORDER_PLACED", "payload": {"order_id": "1", "n": 9007199254740993}}"#,
+    )
+    .await;
+    assert!(a.text.contains("string"), "{}", a.text);
+    // An admin token has no tenant to emit for.
+    let a = call(
+        &env,
+        "POST",
+        "/v1/events",
+        Some(&env.admin),
+        &[],
+        order_emit("1", "acme"),
+    )
+    .await;
+    assert_eq!(a.status, 403);
+    assert!(log_of(&env, &env.acme).await.is_empty());
+    assert_eq!(orders(&env).await, 0);
+}
+
+#[tokio::test]
+async fn a_failed_condition_is_409_and_writes_nothing() {
+    let env = env().await;
+    assert_eq!(
+        call(
+            &env,
+            "POST",
+            "/v1/events",
+            Some(&env.acme),
+            &[],
+            order_emit("1", "acme")
+        )
+        .await
+        .status,
+        201
+    );
+    let a = call(
+        &env,
+        "POST",
+        "/v1/events",
+        Some(&env.acme),
+        &[],
+        order_emit("1", "acme"),
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.code()),
+        (409, "condition_failed".into()),
+        "{}",
+        a.text
+    );
+    assert_eq!(log_of(&env, &env.acme).await.len(), 1);
+}
+
+#[tokio::test]
+async fn an_idempotency_key_returns_the_same_event_and_refuses_another_body() {
+    let env = env().await;
+    let key = [("idempotency-key", "pay-123")];
+    let first = call(
+        &env,
+        "POST",
+        "/v1/events",
+        Some(&env.acme),
+        &key,
+        order_emit("1", "acme"),
+    )
+    .await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    let again = call(
+        &env,
+        "POST",
+        "/v1/events",
+        Some(&env.acme),
+        &key,
+        order_emit("1", "acme"),
+    )
+    .await;
+    assert_eq!(again.status, 200, "{}", again.text);
+    assert_eq!(again.json(), first.json());
+    let other = call(
+        &env,
+        "POST",
+        "/v1/events",
+        Some(&env.acme),
+        &key,
+        order_emit("2", "acme"),
+    )
+    .await;
+    assert_eq!(
+        (other.status, other.code()),
+        (409, "idempotency_key_reused".into())
+    );
+    // Another tenant's same key is its own.
+    let g = call(
+        &env,
+        "POST",
+        "/v1/events",
+        Some(&env.globex),
+        &key,
+        order_emit("1", "globex"),
+    )
+    .await;
+    assert_eq!(g.status, 201, "{}", g.text);
+    assert_eq!(log_of(&env, &env.acme).await.len(), 1);
+    assert_eq!(orders(&env).await, 2);
+}
+
+#[tokio::test]
+async fn the_log_pages_and_the_stream_follows_new_events() {
+    let env = env().await;
+    for i in 0..5 {
+        assert_eq!(
+            call(
+                &env,
+                "POST",
+                "/v1/events",
+                Some(&env.acme),
+                &[],
+                order_emit(&i.to_string(), "acme")
+            )
+            .await
+            .status,
+            201
+        );
+    }
+    let a = call(
+        &env,
+        "GET",
+        "/v1/events?from=2&limit=2",
+        Some(&env.acme),
+        &[],
+        "",
+    )
+    .await;
+    let page = a.json();
+    let seqs: Vec<u64> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"]["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [2, 3]);
+    assert_eq!(page["next"], 4);
+    let a = call(&env, "GET", "/v1/events?limit=0", Some(&env.acme), &[], "").await;
+    assert_eq!(a.status, 400);
+
+    // Follow from seq 4 (resuming after Last-Event-ID 3), then a new event arrives.
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<bytes::Bytes>>();
+    let req = hyper::Request::get(format!("{}/v1/events/stream", env.base))
+        .header("authorization", format!("Bearer {}", env.acme))
+        .header("last-event-id", "3")
+        .body(Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let res = client.request(req).await.unwrap();
+    assert_eq!(res.status(), 200);
+    let mut body = res.into_body();
+    assert_eq!(
+        call(
+            &env,
+            "POST",
+            "/v1/events",
+            Some(&env.acme),
+            &[],
+            order_emit("new", "acme")
+        )
+        .await
+        .status,
+        201
+    );
+    let mut text = String::new();
+    let ids = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let frame = body.frame().await.unwrap().unwrap();
+            if let Some(data) = frame.data_ref() {
+                text.push_str(&String::from_utf8_lossy(data));
+            }
+            let ids: Vec<&str> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("id: "))
+                .collect();
+            if ids.len() >= 3 {
+                return ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+            }
+        }
+    })
+    .await
+    .expect("three events streamed");
+    assert_eq!(ids, ["4", "5", "6"]);
+}
+
+#[tokio::test]
+async fn operator_endpoints_need_an_admin_token() {
+    let env = env().await;
+    assert_eq!(
+        call(
+            &env,
+            "POST",
+            "/v1/events",
+            Some(&env.acme),
+            &[],
+            order_emit("1", "acme")
+        )
+        .await
+        .status,
+        201
+    );
+    let a = call(&env, "GET", "/v1/metrics", Some(&env.acme), &[], "").await;
+    assert_eq!(a.status, 403);
+    let a = call(&env, "GET", "/v1/metrics", Some(&env.admin), &[], "").await;
+    assert_eq!(a.status, 200);
+    assert!(
+        a.text.contains("postbox_events_emitted_total 1"),
+        "{}",
+        a.text
+    );
+    let a = call(
+        &env,
+        "POST",
+        "/v1/tokens",
+        Some(&env.acme),
+        &[],
+        r#"{"tenant": "acme"}"#,
+    )
+    .await;
+    assert_eq!(a.status, 403);
+    let a = call(
+        &env,
+        "POST",
+        "/v1/tokens",
+        Some(&env.admin),
+        &[],
+        r#"{"tenant": "initech", "subject": "carol"}"#,
+    )
+    .await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    let token = a.json()["token"].as_str().unwrap().to_owned();
+    assert!(log_of(&env, &token).await.is_empty());
+    let a = call(
+        &env,
+        "POST",
+        "/v1/tokens",
+        Some(&env.admin),
+        &[],
+        r#"{"tenant": "no spaces"}"#,
+    )
+    .await;
+    assert_eq!((a.status, a.code()), (400, "invalid_tenant".into()));
+    let a = call(&env, "GET", "/v1/reconciliation", Some(&env.admin), &[], "").await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    let r = a.json();
+    assert_eq!(r["verdict"], "ok", "{}", a.text);
+    assert_eq!(r["tenants"][0]["tenant"], "acme");
+    assert_eq!(r["tenants"][0]["chain_intact"], true);
+    let a = call(&env, "GET", "/v1/dead-letters", Some(&env.admin), &[], "").await;
+    assert_eq!(a.json()["dead_letters"], json!([]));
+    let a = call(
+        &env,
+        "POST",
+        "/v1/dead-letters/replay",
+        Some(&env.acme),
+        &[],
+        r#"{"dry_run": true}"#,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    let a = call(&env, "GET", "/v1/catalog", Some(&env.acme), &[], "").await;
+    assert_eq!(a.status, 200);
+    assert!(a.text.contains("ORDER_PLACED"));
+    let a = call(&env, "GET", "/v1/nowhere", Some(&env.acme), &[], "").await;
+    assert_eq!((a.status, a.code()), (404, "not_found".into()));
+}
+
+#[tokio::test]
+async fn the_openapi_document_lists_exactly_the_routes() {
+    let env = env().await;
+    let a = call(&env, "GET", "/v1/openapi.json", Some(&env.acme), &[], "").await;
+    assert_eq!(a.status, 200);
+    let doc = a.json();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let mut documented = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            documented.insert((method.clone(), path.clone()));
+        }
+    }
+    let routes: BTreeSet<(String, String)> = ROUTES
+        .iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect();
+    assert_eq!(documented, routes);
+    // And every route is really served (not the 404 of an unknown path).
+    for (method, path) in ROUTES {
+        if path.ends_with("/stream") {
+            continue;
+        }
+        let a = call(
+            &env,
+            &method.to_uppercase(),
+            path,
+            Some(&env.admin),
+            &[],
+            "",
+        )
+        .await;
+        assert!(
+            !a.text.contains("no such endpoint"),
+            "{method} {path} is not served: {}",
+            a.text
+        );
+    }
+}
