@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 
 use postbox_item::{AttributeValue, Item, item_to_json};
-use postbox_queue::{NewMessage, Queues};
+use postbox_queue::{NewMessage, QueueClient};
 use postbox_store::api::*;
 use postbox_store::{ItemStore, StoreError};
 
@@ -129,9 +129,9 @@ async fn scan_dead_letters<S: ItemStore>(inbox: &Inbox<S>) -> WorkerResult<Vec<D
 /// Replays the selected dead letters: resets their claims, re-enqueues their
 /// events from the log (`events_table`) to `queue`, records the replay.
 /// With `dry_run`, only reports the selection.
-pub async fn replay<S: ItemStore>(
+pub async fn replay<S: ItemStore, Q: QueueClient>(
     inbox: &Inbox<S>,
-    queues: &Queues,
+    queues: &Q,
     queue: &str,
     events_table: &str,
     selection: &Selection,
@@ -333,9 +333,9 @@ pub struct RedriveReport {
 /// them; COMPLETED ones stay completed and are skipped). Each message is
 /// sent again before it is deleted from the DLQ, so a crash in between
 /// duplicates it (harmless: the claims decide) rather than losing it.
-pub async fn redrive<S: ItemStore>(
+pub async fn redrive<S: ItemStore, Q: QueueClient>(
     inbox: &Inbox<S>,
-    queues: &Queues,
+    queues: &Q,
     queue: &str,
     dlq: &str,
     now_ms: u64,

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use postbox_engine::VerifyOptions;
-use postbox_queue::Queues;
+use postbox_queue::QueueClient;
 use postbox_store::ItemStore;
 
 use crate::error::{WorkerError, WorkerResult};
@@ -62,9 +62,9 @@ pub struct Reconciliation {
 /// Builds the report: verifies every tenant's chain (incrementally, from
 /// its checkpoint), counts dead letters and poison messages, reads queue
 /// depths.
-pub async fn reconcile<S: ItemStore>(
+pub async fn reconcile<S: ItemStore, Q: QueueClient>(
     store: &Arc<S>,
-    queues: &Queues,
+    queues: &Q,
     inbox: &Inbox<S>,
     events_table: &str,
     queue: &str,
@@ -99,10 +99,20 @@ pub async fn reconcile<S: ItemStore>(
             dead_letters,
         });
     }
-    let stats = queues.stats(queue)?;
-    let dlq_depth = dead_letter_queue(queues, queue)
-        .and_then(|dlq| queues.stats(&dlq).ok())
-        .map_or(0, |s| s.visible + s.in_flight + s.delayed);
+    let attributes = queues
+        .queue_attributes(queue, &depth_attributes(true))
+        .await?;
+    let queue_depth = count(&attributes, VISIBLE) + count(&attributes, DELAYED);
+    let queue_in_flight = count(&attributes, IN_FLIGHT);
+    let dlq_depth = match crate::worker::dead_letter_queue(&attributes) {
+        Some(dlq) => queues
+            .queue_attributes(&dlq, &depth_attributes(false))
+            .await
+            .map_or(0, |a| {
+                count(&a, VISIBLE) + count(&a, IN_FLIGHT) + count(&a, DELAYED)
+            }),
+        None => 0,
+    };
     if dlq_depth > 0 {
         reasons.push(format!(
             "{dlq_depth} message(s) in the dead-letter queue of {queue}"
@@ -114,8 +124,8 @@ pub async fn reconcile<S: ItemStore>(
     }
     Ok(Reconciliation {
         tenants,
-        queue_depth: stats.visible + stats.delayed,
-        queue_in_flight: stats.in_flight,
+        queue_depth,
+        queue_in_flight,
         dlq_depth,
         poison,
         verdict: if reasons.is_empty() {
@@ -126,11 +136,25 @@ pub async fn reconcile<S: ItemStore>(
     })
 }
 
-fn dead_letter_queue(queues: &Queues, queue: &str) -> Option<String> {
-    let attrs = queues
-        .queue_attributes(queue, &["RedrivePolicy".to_owned()])
-        .ok()?;
-    let policy: serde_json::Value = serde_json::from_str(attrs.get("RedrivePolicy")?).ok()?;
-    let arn = policy.get("deadLetterTargetArn")?.as_str()?;
-    arn.rsplit(':').next().map(str::to_owned)
+const VISIBLE: &str = "ApproximateNumberOfMessages";
+const IN_FLIGHT: &str = "ApproximateNumberOfMessagesNotVisible";
+const DELAYED: &str = "ApproximateNumberOfMessagesDelayed";
+
+/// The GetQueueAttributes names the report reads: the three depths, and the
+/// redrive policy to find the dead-letter queue.
+fn depth_attributes(with_redrive_policy: bool) -> Vec<String> {
+    let mut names: Vec<String> = [VISIBLE, IN_FLIGHT, DELAYED].map(str::to_owned).into();
+    if with_redrive_policy {
+        names.push("RedrivePolicy".to_owned());
+    }
+    names
+}
+
+/// A count attribute; absent or unparsable counts as 0 (SQS calls them
+/// approximate anyway).
+fn count(attributes: &std::collections::BTreeMap<String, String>, name: &str) -> u64 {
+    attributes
+        .get(name)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }

@@ -38,7 +38,7 @@ use postbox_engine::catalog::{Catalog, Lane, Retry};
 use postbox_engine::glob::Glob;
 use postbox_engine::{Context, Envelope, layout};
 use postbox_item::AttributeValue;
-use postbox_queue::{Queues, ReceiveOptions, ReceivedMessage};
+use postbox_queue::{QueueClient, ReceiveOptions, ReceivedMessage};
 use postbox_store::api::{GetItemInput, QueryInput, Values};
 use postbox_store::embedded::Clock;
 use postbox_store::{ItemStore, StoreError};
@@ -177,12 +177,14 @@ pub struct BatchReport {
     pub deleted: usize,
 }
 
-/// The durable worker. Cheap to clone; clones share state.
-pub struct Worker<S> {
-    inner: Arc<Inner<S>>,
+/// The durable worker, over any store `S` and any queue client `Q` (the
+/// embedded queues, or an SQS endpoint over the wire). Cheap to clone;
+/// clones share state.
+pub struct Worker<S, Q = postbox_queue::Queues> {
+    inner: Arc<Inner<S, Q>>,
 }
 
-impl<S> Clone for Worker<S> {
+impl<S, Q> Clone for Worker<S, Q> {
     fn clone(&self) -> Self {
         Worker {
             inner: self.inner.clone(),
@@ -190,9 +192,9 @@ impl<S> Clone for Worker<S> {
     }
 }
 
-struct Inner<S> {
+struct Inner<S, Q> {
     store: Arc<S>,
-    queues: Queues,
+    queues: Q,
     inbox: Inbox<S>,
     options: WorkerOptions,
     subscriptions: Vec<Bound>,
@@ -227,18 +229,18 @@ pub fn check_retention(
     Ok(())
 }
 
-impl<S: ItemStore> Worker<S> {
+impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
     /// A worker for the catalog's DURABLE subscriptions, with `handlers` by
     /// the catalog's handler reference. Refuses to start when a DURABLE
     /// subscription's handler is missing, or when claim rows would not
     /// outlive the queue's messages; creates the inbox table.
     pub async fn new(
         store: Arc<S>,
-        queues: Queues,
+        queues: Q,
         catalog: &Catalog,
         handlers: HashMap<String, Handler>,
         options: WorkerOptions,
-    ) -> WorkerResult<Worker<S>> {
+    ) -> WorkerResult<Worker<S, Q>> {
         let mut subscriptions = Vec::new();
         for s in catalog
             .subscriptions
@@ -258,7 +260,7 @@ impl<S: ItemStore> Worker<S> {
                 handler,
             });
         }
-        let (queue_retention, dlq_retention) = queue_retentions(&queues, &options.queue)?;
+        let (queue_retention, dlq_retention) = queue_retentions(&queues, &options.queue).await?;
         check_retention(options.claim_retention, queue_retention, dlq_retention)?;
         let inbox = Inbox::new(
             store.clone(),
@@ -844,26 +846,40 @@ pub async fn read_event<S: ItemStore>(
 }
 
 /// The retention of `queue` and of its dead-letter queue (zero if none).
-fn queue_retentions(queues: &Queues, queue: &str) -> WorkerResult<(Duration, Duration)> {
+async fn queue_retentions<Q: QueueClient>(
+    queues: &Q,
+    queue: &str,
+) -> WorkerResult<(Duration, Duration)> {
     let names = [
         "MessageRetentionPeriod".to_owned(),
         "RedrivePolicy".to_owned(),
     ];
-    let attrs = queues.queue_attributes(queue, &names)?;
+    let attrs = queues.queue_attributes(queue, &names).await?;
     let secs = |a: &std::collections::BTreeMap<String, String>| {
         a.get("MessageRetentionPeriod")
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap_or(345_600)
     };
     let own = secs(&attrs);
-    let dlq = attrs
-        .get("RedrivePolicy")
-        .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
-        .and_then(|p| p.get("deadLetterTargetArn")?.as_str().map(str::to_owned))
-        .and_then(|arn| arn.rsplit(':').next().map(str::to_owned))
-        .and_then(|name| queues.queue_attributes(&name, &names).ok())
-        .map_or(0, |a| secs(&a));
+    let dlq = match dead_letter_queue(&attrs) {
+        Some(name) => queues
+            .queue_attributes(&name, &names)
+            .await
+            .ok()
+            .map_or(0, |a| secs(&a)),
+        None => 0,
+    };
     Ok((Duration::from_secs(own), Duration::from_secs(dlq)))
+}
+
+/// The name of the dead-letter queue in a queue's `RedrivePolicy`
+/// attribute, if it has one.
+pub(crate) fn dead_letter_queue(
+    attributes: &std::collections::BTreeMap<String, String>,
+) -> Option<String> {
+    let policy: serde_json::Value = serde_json::from_str(attributes.get("RedrivePolicy")?).ok()?;
+    let arn = policy.get("deadLetterTargetArn")?.as_str()?;
+    arn.rsplit(':').next().map(str::to_owned)
 }
 
 /// A fencing token no other lease ever had: 128 random bits.

@@ -279,3 +279,30 @@ async fn redrive_from_the_queue_dlq_clears_the_dead_claims_first() {
     let dlq = env.queues.stats(DLQ).unwrap();
     assert_eq!(dlq.visible + dlq.in_flight, 0);
 }
+
+/// The report reads depths through GetQueueAttributes (so it works against
+/// a queue over the wire too): messages waiting in the events queue and in
+/// its dead-letter queue, found through the RedrivePolicy, are counted and
+/// the DLQ asks for attention.
+#[tokio::test]
+async fn reconcile_counts_queue_and_dead_letter_queue_depths() {
+    let env = env(catalog(&durable("ship", "ORDER_*", 5))).await;
+    use postbox_worker::report::{Verdict, reconcile};
+    let h: Handler = handler(|_| async { Ok(vec![]) });
+    let w = worker(&env, HashMap::from([("h::ship".to_owned(), h)]), "w1").await;
+    let e = emit(&env, "acme", "ORDER_PLACED", 1).await;
+    pipe(&env, &e).await;
+    let send = |d: &str| postbox_queue::NewMessage::new("{}").group("acme").dedup(d);
+    env.queues.send(DLQ, send("d1")).await.unwrap();
+    env.queues.send(DLQ, send("d2")).await.unwrap();
+    let r = reconcile(&env.store, &env.queues, w.inbox(), EVENTS, QUEUE)
+        .await
+        .unwrap();
+    assert_eq!((r.queue_depth, r.queue_in_flight, r.dlq_depth), (1, 0, 2));
+    assert_eq!(
+        r.verdict,
+        Verdict::Attention(vec![format!(
+            "2 message(s) in the dead-letter queue of {QUEUE}"
+        )])
+    );
+}
