@@ -4,6 +4,7 @@
 //! fresh clone starts a working store with no configuration.
 
 mod catalog;
+mod node;
 mod pipe;
 
 use std::net::SocketAddr;
@@ -12,8 +13,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use postbox_queue::{Queues, QueuesOptions, ShiftedClock};
-use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
+use postbox_queue::ShiftedClock;
 
 #[derive(Parser)]
 #[command(
@@ -56,6 +56,13 @@ struct ServeArgs {
     /// stream -> filter -> template -> queue or bus).
     #[arg(long, env = "POSTBOX_PIPES")]
     pipes: Option<PathBuf>,
+    /// The event catalog (TOML). Without it, the built-in example
+    /// application's catalog and handlers are served.
+    #[arg(long, env = "POSTBOX_CATALOG")]
+    catalog: Option<PathBuf>,
+    /// Durable worker tasks.
+    #[arg(long, default_value_t = 4, env = "POSTBOX_WORKERS")]
+    workers: usize,
     /// Let `POST /_postbox/test/clock` move time forward (conformance tests only).
     #[arg(long)]
     test_clock: bool,
@@ -93,57 +100,54 @@ fn main() -> ExitCode {
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
-    // Read the pipes first: a bad config file is reported before anything opens.
+    // Read the configuration first: a bad file is reported before anything opens.
     let pipes = args.pipes.as_ref().map(pipe::load).transpose()?;
-    std::fs::create_dir_all(&args.data).map_err(|e| {
-        format!(
-            "cannot create the data directory {}: {e}",
-            args.data.display()
-        )
-    })?;
-    let file = args.data.join("postbox.redb");
-    let test_clock = args.test_clock.then(|| Arc::new(ShiftedClock::new()));
-    let mut options = EmbeddedOptions::default();
-    if let Some(clock) = &test_clock {
-        options.clock = clock.clone();
-    }
-    let store = EmbeddedStore::open(&file, options.clone())
-        .map_err(|e| format!("cannot open the store {}: {e}", file.display()))?;
-    let queues = Queues::open(
-        store.clone(),
-        QueuesOptions {
-            clock: options.clock,
-            ..QueuesOptions::default()
-        },
-    )
-    .await
-    .map_err(|e| format!("cannot open the queues in {}: {e}", file.display()))?;
-    let relay = match pipes {
-        Some(config) => Some(pipe::start_relay(store.clone(), queues.clone(), config).await?),
-        None => None,
+    let (catalog, handlers) = match &args.catalog {
+        Some(path) => (
+            postbox_engine::Catalog::load(path).map_err(|e| e.to_string())?,
+            node::Handlers::none(),
+        ),
+        None => builtin_application(),
     };
+    let test_clock = args.test_clock.then(|| Arc::new(ShiftedClock::new()));
+    let node = node::Node::start(node::NodeOptions {
+        data: args.data.clone(),
+        catalog,
+        handlers,
+        pipes,
+        workers: args.workers,
+        test_clock,
+    })
+    .await?;
     let (listener, addr) = postbox_server::bind(args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     // One line on stdout that scripts can wait for and parse.
     println!(
         "postbox listening on http://{addr} (data: {})",
-        file.display()
+        node.file.display()
     );
-    tracing::info!(%addr, data = %file.display(), "serving the DynamoDB, DynamoDB Streams and SQS wire protocols");
-    let services = postbox_server::Services {
-        store,
-        queues: Some(queues),
-        test_clock,
-    };
-    postbox_server::serve(postbox_server::app(services), listener, shutdown_signal())
+    if node.created_admin_token {
+        println!(
+            "admin token written to {} (use it as 'Authorization: Bearer <token>')",
+            node.admin_token_file.display()
+        );
+    }
+    tracing::info!(%addr, data = %node.file.display(), "serving the HTTP API and the DynamoDB, DynamoDB Streams and SQS wire protocols");
+    postbox_server::serve(node.router.clone(), listener, shutdown_signal())
         .await
         .map_err(|e| format!("server failed: {e}"))?;
-    if let Some(relay) = relay {
-        relay.shutdown().await;
-    }
+    node.shutdown().await;
     tracing::info!("shut down cleanly");
     Ok(())
+}
+
+/// The catalog and handlers served when no catalog is given.
+fn builtin_application() -> (postbox_engine::Catalog, node::Handlers) {
+    (
+        postbox_engine::Catalog::from_toml("", "built-in").expect("an empty catalog parses"),
+        node::Handlers::none(),
+    )
 }
 
 /// Resolves on SIGINT or SIGTERM.

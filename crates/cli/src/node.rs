@@ -1,0 +1,390 @@
+//! One Postbox node: everything `postbox serve` runs in one process on the
+//! embedded store — the AWS wire endpoints, the engine, the relay (the
+//! default events pipe plus any configured pipes), the durable workers, and
+//! the HTTP API — and its clean shutdown.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use postbox_api::{Api, ApiConfig, Sources};
+use postbox_engine::{Catalog, Engine, EngineBuilder, Lane};
+use postbox_queue::{Queues, QueuesOptions, ShiftedClock};
+use postbox_relay::config::{DEFAULT_EVENTS_QUEUE, default_events_pipe};
+use postbox_relay::{PipeStats, Relay, RelayConfig};
+use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
+use postbox_worker::{Handler, Worker, WorkerOptions};
+use tokio::sync::watch;
+
+/// The events table the engine writes.
+pub const EVENTS_TABLE: &str = "postbox_events";
+/// The dead-letter queue of the events queue.
+pub const EVENTS_DLQ: &str = "postbox-events-dlq.fifo";
+/// Receives of one message before the events queue moves it to its DLQ.
+/// Above every subscription's attempts, so the claims decide first.
+pub const MAX_RECEIVE_COUNT: u32 = 20;
+
+/// The handlers a node runs, by the catalog's handler references.
+pub struct Handlers {
+    /// DURABLE handlers, run by the workers.
+    pub durable: HashMap<String, Handler>,
+    /// Registers INLINE and LOCAL handlers with the engine.
+    pub engine:
+        Box<dyn FnOnce(EngineBuilder<EmbeddedStore>) -> EngineBuilder<EmbeddedStore> + Send>,
+    /// Routes of applications served next to the API (the examples).
+    pub routes: Option<Box<dyn FnOnce(Arc<Engine<EmbeddedStore>>) -> Router + Send>>,
+    /// Extra relay pipes (TOML), for applications' own tables.
+    pub pipes: Option<String>,
+}
+
+impl Handlers {
+    /// No handlers: only a catalog without subscriptions that need code starts.
+    pub fn none() -> Handlers {
+        Handlers {
+            durable: HashMap::new(),
+            engine: Box::new(|b| b),
+            routes: None,
+            pipes: None,
+        }
+    }
+}
+
+/// How to start a node.
+pub struct NodeOptions {
+    /// Directory of the store's file.
+    pub data: PathBuf,
+    /// The catalog.
+    pub catalog: Catalog,
+    /// The handlers its subscriptions name.
+    pub handlers: Handlers,
+    /// A relay config file's text with more pipes, if any.
+    pub pipes: Option<RelayConfig>,
+    /// Worker tasks.
+    pub workers: usize,
+    /// A clock tests may move forward.
+    pub test_clock: Option<Arc<ShiftedClock>>,
+}
+
+/// A running node.
+pub struct Node {
+    /// The store's file.
+    pub file: PathBuf,
+    /// The router to serve.
+    pub router: Router,
+    /// Where the admin token was written on first start, if it was.
+    pub admin_token_file: PathBuf,
+    /// Whether this start created the admin token.
+    pub created_admin_token: bool,
+    relay: Arc<Relay>,
+    stats_task: tokio::task::JoinHandle<()>,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+    stop: watch::Sender<bool>,
+}
+
+impl Node {
+    /// Opens the store and starts every part.
+    pub async fn start(options: NodeOptions) -> Result<Node, String> {
+        let data = &options.data;
+        std::fs::create_dir_all(data)
+            .map_err(|e| format!("cannot create the data directory {}: {e}", data.display()))?;
+        let file = data.join("postbox.redb");
+        let mut store_options = EmbeddedOptions::default();
+        if let Some(clock) = &options.test_clock {
+            store_options.clock = clock.clone();
+        }
+        let store = EmbeddedStore::open(&file, store_options.clone())
+            .map_err(|e| format!("cannot open the store {}: {e}", file.display()))?;
+        let queues = Queues::open(
+            store.clone(),
+            QueuesOptions {
+                clock: store_options.clock.clone(),
+                ..QueuesOptions::default()
+            },
+        )
+        .await
+        .map_err(|e| format!("cannot open the queues in {}: {e}", file.display()))?;
+        create_events_queues(&queues).await?;
+
+        let handlers = options.handlers;
+        let builder = Engine::builder(Arc::new(store.clone()), options.catalog.clone());
+        let engine = Arc::new(
+            (handlers.engine)(builder)
+                .build()
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+
+        let mut relay_config = match options.pipes {
+            Some(c) => c,
+            None => RelayConfig::from_toml("").map_err(|e| e.to_string())?,
+        };
+        if let Some(text) = &handlers.pipes {
+            let extra = RelayConfig::from_toml(text).map_err(|e| format!("built-in pipes: {e}"))?;
+            relay_config.pipes.extend(extra.pipes);
+            relay_config.buses.extend(extra.buses);
+        }
+        if !relay_config.pipes.iter().any(|p| p.name == "events") {
+            relay_config
+                .pipes
+                .push(default_events_pipe(EVENTS_TABLE, DEFAULT_EVENTS_QUEUE));
+        }
+        let relay = crate::pipe::start_relay(store.clone(), queues.clone(), relay_config).await?;
+
+        let (stop, stop_rx) = watch::channel(false);
+        let durable = options
+            .catalog
+            .subscriptions
+            .iter()
+            .any(|s| s.lane == Lane::Durable);
+        let mut workers = Vec::new();
+        let mut worker_handles = Vec::new();
+        if durable {
+            let worker = Worker::new(
+                Arc::new(store.clone()),
+                queues.clone(),
+                &options.catalog,
+                handlers.durable,
+                WorkerOptions {
+                    clock: store_options.clock.clone(),
+                    ..WorkerOptions::default()
+                },
+            )
+            .await
+            .map_err(|e| format!("the workers refuse to start: {e}"))?;
+            for _ in 0..options.workers.max(1) {
+                let w = worker.clone();
+                let rx = stop_rx.clone();
+                workers.push(tokio::spawn(async move { w.run(rx).await }));
+            }
+            worker_handles.push(worker);
+        }
+
+        let relay = Arc::new(relay);
+        let relay_stats: Arc<Mutex<Vec<PipeStats>>> = Arc::default();
+        let stats_task = {
+            let relay_stats = relay_stats.clone();
+            let relay = relay.clone();
+            let mut rx = stop_rx.clone();
+            tokio::spawn(async move {
+                loop {
+                    if let Ok(s) = relay.stats().await {
+                        *relay_stats.lock().expect("relay stats") = s;
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        _ = rx.changed() => return,
+                    }
+                }
+            })
+        };
+        let sources = sources(relay_stats, worker_handles);
+        let api = Api::new(
+            engine.clone(),
+            queues.clone(),
+            ApiConfig::default(),
+            sources,
+        )
+        .await
+        .map_err(|e| format!("cannot start the API: {}", e.message))?;
+        let admin_token_file = data.join("admin-token");
+        let created_admin_token = ensure_admin_token(&api, &admin_token_file).await?;
+
+        let services = postbox_server::Services {
+            store,
+            queues: Some(queues),
+            test_clock: options.test_clock,
+        };
+        let mut router = postbox_server::app(services).merge(api.router());
+        if let Some(routes) = handlers.routes {
+            router = router.merge(routes(engine));
+        }
+        Ok(Node {
+            file,
+            router,
+            admin_token_file,
+            created_admin_token,
+            relay,
+            stats_task,
+            workers,
+            stop,
+        })
+    }
+
+    /// Stops the workers (each finishes the batch it holds, so in-flight
+    /// handlers complete or release their claims) and the relay.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for w in self.workers {
+            let _ = w.await;
+        }
+        let _ = self.stats_task.await;
+        match Arc::try_unwrap(self.relay) {
+            Ok(relay) => relay.shutdown().await,
+            Err(_) => {
+                tracing::warn!("the relay is still referenced; its tasks stop with the process")
+            }
+        }
+    }
+}
+
+/// The events FIFO queue and its dead-letter queue, created if missing.
+async fn create_events_queues(queues: &Queues) -> Result<(), String> {
+    let fifo = |extra: &[(&str, String)]| {
+        let mut a = BTreeMap::from([("FifoQueue".to_owned(), "true".to_owned())]);
+        for (k, v) in extra {
+            a.insert((*k).to_owned(), v.clone());
+        }
+        a
+    };
+    let dlq_retention = ("MessageRetentionPeriod", (14 * 24 * 3600).to_string());
+    if queues.queue_exists(EVENTS_DLQ).is_err() {
+        queues
+            .create_queue(EVENTS_DLQ, fifo(&[dlq_retention]))
+            .await
+            .map_err(|e| format!("cannot create the queue {EVENTS_DLQ}: {e}"))?;
+    }
+    if queues.queue_exists(DEFAULT_EVENTS_QUEUE).is_err() {
+        let policy = format!(
+            r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":{MAX_RECEIVE_COUNT}}}"#,
+            queues.arn(EVENTS_DLQ)
+        );
+        queues
+            .create_queue(DEFAULT_EVENTS_QUEUE, fifo(&[("RedrivePolicy", policy)]))
+            .await
+            .map_err(|e| format!("cannot create the queue {DEFAULT_EVENTS_QUEUE}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Creates an admin token on first start and writes it to `path` (readable
+/// by the owner only); later starts leave it.
+async fn ensure_admin_token(api: &Api, path: &Path) -> Result<bool, String> {
+    if path.exists() {
+        return Ok(false);
+    }
+    let token = api
+        .tokens()
+        .create(None, "admin")
+        .await
+        .map_err(|e| format!("cannot create the admin token: {}", e.message))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut f = options
+        .open(path)
+        .map_err(|e| format!("cannot write the admin token to {}: {e}", path.display()))?;
+    std::io::Write::write_all(&mut f, format!("{token}\n").as_bytes())
+        .map_err(|e| format!("cannot write the admin token to {}: {e}", path.display()))?;
+    Ok(true)
+}
+
+/// The relay's and the workers' metrics and report fields.
+fn sources(relay: Arc<Mutex<Vec<PipeStats>>>, workers: Vec<Worker<EmbeddedStore>>) -> Sources {
+    let report_relay = relay.clone();
+    let metrics = move |out: &mut String| {
+        use std::fmt::Write as _;
+        let pipes = relay.lock().expect("relay stats").clone();
+        let _ = writeln!(
+            out,
+            "# HELP postbox_relay_records_behind Stream records not yet relayed, per pipe."
+        );
+        let _ = writeln!(out, "# TYPE postbox_relay_records_behind gauge");
+        for p in &pipes {
+            let _ = writeln!(
+                out,
+                "postbox_relay_records_behind{{pipe=\"{}\"}} {}",
+                p.pipe, p.records_behind
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP postbox_relay_oldest_unrelayed_age_seconds Age of the oldest unrelayed record, per pipe."
+        );
+        let _ = writeln!(
+            out,
+            "# TYPE postbox_relay_oldest_unrelayed_age_seconds gauge"
+        );
+        for p in &pipes {
+            let age = p.oldest_unrelayed_age_ms.unwrap_or(0) as f64 / 1000.0;
+            let _ = writeln!(
+                out,
+                "postbox_relay_oldest_unrelayed_age_seconds{{pipe=\"{}\"}} {age}",
+                p.pipe
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP postbox_relay_records_total Stream records by outcome, per pipe."
+        );
+        let _ = writeln!(out, "# TYPE postbox_relay_records_total counter");
+        for p in &pipes {
+            for (outcome, v) in [
+                ("read", p.read),
+                ("filtered", p.filtered),
+                ("delivered", p.delivered),
+                ("dead_lettered", p.dead_lettered),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "postbox_relay_records_total{{pipe=\"{}\",outcome=\"{outcome}\"}} {v}",
+                    p.pipe
+                );
+            }
+        }
+        let mut total = postbox_worker::WorkerStats::default();
+        for w in &workers {
+            let s = w.stats();
+            total.received += s.received;
+            total.completed += s.completed;
+            total.retried += s.retried;
+            total.dead += s.dead;
+            total.poison += s.poison;
+            total.fenced += s.fenced;
+            total.delivered_to_nobody += s.delivered_to_nobody;
+        }
+        let _ = writeln!(out, "# HELP postbox_worker_total Worker outcomes.");
+        let _ = writeln!(out, "# TYPE postbox_worker_total counter");
+        for (outcome, v) in [
+            ("received", total.received),
+            ("completed", total.completed),
+            ("retried", total.retried),
+            ("dead", total.dead),
+            ("poison", total.poison),
+            ("fenced", total.fenced),
+            ("delivered_to_nobody", total.delivered_to_nobody),
+        ] {
+            let _ = writeln!(out, "postbox_worker_total{{outcome=\"{outcome}\"}} {v}");
+        }
+    };
+    let report = move || {
+        let pipes = report_relay.lock().expect("relay stats").clone();
+        let mut fields = serde_json::Map::new();
+        let mut reasons = Vec::new();
+        let lag: Vec<serde_json::Value> = pipes
+            .iter()
+            .map(|p| {
+                if p.dead_lettered > 0 {
+                    reasons.push(serde_json::Value::from(format!(
+                        "pipe {}: {} record(s) sent to its dead-letter queue",
+                        p.pipe, p.dead_lettered
+                    )));
+                }
+                serde_json::json!({
+                    "pipe": p.pipe,
+                    "records_behind": p.records_behind,
+                    "oldest_unrelayed_age_ms": p.oldest_unrelayed_age_ms,
+                })
+            })
+            .collect();
+        fields.insert("relay_lag".into(), lag.into());
+        fields.insert("reasons".into(), reasons.into());
+        fields
+    };
+    Sources {
+        metrics: Some(Arc::new(metrics)),
+        report: Some(Arc::new(report)),
+    }
+}
