@@ -93,6 +93,19 @@ impl Default for ApiConfig {
 /// workers), written in the text exposition format.
 pub type MetricsSource = Arc<dyn Fn(&mut String) + Send + Sync>;
 
+/// Extra fields of the reconciliation report from the parts the API does
+/// not own (the relay's lag), as a JSON object merged into the report.
+pub type ReportSource = Arc<dyn Fn() -> serde_json::Map<String, serde_json::Value> + Send + Sync>;
+
+/// What the rest of the process adds to the API's metrics and report.
+#[derive(Clone, Default)]
+pub struct Sources {
+    /// Extra Prometheus lines.
+    pub metrics: Option<MetricsSource>,
+    /// Extra reconciliation fields (admin view).
+    pub report: Option<ReportSource>,
+}
+
 /// Everything a request handler reaches.
 #[derive(Clone)]
 pub struct Api {
@@ -106,7 +119,7 @@ pub(crate) struct Inner {
     pub(crate) inbox: Inbox<EmbeddedStore>,
     pub(crate) tokens: Tokens<EmbeddedStore>,
     pub(crate) config: ApiConfig,
-    pub(crate) metrics: Option<MetricsSource>,
+    pub(crate) sources: Sources,
     pub(crate) requests: ops::RequestCounters,
 }
 
@@ -117,7 +130,7 @@ impl Api {
         engine: Arc<Engine<EmbeddedStore>>,
         queues: Queues,
         config: ApiConfig,
-        metrics: Option<MetricsSource>,
+        sources: Sources,
     ) -> Result<Api, ApiError> {
         let store = engine.store().clone();
         let tokens = Tokens::new(store.clone(), config.tokens_table.clone());
@@ -134,7 +147,7 @@ impl Api {
                 inbox,
                 tokens,
                 config,
-                metrics,
+                sources,
                 requests: ops::RequestCounters::default(),
             }),
         })

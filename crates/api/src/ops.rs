@@ -302,7 +302,26 @@ pub(crate) async fn reconciliation(
         Verdict::Ok => ("ok", Vec::new()),
         Verdict::Attention(reasons) => ("attention", reasons.clone()),
     };
-    Ok(Json(json!({
+    let mut extra = api
+        .inner
+        .sources
+        .report
+        .as_ref()
+        .map(|f| f())
+        .unwrap_or_default();
+    let mut reasons = reasons;
+    if let Some(Value::Array(more)) = extra.remove("reasons") {
+        reasons.extend(
+            more.into_iter()
+                .filter_map(|r| r.as_str().map(str::to_owned)),
+        );
+    }
+    let verdict = if reasons.is_empty() {
+        verdict
+    } else {
+        "attention"
+    };
+    let mut report = json!({
         "tenants": tenants,
         "queue_depth": r.queue_depth,
         "queue_in_flight": r.queue_in_flight,
@@ -311,7 +330,11 @@ pub(crate) async fn reconciliation(
         "events_delivered_to_nobody": stats.undelivered,
         "verdict": verdict,
         "reasons": reasons,
-    })))
+    });
+    if let Value::Object(fields) = &mut report {
+        fields.extend(extra);
+    }
+    Ok(Json(report))
 }
 
 /// `GET /v1/metrics` (admin): Prometheus text exposition.
@@ -417,7 +440,7 @@ pub(crate) async fn metrics(State(api): State<Api>, caller: Caller) -> Result<Re
             c.load(Ordering::Relaxed)
         );
     }
-    if let Some(source) = &api.inner.metrics {
+    if let Some(source) = &api.inner.sources.metrics {
         source(&mut out);
     }
     Ok((

@@ -85,7 +85,7 @@ async fn env() -> Env {
             max_body_bytes: 64 * 1024,
             ..Default::default()
         },
-        None,
+        Default::default(),
     )
     .await
     .unwrap();
