@@ -473,3 +473,63 @@ fn known_error(code: &str, message: String) -> Option<QueueError> {
         _ => return None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every variant, encoded as the server's SQS layer encodes it (a
+    /// whole-request error and a batch entry's failure), decodes back to
+    /// itself.
+    #[test]
+    fn every_queue_error_survives_the_wire() {
+        let errors = [
+            QueueError::QueueDoesNotExist,
+            QueueError::QueueNameExists("VisibilityTimeout".into()),
+            QueueError::InvalidParameterValue("Value 0 for parameter x is invalid.".into()),
+            QueueError::MissingParameter("The request must contain the parameter QueueUrl.".into()),
+            QueueError::InvalidAttributeName("Nope".into()),
+            QueueError::InvalidAttributeValue("Invalid value for the parameter Policy.".into()),
+            QueueError::InvalidMessageContents("Invalid characters found.".into()),
+            QueueError::ReceiptHandleIsInvalid("The input receipt handle is invalid.".into()),
+            QueueError::MessageNotInflight,
+            QueueError::EmptyBatchRequest("SendMessageBatchRequestEntry".into()),
+            QueueError::TooManyEntriesInBatchRequest(11),
+            QueueError::BatchEntryIdsNotDistinct("a-1".into()),
+            QueueError::InvalidBatchEntryId,
+            QueueError::BatchRequestTooLong(262144, 300000),
+            QueueError::PurgeQueueInProgress(
+                "Only one PurgeQueue operation is allowed every 60 seconds.".into(),
+            ),
+            QueueError::UnsupportedOperation("A move task is already running.".into()),
+            QueueError::ResourceNotFound("The task handle does not exist.".into()),
+            QueueError::Storage("disk full".into()),
+            QueueError::Unavailable("upstream down".into()),
+        ];
+        for e in errors {
+            let body = json!({"__type": format!("com.amazonaws.sqs#{}", e.code()), "message": e.to_string()});
+            let decoded = decode_error(e.http_status(), body.to_string().as_bytes());
+            assert_eq!(decoded, e);
+            assert_eq!(error_from_code(e.code(), e.to_string()), e);
+        }
+    }
+
+    #[test]
+    fn answers_that_are_not_sqs_errors() {
+        assert!(matches!(
+            decode_error(503, b"overloaded"),
+            QueueError::Unavailable(_)
+        ));
+        assert!(matches!(
+            decode_error(500, br#"{"__type":"com.amazonaws.sqs#Boom","message":"x"}"#),
+            QueueError::Unavailable(_)
+        ));
+        assert_eq!(
+            decode_error(
+                400,
+                br#"{"__type":"com.amazonaws.sqs#InvalidAction","message":"The action X is not valid for this endpoint."}"#
+            ),
+            QueueError::UnsupportedOperation("The action X is not valid for this endpoint.".into())
+        );
+    }
+}

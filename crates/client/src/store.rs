@@ -269,3 +269,81 @@ pub(crate) fn decode_error(status: u16, body: &[u8]) -> StoreError {
         _ => StoreError::Validation(format!("{code}: {message}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::response::IntoResponse;
+    use http_body_util::BodyExt;
+    use postbox_item::AttributeValue;
+    use postbox_server::WireError;
+
+    /// Encodes `e` exactly as the server does and decodes it back.
+    async fn round_trip(e: StoreError) -> StoreError {
+        let response = WireError::from(e).into_response();
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        decode_error(status, &body)
+    }
+
+    #[tokio::test]
+    async fn every_store_error_survives_the_wire() {
+        let item: Item = [("pk".to_owned(), AttributeValue::S("a".into()))].into();
+        let errors = [
+            StoreError::validation("One or more parameter values were invalid"),
+            StoreError::ConditionalCheckFailed { item: None },
+            StoreError::ConditionalCheckFailed {
+                item: Some(item.clone()),
+            },
+            StoreError::TransactionCanceled {
+                reasons: vec![
+                    CancellationReason {
+                        code: "None".into(),
+                        message: None,
+                        item: None,
+                    },
+                    CancellationReason {
+                        code: "ConditionalCheckFailed".into(),
+                        message: Some("The conditional request failed".into()),
+                        item: Some(item),
+                    },
+                ],
+            },
+            StoreError::ResourceNotFound("Requested resource not found".into()),
+            StoreError::ResourceInUse("Table already exists: t".into()),
+            StoreError::TrimmedData("trimmed".into()),
+            StoreError::IdempotentParameterMismatch("token reused".into()),
+            StoreError::Storage("disk full".into()),
+            StoreError::Unavailable("upstream down".into()),
+        ];
+        for e in errors {
+            let expected = format!("{e:?}");
+            assert_eq!(format!("{:?}", round_trip(e).await), expected);
+        }
+    }
+
+    #[test]
+    fn answers_that_are_not_dynamodb_errors() {
+        assert!(matches!(
+            decode_error(502, b"<html>bad gateway</html>"),
+            StoreError::Unavailable(_)
+        ));
+        assert!(matches!(
+            decode_error(400, b"nonsense"),
+            StoreError::Validation(_)
+        ));
+        let e = decode_error(
+            400,
+            br#"{"__type":"com.amazonaws.dynamodb.v20120810#UnknownOperationException","message":"Unknown operation"}"#,
+        );
+        assert!(
+            matches!(&e, StoreError::Validation(m) if m.starts_with("UnknownOperationException")),
+            "{e:?}"
+        );
+        let e = decode_error(
+            400,
+            br#"{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"slow down"}"#,
+        );
+        assert!(e.is_retryable(), "{e:?}");
+    }
+}
