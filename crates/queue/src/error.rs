@@ -69,6 +69,11 @@ pub enum QueueError {
     /// writes after one of these.
     #[error("storage failure: {0}")]
     Storage(String),
+    /// The queues could not be reached: a remote endpoint is down, the
+    /// connection broke or the call timed out. Retryable; a send or delete
+    /// that got this answer may or may not have been applied.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl QueueError {
@@ -93,6 +98,7 @@ impl QueueError {
             QueueError::PurgeQueueInProgress(_) => "PurgeQueueInProgress",
             QueueError::ResourceNotFound(_) => "ResourceNotFoundException",
             QueueError::Storage(_) => "InternalError",
+            QueueError::Unavailable(_) => "ServiceUnavailable",
         }
     }
 
@@ -124,6 +130,7 @@ impl QueueError {
             QueueError::ResourceNotFound(_) => 404,
             QueueError::PurgeQueueInProgress(_) => 403,
             QueueError::Storage(_) => 500,
+            QueueError::Unavailable(_) => 503,
             _ => 400,
         }
     }
@@ -131,7 +138,13 @@ impl QueueError {
     /// True when the caller is at fault (SQS's `Sender` type), false for the
     /// server's own failures (`Receiver`).
     pub fn sender_fault(&self) -> bool {
-        !matches!(self, QueueError::Storage(_))
+        !matches!(self, QueueError::Storage(_) | QueueError::Unavailable(_))
+    }
+
+    /// True when the same call may succeed later: the queues were
+    /// unreachable. Every other error is the answer to the request itself.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, QueueError::Unavailable(_))
     }
 
     pub(crate) fn invalid(msg: impl Into<String>) -> QueueError {

@@ -51,6 +51,12 @@ impl From<StoreError> for WireError {
                 status: StatusCode::INTERNAL_SERVER_ERROR,
                 body: json!({"__type": format!("com.amazonaws.dynamodb.v20120810#{code}"), "message": message}),
             },
+            // Only a store that is itself a client of another server says
+            // this; pass it on as the 503 it is.
+            StoreError::Unavailable(_) => WireError {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                body: json!({"__type": format!("com.amazonaws.dynamodb.v20120810#{code}"), "message": message}),
+            },
             StoreError::ConditionalCheckFailed { item } => {
                 let mut err = WireError::client(code, message);
                 if let Some(item) = item {

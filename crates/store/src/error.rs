@@ -41,12 +41,23 @@ pub enum StoreError {
     /// writes after one of these rather than limp on (InternalServerError).
     #[error("storage failure: {0}")]
     Storage(String),
+    /// The store could not be reached: a remote store's server is down, the
+    /// connection broke or the call timed out. Retryable; a write that got
+    /// this answer may or may not have been applied (ServiceUnavailable).
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl StoreError {
     /// A validation error with the given message.
     pub fn validation(msg: impl Into<String>) -> StoreError {
         StoreError::Validation(msg.into())
+    }
+
+    /// True when the same call may succeed later: the store was
+    /// unreachable. Every other error is the answer to the request itself.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
     }
 
     /// DynamoDB's short error type name, e.g. `ValidationException`.
@@ -60,6 +71,7 @@ impl StoreError {
             StoreError::TrimmedData(_) => "TrimmedDataAccessException",
             StoreError::IdempotentParameterMismatch(_) => "IdempotentParameterMismatchException",
             StoreError::Storage(_) => "InternalServerError",
+            StoreError::Unavailable(_) => "ServiceUnavailable",
         }
     }
 }
