@@ -4,7 +4,9 @@
 //! fresh clone starts a working store with no configuration.
 
 mod catalog;
+mod http;
 mod node;
+mod ops;
 mod pipe;
 
 use std::net::SocketAddr;
@@ -42,6 +44,20 @@ enum Command {
     Pipe(pipe::PipeArgs),
     /// Run the pipes of a config file: change stream -> filter -> template -> queue or bus.
     Relay(pipe::RelayArgs),
+    /// Emit an event (with extra writes) through a running server.
+    Emit(ops::EmitArgs),
+    /// Print a tenant's log; with --follow, keep printing new events.
+    Tail(ops::TailArgs),
+    /// Recompute the hash chains and report the first broken seq.
+    Verify(ops::VerifyArgs),
+    /// The reconciliation report; exit code 4 when it needs attention.
+    Status(ops::StatusArgs),
+    /// List and replay dead letters (`dead-letters list|replay`).
+    DeadLetters(ops::DeadLettersArgs),
+    /// Move the events queue's dead-letter queue back, clearing the claims it needs.
+    Redrive(ops::RedriveArgs),
+    /// Create API tokens (`token create --tenant T`).
+    Token(ops::TokenArgs),
 }
 
 #[derive(clap::Args)]
@@ -89,6 +105,13 @@ fn main() -> ExitCode {
         Command::Catalog(args) => return catalog::run(args),
         Command::Pipe(args) => return pipe::run(args),
         Command::Relay(args) => return pipe::relay(args, &runtime),
+        Command::Emit(a) => return remote(runtime.block_on(ops::emit(a))),
+        Command::Tail(a) => return remote(runtime.block_on(ops::tail(a))),
+        Command::Verify(a) => return remote(runtime.block_on(ops::verify(a))),
+        Command::Status(a) => return remote(runtime.block_on(ops::status(a))),
+        Command::DeadLetters(a) => return remote(runtime.block_on(ops::dead_letters(a))),
+        Command::Redrive(a) => return remote(runtime.block_on(ops::redrive(a))),
+        Command::Token(a) => return remote(runtime.block_on(ops::token(a))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -148,6 +171,17 @@ fn builtin_application() -> (postbox_engine::Catalog, node::Handlers) {
         postbox_engine::Catalog::from_toml("", "built-in").expect("an empty catalog parses"),
         node::Handlers::none(),
     )
+}
+
+/// The exit of a command that talks to a server.
+fn remote(result: Result<(), http::Failure>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("error: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -125,7 +125,14 @@ impl Node {
             relay_config.pipes.extend(extra.pipes);
             relay_config.buses.extend(extra.buses);
         }
-        if !relay_config.pipes.iter().any(|p| p.name == "events") {
+        let durable = options
+            .catalog
+            .subscriptions
+            .iter()
+            .any(|s| s.lane == Lane::Durable);
+        // Events go to the queue only when a durable subscription reads it;
+        // otherwise they would pile up there unread.
+        if durable && !relay_config.pipes.iter().any(|p| p.name == "events") {
             relay_config
                 .pipes
                 .push(default_events_pipe(EVENTS_TABLE, DEFAULT_EVENTS_QUEUE));
@@ -133,11 +140,6 @@ impl Node {
         let relay = crate::pipe::start_relay(store.clone(), queues.clone(), relay_config).await?;
 
         let (stop, stop_rx) = watch::channel(false);
-        let durable = options
-            .catalog
-            .subscriptions
-            .iter()
-            .any(|s| s.lane == Lane::Durable);
         let mut workers = Vec::new();
         let mut worker_handles = Vec::new();
         if durable {
