@@ -10,6 +10,7 @@
 //!   following the log with server-sent events;
 //! - [`ops`]: dead letters and replay, queue redrive, the catalog and its
 //!   contract report, the reconciliation report, health, metrics;
+//! - [`webhook`]: durable subscriptions delivered to an HTTP URL, signed;
 //! - [`error`]: the JSON error body every failure has;
 //! - [`openapi`]: the OpenAPI 3.1 document, kept equal to [`ROUTES`] by a test.
 //!
@@ -22,6 +23,7 @@ pub mod error;
 pub mod events;
 pub mod openapi;
 pub mod ops;
+pub mod webhook;
 
 use std::sync::Arc;
 

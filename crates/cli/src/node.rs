@@ -142,12 +142,27 @@ impl Node {
         let (stop, stop_rx) = watch::channel(false);
         let mut workers = Vec::new();
         let mut worker_handles = Vec::new();
+        let mut durable_handlers = handlers.durable;
+        for s in options
+            .catalog
+            .subscriptions
+            .iter()
+            .filter(|s| s.lane == Lane::Durable && postbox_api::webhook::is_webhook(&s.handler))
+        {
+            if durable_handlers.contains_key(&s.handler) {
+                continue;
+            }
+            let secret = webhook_secret(data)?;
+            let hook = postbox_api::webhook::webhook(&s.handler, secret, Duration::from_secs(10))
+                .map_err(|e| format!("subscription {:?}: {e}", s.name))?;
+            durable_handlers.insert(s.handler.clone(), hook);
+        }
         if durable {
             let worker = Worker::new(
                 Arc::new(store.clone()),
                 queues.clone(),
                 &options.catalog,
-                handlers.durable,
+                durable_handlers,
                 WorkerOptions {
                     clock: store_options.clock.clone(),
                     ..WorkerOptions::default()
@@ -260,6 +275,40 @@ async fn create_events_queues(queues: &Queues) -> Result<(), String> {
     Ok(())
 }
 
+/// The secret webhook deliveries are signed with: `POSTBOX_WEBHOOK_SECRET`
+/// if set, else the one in `<data>/webhook-secret`, created on first use
+/// (readable by the owner only) so receivers can be given it once.
+fn webhook_secret(data: &Path) -> Result<Vec<u8>, String> {
+    if let Ok(s) = std::env::var("POSTBOX_WEBHOOK_SECRET")
+        && !s.is_empty()
+    {
+        return Ok(s.into_bytes());
+    }
+    let path = data.join("webhook-secret");
+    if let Ok(s) = std::fs::read_to_string(&path) {
+        return Ok(s.trim().as_bytes().to_vec());
+    }
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| format!("no random bytes for the webhook secret: {e}"))?;
+    let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    write_private(&path, &secret)?;
+    Ok(secret.into_bytes())
+}
+
+/// Writes `text` and a newline to a new file only its owner can read.
+fn write_private(path: &Path, text: &str) -> Result<(), String> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut f = options
+        .open(path)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    std::io::Write::write_all(&mut f, format!("{text}\n").as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
 /// Creates an admin token on first start and writes it to `path` (readable
 /// by the owner only); later starts leave it.
 async fn ensure_admin_token(api: &Api, path: &Path) -> Result<bool, String> {
@@ -271,15 +320,7 @@ async fn ensure_admin_token(api: &Api, path: &Path) -> Result<bool, String> {
         .create(None, "admin")
         .await
         .map_err(|e| format!("cannot create the admin token: {}", e.message))?;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options
-        .open(path)
-        .map_err(|e| format!("cannot write the admin token to {}: {e}", path.display()))?;
-    std::io::Write::write_all(&mut f, format!("{token}\n").as_bytes())
-        .map_err(|e| format!("cannot write the admin token to {}: {e}", path.display()))?;
+    write_private(path, &token)?;
     Ok(true)
 }
 

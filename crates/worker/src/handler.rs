@@ -40,6 +40,11 @@ pub enum HandlerError {
     /// Will fail the same way again: dead-lettered at once.
     #[error("{0}")]
     Terminal(String),
+    /// Worth retrying, but not before this long (a `Retry-After` the
+    /// dependency asked for); the retry waits at least this and at least
+    /// the subscription's backoff.
+    #[error("{0}")]
+    RetryAfter(String, std::time::Duration),
 }
 
 impl HandlerError {
@@ -51,17 +56,30 @@ impl HandlerError {
     pub fn terminal(msg: impl Into<String>) -> HandlerError {
         HandlerError::Terminal(msg.into())
     }
+    /// A retryable error that should not be retried before `after`.
+    pub fn retry_after(msg: impl Into<String>, after: std::time::Duration) -> HandlerError {
+        HandlerError::RetryAfter(msg.into(), after)
+    }
     /// Its kind, for the claim state machine.
     pub fn kind(&self) -> FailureKind {
         match self {
-            HandlerError::Retryable(_) => FailureKind::Retryable,
+            HandlerError::Retryable(_) | HandlerError::RetryAfter(..) => FailureKind::Retryable,
             HandlerError::Terminal(_) => FailureKind::Terminal,
         }
     }
     /// Its message.
     pub fn message(&self) -> &str {
         match self {
-            HandlerError::Retryable(m) | HandlerError::Terminal(m) => m,
+            HandlerError::Retryable(m)
+            | HandlerError::Terminal(m)
+            | HandlerError::RetryAfter(m, _) => m,
+        }
+    }
+    /// The least wait before a retry the dependency asked for, if any.
+    pub fn min_delay(&self) -> Option<std::time::Duration> {
+        match self {
+            HandlerError::RetryAfter(_, d) => Some(*d),
+            _ => None,
         }
     }
 }

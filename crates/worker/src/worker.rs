@@ -598,8 +598,17 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                     }
                 }
                 Err(e) => {
-                    self.settle_failure(&row, envelope, index, e.message(), e.kind())
-                        .await
+                    let outcome = self
+                        .settle_failure(&row, envelope, index, e.message(), e.kind())
+                        .await?;
+                    // A dependency that said when to come back is not asked sooner
+                    // (at most the 12-hour visibility ceiling).
+                    Ok(match (outcome, e.min_delay()) {
+                        (Outcome::Retry(secs), Some(d)) => {
+                            Outcome::Retry(secs.max(d.as_secs().min(12 * 3600) as i64))
+                        }
+                        (o, _) => o,
+                    })
                 }
             }
         })

@@ -1,0 +1,180 @@
+//! Webhook subscriptions: a DURABLE subscription whose handler is an
+//! `http://` URL gets each event POSTed to it.
+//!
+//! The request body is the event envelope as JSON. Headers:
+//! - `Idempotency-Key: <event_id>:<subscription>` — the same on every retry,
+//!   so the receiver can drop a delivery it already acted on;
+//! - `Postbox-Event-Id`, `Postbox-Event-Type`, `Postbox-Subscription`,
+//!   `Postbox-Attempt` (1 on the first delivery);
+//! - `Postbox-Timestamp: <unix seconds>` and
+//!   `Postbox-Signature: v1=<hex HMAC-SHA256(secret, "<timestamp>.<body>")>`:
+//!   the receiver recomputes the MAC with the shared secret, compares in
+//!   constant time, and rejects old timestamps to stop replays.
+//!
+//! The answer decides: 2xx completes; 408, 429, 5xx, a timeout or a
+//! connection error is retryable (the queue's backoff retries it, and a
+//! `Retry-After` in seconds is reported with the error); any other status is
+//! terminal and dead-letters the delivery at once.
+
+use std::time::Duration;
+
+use hmac::{Hmac, Mac};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use postbox_worker::{Delivery, Handler, HandlerError};
+use sha2::Sha256;
+
+/// Whether a catalog handler reference is a webhook URL.
+pub fn is_webhook(reference: &str) -> bool {
+    reference.starts_with("http://") || reference.starts_with("https://")
+}
+
+/// The signature header's value for `body` sent at `timestamp`.
+pub fn signature(secret: &[u8], timestamp: u64, body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    let bytes = mac.finalize().into_bytes();
+    format!(
+        "v1={}",
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
+}
+
+/// Checks a delivery's signature as a receiver would: the MAC matches
+/// (compared in constant time) and the timestamp is within `tolerance` of `now`.
+pub fn verify_signature(
+    secret: &[u8],
+    timestamp: &str,
+    body: &[u8],
+    header: &str,
+    now_secs: u64,
+    tolerance: Duration,
+) -> bool {
+    let Ok(ts) = timestamp.parse::<u64>() else {
+        return false;
+    };
+    if now_secs.abs_diff(ts) > tolerance.as_secs() {
+        return false;
+    }
+    let Some(hex) = header.strip_prefix("v1=") else {
+        return false;
+    };
+    let Some(given) = (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect::<Option<Vec<u8>>>()
+    else {
+        return false;
+    };
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
+    mac.update(ts.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    mac.verify_slice(&given).is_ok()
+}
+
+/// Why a webhook URL cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("webhook {url:?}: {reason}")]
+pub struct WebhookError {
+    url: String,
+    reason: String,
+}
+
+/// A handler POSTing each delivery to `url`, signed with `secret`, waiting
+/// at most `timeout` for the answer.
+pub fn webhook(url: &str, secret: Vec<u8>, timeout: Duration) -> Result<Handler, WebhookError> {
+    let err = |reason: &str| WebhookError {
+        url: url.to_owned(),
+        reason: reason.to_owned(),
+    };
+    if url.starts_with("https://") {
+        return Err(err(
+            "https:// webhooks are not supported by this build; use http:// to a local TLS-terminating proxy",
+        ));
+    }
+    let uri: hyper::Uri = url.parse().map_err(|_| err("not a valid URL"))?;
+    if uri.scheme_str() != Some("http") || uri.host().is_none() {
+        return Err(err("expected http://host[:port]/path"));
+    }
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(timeout));
+    let client: Client<HttpConnector, Full<bytes::Bytes>> =
+        Client::builder(TokioExecutor::new()).build(connector);
+    let secret = std::sync::Arc::new(secret);
+    Ok(postbox_worker::handler(move |d: Delivery| {
+        let client = client.clone();
+        let uri = uri.clone();
+        let secret = secret.clone();
+        async move {
+            let body = serde_json::to_vec(&d.envelope)
+                .map_err(|e| HandlerError::terminal(format!("the event cannot be encoded: {e}")))?;
+            let timestamp = postbox_engine::envelope::now_ms() / 1000;
+            let req = hyper::Request::post(uri.clone())
+                .header("content-type", "application/json")
+                .header("idempotency-key", &d.idempotency_key)
+                .header("postbox-event-id", &d.envelope.id)
+                .header("postbox-event-type", &d.envelope.event_type)
+                .header("postbox-subscription", &d.subscription)
+                .header("postbox-attempt", (d.attempt + 1).to_string())
+                .header("postbox-timestamp", timestamp.to_string())
+                .header("postbox-signature", signature(&secret, timestamp, &body))
+                .body(Full::new(bytes::Bytes::from(body)))
+                .map_err(|e| HandlerError::terminal(format!("cannot build the request: {e}")))?;
+            let res = match tokio::time::timeout(timeout, client.request(req)).await {
+                Err(_) => {
+                    return Err(HandlerError::retryable(format!(
+                        "POST {uri}: no answer within {}s",
+                        timeout.as_secs_f64()
+                    )));
+                }
+                Ok(Err(e)) => return Err(HandlerError::retryable(format!("POST {uri}: {e}"))),
+                Ok(Ok(res)) => res,
+            };
+            let status = res.status();
+            let retry_after = res
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok());
+            // Read (a bounded part of) the answer for the error message.
+            let text = match tokio::time::timeout(timeout, res.into_body().collect()).await {
+                Ok(Ok(b)) => {
+                    let b = b.to_bytes();
+                    String::from_utf8_lossy(&b[..b.len().min(200)]).into_owned()
+                }
+                _ => String::new(),
+            };
+            let code = status.as_u16();
+            if status.is_success() {
+                return Ok(Vec::new());
+            }
+            let message = format!(
+                "POST {uri} answered {status}{}{}",
+                if text.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", text.trim())
+                },
+                retry_after
+                    .map(|s| format!(" (Retry-After {s}s)"))
+                    .unwrap_or_default()
+            );
+            if code == 408 || code == 429 || status.is_server_error() {
+                Err(match retry_after {
+                    Some(s) => HandlerError::retry_after(message, Duration::from_secs(s)),
+                    None => HandlerError::retryable(message),
+                })
+            } else {
+                Err(HandlerError::terminal(message))
+            }
+        }
+    }))
+}

@@ -1,0 +1,255 @@
+//! Webhook subscriptions end to end through `postbox serve`: a receiver
+//! that fails with 503 and Retry-After, then succeeds, gets the event twice
+//! with the same idempotency key, signed, no sooner than it asked; a
+//! receiver that answers 400 dead-letters the delivery at once.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+
+#[derive(Clone, Debug)]
+struct Call {
+    at: Instant,
+    headers: HeaderMap,
+    body: Vec<u8>,
+}
+
+#[derive(Clone, Default)]
+struct Receiver {
+    flaky: Arc<Mutex<Vec<Call>>>,
+    bad: Arc<Mutex<Vec<Call>>>,
+}
+
+async fn flaky(
+    State(r): State<Receiver>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> (StatusCode, HeaderMap, &'static str) {
+    let mut calls = r.flaky.lock().unwrap();
+    calls.push(Call {
+        at: Instant::now(),
+        headers,
+        body: body.to_vec(),
+    });
+    let mut h = HeaderMap::new();
+    if calls.len() == 1 {
+        h.insert("retry-after", "3".parse().unwrap());
+        (StatusCode::SERVICE_UNAVAILABLE, h, "busy")
+    } else {
+        (StatusCode::OK, h, "ok")
+    }
+}
+
+async fn bad(
+    State(r): State<Receiver>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> (StatusCode, &'static str) {
+    r.bad.lock().unwrap().push(Call {
+        at: Instant::now(),
+        headers,
+        body: body.to_vec(),
+    });
+    (StatusCode::BAD_REQUEST, "unknown order")
+}
+
+struct Server(Child);
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn call(
+    base: &str,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<bytes::Bytes>>();
+    let req = hyper::Request::builder()
+        .method(method)
+        .uri(format!("{base}{path}"))
+        .header("authorization", format!("Bearer {token}"))
+        .body(Full::new(
+            body.map(|b| b.to_string()).unwrap_or_default().into(),
+        ))
+        .unwrap();
+    let res = client.request(req).await.unwrap();
+    let status = res.status().as_u16();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_are_signed_retried_after_what_they_ask_and_dead_lettered_on_4xx() {
+    let receiver = Receiver::default();
+    let app = axum::Router::new()
+        .route("/flaky", post(flaky))
+        .route("/bad", post(bad))
+        .with_state(receiver.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog.toml");
+    std::fs::write(
+        &catalog,
+        format!(
+            r#"
+[[event_types]]
+name = "ORDER_PLACED"
+producers = ["shop"]
+[[producers]]
+name = "shop"
+emits = ["ORDER_PLACED"]
+[[subscriptions]]
+name = "hook-flaky"
+glob = "ORDER_*"
+lane = "DURABLE"
+handler = "http://{hook}/flaky"
+retry = {{ max_attempts = 5, backoff_ms = 100 }}
+[[subscriptions]]
+name = "hook-bad"
+glob = "ORDER_*"
+lane = "DURABLE"
+handler = "http://{hook}/bad"
+"#
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_postbox"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--catalog"])
+        .arg(&catalog)
+        .arg("--data")
+        .arg(&data)
+        .env("POSTBOX_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _server = Server(child);
+    let base = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    let admin = std::fs::read_to_string(data.join("admin-token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let (status, t) = call(
+        &base,
+        &admin,
+        "POST",
+        "/v1/tokens",
+        Some(json!({"tenant": "acme"})),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let tenant = t["token"].as_str().unwrap().to_owned();
+    let (status, emitted) = call(
+        &base,
+        &tenant,
+        "POST",
+        "/v1/events",
+        Some(json!({"type": "ORDER_PLACED", "payload": {"order_id": "7"}})),
+    )
+    .await;
+    assert_eq!(status, 201, "{emitted}");
+    let event_id = emitted["event"]["id"].as_str().unwrap().to_owned();
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, dl) = call(&base, &admin, "GET", "/v1/dead-letters", None).await;
+        let done = receiver.flaky.lock().unwrap().len() >= 2
+            && dl["dead_letters"].as_array().is_some_and(|a| !a.is_empty());
+        if done {
+            // The flaky hook completed and the bad one is dead; nothing more comes.
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let dl = dl["dead_letters"].as_array().unwrap().clone();
+            assert_eq!(dl.len(), 1, "{dl:?}");
+            assert_eq!(dl[0]["subscription"], "hook-bad");
+            assert_eq!(dl[0]["attempts"], 1);
+            assert!(
+                dl[0]["error"].as_str().unwrap().contains("400"),
+                "{}",
+                dl[0]
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "deliveries did not settle: flaky {} bad {}",
+            receiver.flaky.lock().unwrap().len(),
+            receiver.bad.lock().unwrap().len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let secret = std::fs::read_to_string(data.join("webhook-secret")).unwrap();
+    let secret = secret.trim().as_bytes();
+    let flaky = receiver.flaky.lock().unwrap().clone();
+    assert_eq!(
+        flaky.len(),
+        2,
+        "the flaky hook is called until it succeeds, then never again"
+    );
+    assert_eq!(
+        receiver.bad.lock().unwrap().len(),
+        1,
+        "a 4xx is not retried"
+    );
+    let now = postbox_engine::envelope::now_ms() / 1000;
+    for (i, c) in flaky.iter().enumerate() {
+        let h = |n: &str| c.headers.get(n).unwrap().to_str().unwrap().to_owned();
+        assert_eq!(h("idempotency-key"), format!("{event_id}:hook-flaky"));
+        assert_eq!(h("postbox-attempt"), (i + 1).to_string());
+        assert!(postbox_api::webhook::verify_signature(
+            secret,
+            &h("postbox-timestamp"),
+            &c.body,
+            &h("postbox-signature"),
+            now,
+            Duration::from_secs(300)
+        ));
+        // A tampered body fails the check.
+        let mut tampered = c.body.clone();
+        tampered[0] ^= 1;
+        assert!(!postbox_api::webhook::verify_signature(
+            secret,
+            &h("postbox-timestamp"),
+            &tampered,
+            &h("postbox-signature"),
+            now,
+            Duration::from_secs(300)
+        ));
+        let body: Value = serde_json::from_slice(&c.body).unwrap();
+        assert_eq!(body["id"], event_id.as_str());
+        assert_eq!(body["payload"]["order_id"], "7");
+    }
+    let gap = flaky[1].at - flaky[0].at;
+    assert!(
+        gap >= Duration::from_millis(2900),
+        "the retry came {gap:?} after a Retry-After of 3 s"
+    );
+}
