@@ -8,6 +8,7 @@ mod http;
 mod node;
 mod ops;
 mod pipe;
+mod worker;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -44,6 +45,8 @@ enum Command {
     Pipe(pipe::PipeArgs),
     /// Run the pipes of a config file: change stream -> filter -> template -> queue or bus.
     Relay(pipe::RelayArgs),
+    /// Run durable workers for webhook subscriptions against a running server.
+    Worker(worker::WorkerArgs),
     /// Emit an event (with extra writes) through a running server.
     Emit(ops::EmitArgs),
     /// Print a tenant's log; with --follow, keep printing new events.
@@ -76,7 +79,8 @@ struct ServeArgs {
     /// application's catalog and handlers are served.
     #[arg(long, env = "POSTBOX_CATALOG")]
     catalog: Option<PathBuf>,
-    /// Durable worker tasks.
+    /// Durable worker tasks in this process (0: leave the work to
+    /// `postbox worker` processes).
     #[arg(long, default_value_t = 4, env = "POSTBOX_WORKERS")]
     workers: usize,
     /// Let `POST /_postbox/test/clock` move time forward (conformance tests only).
@@ -105,6 +109,7 @@ fn main() -> ExitCode {
         Command::Catalog(args) => return catalog::run(args),
         Command::Pipe(args) => return pipe::run(args),
         Command::Relay(args) => return pipe::relay(args, &runtime),
+        Command::Worker(a) => return remote(runtime.block_on(worker::run(a))),
         Command::Emit(a) => return remote(runtime.block_on(ops::emit(a))),
         Command::Tail(a) => return remote(runtime.block_on(ops::tail(a))),
         Command::Verify(a) => return remote(runtime.block_on(ops::verify(a))),
@@ -185,7 +190,7 @@ fn remote(result: Result<(), http::Failure>) -> ExitCode {
 }
 
 /// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

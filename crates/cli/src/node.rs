@@ -61,7 +61,8 @@ pub struct NodeOptions {
     pub handlers: Handlers,
     /// A relay config file's text with more pipes, if any.
     pub pipes: Option<RelayConfig>,
-    /// Worker tasks.
+    /// Worker tasks (0: none in this process; `postbox worker` processes
+    /// or another node do the work).
     pub workers: usize,
     /// A clock tests may move forward.
     pub test_clock: Option<Arc<ShiftedClock>>,
@@ -170,7 +171,7 @@ impl Node {
             )
             .await
             .map_err(|e| format!("the workers refuse to start: {e}"))?;
-            for _ in 0..options.workers.max(1) {
+            for _ in 0..options.workers {
                 let w = worker.clone();
                 let rx = stop_rx.clone();
                 workers.push(tokio::spawn(async move { w.run(rx).await }));

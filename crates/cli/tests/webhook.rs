@@ -253,3 +253,109 @@ handler = "http://{hook}/bad"
         "the retry came {gap:?} after a Retry-After of 3 s"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_separate_worker_process_delivers_webhooks_over_the_wire() {
+    let calls: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = calls.clone();
+    let app = axum::Router::new().route(
+        "/ok",
+        post(move |headers: HeaderMap| {
+            let seen = seen.clone();
+            async move {
+                seen.lock()
+                    .unwrap()
+                    .push(headers["idempotency-key"].to_str().unwrap().to_owned());
+                StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog.toml");
+    std::fs::write(
+        &catalog,
+        format!(
+            "[[event_types]]\nname = \"PING\"\nproducers = [\"p\"]\n[[producers]]\nname = \"p\"\nemits = [\"PING\"]\n\
+             [[subscriptions]]\nname = \"hook\"\nglob = \"PING\"\nlane = \"DURABLE\"\nhandler = \"http://{hook}/ok\"\n"
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    // The server runs no worker of its own.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_postbox"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "0",
+            "--catalog",
+        ])
+        .arg(&catalog)
+        .arg("--data")
+        .arg(&data)
+        .env("POSTBOX_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _server = Server(child);
+    let base = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .to_owned();
+    let secret = std::fs::read_to_string(data.join("webhook-secret")).unwrap();
+    let worker = Command::new(env!("CARGO_BIN_EXE_postbox"))
+        .args(["worker", "--endpoint", &base, "--tasks", "2", "--catalog"])
+        .arg(&catalog)
+        .env("POSTBOX_WEBHOOK_SECRET", secret.trim())
+        .env("POSTBOX_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _worker = Server(worker);
+    let admin = std::fs::read_to_string(data.join("admin-token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let (_, t) = call(
+        &base,
+        &admin,
+        "POST",
+        "/v1/tokens",
+        Some(json!({"tenant": "acme"})),
+    )
+    .await;
+    let tenant = t["token"].as_str().unwrap().to_owned();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (status, e) = call(
+            &base,
+            &tenant,
+            "POST",
+            "/v1/events",
+            Some(json!({"type": "PING", "payload": {}})),
+        )
+        .await;
+        assert_eq!(status, 201);
+        ids.push(format!("{}:hook", e["event"]["id"].as_str().unwrap()));
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while calls.lock().unwrap().len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the worker process delivered {:?}",
+            calls.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(*calls.lock().unwrap(), ids, "each event once, in order");
+}

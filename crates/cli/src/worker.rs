@@ -1,0 +1,96 @@
+//! `postbox worker`: durable workers in their own process, reaching the
+//! store and the queues of a running `postbox serve` over the wire. They run
+//! the catalog's webhook subscriptions (handlers that are URLs); subscriptions
+//! whose handlers are code run inside the process that registers that code.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use postbox_client::{Endpoint, RemoteQueues, RemoteStore};
+use postbox_engine::{Catalog, Lane};
+use postbox_worker::{Worker, WorkerOptions};
+
+use crate::http::{EXIT_REFUSED, Failure};
+
+/// `postbox worker`
+#[derive(clap::Args)]
+pub struct WorkerArgs {
+    /// The running server's address.
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:8000",
+        env = "POSTBOX_ENDPOINT"
+    )]
+    endpoint: String,
+    /// The event catalog (TOML).
+    #[arg(long, env = "POSTBOX_CATALOG")]
+    catalog: PathBuf,
+    /// Worker tasks in this process.
+    #[arg(long, default_value_t = 4)]
+    tasks: usize,
+    /// The secret webhook deliveries are signed with (the server's
+    /// `<data>/webhook-secret`, or POSTBOX_WEBHOOK_SECRET).
+    #[arg(long, env = "POSTBOX_WEBHOOK_SECRET", hide_env_values = true)]
+    webhook_secret: String,
+}
+
+pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
+    let catalog =
+        Catalog::load(&args.catalog).map_err(|e| Failure::new(EXIT_REFUSED, e.to_string()))?;
+    let mut handlers = HashMap::new();
+    for s in catalog
+        .subscriptions
+        .iter()
+        .filter(|s| s.lane == Lane::Durable)
+    {
+        if !postbox_api::webhook::is_webhook(&s.handler) {
+            return Err(Failure::new(
+                EXIT_REFUSED,
+                format!(
+                    "subscription {:?} names code handler {:?}; `postbox worker` runs webhook subscriptions only (run code handlers in the process that registers them)",
+                    s.name, s.handler
+                ),
+            ));
+        }
+        let hook = postbox_api::webhook::webhook(
+            &s.handler,
+            args.webhook_secret.clone().into_bytes(),
+            Duration::from_secs(10),
+        )
+        .map_err(|e| Failure::new(EXIT_REFUSED, format!("subscription {:?}: {e}", s.name)))?;
+        handlers.insert(s.handler.clone(), hook);
+    }
+    let endpoint =
+        Endpoint::new(&args.endpoint).map_err(|e| Failure::new(EXIT_REFUSED, e.to_string()))?;
+    let store = Arc::new(RemoteStore::new(endpoint.clone()));
+    let queues = RemoteQueues::new(endpoint);
+    let worker = Worker::new(store, queues, &catalog, handlers, WorkerOptions::default())
+        .await
+        .map_err(|e| Failure::new(1, format!("the worker refuses to start: {e}")))?;
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let tasks: Vec<_> = (0..args.tasks.max(1))
+        .map(|_| {
+            let w = worker.clone();
+            let rx = rx.clone();
+            tokio::spawn(async move { w.run(rx).await })
+        })
+        .collect();
+    println!(
+        "postbox worker running {} task(s) against {}",
+        tasks.len(),
+        args.endpoint
+    );
+    crate::shutdown_signal().await;
+    let _ = stop.send(true);
+    for t in tasks {
+        let _ = t.await;
+    }
+    let s = worker.stats();
+    println!(
+        "postbox worker stopped: {} completed, {} retried, {} dead",
+        s.completed, s.retried, s.dead
+    );
+    Ok(())
+}
