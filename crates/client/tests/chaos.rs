@@ -425,80 +425,9 @@ async fn chaos_every_effect_exactly_once_and_every_chain_intact() {
         }
     };
 
-    // The monkey: a worker every 200-600 ms, the owner every 1.5-4 s, from
-    // the first emit until most of the work is done.
     let chaos = Arc::new(AtomicBool::new(true));
-    let monkey = {
-        let procs = procs.clone();
-        let chaos = chaos.clone();
-        std::thread::spawn(move || {
-            let owner_every = || Duration::from_millis(fastrand::u64(1500..4000));
-            let mut next_owner_kill = Instant::now() + owner_every();
-            let mut unexpected = Vec::new();
-            while chaos.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(fastrand::u64(200..600)));
-                let mut p = procs.lock().unwrap();
-                unexpected.extend(p.keep_alive());
-                if Instant::now() >= next_owner_kill {
-                    p.kill_owner();
-                    next_owner_kill = Instant::now() + owner_every();
-                } else {
-                    let i = fastrand::usize(..p.workers.len());
-                    p.kill_worker(i);
-                }
-            }
-            unexpected
-        })
-    };
-
-    // The emitters: one task per tenant at an even pace, each emit retried
-    // until it is answered.
-    let emits = Arc::new(Emits::default());
-    let pause = Duration::from_secs_f64(tenants as f64 / rate as f64);
-    let mut tasks = Vec::new();
-    for t in 0..tenants {
-        let engine = engine.clone();
-        let emits = emits.clone();
-        let count = events / tenants + usize::from(t < events % tenants);
-        tasks.push(tokio::spawn(async move {
-            let tenant = format!("tenant-{t:03}");
-            let ctx = Context::new(&tenant, "payments").unwrap();
-            let mut pace = tokio::time::interval(pause);
-            pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            for n in 0..count {
-                pace.tick().await;
-                let payload =
-                    serde_json::json!({"order_id": format!("{tenant}-{n}"), "amount": n + 1});
-                loop {
-                    match engine
-                        .emit(&ctx, "PAYMENT_COMPLETED", payload.clone(), Vec::new())
-                        .await
-                    {
-                        Ok(e) => {
-                            emits.acknowledged.lock().unwrap().push((
-                                tenant.clone(),
-                                e.envelope.id.clone(),
-                                e.envelope.seq,
-                            ));
-                            break;
-                        }
-                        Err(e) => {
-                            match &e {
-                                EmitError::Store(s) if s.is_retryable() => {}
-                                EmitError::Contention { .. } => {}
-                                _ => emits.other_errors.lock().unwrap().push(e.to_string()),
-                            }
-                            emits.retries.fetch_add(1, Ordering::Relaxed);
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                        }
-                    }
-                }
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    let monkey = start_monkey(procs.clone(), chaos.clone());
+    let emits = emit_all(&engine, events, tenants, rate).await;
     let emitted_in = started.elapsed();
     println!(
         "chaos: {} emits acknowledged in {emitted_in:.1?} ({} retried)",
@@ -522,27 +451,8 @@ async fn chaos_every_effect_exactly_once_and_every_chain_intact() {
     let unexpected_exits = monkey.join().unwrap();
     println!("chaos: kills stopped after {:.1?}", started.elapsed());
 
-    // Settle: every process up, until the queue is empty and every effect
-    // of every event in the log is there (or the time is up). The counts
-    // are cheap; the full comparison runs once they add up.
-    let settle_limit = Duration::from_secs(120) + Duration::from_millis(50 * events as u64);
     let settle_start = Instant::now();
-    let outcome = loop {
-        procs.lock().unwrap().keep_alive();
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let timed_out = settle_start.elapsed() > settle_limit;
-        let counted = counts(&store, &tenant_names).await;
-        let queued = queue_depth(&queues).await;
-        let complete = matches!(counted, Some((expected, done)) if done >= expected);
-        if !(timed_out || complete && queued == Some(0)) {
-            continue;
-        }
-        if let Some(outcome) = progress(&store, &tenant_names).await
-            && (outcome.missing.is_empty() || timed_out)
-        {
-            break outcome;
-        }
-    };
+    let outcome = settle(&procs, &store, &queues, &tenant_names, events).await;
     println!("chaos: settled in {:.1?}", settle_start.elapsed());
 
     let acknowledged = emits.acknowledged.lock().unwrap().clone();
@@ -619,6 +529,129 @@ async fn chaos_every_effect_exactly_once_and_every_chain_intact() {
     );
     assert!(broken.is_empty(), "broken chains: {broken:?}");
     assert_eq!(reports.len(), tenants, "verify saw every tenant");
+}
+
+/// The monkey: SIGKILLs a worker every 200-600 ms and the owner every
+/// 1.5-4 s, restarting each at once, until `chaos` turns false. Answers
+/// the children that exited by themselves (none should).
+fn start_monkey(
+    procs: Arc<Mutex<Processes>>,
+    chaos: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        let owner_every = || Duration::from_millis(fastrand::u64(1500..4000));
+        let mut next_owner_kill = Instant::now() + owner_every();
+        let mut unexpected = Vec::new();
+        while chaos.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(fastrand::u64(200..600)));
+            let mut p = procs.lock().unwrap();
+            unexpected.extend(p.keep_alive());
+            if Instant::now() >= next_owner_kill {
+                p.kill_owner();
+                next_owner_kill = Instant::now() + owner_every();
+            } else {
+                let i = fastrand::usize(..p.workers.len());
+                p.kill_worker(i);
+            }
+        }
+        unexpected
+    })
+}
+
+/// Emits `events` over `tenants` at `rate` per second in all: one task per
+/// tenant at an even pace, each emit retried until it is answered.
+async fn emit_all(
+    engine: &Engine<RemoteStore>,
+    events: usize,
+    tenants: usize,
+    rate: usize,
+) -> Arc<Emits> {
+    let emits = Arc::new(Emits::default());
+    let pause = Duration::from_secs_f64(tenants as f64 / rate as f64);
+    let mut tasks = Vec::new();
+    for t in 0..tenants {
+        let engine = engine.clone();
+        let emits = emits.clone();
+        let count = events / tenants + usize::from(t < events % tenants);
+        tasks.push(tokio::spawn(async move {
+            let tenant = format!("tenant-{t:03}");
+            let ctx = Context::new(&tenant, "payments").unwrap();
+            let mut pace = tokio::time::interval(pause);
+            pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            for n in 0..count {
+                pace.tick().await;
+                let payload =
+                    serde_json::json!({"order_id": format!("{tenant}-{n}"), "amount": n + 1});
+                emit_until_answered(&engine, &ctx, payload, &emits).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    emits
+}
+
+/// One emit, tried again after every failure until it is answered. A
+/// failure that is neither "no answer" nor contention is recorded: the
+/// test fails on it.
+async fn emit_until_answered(
+    engine: &Engine<RemoteStore>,
+    ctx: &Context,
+    payload: serde_json::Value,
+    emits: &Emits,
+) {
+    loop {
+        match engine
+            .emit(ctx, "PAYMENT_COMPLETED", payload.clone(), Vec::new())
+            .await
+        {
+            Ok(e) => {
+                let mut acknowledged = emits.acknowledged.lock().unwrap();
+                acknowledged.push((ctx.tenant().to_owned(), e.envelope.id, e.envelope.seq));
+                return;
+            }
+            Err(e) => {
+                match &e {
+                    EmitError::Store(s) if s.is_retryable() => {}
+                    EmitError::Contention { .. } => {}
+                    _ => emits.other_errors.lock().unwrap().push(e.to_string()),
+                }
+                emits.retries.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Waits, every process up, until the queue is empty and every effect of
+/// every event in the log is there, or the time is up. The counts are
+/// cheap; the full comparison runs once they add up.
+async fn settle(
+    procs: &Mutex<Processes>,
+    store: &RemoteStore,
+    queues: &RemoteQueues,
+    tenant_names: &[String],
+    events: usize,
+) -> Outcome {
+    let settle_limit = Duration::from_secs(120) + Duration::from_millis(50 * events as u64);
+    let settle_start = Instant::now();
+    loop {
+        procs.lock().unwrap().keep_alive();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let timed_out = settle_start.elapsed() > settle_limit;
+        let counted = counts(store, tenant_names).await;
+        let queued = queue_depth(queues).await;
+        let complete = matches!(counted, Some((expected, done)) if done >= expected);
+        if !(timed_out || complete && queued == Some(0)) {
+            continue;
+        }
+        if let Some(outcome) = progress(store, tenant_names).await
+            && (outcome.missing.is_empty() || timed_out)
+        {
+            break outcome;
+        }
+    }
 }
 
 fn first<T: std::fmt::Debug>(v: &[T]) -> &[T] {
