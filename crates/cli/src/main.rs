@@ -3,6 +3,7 @@
 //! With no subcommand it serves the embedded default, so `cargo run` on a
 //! fresh clone starts a working store with no configuration.
 
+mod bench;
 mod catalog;
 mod http;
 mod node;
@@ -61,6 +62,8 @@ enum Command {
     Redrive(ops::RedriveArgs),
     /// Create API tokens (`token create --tenant T`).
     Token(ops::TokenArgs),
+    /// Measure the whole pipeline on this machine and print one table.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(clap::Args)]
@@ -117,6 +120,7 @@ fn main() -> ExitCode {
         Command::DeadLetters(a) => return remote(runtime.block_on(ops::dead_letters(a))),
         Command::Redrive(a) => return remote(runtime.block_on(ops::redrive(a))),
         Command::Token(a) => return remote(runtime.block_on(ops::token(a))),
+        Command::Bench(a) => return remote(runtime.block_on(bench::run(a))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -248,7 +248,7 @@ impl Node {
 }
 
 /// The events FIFO queue and its dead-letter queue, created if missing.
-async fn create_events_queues(queues: &Queues) -> Result<(), String> {
+pub async fn create_events_queues(queues: &Queues) -> Result<(), String> {
     let fifo = |extra: &[(&str, String)]| {
         let mut a = BTreeMap::from([("FifoQueue".to_owned(), "true".to_owned())]);
         for (k, v) in extra {
