@@ -1,0 +1,411 @@
+//! The payment example end to end: store, relay, workers, six payments for
+//! two tenants, then the proof that every effect happened exactly once.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use postbox_engine::{Context, EngineOptions};
+use postbox_relay::{Relay, RelayConfig, RelayOptions};
+use postbox_store::ItemStore;
+use postbox_store::api::GetItemInput;
+use postbox_worker::inbox::DEFAULT_INBOX_TABLE;
+use postbox_worker::report::{Reconciliation, Verdict, reconcile};
+use postbox_worker::{ClaimKey, Inbox, Status, Worker, WorkerOptions};
+
+use super::external::External;
+use super::handlers::{EFFECTS, handlers_with};
+use super::{PIPES_TOML, Payment, SHOP_TABLE, catalog, create_tables, engine, pay};
+use crate::assembly::{self, wait_for};
+use crate::error::ExampleError;
+
+/// The events queue and its dead-letter queue.
+const EVENTS_QUEUE: &str = "postbox-events.fifo";
+const EVENTS_DLQ: &str = "postbox-events-dlq.fifo";
+/// Receives before a message goes to the DLQ: above every subscription's
+/// max_attempts, so the inbox, not the queue, decides when to give up.
+const MAX_RECEIVES: u32 = 10;
+/// Workers competing for the queue.
+const WORKERS: usize = 3;
+/// How long every delivery may take, the flaky retries included.
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What happened to one event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventLine {
+    /// The tenant.
+    pub tenant: String,
+    /// Its seq in the tenant's log.
+    pub seq: u64,
+    /// The event id.
+    pub event_id: String,
+    /// The order paid for.
+    pub order_id: String,
+    /// One line per subscription, in catalog order.
+    pub effects: Vec<EffectLine>,
+}
+
+/// What one subscription did with one event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EffectLine {
+    /// The subscription.
+    pub subscription: String,
+    /// The effect, for people.
+    pub description: String,
+    /// How many times the effect was applied to the store (1 = exactly once).
+    pub applied: u64,
+    /// How many times the handler ran, failed runs included.
+    pub runs: u32,
+    /// The claim's failed attempts before it completed.
+    pub failed_attempts: u32,
+    /// The last failure, if any.
+    pub last_error: Option<String>,
+    /// The claim's status.
+    pub status: Status,
+}
+
+/// What the payment example proved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PaymentsReport {
+    /// Every emitted event, in emit order.
+    pub events: Vec<EventLine>,
+    /// Calls made to the carrier, repeats included.
+    pub carrier_calls: u64,
+    /// Shipments the carrier booked (one per idempotency key).
+    pub carrier_bookings: usize,
+    /// Calls made to the mail provider, repeats included.
+    pub mail_calls: u64,
+    /// Emails the provider sent (one per idempotency key).
+    pub emails_sent: usize,
+    /// Retryable failures the workers released for a retry.
+    pub retried: u64,
+    /// Claims the workers dead-lettered.
+    pub dead: u64,
+    /// The reconciliation report after the run.
+    pub reconciliation: Reconciliation,
+}
+
+/// The payments of the run: three per tenant.
+fn payments() -> Vec<(&'static str, Payment)> {
+    let p = |order: &str, amount, currency: &str, buyer: &str, tag: &str| Payment {
+        order_id: order.into(),
+        amount,
+        currency: currency.into(),
+        buyer: buyer.into(),
+        tag: tag.into(),
+    };
+    vec![
+        (
+            "acme",
+            p("A-1001", 4999, "EUR", "ada@example.com", "lamp-42"),
+        ),
+        (
+            "globex",
+            p("G-2001", 1250, "USD", "bob@example.com", "mug-7"),
+        ),
+        ("acme", p("A-1002", 1999, "EUR", "cy@example.com", "desk-3")),
+        (
+            "globex",
+            p("G-2002", 8000, "GBP", "dee@example.com", "chair-9"),
+        ),
+        ("acme", p("A-1003", 350, "EUR", "eve@example.com", "pen-1")),
+        (
+            "globex",
+            p("G-2003", 2100, "USD", "fay@example.com", "rug-5"),
+        ),
+    ]
+}
+
+/// Runs the payment example in `dir` (a fresh directory, or one a previous
+/// run left: the payments are then refused as duplicates), printing what
+/// happened to `out`.
+///
+/// Opens the embedded store, creates the tables and the events queue with
+/// its DLQ, starts the relay (the default events pipe) and three workers,
+/// emits six payments for two tenants, waits until every (event,
+/// subscription) is COMPLETED, then reports per event the four effects with
+/// their counts, the flaky handler's retries and the reconciliation report.
+pub async fn run(
+    dir: &Path,
+    out: &mut impl std::io::Write,
+) -> Result<PaymentsReport, ExampleError> {
+    let (store, queues) = assembly::open(dir).await?;
+    let shared = Arc::new(store.clone());
+    create_tables(&*shared).await?;
+    let engine = engine(shared.clone()).await?;
+    assembly::create_fifo_with_dlq(&queues, EVENTS_QUEUE, EVENTS_DLQ, MAX_RECEIVES).await?;
+    let config = RelayConfig::from_toml(PIPES_TOML)
+        .map_err(|e| ExampleError::Unexpected(format!("examples/pipes.toml: {e}")))?;
+    let relay = Relay::start(
+        store.clone(),
+        queues.clone(),
+        config,
+        RelayOptions::default(),
+    )
+    .await?;
+
+    let external = External::default();
+    let handlers = handlers_with(&external);
+    let catalog = catalog();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut workers = Vec::new();
+    for i in 0..WORKERS {
+        let options = WorkerOptions {
+            owner: format!("payments-worker-{i}"),
+            queue: EVENTS_QUEUE.into(),
+            lease: Duration::from_secs(10),
+            ..WorkerOptions::default()
+        };
+        let worker = Worker::new(
+            shared.clone(),
+            queues.clone(),
+            &catalog,
+            handlers.clone(),
+            options,
+        )
+        .await?;
+        let stopped = stopped.clone();
+        workers.push(tokio::spawn(async move {
+            worker.run(stopped).await;
+            worker.stats()
+        }));
+    }
+    writeln!(
+        out,
+        "Payments: {} payments for 2 tenants, each fanned out to {} DURABLE handlers by {WORKERS} workers",
+        payments().len(),
+        EFFECTS.len()
+    )?;
+
+    let started = Instant::now();
+    let mut emitted = Vec::new();
+    for (tenant, payment) in payments() {
+        let ctx = Context::new(tenant, "payments")
+            .map_err(|e| ExampleError::Unexpected(e.to_string()))?;
+        let e = pay(&engine, &ctx, &payment).await?.envelope;
+        writeln!(
+            out,
+            "  emitted {tenant} seq {} {} {} (order {}, {} {} with the payment row)",
+            e.seq, e.event_type, e.id, payment.order_id, payment.amount, payment.currency
+        )?;
+        emitted.push((e, payment));
+    }
+
+    let inbox = Inbox::new(
+        shared.clone(),
+        DEFAULT_INBOX_TABLE,
+        WorkerOptions::default().claim_retention.as_millis() as u64,
+    );
+    let deliveries = emitted.len() * EFFECTS.len();
+    wait_for(
+        &format!("all {deliveries} (event, subscription) deliveries to complete"),
+        DELIVERY_TIMEOUT,
+        Duration::from_millis(50),
+        || async {
+            let mut missing = Vec::new();
+            for (e, _) in &emitted {
+                for effect in EFFECTS {
+                    let key = ClaimKey::new(&e.id, effect.subscription);
+                    match inbox.get(&key).await? {
+                        Some(row) if row.status == Status::Completed => {}
+                        Some(row) => missing.push(format!(
+                            "{} seq {} {}: {} after {} failed attempt(s){}",
+                            e.tenant,
+                            e.seq,
+                            effect.subscription,
+                            row.status.as_str(),
+                            row.attempts,
+                            row.last_error
+                                .map(|m| format!(" (last error: {m})"))
+                                .unwrap_or_default()
+                        )),
+                        None => missing.push(format!(
+                            "{} seq {} {}: not claimed yet",
+                            e.tenant, e.seq, effect.subscription
+                        )),
+                    }
+                }
+            }
+            Ok(if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(missing.join("; "))
+            })
+        },
+    )
+    .await?;
+    writeln!(
+        out,
+        "  all {deliveries} deliveries COMPLETED in {:.1}s",
+        started.elapsed().as_secs_f64()
+    )?;
+    // The last messages are deleted just after their claims complete.
+    wait_for(
+        "the events queue to empty",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || async {
+            let s = queues.stats(EVENTS_QUEUE)?;
+            let left = s.visible + s.in_flight + s.delayed;
+            Ok(if left == 0 {
+                Ok(())
+            } else {
+                Err(format!("{left} message(s) still in the queue"))
+            })
+        },
+    )
+    .await?;
+
+    let _ = stop.send(true);
+    let (mut retried, mut dead) = (0, 0);
+    for w in workers {
+        let stats = w
+            .await
+            .map_err(|e| ExampleError::Unexpected(format!("a worker task failed: {e}")))?;
+        retried += stats.retried;
+        dead += stats.dead;
+    }
+    relay.shutdown().await;
+
+    let mut events = Vec::new();
+    for (e, payment) in &emitted {
+        let mut effects = Vec::new();
+        for effect in EFFECTS {
+            let row = inbox
+                .get(&ClaimKey::new(&e.id, effect.subscription))
+                .await?
+                .ok_or_else(|| ExampleError::Unexpected("a completed claim vanished".into()))?;
+            let key = effect
+                .key(e)
+                .map_err(|m| ExampleError::Unexpected(m.to_string()))?;
+            effects.push(EffectLine {
+                subscription: effect.subscription.into(),
+                description: effect.description.into(),
+                applied: applied(&*shared, key, effect.counter).await?,
+                runs: external.runs(&e.id, effect.subscription),
+                failed_attempts: row.attempts,
+                last_error: row.last_error,
+                status: row.status,
+            });
+        }
+        events.push(EventLine {
+            tenant: e.tenant.clone(),
+            seq: e.seq,
+            event_id: e.id.clone(),
+            order_id: payment.order_id.clone(),
+            effects,
+        });
+    }
+    let reconciliation = reconcile(
+        &shared,
+        &queues,
+        &inbox,
+        &EngineOptions::default().events_table,
+        EVENTS_QUEUE,
+    )
+    .await?;
+    let report = PaymentsReport {
+        events,
+        carrier_calls: external.carrier.calls(),
+        carrier_bookings: external.carrier.effects(),
+        mail_calls: external.mailer.calls(),
+        emails_sent: external.mailer.effects(),
+        retried,
+        dead,
+        reconciliation,
+    };
+    print(&report, out)?;
+    Ok(report)
+}
+
+/// The effect counter of the row at `key` (0 if the row is absent).
+async fn applied<S: ItemStore>(
+    store: &S,
+    key: postbox_item::Item,
+    counter: &str,
+) -> Result<u64, ExampleError> {
+    let item = store
+        .get_item(GetItemInput {
+            table_name: SHOP_TABLE.into(),
+            key,
+            consistent_read: Some(true),
+            ..Default::default()
+        })
+        .await?
+        .item;
+    Ok(item
+        .as_ref()
+        .and_then(|i| i.get(counter))
+        .and_then(|v| v.as_n())
+        .and_then(|n| n.to_i64())
+        .map_or(0, |n| n.max(0) as u64))
+}
+
+fn print(r: &PaymentsReport, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    writeln!(out)?;
+    for e in &r.events {
+        writeln!(
+            out,
+            "{} seq {} event {} (order {}):",
+            e.tenant, e.seq, e.event_id, e.order_id
+        )?;
+        for f in &e.effects {
+            let retry = match (&f.last_error, f.failed_attempts) {
+                (Some(err), n) if n > 0 => {
+                    format!("; {n} failed attempt(s), retried: {err}")
+                }
+                _ => String::new(),
+            };
+            writeln!(
+                out,
+                "  {:<13} {:<26} applied x{}  ({} run(s), {}{retry})",
+                f.subscription,
+                f.description,
+                f.applied,
+                f.runs,
+                f.status.as_str()
+            )?;
+        }
+    }
+    writeln!(
+        out,
+        "\nexternal calls: carrier {} call(s) / {} booking(s); mail provider {} call(s) / {} email(s) sent",
+        r.carrier_calls, r.carrier_bookings, r.mail_calls, r.emails_sent
+    )?;
+    writeln!(
+        out,
+        "workers: {} retryable failure(s) retried, {} dead-lettered",
+        r.retried, r.dead
+    )?;
+    let rec = &r.reconciliation;
+    writeln!(out, "reconciliation:")?;
+    for t in &rec.tenants {
+        writeln!(
+            out,
+            "  tenant {}: head seq {}, chain {}, {} dead letter(s)",
+            t.tenant,
+            t.head_seq,
+            if t.chain_intact {
+                "intact".to_owned()
+            } else {
+                format!("BROKEN at {}", t.broken.clone().unwrap_or_default())
+            },
+            t.dead_letters
+        )?;
+    }
+    writeln!(
+        out,
+        "  events queue: {} waiting, {} in flight, {} in its DLQ; {} poison message(s)",
+        rec.queue_depth, rec.queue_in_flight, rec.dlq_depth, rec.poison
+    )?;
+    match &rec.verdict {
+        Verdict::Ok => writeln!(out, "  verdict: OK"),
+        Verdict::Attention(reasons) => {
+            writeln!(out, "  verdict: ATTENTION")?;
+            for reason in reasons {
+                writeln!(out, "    - {reason}")?;
+            }
+            Ok(())
+        }
+    }
+}
