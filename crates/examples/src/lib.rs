@@ -22,5 +22,6 @@
 mod assembly;
 mod error;
 pub mod payments;
+pub mod reports;
 
 pub use error::ExampleError;
