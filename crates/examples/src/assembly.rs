@@ -17,8 +17,13 @@ use postbox_store::{ItemStore, StoreError};
 
 use crate::error::ExampleError;
 
-/// Opens (creating) the store file `postbox.redb` in `dir` and its queues.
-pub(crate) async fn open(dir: &Path) -> Result<(EmbeddedStore, Queues), ExampleError> {
+/// Creates the store file `postbox.redb` in `dir` and opens it with its
+/// queues. An example's output and report describe one run from scratch,
+/// so a directory that already holds a store is refused.
+pub(crate) async fn open_fresh(dir: &Path) -> Result<(EmbeddedStore, Queues), ExampleError> {
+    if dir.join("postbox.redb").exists() {
+        return Err(ExampleError::DirectoryInUse(dir.to_owned()));
+    }
     std::fs::create_dir_all(dir)?;
     let store = EmbeddedStore::open(dir.join("postbox.redb"), EmbeddedOptions::default())?;
     let queues = Queues::open(store.clone(), QueuesOptions::default()).await?;

@@ -30,6 +30,11 @@ pub enum ExampleError {
     /// Writing the output, or a file or socket, failed.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
+    /// The example's directory already holds a store.
+    #[error(
+        "the example runs in a fresh directory, but {0} already holds a store (postbox.redb); pass an empty or new directory"
+    )]
+    DirectoryInUse(std::path::PathBuf),
     /// Something did not happen in time; says what was still missing.
     #[error("timed out after {seconds}s waiting for {what}; still missing: {missing}")]
     Timeout {

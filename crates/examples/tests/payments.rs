@@ -59,3 +59,17 @@ async fn every_effect_happens_exactly_once_and_the_flaky_handler_retries_once() 
     assert!(printed.contains("all 24 deliveries COMPLETED"), "{printed}");
     assert!(printed.contains("verdict: OK"), "{printed}");
 }
+
+#[tokio::test]
+async fn a_directory_that_holds_a_store_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("postbox.redb"), b"").unwrap();
+    let e = payments::run(dir.path(), &mut Vec::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, postbox_examples::ExampleError::DirectoryInUse(_)),
+        "{e}"
+    );
+    assert!(e.to_string().contains("fresh directory"), "{e}");
+}

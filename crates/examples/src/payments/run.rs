@@ -11,11 +11,11 @@ use postbox_store::ItemStore;
 use postbox_store::api::GetItemInput;
 use postbox_worker::inbox::DEFAULT_INBOX_TABLE;
 use postbox_worker::report::{Reconciliation, Verdict, reconcile};
-use postbox_worker::{ClaimKey, Inbox, Status, Worker, WorkerOptions};
+use postbox_worker::{ClaimKey, Inbox, Status, WorkerOptions};
 
 use super::external::External;
 use super::handlers::{EFFECTS, handlers_with};
-use super::{PIPES_TOML, Payment, SHOP_TABLE, catalog, create_tables, engine, pay};
+use super::{PIPES_TOML, Payment, SHOP_TABLE, create_tables, engine, pay, start_workers};
 use crate::assembly::{self, wait_for};
 use crate::error::ExampleError;
 
@@ -116,9 +116,8 @@ fn payments() -> Vec<(&'static str, Payment)> {
     ]
 }
 
-/// Runs the payment example in `dir` (a fresh directory, or one a previous
-/// run left: the payments are then refused as duplicates), printing what
-/// happened to `out`.
+/// Runs the payment example in `dir`, which must not hold a store yet
+/// ([`ExampleError::DirectoryInUse`]), printing what happened to `out`.
 ///
 /// Opens the embedded store, creates the tables and the events queue with
 /// its DLQ, starts the relay (the default events pipe) and three workers,
@@ -129,7 +128,7 @@ pub async fn run(
     dir: &Path,
     out: &mut impl std::io::Write,
 ) -> Result<PaymentsReport, ExampleError> {
-    let (store, queues) = assembly::open(dir).await?;
+    let (store, queues) = assembly::open_fresh(dir).await?;
     let shared = Arc::new(store.clone());
     create_tables(&*shared).await?;
     let engine = engine(shared.clone()).await?;
@@ -146,30 +145,22 @@ pub async fn run(
 
     let external = External::default();
     let handlers = handlers_with(&external);
-    let catalog = catalog();
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let mut workers = Vec::new();
-    for i in 0..WORKERS {
-        let options = WorkerOptions {
-            owner: format!("payments-worker-{i}"),
-            queue: EVENTS_QUEUE.into(),
-            lease: Duration::from_secs(10),
-            ..WorkerOptions::default()
-        };
-        let worker = Worker::new(
-            shared.clone(),
-            queues.clone(),
-            &catalog,
-            handlers.clone(),
-            options,
-        )
-        .await?;
-        let stopped = stopped.clone();
-        workers.push(tokio::spawn(async move {
-            worker.run(stopped).await;
-            worker.stats()
-        }));
-    }
+    let options = WorkerOptions {
+        owner: "payments-worker".into(),
+        queue: EVENTS_QUEUE.into(),
+        lease: Duration::from_secs(10),
+        ..WorkerOptions::default()
+    };
+    let workers = start_workers(
+        shared.clone(),
+        queues.clone(),
+        &handlers,
+        WORKERS,
+        options,
+        stopped,
+    )
+    .await?;
     writeln!(
         out,
         "Payments: {} payments for 2 tenants, each fanned out to {} DURABLE handlers by {WORKERS} workers",

@@ -16,6 +16,9 @@ pub const JOBS_QUEUE: &str = "jobs.fifo";
 pub const JOBS_DLQ: &str = "jobs-dlq.fifo";
 
 /// The relay config of both pipes, logging ReportReady events to `log`.
+/// It declares no `[relay]` table, so it can be appended to a config that
+/// does (e.g. one running the default events pipe); the relay checks that
+/// the `jobs` table exists with a stream ([`super::create_tables`]).
 pub fn pipes_toml(log: &Path) -> String {
     // TOML literal strings cannot hold a quote; a path with one is written
     // as a basic string with escapes instead.
@@ -76,5 +79,18 @@ mod tests {
         assert_eq!(q.queue, JOBS_QUEUE);
         let rules = &config.buses["reports"];
         assert!(matches!(&rules[0].targets[0], RuleTarget::Log(p) if p == log));
+    }
+
+    #[test]
+    fn it_appends_to_the_events_pipe_config() {
+        let text = format!(
+            "{}\n{}",
+            crate::payments::PIPES_TOML,
+            pipes_toml(Path::new("ready.jsonl"))
+        );
+        let config = RelayConfig::from_toml(&text).unwrap();
+        let mut names: Vec<&str> = config.pipes.iter().map(|p| p.name.as_str()).collect();
+        names.sort();
+        assert_eq!(names, ["events", "jobs-pending", "report-ready"]);
     }
 }

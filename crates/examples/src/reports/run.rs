@@ -117,7 +117,8 @@ impl<W: std::io::Write> Driver<'_, W> {
     }
 }
 
-/// Runs the report-job example in `dir`, printing what happened to `out`.
+/// Runs the report-job example in `dir`, which must not hold a store yet
+/// ([`ExampleError::DirectoryInUse`]), printing what happened to `out`.
 ///
 /// Opens the embedded store, creates the tables and queues, starts the
 /// relay with both pipes (ReportReady events logged to
@@ -127,7 +128,7 @@ impl<W: std::io::Write> Driver<'_, W> {
 /// bad JSON and a bad branch (400), a key whose job expired (404), the jobs
 /// reaching SUCCEEDED, and the ReportReady line logged for each.
 pub async fn run(dir: &Path, out: &mut impl std::io::Write) -> Result<ReportsReport, ExampleError> {
-    let (store, queues) = assembly::open(dir).await?;
+    let (store, queues) = assembly::open_fresh(dir).await?;
     let shared = Arc::new(store.clone());
     create_tables(&*shared).await?;
     create_queues(&queues).await?;
