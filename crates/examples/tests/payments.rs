@@ -1,7 +1,8 @@
 //! The payment example end to end in a temporary directory: every effect
 //! of every event applied exactly once, the flaky notification handler
-//! retried exactly once per event without a second email, no dead letters,
-//! and a clean reconciliation.
+//! retried exactly once per event without a second email, a second delivery
+//! of a completed event running no handler, no dead letters, and a clean
+//! reconciliation.
 
 use postbox_examples::payments::{self, EFFECTS};
 use postbox_worker::Status;
@@ -36,6 +37,9 @@ async fn every_effect_happens_exactly_once_and_the_flaky_handler_retries_once() 
             }
         }
     }
+    // Delivered again after it completed: the inbox stops it before any handler.
+    assert_eq!(report.redelivery.extra_runs, 0, "{printed}");
+    assert_eq!(report.redelivery.event_id, report.events[0].event_id);
     // The retried email was sent once: the provider saw the same key twice.
     assert_eq!((report.mail_calls, report.emails_sent), (12, 6));
     assert_eq!((report.carrier_calls, report.carrier_bookings), (6, 6));

@@ -38,7 +38,7 @@ use crate::error::ExampleError;
 
 pub use external::{External, ExternalSystem};
 pub use handlers::{EFFECTS, Effect, handlers_with};
-pub use run::{EffectLine, EventLine, PaymentsReport, run};
+pub use run::{EffectLine, EventLine, PaymentsReport, Redelivery, run};
 
 /// The example's catalog, `examples/catalog.toml`.
 pub const CATALOG_TOML: &str = include_str!("../../../../examples/catalog.toml");

@@ -5,10 +5,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use postbox_engine::{Context, EngineOptions};
+use postbox_engine::{Context, Engine, EngineOptions, Envelope, layout};
+use postbox_item::item_to_json;
+use postbox_queue::{NewMessage, Queues};
 use postbox_relay::{Relay, RelayConfig, RelayOptions};
 use postbox_store::ItemStore;
 use postbox_store::api::GetItemInput;
+use postbox_store::embedded::EmbeddedStore;
 use postbox_worker::inbox::DEFAULT_INBOX_TABLE;
 use postbox_worker::report::{Reconciliation, Verdict, reconcile};
 use postbox_worker::{ClaimKey, Inbox, Status, WorkerOptions};
@@ -64,11 +67,26 @@ pub struct EffectLine {
     pub status: Status,
 }
 
+/// One event delivered again after it completed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Redelivery {
+    /// Its tenant.
+    pub tenant: String,
+    /// Its seq.
+    pub seq: u64,
+    /// Its id.
+    pub event_id: String,
+    /// Handler runs the second delivery caused (0: the inbox stopped it).
+    pub extra_runs: u32,
+}
+
 /// What the payment example proved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PaymentsReport {
     /// Every emitted event, in emit order.
     pub events: Vec<EventLine>,
+    /// The event delivered a second time.
+    pub redelivery: Redelivery,
     /// Calls made to the carrier, repeats included.
     pub carrier_calls: u64,
     /// Shipments the carrier booked (one per idempotency key).
@@ -122,8 +140,10 @@ fn payments() -> Vec<(&'static str, Payment)> {
 /// Opens the embedded store, creates the tables and the events queue with
 /// its DLQ, starts the relay (the default events pipe) and three workers,
 /// emits six payments for two tenants, waits until every (event,
-/// subscription) is COMPLETED, then reports per event the four effects with
-/// their counts, the flaky handler's retries and the reconciliation report.
+/// subscription) is COMPLETED, delivers one event a second time (as a
+/// relay retry or a DLQ redrive would), then reports per event the four
+/// effects with their counts, the flaky handler's retries and the
+/// reconciliation report.
 pub async fn run(
     dir: &Path,
     out: &mut impl std::io::Write,
@@ -142,9 +162,7 @@ pub async fn run(
         RelayOptions::default(),
     )
     .await?;
-
     let external = External::default();
-    let handlers = handlers_with(&external);
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let options = WorkerOptions {
         owner: "payments-worker".into(),
@@ -152,6 +170,7 @@ pub async fn run(
         lease: Duration::from_secs(10),
         ..WorkerOptions::default()
     };
+    let handlers = handlers_with(&external);
     let workers = start_workers(
         shared.clone(),
         queues.clone(),
@@ -169,83 +188,27 @@ pub async fn run(
     )?;
 
     let started = Instant::now();
-    let mut emitted = Vec::new();
-    for (tenant, payment) in payments() {
-        let ctx = Context::new(tenant, "payments")
-            .map_err(|e| ExampleError::Unexpected(e.to_string()))?;
-        let e = pay(&engine, &ctx, &payment).await?.envelope;
-        writeln!(
-            out,
-            "  emitted {tenant} seq {} {} {} (order {}, {} {} with the payment row)",
-            e.seq, e.event_type, e.id, payment.order_id, payment.amount, payment.currency
-        )?;
-        emitted.push((e, payment));
-    }
-
+    let emitted = emit_payments(&engine, out).await?;
     let inbox = Inbox::new(
         shared.clone(),
         DEFAULT_INBOX_TABLE,
         WorkerOptions::default().claim_retention.as_millis() as u64,
     );
-    let deliveries = emitted.len() * EFFECTS.len();
-    wait_for(
-        &format!("all {deliveries} (event, subscription) deliveries to complete"),
-        DELIVERY_TIMEOUT,
-        Duration::from_millis(50),
-        || async {
-            let mut missing = Vec::new();
-            for (e, _) in &emitted {
-                for effect in EFFECTS {
-                    let key = ClaimKey::new(&e.id, effect.subscription);
-                    match inbox.get(&key).await? {
-                        Some(row) if row.status == Status::Completed => {}
-                        Some(row) => missing.push(format!(
-                            "{} seq {} {}: {} after {} failed attempt(s){}",
-                            e.tenant,
-                            e.seq,
-                            effect.subscription,
-                            row.status.as_str(),
-                            row.attempts,
-                            row.last_error
-                                .map(|m| format!(" (last error: {m})"))
-                                .unwrap_or_default()
-                        )),
-                        None => missing.push(format!(
-                            "{} seq {} {}: not claimed yet",
-                            e.tenant, e.seq, effect.subscription
-                        )),
-                    }
-                }
-            }
-            Ok(if missing.is_empty() {
-                Ok(())
-            } else {
-                Err(missing.join("; "))
-            })
-        },
-    )
-    .await?;
+    wait_until_completed(&inbox, &emitted).await?;
     writeln!(
         out,
-        "  all {deliveries} deliveries COMPLETED in {:.1}s",
+        "  all {} deliveries COMPLETED in {:.1}s",
+        emitted.len() * EFFECTS.len(),
         started.elapsed().as_secs_f64()
     )?;
     // The last messages are deleted just after their claims complete.
-    wait_for(
-        "the events queue to empty",
-        Duration::from_secs(10),
-        Duration::from_millis(20),
-        || async {
-            let s = queues.stats(EVENTS_QUEUE)?;
-            let left = s.visible + s.in_flight + s.delayed;
-            Ok(if left == 0 {
-                Ok(())
-            } else {
-                Err(format!("{left} message(s) still in the queue"))
-            })
-        },
-    )
-    .await?;
+    wait_until_settled(&queues, 0).await?;
+    let redelivery = redeliver(&store, &queues, &external, &emitted[0].0).await?;
+    writeln!(
+        out,
+        "  delivered {} seq {} again: its subscriptions were COMPLETED, the handlers ran {} more time(s)",
+        redelivery.tenant, redelivery.seq, redelivery.extra_runs
+    )?;
 
     let _ = stop.send(true);
     let (mut retried, mut dead) = (0, 0);
@@ -258,8 +221,160 @@ pub async fn run(
     }
     relay.shutdown().await;
 
+    let events = event_lines(&*shared, &inbox, &external, &emitted).await?;
+    let reconciliation = reconcile(
+        &shared,
+        &queues,
+        &inbox,
+        &EngineOptions::default().events_table,
+        EVENTS_QUEUE,
+    )
+    .await?;
+    let report = PaymentsReport {
+        events,
+        redelivery,
+        carrier_calls: external.carrier.calls(),
+        carrier_bookings: external.carrier.effects(),
+        mail_calls: external.mailer.calls(),
+        emails_sent: external.mailer.effects(),
+        retried,
+        dead,
+        reconciliation,
+    };
+    print(&report, out)?;
+    Ok(report)
+}
+
+/// Emits the run's payments, each with its payment row.
+async fn emit_payments<S: ItemStore>(
+    engine: &Engine<S>,
+    out: &mut impl std::io::Write,
+) -> Result<Vec<(Envelope, Payment)>, ExampleError> {
+    let mut emitted = Vec::new();
+    for (tenant, payment) in payments() {
+        let ctx = Context::new(tenant, "payments")
+            .map_err(|e| ExampleError::Unexpected(e.to_string()))?;
+        let e = pay(engine, &ctx, &payment).await?.envelope;
+        writeln!(
+            out,
+            "  emitted {tenant} seq {} {} {} (order {}, {} {} with the payment row)",
+            e.seq, e.event_type, e.id, payment.order_id, payment.amount, payment.currency
+        )?;
+        emitted.push((e, payment));
+    }
+    Ok(emitted)
+}
+
+/// Waits until every (event, subscription) claim is COMPLETED; the timeout
+/// error lists the others and where they stand.
+async fn wait_until_completed<S: ItemStore>(
+    inbox: &Inbox<S>,
+    emitted: &[(Envelope, Payment)],
+) -> Result<(), ExampleError> {
+    let deliveries = emitted.len() * EFFECTS.len();
+    wait_for(
+        &format!("all {deliveries} (event, subscription) deliveries to complete"),
+        DELIVERY_TIMEOUT,
+        Duration::from_millis(50),
+        || async {
+            let mut missing = Vec::new();
+            for (e, _) in emitted {
+                for effect in EFFECTS {
+                    let key = ClaimKey::new(&e.id, effect.subscription);
+                    let at = format!("{} seq {} {}", e.tenant, e.seq, effect.subscription);
+                    match inbox.get(&key).await? {
+                        Some(row) if row.status == Status::Completed => {}
+                        Some(row) => missing.push(format!(
+                            "{at}: {} after {} failed attempt(s){}",
+                            row.status.as_str(),
+                            row.attempts,
+                            row.last_error
+                                .map(|m| format!(" (last error: {m})"))
+                                .unwrap_or_default()
+                        )),
+                        None => missing.push(format!("{at}: not claimed yet")),
+                    }
+                }
+            }
+            Ok(if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(missing.join("; "))
+            })
+        },
+    )
+    .await
+}
+
+/// Waits until the events queue is empty and more than `deleted_before`
+/// messages were deleted from it.
+async fn wait_until_settled(queues: &Queues, deleted_before: u64) -> Result<(), ExampleError> {
+    wait_for(
+        "the events queue to empty",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || async {
+            let s = queues.stats(EVENTS_QUEUE)?;
+            let left = s.visible + s.in_flight + s.delayed;
+            Ok(if left == 0 && s.deleted > deleted_before {
+                Ok(())
+            } else {
+                Err(format!("{left} message(s) still in the queue"))
+            })
+        },
+    )
+    .await
+}
+
+/// Sends `event`'s row to the events queue once more, as a relay retry or
+/// a redrive from a DLQ would, and counts the handler runs it causes.
+async fn redeliver(
+    store: &EmbeddedStore,
+    queues: &Queues,
+    external: &External,
+    event: &Envelope,
+) -> Result<Redelivery, ExampleError> {
+    let runs = || -> u32 {
+        EFFECTS
+            .iter()
+            .map(|f| external.runs(&event.id, f.subscription))
+            .sum()
+    };
+    let before = runs();
+    let deleted_before = queues.stats(EVENTS_QUEUE)?.deleted;
+    let row = store
+        .get_item(GetItemInput {
+            table_name: EngineOptions::default().events_table,
+            key: layout::key(layout::event_pk(&event.tenant), &layout::seq_sk(event.seq)),
+            consistent_read: Some(true),
+            ..Default::default()
+        })
+        .await?
+        .item
+        .ok_or_else(|| ExampleError::Unexpected(format!("event {} is not in the log", event.id)))?;
+    let message = NewMessage::new(item_to_json(&row).to_string())
+        .group(&event.tenant)
+        .dedup(format!("{}:again", event.id));
+    queues.send(EVENTS_QUEUE, message).await?;
+    wait_until_settled(queues, deleted_before).await?;
+    Ok(Redelivery {
+        tenant: event.tenant.clone(),
+        seq: event.seq,
+        event_id: event.id.clone(),
+        extra_runs: runs() - before,
+    })
+}
+
+/// One line per event: each effect's count from the store, the handler
+/// runs and the claim's failed attempts.
+async fn event_lines<S: ItemStore>(
+    store: &S,
+    inbox: &Inbox<S>,
+    external: &External,
+    emitted: &[(Envelope, Payment)],
+) -> Result<Vec<EventLine>, ExampleError> {
     let mut events = Vec::new();
-    for (e, payment) in &emitted {
+    for (e, payment) in emitted {
         let mut effects = Vec::new();
         for effect in EFFECTS {
             let row = inbox
@@ -272,7 +387,7 @@ pub async fn run(
             effects.push(EffectLine {
                 subscription: effect.subscription.into(),
                 description: effect.description.into(),
-                applied: applied(&*shared, key, effect.counter).await?,
+                applied: applied(store, key, effect.counter).await?,
                 runs: external.runs(&e.id, effect.subscription),
                 failed_attempts: row.attempts,
                 last_error: row.last_error,
@@ -287,26 +402,7 @@ pub async fn run(
             effects,
         });
     }
-    let reconciliation = reconcile(
-        &shared,
-        &queues,
-        &inbox,
-        &EngineOptions::default().events_table,
-        EVENTS_QUEUE,
-    )
-    .await?;
-    let report = PaymentsReport {
-        events,
-        carrier_calls: external.carrier.calls(),
-        carrier_bookings: external.carrier.effects(),
-        mail_calls: external.mailer.calls(),
-        emails_sent: external.mailer.effects(),
-        retried,
-        dead,
-        reconciliation,
-    };
-    print(&report, out)?;
-    Ok(report)
+    Ok(events)
 }
 
 /// The effect counter of the row at `key` (0 if the row is absent).
