@@ -4,7 +4,9 @@
 //! fresh clone starts a working store with no configuration.
 
 mod bench;
+mod builtin;
 mod catalog;
+mod demo;
 mod http;
 mod node;
 mod ops;
@@ -40,6 +42,8 @@ enum Command {
     /// Serve the embedded store and queues over the DynamoDB, DynamoDB
     /// Streams and SQS wire protocols (the default when no subcommand is given).
     Serve(ServeArgs),
+    /// Run both example applications end to end and print what happened.
+    Demo(demo::DemoArgs),
     /// Work with the event catalog (`catalog check`).
     Catalog(catalog::CatalogArgs),
     /// Test a pipe over a sample record (`pipe test`).
@@ -92,14 +96,22 @@ struct ServeArgs {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // A server logs what it does; the other commands print their results
+    // and log only warnings unless POSTBOX_LOG asks for more.
+    let default_filter = match cli.command {
+        None | Some(Command::Serve(_)) | Some(Command::Relay(_)) | Some(Command::Worker(_)) => {
+            "info"
+        }
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("POSTBOX_LOG")
-                .unwrap_or_else(|_| "info".into()),
+                .unwrap_or_else(|_| default_filter.into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -112,6 +124,7 @@ fn main() -> ExitCode {
         Command::Catalog(args) => return catalog::run(args),
         Command::Pipe(args) => return pipe::run(args),
         Command::Relay(args) => return pipe::relay(args, &runtime),
+        Command::Demo(a) => return remote(runtime.block_on(demo::run(a))),
         Command::Worker(a) => return remote(runtime.block_on(worker::run(a))),
         Command::Emit(a) => return remote(runtime.block_on(ops::emit(a))),
         Command::Tail(a) => return remote(runtime.block_on(ops::tail(a))),
@@ -137,9 +150,9 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let (catalog, handlers) = match &args.catalog {
         Some(path) => (
             postbox_engine::Catalog::load(path).map_err(|e| e.to_string())?,
-            node::Handlers::none(),
+            builtin::code_handlers(),
         ),
-        None => builtin_application(),
+        None => builtin::application(&args.data),
     };
     let test_clock = args.test_clock.then(|| Arc::new(ShiftedClock::new()));
     let node = node::Node::start(node::NodeOptions {
@@ -172,14 +185,6 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     node.shutdown().await;
     tracing::info!("shut down cleanly");
     Ok(())
-}
-
-/// The catalog and handlers served when no catalog is given.
-fn builtin_application() -> (postbox_engine::Catalog, node::Handlers) {
-    (
-        postbox_engine::Catalog::from_toml("", "built-in").expect("an empty catalog parses"),
-        node::Handlers::none(),
-    )
 }
 
 /// The exit of a command that talks to a server.
