@@ -103,6 +103,8 @@ fn main() -> ExitCode {
         None | Some(Command::Serve(_)) | Some(Command::Relay(_)) | Some(Command::Worker(_)) => {
             "info"
         }
+        // Per-event warnings (events delivered to nobody) would cost the bench throughput.
+        Some(Command::Bench(_)) => "error",
         _ => "warn",
     };
     tracing_subscriber::fmt()
