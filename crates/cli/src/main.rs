@@ -169,16 +169,22 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let (listener, addr) = postbox_server::bind(args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    // One line on stdout that scripts can wait for and parse.
-    println!(
-        "postbox listening on http://{addr} (data: {})",
+    // One line on stdout that scripts can wait for and parse, written at
+    // once; a reader that went away after reading it must not kill the server.
+    let mut banner = format!(
+        "postbox listening on http://{addr} (data: {})\n",
         node.file.display()
     );
     if node.created_admin_token {
-        println!(
-            "admin token written to {} (use it as 'Authorization: Bearer <token>')",
+        banner.push_str(&format!(
+            "admin token written to {} (use it as 'Authorization: Bearer <token>')\n",
             node.admin_token_file.display()
-        );
+        ));
+    }
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
     }
     tracing::info!(%addr, data = %node.file.display(), "serving the HTTP API and the DynamoDB, DynamoDB Streams and SQS wire protocols");
     postbox_server::serve(node.router.clone(), listener, shutdown_signal())
