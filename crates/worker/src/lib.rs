@@ -40,4 +40,4 @@ pub use inbox::{ClaimOutcome, Inbox};
 pub use row_change::{
     RowChangeConsumer, RowChangeOptions, RowChangeStats, RowHandler, row_handler,
 };
-pub use worker::{Worker, WorkerOptions, WorkerStats};
+pub use worker::{CompletionHook, Worker, WorkerOptions, WorkerStats};
