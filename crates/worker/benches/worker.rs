@@ -259,6 +259,11 @@ struct Latency {
     micros: Vec<u64>,
     /// Completions per second over the emitting period and the drain.
     rate: f64,
+    /// Emit call to emit returned (the event committed), µs, sorted.
+    emit_micros: Vec<u64>,
+    /// Events relayed and completed when the emitting ended.
+    relayed: usize,
+    completed_then: usize,
 }
 
 /// Emits a steady `rate` events/s for `seconds` through the engine, the
@@ -310,6 +315,7 @@ async fn latency(rate: usize, seconds: usize, tasks: usize, batch: bool) -> Late
         })
         .collect();
 
+    let emits: Arc<Mutex<Vec<u64>>> = Arc::default();
     // Emits on schedule: at each millisecond tick, every event due by now.
     let start = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(1));
@@ -321,11 +327,12 @@ async fn latency(rate: usize, seconds: usize, tasks: usize, batch: bool) -> Late
         while next < due {
             let n = next;
             next += 1;
-            let (engine, emitted_at) = (engine.clone(), emitted_at.clone());
+            let (engine, emitted_at, emits) = (engine.clone(), emitted_at.clone(), emits.clone());
             tokio::spawn(async move {
                 let tenant = format!("t{:02}", n % TENANTS);
                 let ctx = Context::new(&tenant, "bench").unwrap();
-                emitted_at[n].store(base.elapsed().as_micros() as u64, Ordering::Relaxed);
+                let called = base.elapsed().as_micros() as u64;
+                emitted_at[n].store(called, Ordering::Relaxed);
                 engine
                     .emit(
                         &ctx,
@@ -335,9 +342,17 @@ async fn latency(rate: usize, seconds: usize, tasks: usize, batch: bool) -> Late
                     )
                     .await
                     .unwrap();
+                if n >= rate {
+                    let took = base.elapsed().as_micros() as u64 - called;
+                    emits.lock().unwrap().push(took);
+                }
             });
         }
     }
+    // Where the backlog sits when the emitting ends: not yet relayed, or
+    // relayed and not yet completed.
+    let relayed = relay.stats().await.unwrap()[0].delivered as usize;
+    let completed_then = done.lock().unwrap().len();
     let deadline = Instant::now() + Duration::from_secs(30);
     while done.lock().unwrap().len() < total && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -356,7 +371,12 @@ async fn latency(rate: usize, seconds: usize, tasks: usize, batch: bool) -> Late
         .map(|(_, us)| *us)
         .collect();
     micros.sort_unstable();
+    let mut emit_micros = emits.lock().unwrap().clone();
+    emit_micros.sort_unstable();
     Latency {
+        emit_micros,
+        relayed,
+        completed_then,
         emitted: total,
         completed: done.len(),
         micros,
@@ -437,13 +457,19 @@ fn main() {
     {
         let l = rt.block_on(latency(rate, seconds, tasks, batch));
         println!(
-            "  {label:<22} p50 {:>8.2} ms   p99 {:>8.2} ms   max {:>8.2} ms   ({} of {} completed, {:.0} completions/s)",
+            "  {label:<22} p50 {:>8.2} ms   p99 {:>8.2} ms   max {:>8.2} ms   ({} of {} completed, {:.0} completions/s; the emit alone: p50 {:.2} ms, p99 {:.2} ms)",
             percentile(&l.micros, 0.50),
             percentile(&l.micros, 0.99),
             percentile(&l.micros, 1.0),
             l.completed,
             l.emitted,
-            l.rate
+            l.rate,
+            percentile(&l.emit_micros, 0.50),
+            percentile(&l.emit_micros, 0.99),
+        );
+        println!(
+            "  {:<22} when the emitting ended: {} relayed, {} completed",
+            "", l.relayed, l.completed_then
         );
     }
 }
