@@ -27,7 +27,9 @@
 //! its predecessor's writes. The first event not settled stops its group
 //! as above, and the claims taken for the later events are released
 //! unrun (their lease ends now; attempts untouched). Groups with a poison
-//! body or a gap in their seqs go one by one.
+//! body or a gap in their seqs go one by one. A claim waiting for its turn
+//! behind a long handler is not renewed; should its lease run out and
+//! another worker take it, the completion is refused by the token fence.
 //!
 //! Order within a tenant: the FIFO queue already delivers a tenant's events
 //! in order; the check here also covers a source that reorders (DynamoDB
