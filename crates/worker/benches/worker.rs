@@ -38,6 +38,8 @@ use postbox_worker::{CompletionHook, Handler, Worker, WorkerOptions, handler};
 
 const QUEUE: &str = "postbox-events.fifo";
 const TENANTS: usize = 50;
+/// Receive loops of the batched path in the latency scenario.
+const LOOPS: usize = 4;
 /// Longest a scenario may take before it is reported as not drained.
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -303,12 +305,18 @@ async fn latency(rate: usize, seconds: usize, tasks: usize, batch: bool) -> Late
         queues.clone(),
         &catalog(1),
         handlers(1),
-        worker_options(batch, 1, Some(hook)),
+        WorkerOptions {
+            batches_in_flight: if batch { tasks.div_ceil(LOOPS) } else { 1 },
+            ..worker_options(batch, 1, Some(hook))
+        },
     )
     .await
     .unwrap();
+    // The baseline: `tasks` loops, one batch each. Batched: LOOPS receive
+    // loops sharing the same number of batches in flight.
+    let loops = if batch { LOOPS.min(tasks) } else { tasks };
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let workers: Vec<_> = (0..tasks)
+    let workers: Vec<_> = (0..loops)
         .map(|_| {
             let (w, rx) = (w.clone(), stop_rx.clone());
             tokio::spawn(async move { w.run(rx).await })

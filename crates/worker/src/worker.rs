@@ -96,6 +96,12 @@ pub struct WorkerOptions {
     /// Called after each completion committed, with the event and the
     /// subscription (metrics; benchmarks measure latency with it).
     pub on_completed: Option<CompletionHook>,
+    /// Batches one [`Worker::run`] loop keeps in flight: above 1 it
+    /// receives again as soon as a batch is handed to its own task, so each
+    /// receive takes what arrived meanwhile (up to 10) instead of many idle
+    /// loops each waking for one message. The FIFO queue never hands one
+    /// group to two batches at once.
+    pub batches_in_flight: usize,
 }
 
 /// See [`WorkerOptions::on_completed`].
@@ -115,6 +121,7 @@ impl Default for WorkerOptions {
             clock: Arc::new(postbox_store::embedded::SystemClock),
             batch: true,
             on_completed: None,
+            batches_in_flight: 1,
         }
     }
 }
@@ -352,32 +359,61 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         }
     }
 
-    /// Runs batches until `stop` turns true. A failed batch is logged and
-    /// retried after a pause: its messages stay in the queue and come back
-    /// after their visibility timeout, so nothing is lost by going on.
+    /// Runs batches until `stop` turns true, up to
+    /// [`WorkerOptions::batches_in_flight`] at once. A failed batch is
+    /// logged and the loop goes on (after a pause if the receive failed):
+    /// its messages stay in the queue and come back after their visibility
+    /// timeout, so nothing is lost by going on.
     pub async fn run(&self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let in_flight = self.inner.options.batches_in_flight.max(1);
+        let permits = Arc::new(tokio::sync::Semaphore::new(in_flight));
         while !*stop.borrow() {
-            tokio::select! {
-                r = self.run_once() => {
-                    match r {
-                        Err(e) => {
-                            tracing::error!(error = %e, "worker batch failed; retrying");
-                            tokio::time::sleep(Duration::from_millis(200)).await;
-                        }
-                        // A short poll (wait_seconds = 0) on an empty queue
-                        // returns without awaiting; looping on it would hold a
-                        // runtime thread and starve the tasks that hold messages.
-                        Ok(report) if report.received == 0 => tokio::time::sleep(Duration::from_millis(10)).await,
-                        Ok(_) => {}
+            let permit = tokio::select! {
+                p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+                _ = stop.changed() => continue,
+            };
+            let received = tokio::select! {
+                r = self.receive() => r,
+                _ = stop.changed() => continue,
+            };
+            match received {
+                Err(e) => {
+                    tracing::error!(error = %e, "worker receive failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                // A short poll (wait_seconds = 0) on an empty queue returns
+                // without awaiting; looping on it would hold a runtime
+                // thread and starve the tasks that hold messages.
+                Ok(messages) if messages.is_empty() => {
+                    tokio::time::sleep(Duration::from_millis(10)).await
+                }
+                Ok(messages) if in_flight == 1 => {
+                    tokio::select! {
+                        r = self.process_batch(messages) => self.log_batch(r),
+                        _ = stop.changed() => {}
                     }
                 }
-                _ = stop.changed() => {}
+                Ok(messages) => {
+                    let w = self.clone();
+                    tokio::spawn(async move {
+                        w.log_batch(w.process_batch(messages).await);
+                        drop(permit);
+                    });
+                }
             }
+        }
+        // Let the batches in flight finish.
+        let _ = permits.acquire_many(in_flight as u32).await;
+    }
+
+    fn log_batch(&self, result: WorkerResult<BatchReport>) {
+        if let Err(e) = result {
+            tracing::error!(error = %e, "worker batch failed; its messages come back after their visibility timeout");
         }
     }
 
-    /// Receives one batch (up to 10 messages) and processes it.
-    pub async fn run_once(&self) -> WorkerResult<BatchReport> {
+    /// Receives up to 10 messages, hidden for the lease.
+    async fn receive(&self) -> WorkerResult<Vec<ReceivedMessage>> {
         let o = &self.inner.options;
         let options = ReceiveOptions {
             max_messages: Some(10),
@@ -385,7 +421,12 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
             wait_time_seconds: Some(o.wait_seconds),
             ..Default::default()
         };
-        let messages = self.inner.queues.receive(&o.queue, options).await?;
+        Ok(self.inner.queues.receive(&o.queue, options).await?)
+    }
+
+    /// Receives one batch (up to 10 messages) and processes it.
+    pub async fn run_once(&self) -> WorkerResult<BatchReport> {
+        let messages = self.receive().await?;
         self.process_batch(messages).await
     }
 

@@ -207,3 +207,57 @@ async fn a_claim_held_elsewhere_holds_its_tenant_not_the_other_group_of_the_batc
     assert_eq!(runs(&log, "ship", "acme"), vec![1, 3]);
     assert_eq!(env.queues.stats(QUEUE).unwrap().deleted, 5);
 }
+
+/// `run` with several batches in flight: receives go on while batches run,
+/// yet each tenant's events still run once each and in order, and the loop
+/// stops after the batches in flight finish.
+#[tokio::test]
+async fn run_with_batches_in_flight_keeps_each_tenant_in_order() {
+    let env = env(catalog(&durable("ship", "ORDER_*", 5))).await;
+    let log = Log::default();
+    let fixed = Arc::new(AtomicBool::new(false));
+    let h = recording(&log, "ship", None, &fixed);
+    let w = postbox_worker::Worker::new(
+        env.store.clone(),
+        env.queues.clone(),
+        &env.catalog,
+        HashMap::from([("h::ship".to_owned(), h)]),
+        postbox_worker::WorkerOptions {
+            batches_in_flight: 4,
+            ..options("w1")
+        },
+    )
+    .await
+    .unwrap();
+    let tenants = ["acme", "globex", "initech"];
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let running = {
+        let w = w.clone();
+        tokio::spawn(async move { w.run(stop_rx).await })
+    };
+    for n in 1..=12 {
+        for tenant in tenants {
+            let e = emit(&env, tenant, "ORDER_PLACED", n).await;
+            pipe(&env, &e).await;
+        }
+    }
+    for _ in 0..500 {
+        if w.stats().deleted == 36 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    stop.send(true).unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(5), running)
+        .await
+        .expect("run stops")
+        .unwrap();
+    for tenant in tenants {
+        assert_eq!(
+            runs(&log, "ship", tenant),
+            (1..=12).collect::<Vec<u64>>(),
+            "{tenant}"
+        );
+    }
+    assert_eq!((w.stats().completed, w.stats().deleted), (36, 36));
+}
