@@ -276,3 +276,32 @@ pub(crate) async fn create_token(
         ),
     ))
 }
+
+/// Middleware of [`Api::tenant_scoped`](crate::Api::tenant_scoped).
+pub(crate) async fn scope_to_tenant(
+    State(api): State<Api>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let (mut parts, body) = request.into_parts();
+    let caller = match Caller::from_request_parts(&mut parts, &api).await {
+        Ok(c) => c,
+        Err(e) => return e.into_response(),
+    };
+    let tenant = match caller.tenant() {
+        Ok(t) => t.to_owned(),
+        Err(e) => return e.into_response(),
+    };
+    match axum::http::HeaderValue::from_str(&tenant) {
+        Ok(v) => {
+            parts.headers.insert("x-tenant-id", v);
+        }
+        Err(_) => {
+            return ApiError::forbidden("the token's tenant cannot be sent as a header")
+                .into_response();
+        }
+    }
+    next.run(axum::extract::Request::from_parts(parts, body))
+        .await
+}

@@ -160,6 +160,17 @@ impl Api {
         &self.inner.tokens
     }
 
+    /// Puts an application's routes behind the API's tokens: every request
+    /// needs a tenant token, and reaches the routes with `X-Tenant-Id` set
+    /// to the token's tenant (a client-sent `X-Tenant-Id` is replaced), so
+    /// an application scoped by that header inherits tenant isolation.
+    pub fn tenant_scoped(&self, routes: Router) -> Router {
+        routes.layer(axum::middleware::from_fn_with_state(
+            self.clone(),
+            auth::scope_to_tenant,
+        ))
+    }
+
     /// The router serving every route of [`ROUTES`].
     pub fn router(&self) -> Router {
         Router::new()

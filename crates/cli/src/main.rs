@@ -3,7 +3,10 @@
 //! With no subcommand it serves the embedded default, so `cargo run` on a
 //! fresh clone starts a working store with no configuration.
 
+mod bench;
+mod builtin;
 mod catalog;
+mod demo;
 mod http;
 mod node;
 mod ops;
@@ -39,6 +42,8 @@ enum Command {
     /// Serve the embedded store and queues over the DynamoDB, DynamoDB
     /// Streams and SQS wire protocols (the default when no subcommand is given).
     Serve(ServeArgs),
+    /// Run both example applications end to end and print what happened.
+    Demo(demo::DemoArgs),
     /// Work with the event catalog (`catalog check`).
     Catalog(catalog::CatalogArgs),
     /// Test a pipe over a sample record (`pipe test`).
@@ -61,6 +66,8 @@ enum Command {
     Redrive(ops::RedriveArgs),
     /// Create API tokens (`token create --tenant T`).
     Token(ops::TokenArgs),
+    /// Measure the whole pipeline on this machine and print one table.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(clap::Args)]
@@ -89,14 +96,24 @@ struct ServeArgs {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // A server logs what it does; the other commands print their results
+    // and log only warnings unless POSTBOX_LOG asks for more.
+    let default_filter = match cli.command {
+        None | Some(Command::Serve(_)) | Some(Command::Relay(_)) | Some(Command::Worker(_)) => {
+            "info"
+        }
+        // Per-event warnings (events delivered to nobody) would cost the bench throughput.
+        Some(Command::Bench(_)) => "error",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("POSTBOX_LOG")
-                .unwrap_or_else(|_| "info".into()),
+                .unwrap_or_else(|_| default_filter.into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -109,6 +126,7 @@ fn main() -> ExitCode {
         Command::Catalog(args) => return catalog::run(args),
         Command::Pipe(args) => return pipe::run(args),
         Command::Relay(args) => return pipe::relay(args, &runtime),
+        Command::Demo(a) => return remote(runtime.block_on(demo::run(a))),
         Command::Worker(a) => return remote(runtime.block_on(worker::run(a))),
         Command::Emit(a) => return remote(runtime.block_on(ops::emit(a))),
         Command::Tail(a) => return remote(runtime.block_on(ops::tail(a))),
@@ -117,6 +135,7 @@ fn main() -> ExitCode {
         Command::DeadLetters(a) => return remote(runtime.block_on(ops::dead_letters(a))),
         Command::Redrive(a) => return remote(runtime.block_on(ops::redrive(a))),
         Command::Token(a) => return remote(runtime.block_on(ops::token(a))),
+        Command::Bench(a) => return remote(runtime.block_on(bench::run(a))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -133,9 +152,9 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let (catalog, handlers) = match &args.catalog {
         Some(path) => (
             postbox_engine::Catalog::load(path).map_err(|e| e.to_string())?,
-            node::Handlers::none(),
+            builtin::code_handlers(),
         ),
-        None => builtin_application(),
+        None => builtin::application(&args.data),
     };
     let test_clock = args.test_clock.then(|| Arc::new(ShiftedClock::new()));
     let node = node::Node::start(node::NodeOptions {
@@ -150,16 +169,22 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let (listener, addr) = postbox_server::bind(args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    // One line on stdout that scripts can wait for and parse.
-    println!(
-        "postbox listening on http://{addr} (data: {})",
+    // One line on stdout that scripts can wait for and parse, written at
+    // once; a reader that went away after reading it must not kill the server.
+    let mut banner = format!(
+        "postbox listening on http://{addr} (data: {})\n",
         node.file.display()
     );
     if node.created_admin_token {
-        println!(
-            "admin token written to {} (use it as 'Authorization: Bearer <token>')",
+        banner.push_str(&format!(
+            "admin token written to {} (use it as 'Authorization: Bearer <token>')\n",
             node.admin_token_file.display()
-        );
+        ));
+    }
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
     }
     tracing::info!(%addr, data = %node.file.display(), "serving the HTTP API and the DynamoDB, DynamoDB Streams and SQS wire protocols");
     postbox_server::serve(node.router.clone(), listener, shutdown_signal())
@@ -168,14 +193,6 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     node.shutdown().await;
     tracing::info!("shut down cleanly");
     Ok(())
-}
-
-/// The catalog and handlers served when no catalog is given.
-fn builtin_application() -> (postbox_engine::Catalog, node::Handlers) {
-    (
-        postbox_engine::Catalog::from_toml("", "built-in").expect("an empty catalog parses"),
-        node::Handlers::none(),
-    )
 }
 
 /// The exit of a command that talks to a server.

@@ -33,11 +33,26 @@ pub struct Handlers {
     /// Registers INLINE and LOCAL handlers with the engine.
     pub engine:
         Box<dyn FnOnce(EngineBuilder<EmbeddedStore>) -> EngineBuilder<EmbeddedStore> + Send>,
-    /// Routes of applications served next to the API (the examples).
+    /// Routes of applications served next to the API (the examples); they
+    /// need a tenant token and see its tenant in `X-Tenant-Id`.
     pub routes: Option<Box<dyn FnOnce(Arc<Engine<EmbeddedStore>>) -> Router + Send>>,
     /// Extra relay pipes (TOML), for applications' own tables.
     pub pipes: Option<String>,
+    /// Runs once the store and queues are open, before the engine and the
+    /// relay start (applications create their tables and queues here).
+    pub setup: Option<Box<dyn FnOnce(EmbeddedStore, Queues) -> SetupFuture + Send>>,
+    /// Applications' own background tasks (a job runner), stopped with the node.
+    pub background: Option<
+        Box<
+            dyn FnOnce(EmbeddedStore, Queues, watch::Receiver<bool>) -> tokio::task::JoinHandle<()>
+                + Send,
+        >,
+    >,
 }
+
+/// What [`Handlers::setup`] returns.
+pub type SetupFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
 
 impl Handlers {
     /// No handlers: only a catalog without subscriptions that need code starts.
@@ -47,6 +62,8 @@ impl Handlers {
             engine: Box::new(|b| b),
             routes: None,
             pipes: None,
+            setup: None,
+            background: None,
         }
     }
 }
@@ -108,7 +125,10 @@ impl Node {
         .map_err(|e| format!("cannot open the queues in {}: {e}", file.display()))?;
         create_events_queues(&queues).await?;
 
-        let handlers = options.handlers;
+        let mut handlers = options.handlers;
+        if let Some(setup) = handlers.setup.take() {
+            setup(store.clone(), queues.clone()).await?;
+        }
         let builder = Engine::builder(Arc::new(store.clone()), options.catalog.clone());
         let engine = Arc::new(
             (handlers.engine)(builder)
@@ -179,6 +199,9 @@ impl Node {
             worker_handles.push(worker);
         }
 
+        if let Some(background) = handlers.background.take() {
+            workers.push(background(store.clone(), queues.clone(), stop_rx.clone()));
+        }
         let relay = Arc::new(relay);
         let relay_stats: Arc<Mutex<Vec<PipeStats>>> = Arc::default();
         let stats_task = {
@@ -216,7 +239,8 @@ impl Node {
         };
         let mut router = postbox_server::app(services).merge(api.router());
         if let Some(routes) = handlers.routes {
-            router = router.merge(routes(engine));
+            // Applications' routes answer tenant tokens only, scoped to their tenant.
+            router = router.merge(api.tenant_scoped(routes(engine)));
         }
         Ok(Node {
             file,
@@ -248,7 +272,7 @@ impl Node {
 }
 
 /// The events FIFO queue and its dead-letter queue, created if missing.
-async fn create_events_queues(queues: &Queues) -> Result<(), String> {
+pub async fn create_events_queues(queues: &Queues) -> Result<(), String> {
     let fifo = |extra: &[(&str, String)]| {
         let mut a = BTreeMap::from([("FifoQueue".to_owned(), "true".to_owned())]);
         for (k, v) in extra {

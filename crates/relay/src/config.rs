@@ -55,6 +55,8 @@ pub const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_millis(200);
 pub const DEFAULT_EVENTS_TABLE: &str = "postbox_events";
 /// The FIFO queue the default events pipe fills.
 pub const DEFAULT_EVENTS_QUEUE: &str = "postbox-events.fifo";
+/// The standard queue the default row-change pipes fill.
+pub const DEFAULT_ROW_CHANGES_QUEUE: &str = "postbox-row-changes";
 
 /// A config value that cannot run, naming the field.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -345,6 +347,66 @@ pub fn default_events_pipe(table: &str, queue: &str) -> PipeSpec {
         max_record_age: DEFAULT_MAX_RECORD_AGE,
         bisect_on_failure: true,
         dead_letter_queue: "events-relay-dlq".to_owned(),
+        retry_backoff: DEFAULT_RETRY_BACKOFF,
+    }
+}
+
+/// The default row-change pipes (SPEC §5, lane BEST_EFFORT): one per table
+/// of `entities` (pairs of the catalog's entity name and its table),
+/// forwarding every stream record of an item of a declared entity — `pk`
+/// equal to the name or starting with `<name>#` — whole, as the Pipe sees
+/// it, to the standard queue `queue`. The row-change consumer derives the
+/// type `row:<ENTITY>:<INSERT|MODIFY|REMOVE>` from the record.
+///
+/// Rows of other entities on the same tables are filtered out here rather
+/// than counted as "delivered to nobody" downstream: the catalog does not
+/// declare them, so no subscription can match them. Entity tables are keyed
+/// by `pk`, as Postbox's own tables are. A pipe is named `rows-<table>`.
+pub fn default_row_change_pipes(entities: &[(&str, &str)], queue: &str) -> Vec<PipeSpec> {
+    let mut tables: Vec<(&str, Vec<&str>)> = Vec::new();
+    for &(entity, table) in entities {
+        match tables.iter_mut().find(|(t, _)| *t == table) {
+            Some((_, names)) if names.contains(&entity) => {}
+            Some((_, names)) => names.push(entity),
+            None => tables.push((table, vec![entity])),
+        }
+    }
+    tables
+        .into_iter()
+        .map(|(table, names)| row_change_pipe(table, &names, queue))
+        .collect()
+}
+
+fn row_change_pipe(table: &str, entities: &[&str], queue: &str) -> PipeSpec {
+    let keys: Vec<serde_json::Value> = entities
+        .iter()
+        .flat_map(|e| {
+            [
+                serde_json::json!(e),
+                serde_json::json!({"prefix": format!("{e}#")}),
+            ]
+        })
+        .collect();
+    let filter = serde_json::json!({"dynamodb": {"Keys": {"pk": {"S": keys}}}}).to_string();
+    let name = format!("rows-{table}");
+    PipeSpec {
+        dead_letter_queue: format!("{name}-dlq"),
+        name,
+        table: table.to_owned(),
+        start: StartPosition::TrimHorizon,
+        filters: vec![Pattern::parse(&filter).expect("valid pattern").0],
+        warnings: Vec::new(),
+        template: Template::whole_record(),
+        target: PipeTarget::Queue(QueueTarget {
+            queue: queue.to_owned(),
+            fifo: queue.ends_with(".fifo"),
+            group_id: None,
+            dedup_id: None,
+        }),
+        batch_size: DEFAULT_BATCH_SIZE,
+        max_retries: DEFAULT_MAX_RETRIES,
+        max_record_age: DEFAULT_MAX_RECORD_AGE,
+        bisect_on_failure: true,
         retry_backoff: DEFAULT_RETRY_BACKOFF,
     }
 }

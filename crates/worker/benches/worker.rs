@@ -1,35 +1,54 @@
-//! Durable handler completions per second on the embedded store, durable
-//! commits (fsync) on.
+//! The durable worker on the embedded store, durable commits (fsync) on,
+//! each figure beside a baseline measured in the same run: the one-by-one
+//! path (`WorkerOptions::batch = false`: claim, run, complete and delete
+//! one (event, subscription) at a time).
 //!
 //!     cargo bench -p postbox-worker --bench worker
 //!
-//! Each scenario fills the events FIFO queue the way the default events
-//! pipe does (raw NewImage, group = tenant, dedup id = event id) with
-//! `POSTBOX_BENCH_EVENTS` events (default 20,000) over 50 tenants, then
-//! times workers draining it: every (event, subscription) is claimed, its
-//! handler returns one Put, and the completion commits with that Put. The
-//! baseline, measured in the same run, is one worker task.
+//! 1. Throughput, for 1 and 4 subscriptions: the events FIFO queue is
+//!    filled the way the default events pipe does (raw NewImage, group =
+//!    tenant, dedup id = event id) with `POSTBOX_BENCH_EVENTS` events
+//!    (default 20,000) over 50 tenants, then `POSTBOX_BENCH_TASKS` worker
+//!    tasks (default 32) drain it: every (event, subscription) is claimed,
+//!    its handler returns one Put, the completion commits with that Put.
+//! 2. Latency, end to end: `postbox_engine::Engine` emits a steady
+//!    `POSTBOX_BENCH_RATE` events/s (default 5,000) over 50 tenants for
+//!    `POSTBOX_BENCH_SECONDS` (default 5); the relay runs the default events
+//!    pipe; the worker tasks run in the same process. Latency is from the
+//!    emit call to the completion's commit (the handler's Put included),
+//!    p50/p99/max, the first second left out as warm-up.
 //!
-//! Target (SPEC §12): >= 20,000 handler completions/s. Emit-to-completion
-//! latency at a steady rate is not measured here yet.
+//! Targets (SPEC §12): >= 20,000 handler completions/s; emit to completion
+//! p50 < 2 ms and p99 < 20 ms at 5,000 events/s.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use postbox_engine::catalog::Catalog;
 use postbox_engine::{Context, Engine, Write, layout};
 use postbox_item::{AttributeValue, Item, item_to_json};
 use postbox_queue::{NewMessage, Queues, QueuesOptions};
+use postbox_relay::{Relay, RelayConfig, RelayOptions};
 use postbox_store::ItemStore;
 use postbox_store::api::*;
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
-use postbox_worker::{Handler, Worker, WorkerOptions, handler};
+use postbox_worker::{CompletionHook, Handler, Worker, WorkerOptions, handler};
 
 const QUEUE: &str = "postbox-events.fifo";
 const TENANTS: usize = 50;
+/// Receive loops of the batched path in the latency scenario.
+const LOOPS: usize = 4;
 /// Longest a scenario may take before it is reported as not drained.
-const DEADLINE: Duration = Duration::from_secs(60);
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
 
 fn catalog(subs: usize) -> Catalog {
     let mut text =
@@ -42,7 +61,36 @@ fn catalog(subs: usize) -> Catalog {
     Catalog::from_toml(&text, "bench").unwrap()
 }
 
-async fn effects_table(store: &EmbeddedStore) {
+/// Handlers that each write one effect row, keyed by the idempotency key.
+fn handlers(subs: usize) -> HashMap<String, Handler> {
+    (0..subs)
+        .map(|i| {
+            let h = handler(|d| async move {
+                let item = Item::from([("pk".to_owned(), AttributeValue::S(d.idempotency_key))]);
+                Ok(vec![Write::put("effects", item)])
+            });
+            (format!("h::s{i}"), h)
+        })
+        .collect()
+}
+
+fn worker_options(batch: bool, wait_seconds: i64, hook: Option<CompletionHook>) -> WorkerOptions {
+    WorkerOptions {
+        wait_seconds,
+        lease: Duration::from_secs(10),
+        batch,
+        on_completed: hook,
+        ..WorkerOptions::default()
+    }
+}
+
+/// A fresh store (fsync on) with its queues and the effects table.
+async fn open(dir: &tempfile::TempDir) -> (Arc<EmbeddedStore>, Queues) {
+    let store =
+        EmbeddedStore::open(dir.path().join("bench.redb"), EmbeddedOptions::default()).unwrap();
+    let queues = Queues::open(store.clone(), QueuesOptions::default())
+        .await
+        .unwrap();
     store
         .create_table(CreateTableInput {
             table_name: "effects".into(),
@@ -60,6 +108,7 @@ async fn effects_table(store: &EmbeddedStore) {
         })
         .await
         .unwrap();
+    (Arc::new(store), queues)
 }
 
 /// Emits `events` events over the tenants and sends them to the queue.
@@ -128,46 +177,34 @@ async fn fill(store: &Arc<EmbeddedStore>, queues: &Queues, catalog: Catalog, eve
     }
 }
 
-/// Returns (completions, elapsed).
-async fn scenario(subs: usize, tasks: usize, events: usize) -> (u64, Duration) {
+/// What draining a filled queue took.
+struct Drained {
+    completions: u64,
+    elapsed: Duration,
+    /// Store commits (fsyncs) and the operations they carried.
+    commits: u64,
+    operations: u64,
+}
+
+/// Drains a filled queue.
+async fn throughput(subs: usize, tasks: usize, events: usize, batch: bool) -> Drained {
     let dir = tempfile::tempdir().unwrap();
-    let store =
-        EmbeddedStore::open(dir.path().join("bench.redb"), EmbeddedOptions::default()).unwrap();
-    let queues = Queues::open(store.clone(), QueuesOptions::default())
-        .await
-        .unwrap();
+    let (store, queues) = open(&dir).await;
     let attrs = [("FifoQueue".to_owned(), "true".to_owned())]
         .into_iter()
         .collect();
     queues.create_queue(QUEUE, attrs).await.unwrap();
-    let store = Arc::new(store);
-    effects_table(&store).await;
     fill(&store, &queues, catalog(subs), events).await;
-
-    let mut handlers: HashMap<String, Handler> = HashMap::new();
-    for i in 0..subs {
-        handlers.insert(
-            format!("h::s{i}"),
-            handler(|d| async move {
-                let item = Item::from([("pk".to_owned(), AttributeValue::S(d.idempotency_key))]);
-                Ok(vec![Write::put("effects", item)])
-            }),
-        );
-    }
-    let options = WorkerOptions {
-        wait_seconds: 0,
-        lease: Duration::from_secs(3),
-        ..WorkerOptions::default()
-    };
     let w = Worker::new(
         store.clone(),
         queues.clone(),
         &catalog(subs),
-        handlers,
-        options,
+        handlers(subs),
+        worker_options(batch, 0, None),
     )
     .await
     .unwrap();
+    let ws0 = store.writer_stats();
     let total = (events / TENANTS * TENANTS) as u64;
     let start = Instant::now();
     let mut running = Vec::new();
@@ -179,16 +216,10 @@ async fn scenario(subs: usize, tasks: usize, events: usize) -> (u64, Duration) {
                 if report.received == 0 {
                     // A short poll that finds nothing returns without awaiting:
                     // without a yield, idle tasks hold every runtime thread and
-                    // starve the tasks holding messages until their visibility
-                    // expires, which then looks like a double delivery.
+                    // starve the tasks holding messages.
                     tokio::task::yield_now().await;
                     let s = queues.stats(QUEUE).unwrap();
-                    if s.visible == 0 && s.in_flight == 0 {
-                        return;
-                    }
-                    // Messages stuck in flight past their visibility were
-                    // seen with 8 tasks: stop instead of hanging, and say so.
-                    if start.elapsed() > DEADLINE {
+                    if (s.visible == 0 && s.in_flight == 0) || start.elapsed() > DEADLINE {
                         return;
                     }
                 }
@@ -199,6 +230,7 @@ async fn scenario(subs: usize, tasks: usize, events: usize) -> (u64, Duration) {
         r.await.unwrap();
     }
     let elapsed = start.elapsed();
+    let ws = store.writer_stats();
     let stats = w.stats();
     if stats.deleted != total {
         println!(
@@ -214,29 +246,238 @@ async fn scenario(subs: usize, tasks: usize, events: usize) -> (u64, Duration) {
             stats.settle_failures
         );
     }
-    (stats.completed, elapsed)
+    Drained {
+        completions: stats.completed,
+        elapsed,
+        commits: ws.commits - ws0.commits,
+        operations: ws.operations - ws0.operations,
+    }
+}
+
+struct Latency {
+    emitted: usize,
+    completed: usize,
+    /// Emit call to completion commit, µs, warm-up left out, sorted.
+    micros: Vec<u64>,
+    /// Completions per second over the emitting period and the drain.
+    rate: f64,
+    /// Emit call to emit returned (the event committed), µs, sorted.
+    emit_micros: Vec<u64>,
+    /// Events relayed and completed when the emitting ended.
+    relayed: usize,
+    completed_then: usize,
+}
+
+/// Emits a steady `rate` events/s for `seconds` through the engine, the
+/// relay's default events pipe and `tasks` worker tasks.
+async fn latency(rate: usize, seconds: usize, tasks: usize, batch: bool) -> Latency {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, queues) = open(&dir).await;
+    let engine = Engine::builder(store.clone(), catalog(1))
+        .build()
+        .await
+        .unwrap();
+    let config = RelayConfig::from_toml("[relay]\nevents_pipe = true\n").unwrap();
+    let relay = Relay::start(
+        (*store).clone(),
+        queues.clone(),
+        config,
+        RelayOptions::default(),
+    )
+    .await
+    .unwrap();
+
+    let total = rate * seconds;
+    let base = Instant::now();
+    let emitted_at: Arc<Vec<AtomicU64>> = Arc::new((0..total).map(|_| AtomicU64::new(0)).collect());
+    let done: Arc<Mutex<Vec<(usize, u64)>>> = Arc::new(Mutex::new(Vec::with_capacity(total)));
+    let hook: CompletionHook = {
+        let (emitted_at, done) = (emitted_at.clone(), done.clone());
+        Arc::new(move |e, _| {
+            let n = e.payload["n"].as_f64().expect("payload n") as usize;
+            let now = base.elapsed().as_micros() as u64;
+            let at = emitted_at[n].load(Ordering::Relaxed);
+            done.lock().unwrap().push((n, now.saturating_sub(at)));
+        })
+    };
+    let w = Worker::new(
+        store.clone(),
+        queues.clone(),
+        &catalog(1),
+        handlers(1),
+        WorkerOptions {
+            batches_in_flight: if batch { tasks.div_ceil(LOOPS) } else { 1 },
+            ..worker_options(batch, 1, Some(hook))
+        },
+    )
+    .await
+    .unwrap();
+    // The baseline: `tasks` loops, one batch each. Batched: LOOPS receive
+    // loops sharing the same number of batches in flight.
+    let loops = if batch { LOOPS.min(tasks) } else { tasks };
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let workers: Vec<_> = (0..loops)
+        .map(|_| {
+            let (w, rx) = (w.clone(), stop_rx.clone());
+            tokio::spawn(async move { w.run(rx).await })
+        })
+        .collect();
+
+    let emits: Arc<Mutex<Vec<u64>>> = Arc::default();
+    // Emits on schedule: at each millisecond tick, every event due by now.
+    let start = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut next = 0;
+    while next < total {
+        tick.tick().await;
+        let due = ((start.elapsed().as_secs_f64() * rate as f64) as usize).min(total);
+        while next < due {
+            let n = next;
+            next += 1;
+            let (engine, emitted_at, emits) = (engine.clone(), emitted_at.clone(), emits.clone());
+            tokio::spawn(async move {
+                let tenant = format!("t{:02}", n % TENANTS);
+                let ctx = Context::new(&tenant, "bench").unwrap();
+                let called = base.elapsed().as_micros() as u64;
+                emitted_at[n].store(called, Ordering::Relaxed);
+                engine
+                    .emit(
+                        &ctx,
+                        "ORDER_PLACED",
+                        serde_json::json!({"n": n}),
+                        Vec::new(),
+                    )
+                    .await
+                    .unwrap();
+                if n >= rate {
+                    let took = base.elapsed().as_micros() as u64 - called;
+                    emits.lock().unwrap().push(took);
+                }
+            });
+        }
+    }
+    // Where the backlog sits when the emitting ends: not yet relayed, or
+    // relayed and not yet completed.
+    let relayed = relay.stats().await.unwrap()[0].delivered as usize;
+    let completed_then = done.lock().unwrap().len();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while done.lock().unwrap().len() < total && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = start.elapsed();
+    let _ = stop.send(true);
+    for t in workers {
+        t.await.unwrap();
+    }
+    relay.shutdown().await;
+    let done = done.lock().unwrap();
+    let warm_up = rate; // the first second's events
+    let mut micros: Vec<u64> = done
+        .iter()
+        .filter(|(n, _)| *n >= warm_up)
+        .map(|(_, us)| *us)
+        .collect();
+    micros.sort_unstable();
+    let mut emit_micros = emits.lock().unwrap().clone();
+    emit_micros.sort_unstable();
+    Latency {
+        emit_micros,
+        relayed,
+        completed_then,
+        emitted: total,
+        completed: done.len(),
+        micros,
+        rate: done.len() as f64 / elapsed.as_secs_f64(),
+    }
+}
+
+/// The latency of one PutItem commit on an idle store (fsync included),
+/// p50 in ms: the unit every figure here is made of.
+async fn commit_latency() -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _queues) = open(&dir).await;
+    let mut micros = Vec::new();
+    for i in 0..200 {
+        let item = Item::from([("pk".to_owned(), AttributeValue::S(format!("probe{i}")))]);
+        let t = Instant::now();
+        store
+            .put_item(PutItemInput {
+                table_name: "effects".into(),
+                item,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        micros.push(t.elapsed().as_micros() as u64);
+    }
+    micros.sort_unstable();
+    percentile(&micros, 0.5)
+}
+
+fn percentile(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i] as f64 / 1000.0
 }
 
 fn main() {
-    let events: usize = std::env::var("POSTBOX_BENCH_EVENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000);
+    let events = env_usize("POSTBOX_BENCH_EVENTS", 20_000);
+    let tasks = env_usize("POSTBOX_BENCH_TASKS", 32);
+    let rate = env_usize("POSTBOX_BENCH_RATE", 5_000);
+    let seconds = env_usize("POSTBOX_BENCH_SECONDS", 5);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    println!("durable worker, embedded store, fsync on, {events} events over {TENANTS} tenants");
-    for (subs, tasks, label) in [
-        (1, 1, "baseline: 1 subscription, 1 worker task"),
-        (1, 8, "1 subscription, 8 worker tasks"),
-        (4, 8, "4 subscriptions, 8 worker tasks"),
-    ] {
-        let (completions, elapsed) = rt.block_on(scenario(subs, tasks, events));
+    println!(
+        "durable worker, embedded store, fsync on; {events} events over {TENANTS} tenants, {tasks} worker tasks"
+    );
+    println!(
+        "one PutItem commit on an idle store: p50 {:.2} ms",
+        rt.block_on(commit_latency())
+    );
+    // POSTBOX_BENCH_ONLY=throughput|latency runs one half (for profiling).
+    let only = std::env::var("POSTBOX_BENCH_ONLY").unwrap_or_default();
+    println!("throughput (queue filled first, then drained):");
+    for subs in [1, 4].into_iter().filter(|_| only != "latency") {
+        for (batch, label) in [(false, "baseline, one by one"), (true, "batched")] {
+            let d = rt.block_on(throughput(subs, tasks, events, batch));
+            println!(
+                "  {subs} subscription(s), {label:<22} {:>8.0} completions/s   ({} completions in {:.1} s; {} commits, {:.1} operations and {:.1} ms each)",
+                d.completions as f64 / d.elapsed.as_secs_f64(),
+                d.completions,
+                d.elapsed.as_secs_f64(),
+                d.commits,
+                d.operations as f64 / d.commits.max(1) as f64,
+                d.elapsed.as_secs_f64() * 1000.0 / d.commits.max(1) as f64,
+            );
+        }
+    }
+    println!(
+        "latency, emit call -> completion committed, {rate} events/s for {seconds} s (engine -> relay -> worker, 1 subscription):"
+    );
+    for (batch, label) in [(false, "baseline, one by one"), (true, "batched")]
+        .into_iter()
+        .filter(|_| only != "throughput")
+    {
+        let l = rt.block_on(latency(rate, seconds, tasks, batch));
         println!(
-            "{label:<44} {:>10.0} completions/s   ({completions} completions, {:.1} s)",
-            completions as f64 / elapsed.as_secs_f64(),
-            elapsed.as_secs_f64()
+            "  {label:<22} p50 {:>8.2} ms   p99 {:>8.2} ms   max {:>8.2} ms   ({} of {} completed, {:.0} completions/s; the emit alone: p50 {:.2} ms, p99 {:.2} ms)",
+            percentile(&l.micros, 0.50),
+            percentile(&l.micros, 0.99),
+            percentile(&l.micros, 1.0),
+            l.completed,
+            l.emitted,
+            l.rate,
+            percentile(&l.emit_micros, 0.50),
+            percentile(&l.emit_micros, 0.99),
+        );
+        println!(
+            "  {:<22} when the emitting ended: {} relayed, {} completed",
+            "", l.relayed, l.completed_then
         );
     }
 }

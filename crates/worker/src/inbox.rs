@@ -317,6 +317,13 @@ impl<S: ItemStore> Inbox<S> {
         Ok(next)
     }
 
+    /// Gives up the caller's claim on `row` before its handler ran: the
+    /// lease ends at `now_ms`, so any worker may claim it again at once;
+    /// attempts are untouched. Fenced like every transition.
+    pub async fn release(&self, row: &ClaimRow, now_ms: u64) -> WorkerResult<ClaimRow> {
+        self.renew(row, now_ms, 0).await
+    }
+
     /// A tenant's dead letters, oldest event first.
     pub async fn dead_letters(&self, tenant: &str) -> WorkerResult<Vec<DeadLetter>> {
         let mut out = Vec::new();

@@ -11,6 +11,8 @@
 //! - [`handler`]: what a handler receives and returns;
 //! - [`replay`]: listing and replaying dead letters (the runbook);
 //! - [`report`]: the reconciliation report;
+//! - [`row_change`]: the row-change consumer, the BEST_EFFORT lane's
+//!   dispatcher (no order, no claims, no dead letters);
 //! - [`worker`]: the loop: receive, parse, order, claim, run, complete, delete;
 //! - [`faults`]: named fault-injection points (feature `faults`).
 //!
@@ -28,10 +30,14 @@ pub mod inbox;
 pub mod poison;
 pub mod replay;
 pub mod report;
+pub mod row_change;
 pub mod worker;
 
 pub use claim::{ClaimKey, ClaimRow, Status};
 pub use error::{WorkerError, WorkerResult};
 pub use handler::{Delivery, Handler, HandlerError, handler};
 pub use inbox::{ClaimOutcome, Inbox};
-pub use worker::{Worker, WorkerOptions, WorkerStats};
+pub use row_change::{
+    RowChangeConsumer, RowChangeOptions, RowChangeStats, RowHandler, row_handler,
+};
+pub use worker::{CompletionHook, Worker, WorkerOptions, WorkerStats};

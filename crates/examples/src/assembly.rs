@@ -1,0 +1,137 @@
+//! What both examples assemble: the embedded store and queues in a
+//! directory, pk-keyed tables, a FIFO queue with its dead-letter queue, and
+//! waiting for something to happen with a deadline.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use postbox_queue::{Queues, QueuesOptions};
+use postbox_store::api::{
+    AttributeDefinition, CreateTableInput, KeySchemaElement, KeyType, ScalarType,
+    StreamSpecification, StreamViewType, TimeToLiveSpecification,
+};
+use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
+use postbox_store::{ItemStore, StoreError};
+
+use crate::error::ExampleError;
+
+/// Creates the store file `postbox.redb` in `dir` and opens it with its
+/// queues. An example's output and report describe one run from scratch,
+/// so a directory that already holds a store is refused.
+pub(crate) async fn open_fresh(dir: &Path) -> Result<(EmbeddedStore, Queues), ExampleError> {
+    if dir.join("postbox.redb").exists() {
+        return Err(ExampleError::DirectoryInUse(dir.to_owned()));
+    }
+    std::fs::create_dir_all(dir)?;
+    let store = EmbeddedStore::open(dir.join("postbox.redb"), EmbeddedOptions::default())?;
+    let queues = Queues::open(store.clone(), QueuesOptions::default()).await?;
+    Ok((store, queues))
+}
+
+/// How a table is made.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct TableSpec<'a> {
+    /// A NEW_AND_OLD_IMAGES stream, for pipes to read.
+    pub stream: bool,
+    /// The TTL attribute (seconds since the epoch), if items expire.
+    pub ttl: Option<&'a str>,
+}
+
+/// Creates table `name` keyed by `pk` (S) unless it exists.
+pub(crate) async fn create_table<S: ItemStore>(
+    store: &S,
+    name: &str,
+    spec: TableSpec<'_>,
+) -> Result<(), ExampleError> {
+    let input = CreateTableInput {
+        table_name: name.to_owned(),
+        key_schema: vec![KeySchemaElement {
+            attribute_name: "pk".into(),
+            key_type: KeyType::Hash,
+        }],
+        attribute_definitions: vec![AttributeDefinition {
+            attribute_name: "pk".into(),
+            attribute_type: ScalarType::S,
+        }],
+        billing_mode: Some("PAY_PER_REQUEST".into()),
+        provisioned_throughput: None,
+        stream_specification: spec.stream.then_some(StreamSpecification {
+            stream_enabled: true,
+            stream_view_type: Some(StreamViewType::NewAndOldImages),
+        }),
+    };
+    match store.create_table(input).await {
+        Ok(_) | Err(StoreError::ResourceInUse(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    if let Some(attribute) = spec.ttl {
+        let spec = TimeToLiveSpecification {
+            enabled: true,
+            attribute_name: attribute.to_owned(),
+        };
+        store.update_time_to_live(name, spec).await?;
+    }
+    Ok(())
+}
+
+/// Creates FIFO queue `name` whose messages go to the FIFO queue `dlq`
+/// after `max_receives` receives (both are left as they are if they exist
+/// with these attributes).
+pub(crate) async fn create_fifo_with_dlq(
+    queues: &Queues,
+    name: &str,
+    dlq: &str,
+    max_receives: u32,
+) -> Result<(), ExampleError> {
+    let attrs = |pairs: &[(&str, String)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect()
+    };
+    queues
+        .create_queue(dlq, attrs(&[("FifoQueue", "true".into())]))
+        .await?;
+    let policy = format!(
+        r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":{max_receives}}}"#,
+        queues.arn(dlq)
+    );
+    queues
+        .create_queue(
+            name,
+            attrs(&[("FifoQueue", "true".into()), ("RedrivePolicy", policy)]),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Calls `check` every `every` until it returns `Ok(value)`; `Err(missing)`
+/// says what is not there yet, and becomes the timeout error's detail
+/// after `timeout`.
+pub(crate) async fn wait_for<T, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    every: Duration,
+    mut check: F,
+) -> Result<T, ExampleError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Result<T, String>, ExampleError>>,
+{
+    let start = Instant::now();
+    loop {
+        match check().await? {
+            Ok(value) => return Ok(value),
+            Err(missing) if start.elapsed() >= timeout => {
+                return Err(ExampleError::Timeout {
+                    what: what.to_owned(),
+                    seconds: timeout.as_secs(),
+                    missing,
+                });
+            }
+            Err(_) => tokio::time::sleep(every).await,
+        }
+    }
+}
