@@ -15,10 +15,7 @@ use axum::http::request::Parts;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use postbox_item::{AttributeValue, Item};
-use postbox_store::api::{
-    AttributeDefinition, CreateTableInput, GetItemInput, KeySchemaElement, KeyType, PutItemInput,
-    ScalarType,
-};
+use postbox_store::api::{CreateTableInput, GetItemInput, PutItemInput};
 use postbox_store::{ItemStore, StoreError};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -104,19 +101,7 @@ impl<S: ItemStore> Tokens<S> {
 
     /// Creates the table if it is missing.
     pub async fn ensure_table(&self) -> Result<(), StoreError> {
-        let input = CreateTableInput {
-            table_name: self.table.clone(),
-            key_schema: vec![KeySchemaElement {
-                attribute_name: "pk".into(),
-                key_type: KeyType::Hash,
-            }],
-            attribute_definitions: vec![AttributeDefinition {
-                attribute_name: "pk".into(),
-                attribute_type: ScalarType::S,
-            }],
-            billing_mode: Some("PAY_PER_REQUEST".into()),
-            ..Default::default()
-        };
+        let input = CreateTableInput::keyed_by(self.table.clone(), "pk");
         match self.store.create_table(input).await {
             Ok(_) | Err(StoreError::ResourceInUse(_)) => Ok(()),
             Err(e) => Err(e),

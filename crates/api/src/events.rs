@@ -24,8 +24,7 @@ use postbox_engine::layout;
 use postbox_engine::{Context, EmitError, Write};
 use postbox_item::{AttributeValue, Item};
 use postbox_store::api::{
-    AttributeDefinition, CreateTableInput, GetItemInput, KeySchemaElement, KeyType, QueryInput,
-    ScalarType, TransactWriteItem, Values,
+    CreateTableInput, GetItemInput, KeyType, QueryInput, TransactWriteItem, Values,
 };
 use postbox_store::embedded::EmbeddedStore;
 use postbox_store::{ItemStore, StoreError};
@@ -73,19 +72,7 @@ pub(crate) async fn ensure_requests_table(
     store: &EmbeddedStore,
     table: &str,
 ) -> Result<(), ApiError> {
-    let input = CreateTableInput {
-        table_name: table.to_owned(),
-        key_schema: vec![KeySchemaElement {
-            attribute_name: "pk".into(),
-            key_type: KeyType::Hash,
-        }],
-        attribute_definitions: vec![AttributeDefinition {
-            attribute_name: "pk".into(),
-            attribute_type: ScalarType::S,
-        }],
-        billing_mode: Some("PAY_PER_REQUEST".into()),
-        ..Default::default()
-    };
+    let input = CreateTableInput::keyed_by(table.to_owned(), "pk");
     match store.create_table(input).await {
         Ok(_) | Err(StoreError::ResourceInUse(_)) => {}
         Err(e) => return Err(e.into()),

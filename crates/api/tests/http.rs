@@ -12,9 +12,7 @@ use postbox_api::{Api, ApiConfig, ROUTES};
 use postbox_engine::{Catalog, Engine};
 use postbox_queue::{Queues, QueuesOptions};
 use postbox_store::ItemStore;
-use postbox_store::api::{
-    AttributeDefinition, CreateTableInput, KeySchemaElement, KeyType, ScalarType, ScanInput,
-};
+use postbox_store::api::{CreateTableInput, ScanInput};
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
 use serde_json::{Value, json};
 
@@ -51,19 +49,7 @@ async fn env() -> Env {
         .await
         .unwrap();
     store
-        .create_table(CreateTableInput {
-            table_name: "orders".into(),
-            key_schema: vec![KeySchemaElement {
-                attribute_name: "pk".into(),
-                key_type: KeyType::Hash,
-            }],
-            attribute_definitions: vec![AttributeDefinition {
-                attribute_name: "pk".into(),
-                attribute_type: ScalarType::S,
-            }],
-            billing_mode: Some("PAY_PER_REQUEST".into()),
-            ..Default::default()
-        })
+        .create_table(CreateTableInput::keyed_by("orders", "pk"))
         .await
         .unwrap();
     let mut fifo = BTreeMap::new();

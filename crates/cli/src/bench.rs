@@ -18,9 +18,7 @@ use postbox_queue::{Queues, QueuesOptions};
 use postbox_relay::RelayConfig;
 use postbox_relay::config::{DEFAULT_EVENTS_QUEUE, default_events_pipe};
 use postbox_store::ItemStore;
-use postbox_store::api::{
-    AttributeDefinition, CreateTableInput, KeySchemaElement, KeyType, ScalarType,
-};
+use postbox_store::api::CreateTableInput;
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
 use postbox_worker::{Handler, Worker, WorkerOptions};
 use serde_json::json;
@@ -79,19 +77,7 @@ async fn open(dir: &std::path::Path, name: &str) -> Result<EmbeddedStore, Failur
         EmbeddedStore::open(dir.join(format!("{name}.redb")), EmbeddedOptions::default())
             .map_err(|e| Failure::from(format!("cannot open a store in {}: {e}", dir.display())))?;
     store
-        .create_table(CreateTableInput {
-            table_name: "orders".into(),
-            key_schema: vec![KeySchemaElement {
-                attribute_name: "pk".into(),
-                key_type: KeyType::Hash,
-            }],
-            attribute_definitions: vec![AttributeDefinition {
-                attribute_name: "pk".into(),
-                attribute_type: ScalarType::S,
-            }],
-            billing_mode: Some("PAY_PER_REQUEST".into()),
-            ..Default::default()
-        })
+        .create_table(CreateTableInput::keyed_by("orders", "pk"))
         .await
         .map_err(|e| Failure::from(e.to_string()))?;
     Ok(store)

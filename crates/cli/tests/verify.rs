@@ -3,40 +3,16 @@
 //! code 4; an intact log exits 0; the checkpoint makes the next run check
 //! only new events.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod common;
 
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use std::process::Command;
+
+use common::{Server, call};
 use postbox_client::{Endpoint, RemoteStore};
 use postbox_item::AttributeValue;
 use postbox_store::ItemStore;
 use postbox_store::api::{UpdateItemInput, Values};
 use serde_json::{Value, json};
-
-struct Server(Child);
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-async fn call(base: &str, token: &str, path: &str, body: Value) -> (u16, Value) {
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<bytes::Bytes>>();
-    let req = hyper::Request::post(format!("{base}{path}"))
-        .header("authorization", format!("Bearer {token}"))
-        .body(Full::new(body.to_string().into()))
-        .unwrap();
-    let res = client.request(req).await.unwrap();
-    let status = res.status().as_u16();
-    let bytes = res.into_body().collect().await.unwrap().to_bytes();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
-}
 
 fn verify(base: &str, args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_postbox"))
@@ -59,40 +35,15 @@ async fn verify_reports_a_byte_changed_over_the_wire_at_its_seq() {
         "[[event_types]]\nname = \"NOTE\"\nproducers = [\"p\"]\n[[producers]]\nname = \"p\"\nemits = [\"NOTE\"]\n",
     )
     .unwrap();
-    let data = dir.path().join("data");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_postbox"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--catalog"])
-        .arg(&catalog)
-        .arg("--data")
-        .arg(&data)
-        .env("POSTBOX_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let _server = Server(child);
-    let base = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap()
-        .to_owned();
-    let admin = std::fs::read_to_string(data.join("admin-token"))
-        .unwrap()
-        .trim()
-        .to_owned();
-    let (_, t) = call(&base, &admin, "/v1/tokens", json!({"tenant": "acme"})).await;
-    let tenant = t["token"].as_str().unwrap().to_owned();
+    let server = Server::start(
+        &["serve", "--catalog", catalog.to_str().unwrap()],
+        &dir.path().join("data"),
+    );
+    let base = server.base.clone();
+    let tenant = server.tenant_token("acme").await;
     for i in 1..=5 {
-        let (status, _) = call(
-            &base,
-            &tenant,
-            "/v1/events",
-            json!({"type": "NOTE", "payload": {"text": format!("note {i}")}}),
-        )
-        .await;
+        let note = json!({"type": "NOTE", "payload": {"text": format!("note {i}")}});
+        let (status, _) = call(&base, Some(&tenant), "POST", "/v1/events", Some(note)).await;
         assert_eq!(status, 201);
     }
 

@@ -3,17 +3,16 @@
 //! with the same idempotency key, signed, no sooner than it asked; a
 //! receiver that answers 400 dead-letters the delivery at once.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use common::{Server, call};
 use serde_json::{Value, json};
 
 #[derive(Clone, Debug)]
@@ -62,39 +61,6 @@ async fn bad(
     (StatusCode::BAD_REQUEST, "unknown order")
 }
 
-struct Server(Child);
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-async fn call(
-    base: &str,
-    token: &str,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<bytes::Bytes>>();
-    let req = hyper::Request::builder()
-        .method(method)
-        .uri(format!("{base}{path}"))
-        .header("authorization", format!("Bearer {token}"))
-        .body(Full::new(
-            body.map(|b| b.to_string()).unwrap_or_default().into(),
-        ))
-        .unwrap();
-    let res = client.request(req).await.unwrap();
-    let status = res.status().as_u16();
-    let bytes = res.into_body().collect().await.unwrap().to_bytes();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhooks_are_signed_retried_after_what_they_ask_and_dead_lettered_on_4xx() {
     let receiver = Receiver::default();
@@ -134,42 +100,12 @@ handler = "http://{hook}/bad"
     )
     .unwrap();
     let data = dir.path().join("data");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_postbox"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--catalog"])
-        .arg(&catalog)
-        .arg("--data")
-        .arg(&data)
-        .env("POSTBOX_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let _server = Server(child);
-    let base = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
-    let admin = std::fs::read_to_string(data.join("admin-token"))
-        .unwrap()
-        .trim()
-        .to_owned();
-    let (status, t) = call(
-        &base,
-        &admin,
-        "POST",
-        "/v1/tokens",
-        Some(json!({"tenant": "acme"})),
-    )
-    .await;
-    assert_eq!(status, 201);
-    let tenant = t["token"].as_str().unwrap().to_owned();
+    let server = Server::start(&["serve", "--catalog", catalog.to_str().unwrap()], &data);
+    let (base, admin) = (server.base.clone(), server.admin.clone());
+    let tenant = server.tenant_token("acme").await;
     let (status, emitted) = call(
         &base,
-        &tenant,
+        Some(&tenant),
         "POST",
         "/v1/events",
         Some(json!({"type": "ORDER_PLACED", "payload": {"order_id": "7"}})),
@@ -180,7 +116,7 @@ handler = "http://{hook}/bad"
 
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (_, dl) = call(&base, &admin, "GET", "/v1/dead-letters", None).await;
+        let (_, dl) = call(&base, Some(&admin), "GET", "/v1/dead-letters", None).await;
         let done = receiver.flaky.lock().unwrap().len() >= 2
             && dl["dead_letters"].as_array().is_some_and(|a| !a.is_empty());
         if done {
@@ -254,6 +190,15 @@ handler = "http://{hook}/bad"
     );
 }
 
+/// A child process killed when dropped.
+struct Kill(std::process::Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_separate_worker_process_delivers_webhooks_over_the_wire() {
     let calls: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -285,32 +230,17 @@ async fn a_separate_worker_process_delivers_webhooks_over_the_wire() {
     .unwrap();
     let data = dir.path().join("data");
     // The server runs no worker of its own.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_postbox"))
-        .args([
+    let server = Server::start(
+        &[
             "serve",
-            "--listen",
-            "127.0.0.1:0",
             "--workers",
             "0",
             "--catalog",
-        ])
-        .arg(&catalog)
-        .arg("--data")
-        .arg(&data)
-        .env("POSTBOX_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let _server = Server(child);
-    let base = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap()
-        .to_owned();
+            catalog.to_str().unwrap(),
+        ],
+        &data,
+    );
+    let base = server.base.clone();
     let secret = std::fs::read_to_string(data.join("webhook-secret")).unwrap();
     let worker = Command::new(env!("CARGO_BIN_EXE_postbox"))
         .args(["worker", "--endpoint", &base, "--tasks", "2", "--catalog"])
@@ -320,25 +250,13 @@ async fn a_separate_worker_process_delivers_webhooks_over_the_wire() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let _worker = Server(worker);
-    let admin = std::fs::read_to_string(data.join("admin-token"))
-        .unwrap()
-        .trim()
-        .to_owned();
-    let (_, t) = call(
-        &base,
-        &admin,
-        "POST",
-        "/v1/tokens",
-        Some(json!({"tenant": "acme"})),
-    )
-    .await;
-    let tenant = t["token"].as_str().unwrap().to_owned();
+    let _worker = Kill(worker);
+    let tenant = server.tenant_token("acme").await;
     let mut ids = Vec::new();
     for _ in 0..3 {
         let (status, e) = call(
             &base,
-            &tenant,
+            Some(&tenant),
             "POST",
             "/v1/events",
             Some(json!({"type": "PING", "payload": {}})),

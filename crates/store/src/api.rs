@@ -81,6 +81,27 @@ pub struct CreateTableInput {
     pub stream_specification: Option<StreamSpecification>,
 }
 
+impl CreateTableInput {
+    /// An on-demand table keyed by one string partition key `key`, without
+    /// a stream: the shape of most of Postbox's own tables.
+    pub fn keyed_by(table: impl Into<String>, key: impl Into<String>) -> CreateTableInput {
+        let key = key.into();
+        CreateTableInput {
+            table_name: table.into(),
+            key_schema: vec![KeySchemaElement {
+                attribute_name: key.clone(),
+                key_type: KeyType::Hash,
+            }],
+            attribute_definitions: vec![AttributeDefinition {
+                attribute_name: key,
+                attribute_type: ScalarType::S,
+            }],
+            billing_mode: Some("PAY_PER_REQUEST".into()),
+            ..Default::default()
+        }
+    }
+}
+
 /// A table as DescribeTable reports it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]

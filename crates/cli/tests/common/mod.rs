@@ -1,0 +1,147 @@
+//! What the end-to-end tests of the binary share: a `postbox serve` child
+//! process on a free port, and JSON calls to its HTTP API.
+
+#![allow(dead_code)] // each test binary uses a part
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+
+/// A running `postbox serve`, killed when dropped.
+pub struct Server {
+    child: Option<Child>,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    /// Its data directory.
+    pub data: PathBuf,
+    /// The admin token it wrote on first start.
+    pub admin: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// Starts `postbox <args> --listen 127.0.0.1:0 --data <data>` (args
+    /// usually begin with `serve`) and waits for its address.
+    pub fn start(args: &[&str], data: &Path) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_postbox"))
+            .args(args)
+            .args(["--listen", "127.0.0.1:0", "--data"])
+            .arg(data)
+            .env("POSTBOX_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Drained in the background so a chatty server never blocks on a full pipe.
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut pipe = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no address in {line:?}: {}", stderr.lock().unwrap()))
+            .to_owned();
+        let admin = std::fs::read_to_string(data.join("admin-token"))
+            .unwrap()
+            .trim()
+            .to_owned();
+        Server {
+            child: Some(child),
+            base,
+            data: data.to_owned(),
+            admin,
+            stderr,
+        }
+    }
+
+    /// A new tenant token, made with the admin token.
+    pub async fn tenant_token(&self, tenant: &str) -> String {
+        let (status, t) = call(
+            &self.base,
+            Some(&self.admin),
+            "POST",
+            "/v1/tokens",
+            Some(json!({"tenant": tenant})),
+        )
+        .await;
+        assert_eq!(status, 201, "{t}");
+        t["token"].as_str().unwrap().to_owned()
+    }
+
+    /// Sends SIGTERM and waits: the exit status and everything it logged.
+    pub fn terminate(mut self) -> (ExitStatus, String) {
+        let child = self.child.as_mut().unwrap();
+        let sent = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = child.wait().unwrap();
+        self.child = None;
+        (status, self.stderr.lock().unwrap().clone())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Calls `base + path`; the answer as JSON, or as a JSON string when it is not JSON.
+pub async fn call(
+    base: &str,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<bytes::Bytes>>();
+    let mut req = hyper::Request::builder()
+        .method(method)
+        .uri(format!("{base}{path}"));
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let res = client
+        .request(
+            req.body(Full::new(
+                body.map(|b| b.to_string()).unwrap_or_default().into(),
+            ))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
