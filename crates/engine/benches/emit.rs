@@ -22,7 +22,7 @@ use postbox_engine::{Context, EmitError, Engine, EngineOptions, VerifyOptions, W
 use postbox_item::{AttributeValue, Item};
 use postbox_store::ItemStore;
 use postbox_store::api::*;
-use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore};
+use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore, WriterStats};
 use serde_json::json;
 
 const CATALOG: &str = r#"
@@ -48,6 +48,25 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
         return Duration::ZERO;
     }
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// What the store's writer did during a scenario: commits, operations
+/// (transactions) per commit, and where its time went.
+fn writer_line(before: WriterStats, after: WriterStats, elapsed: Duration) {
+    let commits = (after.commits - before.commits).max(1);
+    let ops = after.operations - before.operations;
+    let wall = elapsed.as_micros().max(1) as f64;
+    let run = (after.run_us - before.run_us) as f64;
+    let commit = (after.commit_us - before.commit_us) as f64;
+    println!(
+        "{:<44} writer: {:.0} commits/s, {:.1} tx per commit, {:.0} us running + {:.0} us committing per commit, idle {:.0}%",
+        "",
+        commits as f64 / elapsed.as_secs_f64(),
+        ops as f64 / commits as f64,
+        run / commits as f64,
+        commit / commits as f64,
+        100.0 * (1.0 - (run + commit) / wall).max(0.0)
+    );
 }
 
 fn report(name: &str, mut o: Outcome) -> f64 {
@@ -335,14 +354,23 @@ fn main() {
         if std::env::var("POSTBOX_BENCH_ONLY").as_deref() == Ok("one") {
             let store = open(dir.path(), "one.redb").await;
             let engine = Engine::builder(store.clone(), catalog.clone()).options(group).build().await.unwrap();
-            report("group commit, 1 tenant, 64 emitters", run(&engine, 64, 1, secs).await);
+            let before = store.writer_stats();
+            let o = run(&engine, 64, 1, secs).await;
+            let elapsed = o.elapsed;
+            report("group commit, 1 tenant, 64 emitters", o);
+            writer_line(before, store.writer_stats(), elapsed);
+            println!("{:.1} events per transaction", engine.stats().emitted as f64 / engine.stats().transactions.max(1) as f64);
             return;
         }
         // POSTBOX_BENCH_ONLY=many runs only the 100-tenant group-commit scenario (for profiling).
         if std::env::var("POSTBOX_BENCH_ONLY").as_deref() == Ok("many") {
             let store100 = open(dir.path(), "many.redb").await;
             let engine100 = Engine::builder(store100.clone(), catalog.clone()).options(group).build().await.unwrap();
-            report("group commit, 100 tenants, 200 emitters", run(&engine100, 200, 100, secs).await);
+            let before = store100.writer_stats();
+            let o = run(&engine100, 200, 100, secs).await;
+            let elapsed = o.elapsed;
+            report("group commit, 100 tenants, 200 emitters", o);
+            writer_line(before, store100.writer_stats(), elapsed);
             println!("{:.1} events per transaction", engine100.stats().emitted as f64 / engine100.stats().transactions.max(1) as f64);
             return;
         }
@@ -350,13 +378,23 @@ fn main() {
 
         let store = open(dir.path(), "one.redb").await;
         let engine = Engine::builder(store.clone(), catalog.clone()).options(group.clone()).build().await.unwrap();
-        let one = report("group commit, 1 tenant, 64 emitters", run(&engine, 64, 1, secs).await);
+        let before = store.writer_stats();
+        let o = run(&engine, 64, 1, secs).await;
+        let elapsed = o.elapsed;
+        let one = report("group commit, 1 tenant, 64 emitters", o);
         let tx = engine.stats().transactions;
         println!("{:<44} {:>10.1} events per transaction", "", engine.stats().emitted as f64 / tx.max(1) as f64);
+        writer_line(before, store.writer_stats(), elapsed);
 
         let store100 = open(dir.path(), "many.redb").await;
         let engine100 = Engine::builder(store100.clone(), catalog.clone()).options(group).build().await.unwrap();
-        let many = report("group commit, 100 tenants, 200 emitters", run(&engine100, 200, 100, secs).await);
+        let before = store100.writer_stats();
+        let o = run(&engine100, 200, 100, secs).await;
+        let elapsed = o.elapsed;
+        let many = report("group commit, 100 tenants, 200 emitters", o);
+        let tx = engine100.stats().transactions;
+        println!("{:<44} {:>10.1} events per transaction", "", engine100.stats().emitted as f64 / tx.max(1) as f64);
+        writer_line(before, store100.writer_stats(), elapsed);
 
         let store_n = open(dir.path(), "naive1.redb").await;
         let naive1 = Engine::builder(store_n, catalog.clone()).options(naive.clone()).build().await.unwrap();
