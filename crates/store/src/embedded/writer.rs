@@ -279,7 +279,10 @@ fn commit_batch(db: &Database, shared: &Shared, batch: Vec<Box<dyn Job>>) -> Res
     if let Err(e) = txn.commit() {
         return Err(fail_replies(replies, storage_err(e)));
     }
-    let (run_us, commit_us) = ((t1 - t0).as_micros() as u64, t1.elapsed().as_micros() as u64);
+    let (run_us, commit_us) = (
+        (t1 - t0).as_micros() as u64,
+        t1.elapsed().as_micros() as u64,
+    );
     tracing::trace!(operations = n, run_us, commit_us, "group commit");
     let stats = &shared.stats;
     let relaxed = std::sync::atomic::Ordering::Relaxed;
