@@ -16,7 +16,9 @@
 //!
 //! Reads run on the calling task in a redb read transaction (a snapshot of
 //! the last commit; readers never wait for the writer). Writes are compiled
-//! on the calling task (expressions parsed, keys and sizes validated) and
+//! on the calling task (expressions parsed, keys and sizes validated, a
+//! put's item encoded: the writer thread is the store's one serial
+//! resource, so whatever can be done before it is) and
 //! queued to ONE writer thread, which commits whatever is queued in one
 //! transaction with one fsync (group commit) and answers each caller only
 //! after that commit.
