@@ -112,6 +112,26 @@ pub fn event_item(f: &EnvelopeFields<'_>, hash_hex: String) -> Item {
     ])
 }
 
+/// `item_size` of the row [`event_item`] builds, computed from the fields
+/// without building it: emit checks every event against the item limit
+/// before it has a seq or a hash, and building a 1 KB row only to measure it
+/// cost as much as building the real one.
+pub fn event_item_size(f: &EnvelopeFields<'_>) -> usize {
+    let s = |name: &str, len: usize| name.len() + len;
+    s(PK, "TENANT#".len() + f.tenant.len() + "#EVENT".len())
+        + s(SK, seq_sk(f.seq).len())
+        + s("id", f.id.len())
+        + s("type", f.event_type.len())
+        + s("tenant", f.tenant.len())
+        + s("seq", AttributeValue::n(f.seq as i64).size())
+        + s("correlation_id", f.correlation_id.len())
+        + s("causation_id", f.causation_id.map_or(1, str::len))
+        + s("actor", f.actor.len())
+        + s("occurred_at", f.occurred_at.len())
+        + s("payload", f.payload.len())
+        + s("hash", 64)
+}
+
 /// Why a stored event row cannot be read back as an envelope.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MalformedRow(pub String);
@@ -183,4 +203,33 @@ pub fn envelope_of(item: &Item) -> Result<(crate::envelope::Envelope, String), M
         },
         hash.to_owned(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use postbox_item::item_size;
+
+    #[test]
+    fn event_item_size_is_the_size_of_the_built_row() {
+        for (seq, causation) in [
+            (1, None),
+            (u64::MAX / 2, Some("01JDQ4Z8Y3")),
+            (42, Some("")),
+        ] {
+            let f = EnvelopeFields {
+                actor: "user:é",
+                causation_id: causation,
+                correlation_id: "corr",
+                id: "01JDQ4Z8Y3V5X7W9T1R3P5N7M9",
+                occurred_at: "2026-11-29T19:20:08.123Z",
+                payload: r#"{"a":"x"}"#,
+                seq,
+                tenant: "t-1",
+                event_type: "ORDER_PLACED",
+            };
+            let row = event_item(&f, "0".repeat(64));
+            assert_eq!(event_item_size(&f), item_size(&row), "seq {seq}");
+        }
+    }
 }

@@ -32,7 +32,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use postbox_item::{MAX_ITEM_SIZE, item_size};
+use postbox_item::MAX_ITEM_SIZE;
 use postbox_store::api::GetItemInput;
 use postbox_store::{ItemStore, StoreError};
 use serde_json::Value;
@@ -497,21 +497,17 @@ impl<S: ItemStore> Engine<S> {
             return Err(EmitError::TooManyWrites { actions });
         }
         let payload_text = crate::canonical::to_canonical_string(&env.payload);
-        let probe = layout::event_item(
-            &chain::EnvelopeFields {
-                actor: &env.actor,
-                causation_id: env.causation_id.as_deref(),
-                correlation_id: &env.correlation_id,
-                id: &env.id,
-                occurred_at: &env.occurred_at,
-                payload: &payload_text,
-                seq: u64::MAX / 2,
-                tenant: &env.tenant,
-                event_type: &env.event_type,
-            },
-            "0".repeat(64),
-        );
-        let event_bytes = item_size(&probe);
+        let event_bytes = layout::event_item_size(&chain::EnvelopeFields {
+            actor: &env.actor,
+            causation_id: env.causation_id.as_deref(),
+            correlation_id: &env.correlation_id,
+            id: &env.id,
+            occurred_at: &env.occurred_at,
+            payload: &payload_text,
+            seq: u64::MAX / 2,
+            tenant: &env.tenant,
+            event_type: &env.event_type,
+        });
         if event_bytes > MAX_ITEM_SIZE {
             return Err(EmitError::EventTooLarge { bytes: event_bytes });
         }

@@ -42,6 +42,8 @@ struct Change {
     key: Vec<u8>,
     old: Option<Item>,
     new: Option<Item>,
+    /// `new` encoded, when the caller already did it.
+    new_bytes: Option<Vec<u8>>,
     ttl_removal: bool,
 }
 
@@ -267,20 +269,36 @@ impl<'t> WriteContext<'t> {
         current: Current,
         new: Option<Item>,
     ) {
+        self.stage_encoded(meta, key, current, new, None);
+    }
+
+    /// [`WriteContext::stage`] with `new` already encoded (`new_bytes` must
+    /// be `encode_item` of it).
+    pub(crate) fn stage_encoded(
+        &mut self,
+        meta: &Arc<TableMeta>,
+        key: Vec<u8>,
+        current: Current,
+        new: Option<Item>,
+        new_bytes: Option<Vec<u8>>,
+    ) {
         if let (Some(stored), None) = (&current.stored, &current.live) {
             self.staged.push(Change {
                 meta: meta.clone(),
                 key: key.clone(),
                 old: Some(stored.clone()),
                 new: None,
+                new_bytes: None,
                 ttl_removal: true,
             });
         }
+        let new_bytes = new_bytes.filter(|_| new.is_some());
         self.staged.push(Change {
             meta: meta.clone(),
             key,
             old: current.live,
             new,
+            new_bytes,
             ttl_removal: false,
         });
     }
@@ -295,6 +313,7 @@ impl<'t> WriteContext<'t> {
                 key,
                 old: Some(stored),
                 new: None,
+                new_bytes: None,
                 ttl_removal: true,
             });
         }
@@ -489,6 +508,7 @@ impl<'t> WriteContext<'t> {
             key,
             old,
             new,
+            new_bytes,
             ttl_removal,
         } = change;
         if old == new {
@@ -496,7 +516,9 @@ impl<'t> WriteContext<'t> {
             return Ok(());
         }
         self.touched.set(true);
-        let new_bytes = new.as_ref().map(encode_item);
+        let new_bytes = new
+            .as_ref()
+            .map(|item| new_bytes.unwrap_or_else(|| encode_item(item)));
         match &new_bytes {
             Some(bytes) => {
                 self.tables

@@ -16,7 +16,9 @@
 //!
 //! Reads run on the calling task in a redb read transaction (a snapshot of
 //! the last commit; readers never wait for the writer). Writes are compiled
-//! on the calling task (expressions parsed, keys and sizes validated) and
+//! on the calling task (expressions parsed, keys and sizes validated, a
+//! put's item encoded: the writer thread is the store's one serial
+//! resource, so whatever can be done before it is) and
 //! queued to ONE writer thread, which commits whatever is queued in one
 //! transaction with one fsync (group commit) and answers each caller only
 //! after that commit.
@@ -148,6 +150,8 @@ pub(crate) struct Shared {
 pub(crate) struct WriterCounters {
     pub(crate) commits: std::sync::atomic::AtomicU64,
     pub(crate) operations: std::sync::atomic::AtomicU64,
+    pub(crate) run_us: std::sync::atomic::AtomicU64,
+    pub(crate) commit_us: std::sync::atomic::AtomicU64,
 }
 
 /// What the writer has done since the store was opened.
@@ -157,6 +161,13 @@ pub struct WriterStats {
     pub commits: u64,
     /// Operations (requests and submitted closures) in those commits.
     pub operations: u64,
+    /// Microseconds the writer spent running operations (reading, checking
+    /// conditions, encoding, inserting into the B-trees) of those commits.
+    pub run_us: u64,
+    /// Microseconds the writer spent in redb's commit of them: writing the
+    /// dirty pages and the fsync. What is left of the wall time, the writer
+    /// was waiting for work.
+    pub commit_us: u64,
 }
 
 impl Shared {
@@ -293,6 +304,8 @@ impl EmbeddedStore {
         WriterStats {
             commits: stats.commits.load(Relaxed),
             operations: stats.operations.load(Relaxed),
+            run_us: stats.run_us.load(Relaxed),
+            commit_us: stats.commit_us.load(Relaxed),
         }
     }
 

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use postbox_expr::{Condition, Update, parse_condition, parse_update, project};
-use postbox_item::{Item, item_size};
+use postbox_item::{Item, encode_item, item_size};
 
 use crate::StoreError;
 use crate::api::*;
@@ -22,7 +22,11 @@ use super::{keys, validate};
 
 /// What one action does to its item.
 enum Effect {
-    Put(Item),
+    /// The item, and its stored form: encoded when the request is compiled,
+    /// on the caller's thread, so the writer thread (the store's one
+    /// serial resource) only copies the bytes into the B-tree and the
+    /// stream record.
+    Put(Item, Vec<u8>),
     Update(Option<Update>),
     Delete,
     Check,
@@ -59,6 +63,8 @@ struct Checked {
     current: Current,
     /// `None` for a ConditionCheck.
     new: Option<Option<Item>>,
+    /// The stored form of a put's item, encoded when it was compiled.
+    new_bytes: Option<Vec<u8>>,
 }
 
 impl Action {
@@ -80,8 +86,12 @@ impl Action {
             };
             return Ok(Err(Refusal::Condition(item)));
         }
+        let mut new_bytes = None;
         let new = match &mut self.effect {
-            Effect::Put(item) => Some(Some(std::mem::take(item))),
+            Effect::Put(item, bytes) => {
+                new_bytes = Some(std::mem::take(bytes));
+                Some(Some(std::mem::take(item)))
+            }
             Effect::Delete => Some(None),
             Effect::Check => None,
             Effect::Update(update) => {
@@ -96,6 +106,7 @@ impl Action {
             key_bytes: self.key_bytes.clone(),
             current,
             new,
+            new_bytes,
         }))
     }
 }
@@ -103,7 +114,13 @@ impl Action {
 impl Checked {
     fn stage(self, ctx: &mut WriteContext<'_>) {
         if let Some(new) = self.new {
-            ctx.stage(&self.meta, self.key_bytes, self.current, new);
+            ctx.stage_encoded(
+                &self.meta,
+                self.key_bytes,
+                self.current,
+                new,
+                self.new_bytes,
+            );
         }
     }
 }
@@ -154,12 +171,13 @@ fn compile_put(catalog: &Catalog, p: PutParts<'_>) -> Result<Action, StoreError>
         return Err(validate::item_too_large());
     }
     validate::item_shape(&p.item)?;
+    let encoded = encode_item(&p.item);
     Ok(Action {
         key: keys::key_of(&meta, &p.item),
         meta,
         key_bytes,
         condition,
-        effect: Effect::Put(p.item),
+        effect: Effect::Put(p.item, encoded),
         all_old_on_failure: p.all_old_on_failure,
         rejected: None,
     })
@@ -589,50 +607,48 @@ impl TransactWrite {
     /// rejected actions cancel it with one reason per action.
     pub(crate) fn run(mut self, ctx: &mut WriteContext<'_>) -> Result<(), StoreError> {
         let mut checked = Vec::with_capacity(self.actions.len());
-        let mut reasons = Vec::with_capacity(self.actions.len());
-        let mut cancelled = false;
+        // Reasons are built only when the request is cancelled: a request
+        // that commits (the common case) allocates none.
+        let mut refused: Vec<(usize, CancellationReason)> = Vec::new();
         let mut invalid = None;
-        for action in &mut self.actions {
-            let reason = match action.check(ctx)? {
-                Ok(c) => {
-                    checked.push(c);
-                    CancellationReason {
-                        code: "None".to_owned(),
-                        message: None,
-                        item: None,
-                    }
-                }
-                Err(Refusal::Condition(item)) => {
-                    cancelled = true;
+        for (i, action) in self.actions.iter_mut().enumerate() {
+            match action.check(ctx)? {
+                Ok(c) => checked.push(c),
+                Err(Refusal::Condition(item)) => refused.push((
+                    i,
                     CancellationReason {
                         code: "ConditionalCheckFailed".to_owned(),
                         message: Some("The conditional request failed".to_owned()),
                         item,
-                    }
-                }
-                Err(Refusal::Rejected(message)) => {
-                    cancelled = true;
+                    },
+                )),
+                Err(Refusal::Rejected(message)) => refused.push((
+                    i,
                     CancellationReason {
                         code: "ValidationError".to_owned(),
                         message: Some(message),
                         item: None,
-                    }
-                }
+                    },
+                )),
                 Err(Refusal::Invalid(message)) => {
                     invalid.get_or_insert(message);
-                    CancellationReason {
-                        code: "None".to_owned(),
-                        message: None,
-                        item: None,
-                    }
                 }
-            };
-            reasons.push(reason);
+            }
         }
         if let Some(message) = invalid {
             return Err(StoreError::Validation(message));
         }
-        if cancelled {
+        if !refused.is_empty() {
+            let mut reasons: Vec<CancellationReason> = (0..self.actions.len())
+                .map(|_| CancellationReason {
+                    code: "None".to_owned(),
+                    message: None,
+                    item: None,
+                })
+                .collect();
+            for (i, reason) in refused {
+                reasons[i] = reason;
+            }
             return Err(StoreError::TransactionCanceled { reasons });
         }
         checked.into_iter().for_each(|c| c.stage(ctx));

@@ -279,20 +279,17 @@ fn commit_batch(db: &Database, shared: &Shared, batch: Vec<Box<dyn Job>>) -> Res
     if let Err(e) = txn.commit() {
         return Err(fail_replies(replies, storage_err(e)));
     }
-    tracing::trace!(
-        operations = n,
-        run_us = (t1 - t0).as_micros() as u64,
-        commit_us = t1.elapsed().as_micros() as u64,
-        "group commit"
+    let (run_us, commit_us) = (
+        (t1 - t0).as_micros() as u64,
+        t1.elapsed().as_micros() as u64,
     );
-    shared
-        .stats
-        .commits
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    shared
-        .stats
-        .operations
-        .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+    tracing::trace!(operations = n, run_us, commit_us, "group commit");
+    let stats = &shared.stats;
+    let relaxed = std::sync::atomic::Ordering::Relaxed;
+    stats.commits.fetch_add(1, relaxed);
+    stats.operations.fetch_add(n as u64, relaxed);
+    stats.run_us.fetch_add(run_us, relaxed);
+    stats.commit_us.fetch_add(commit_us, relaxed);
     for change in finished.catalog {
         shared.catalog.apply(change);
     }
