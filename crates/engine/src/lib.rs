@@ -57,7 +57,10 @@ pub mod verify;
 pub mod writes;
 
 pub use catalog::{Catalog, Lane};
-pub use emit::{EmitError, Emitted, Engine, EngineBuilder, EngineOptions, StartError};
+pub use emit::{
+    AFTER_COMMIT_BEFORE_RETURN, EmitError, Emitted, Engine, EngineBuilder, EngineOptions,
+    StartError,
+};
 pub use envelope::{Context, Envelope};
 pub use lanes::{HandlerError, Stats};
 pub use verify::{Problem, Progress, TenantReport, VerifyError, VerifyOptions};

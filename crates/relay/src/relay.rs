@@ -57,6 +57,9 @@ use crate::config::{PipeSpec, PipeTarget, RelayConfig, Rule, RuleTarget, StartPo
 use crate::lease::{self, Decision};
 use crate::plan::{DeadReason, Delivery, Outcome, QueueMessage, RecordView, dead_letter, plan};
 
+/// Fault point inside a delivery commit, after the messages are enqueued
+/// and before the checkpoint moves (see `postbox_store::faults`).
+pub const AFTER_ENQUEUE_BEFORE_CHECKPOINT: &str = "relay::after_enqueue_before_checkpoint";
 /// Called after each delivery commit with the pipe's name and its new
 /// checkpoint.
 pub type CommitHook = Arc<dyn Fn(&str, u64) + Send + Sync>;
@@ -900,6 +903,14 @@ impl Runner {
                 if let Err(e) = queues.send_in(ctx, &dlq, messages)? {
                     tracing::error!(pipe = %pipe, error = %e, "dead letters could not be enqueued");
                 }
+            }
+            // Killed here, the process leaves this commit unwritten: the
+            // messages above are not enqueued and the checkpoint has not
+            // moved, so a restarted relay sends them once.
+            if postbox_store::faults::hit(AFTER_ENQUEUE_BEFORE_CHECKPOINT) {
+                return Err(StoreError::validation(format!(
+                    "fault point {AFTER_ENQUEUE_BEFORE_CHECKPOINT}: the delivery commit is abandoned"
+                )));
             }
             ctx.set_checkpoint(&table, &reader, to)?;
             Ok(Committed::Done {

@@ -49,6 +49,7 @@ fn crash_child() {
     let Ok(path) = std::env::var(CHILD_ENV) else {
         return;
     };
+    postbox_store::faults::arm_from_env();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async move {
         let store = EmbeddedStore::open(&path, EmbeddedOptions::default()).unwrap();
@@ -132,6 +133,71 @@ async fn sigkill_loses_nothing_and_duplicates_nothing() {
     caught_up(&relay).await;
     let head = store.stream_head("items").await.unwrap();
     assert!(head > 900, "the children wrote records too: head {head}");
+    let bodies = drain(&queues, "copies").await;
+    let unique: BTreeSet<u64> = bodies.iter().map(|b| b.parse().unwrap()).collect();
+    assert_eq!(bodies.len(), unique.len(), "no record was enqueued twice");
+    assert_eq!(
+        unique,
+        (1..=head).collect::<BTreeSet<_>>(),
+        "no record was lost"
+    );
+    relay.shutdown().await;
+}
+
+/// The fault point inside the delivery commit, after the enqueue and before
+/// the checkpoint: the killed relay leaves neither, and the next one sends
+/// every record once.
+#[tokio::test]
+async fn killed_between_enqueue_and_checkpoint_nothing_is_sent_twice() {
+    if std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("postbox.redb");
+    {
+        let store = EmbeddedStore::open(&path, EmbeddedOptions::default()).unwrap();
+        create_table(&store, "items").await;
+        for n in 0..100 {
+            put(&store, "items", json!({"pk": {"S": format!("p{n}")}})).await;
+        }
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, &path)
+        .env(
+            "POSTBOX_FAULTS",
+            format!(
+                "{}=kill",
+                postbox_relay::relay::AFTER_ENQUEUE_BEFORE_CHECKPOINT
+            ),
+        )
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the child died at the fault point");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("CKPT"),
+        "no delivery commit completed"
+    );
+
+    let store = EmbeddedStore::open(&path, EmbeddedOptions::default()).unwrap();
+    let queues = Queues::open(store.clone(), QueuesOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        drain(&queues, "copies").await.is_empty(),
+        "the abandoned commit enqueued nothing"
+    );
+    let relay = Relay::start(
+        store.clone(),
+        queues.clone(),
+        RelayConfig::from_toml(PIPE).unwrap(),
+        relay_options("after-fault", None),
+    )
+    .await
+    .unwrap();
+    caught_up(&relay).await;
+    let head = store.stream_head("items").await.unwrap();
     let bodies = drain(&queues, "copies").await;
     let unique: BTreeSet<u64> = bodies.iter().map(|b| b.parse().unwrap()).collect();
     assert_eq!(bodies.len(), unique.len(), "no record was enqueued twice");

@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod embedded;
+pub mod faults;
 mod error;
 
 use std::future::Future;

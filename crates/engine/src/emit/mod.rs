@@ -56,6 +56,10 @@ pub const MAX_ACTIONS: usize = 100;
 /// DynamoDB's limit on the size of one TransactWriteItems.
 pub const MAX_TRANSACTION_BYTES: usize = 4 * 1024 * 1024;
 
+/// Fault point after an emit committed, before it returns (see
+/// `postbox_store::faults`).
+pub const AFTER_COMMIT_BEFORE_RETURN: &str = "emit::after_commit_before_return";
+
 /// How an engine runs.
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
@@ -421,6 +425,14 @@ impl<S: ItemStore> Engine<S> {
             tracing::warn!(event = %env.id, event_type = %env.event_type, tenant = %env.tenant, seq, "event delivered to nobody: it matches no subscription on any lane");
         }
         inner.local.dispatch(&route, &env, &inner.counters);
+        // Killed here, the event and the caller's writes are committed but
+        // the caller never hears so; stopped here, it hears an error, as
+        // when an answer is lost on the way back.
+        if postbox_store::faults::hit(AFTER_COMMIT_BEFORE_RETURN) {
+            return Err(EmitError::Store(StoreError::Unavailable(format!(
+                "fault point {AFTER_COMMIT_BEFORE_RETURN}: the answer was lost after the commit"
+            ))));
+        }
         Ok(Emitted {
             envelope: env,
             hash: chain::to_hex(&hash),

@@ -1,0 +1,93 @@
+//! Named fault-injection points (TiKV-style fail points), compiled only
+//! with the `faults` feature or in unit tests; without it [`hit`] is a
+//! constant `false` the compiler removes.
+//!
+//! A test (or a child process it starts, through `POSTBOX_FAULTS`) arms a
+//! point by name; when the code reaches it, the point takes its action. The
+//! points are named where they are: `worker::*` in the worker,
+//! `relay::after_enqueue_before_checkpoint` in the relay,
+//! `emit::after_commit_before_return` in the engine.
+
+/// What an armed point does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Kill this process at once with SIGKILL: no destructors, no flush.
+    Kill,
+    /// Make the step fail as if the process had stopped there: the worker
+    /// abandons the message (no further writes, no delete).
+    Stop,
+}
+
+#[cfg(any(test, feature = "faults"))]
+mod imp {
+    use super::Action;
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    static ARMED: Mutex<Option<HashMap<String, Action>>> = Mutex::new(None);
+
+    /// Arms point `name` with `action` (process-wide).
+    pub fn arm(name: &str, action: Action) {
+        ARMED
+            .lock()
+            .unwrap()
+            .get_or_insert_with(HashMap::new)
+            .insert(name.to_owned(), action);
+    }
+
+    /// Disarms every point.
+    pub fn clear() {
+        *ARMED.lock().unwrap() = None;
+    }
+
+    /// Arms points from `POSTBOX_FAULTS` (`name=kill,name=stop`), for child
+    /// processes of crash tests.
+    pub fn arm_from_env() {
+        let Ok(spec) = std::env::var("POSTBOX_FAULTS") else {
+            return;
+        };
+        for part in spec.split(',').filter(|p| !p.is_empty()) {
+            let (name, action) = part.split_once('=').unwrap_or((part, "kill"));
+            let action = if action == "stop" {
+                Action::Stop
+            } else {
+                Action::Kill
+            };
+            arm(name, action);
+        }
+    }
+
+    /// The action armed at `name`, taken here: Kill never returns; Stop
+    /// returns `true` (the caller abandons the step).
+    pub fn hit(name: &str) -> bool {
+        let action = ARMED
+            .lock()
+            .unwrap()
+            .as_ref()
+            .and_then(|m| m.get(name).copied());
+        match action {
+            None => false,
+            Some(Action::Stop) => true,
+            Some(Action::Kill) => {
+                tracing::warn!(point = name, "fault point: killing the process");
+                let pid = std::process::id().to_string();
+                // SIGKILL ourselves: exactly what an OOM killer or `kill -9` does.
+                let _ = std::process::Command::new("kill")
+                    .args(["-9", &pid])
+                    .status();
+                std::process::abort();
+            }
+        }
+    }
+}
+
+#[cfg(not(any(test, feature = "faults")))]
+mod imp {
+    /// Without the `faults` feature no point is ever armed.
+    #[inline(always)]
+    pub fn hit(_name: &str) -> bool {
+        false
+    }
+}
+
+pub use imp::*;
