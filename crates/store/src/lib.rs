@@ -7,8 +7,8 @@
 
 pub mod api;
 pub mod embedded;
-pub mod faults;
 mod error;
+pub mod faults;
 
 use std::future::Future;
 use std::time::Duration;
