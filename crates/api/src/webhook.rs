@@ -1,5 +1,8 @@
 //! Webhook subscriptions: a DURABLE subscription whose handler is an
-//! `http://` URL gets each event POSTed to it.
+//! `https://` (or `http://`) URL gets each event POSTed to it. TLS is
+//! rustls with the Mozilla root certificates, plus any private CA given in
+//! [`WebhookOptions::extra_roots`] (`postbox serve` reads them from the PEM
+//! file named by `POSTBOX_WEBHOOK_CA`).
 //!
 //! The request body is the event envelope as JSON. Headers:
 //! - `Idempotency-Key: <event_id>:<subscription>` — the same on every retry,
@@ -88,25 +91,83 @@ pub struct WebhookError {
     reason: String,
 }
 
-/// A handler POSTing each delivery to `url`, signed with `secret`, waiting
-/// at most `timeout` for the answer.
-pub fn webhook(url: &str, secret: Vec<u8>, timeout: Duration) -> Result<Handler, WebhookError> {
-    let err = |reason: &str| WebhookError {
+/// How webhook deliveries are made.
+#[derive(Clone, Debug)]
+pub struct WebhookOptions {
+    /// Longest wait to connect, and then for the answer.
+    pub timeout: Duration,
+    /// Certificates of private CAs trusted besides the Mozilla roots.
+    pub extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
+}
+
+impl Default for WebhookOptions {
+    fn default() -> Self {
+        WebhookOptions {
+            timeout: Duration::from_secs(10),
+            extra_roots: Vec::new(),
+        }
+    }
+}
+
+/// Reads the certificates of a PEM file, for [`WebhookOptions::extra_roots`].
+pub fn read_roots(
+    path: &std::path::Path,
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, String> {
+    use rustls::pki_types::pem::PemObject;
+    let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_file_iter(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{} is not PEM certificates: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{} holds no certificate", path.display()));
+    }
+    Ok(certs)
+}
+
+type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+
+/// A handler POSTing each delivery to `url`, signed with `secret`.
+pub fn webhook(
+    url: &str,
+    secret: Vec<u8>,
+    options: &WebhookOptions,
+) -> Result<Handler, WebhookError> {
+    let err = |reason: String| WebhookError {
         url: url.to_owned(),
-        reason: reason.to_owned(),
+        reason,
     };
-    if url.starts_with("https://") {
+    let uri: hyper::Uri = url.parse().map_err(|_| err("not a valid URL".into()))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
         return Err(err(
-            "https:// webhooks are not supported by this build; use http:// to a local TLS-terminating proxy",
+            "expected https://host[:port]/path or http://host[:port]/path".into(),
         ));
     }
-    let uri: hyper::Uri = url.parse().map_err(|_| err("not a valid URL"))?;
-    if uri.scheme_str() != Some("http") || uri.host().is_none() {
-        return Err(err("expected http://host[:port]/path"));
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    for cert in &options.extra_roots {
+        roots.add(cert.clone()).map_err(|e| {
+            err(format!(
+                "a certificate of the extra roots is not usable: {e}"
+            ))
+        })?;
     }
-    let mut connector = HttpConnector::new();
-    connector.set_connect_timeout(Some(timeout));
-    let client: Client<HttpConnector, Full<bytes::Bytes>> =
+    let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| err(format!("TLS setup: {e}")))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let timeout = options.timeout;
+    let mut http = HttpConnector::new();
+    http.set_connect_timeout(Some(timeout));
+    http.enforce_http(false);
+    let connector: Connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    let client: Client<Connector, Full<bytes::Bytes>> =
         Client::builder(TokioExecutor::new()).build(connector);
     let secret = std::sync::Arc::new(secret);
     Ok(postbox_worker::handler(move |d: Delivery| {
@@ -135,7 +196,12 @@ pub fn webhook(url: &str, secret: Vec<u8>, timeout: Duration) -> Result<Handler,
                         timeout.as_secs_f64()
                     )));
                 }
-                Ok(Err(e)) => return Err(HandlerError::retryable(format!("POST {uri}: {e}"))),
+                Ok(Err(e)) => {
+                    return Err(HandlerError::retryable(format!(
+                        "POST {uri}: {}",
+                        with_causes(&e)
+                    )));
+                }
                 Ok(Ok(res)) => res,
             };
             let status = res.status();
@@ -177,4 +243,20 @@ pub fn webhook(url: &str, secret: Vec<u8>, timeout: Duration) -> Result<Handler,
             }
         }
     }))
+}
+
+/// An error with its causes, `a: b: c`: the client's own message alone
+/// ("client error (Connect)") does not say that a certificate was refused.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let next = c.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        cause = c.source();
+    }
+    text
 }

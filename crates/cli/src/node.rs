@@ -174,7 +174,7 @@ impl Node {
                 continue;
             }
             let secret = webhook_secret(data)?;
-            let hook = postbox_api::webhook::webhook(&s.handler, secret, Duration::from_secs(10))
+            let hook = postbox_api::webhook::webhook(&s.handler, secret, &webhook_options()?)
                 .map_err(|e| format!("subscription {:?}: {e}", s.name))?;
             durable_handlers.insert(s.handler.clone(), hook);
         }
@@ -319,6 +319,17 @@ fn webhook_secret(data: &Path) -> Result<Vec<u8>, String> {
     let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     write_private(&path, &secret)?;
     Ok(secret.into_bytes())
+}
+
+/// Webhook delivery options: a 10 s timeout, and the private CA
+/// certificates of the PEM file named by `POSTBOX_WEBHOOK_CA`, if set.
+pub fn webhook_options() -> Result<postbox_api::webhook::WebhookOptions, String> {
+    let mut options = postbox_api::webhook::WebhookOptions::default();
+    if let Some(path) = std::env::var_os("POSTBOX_WEBHOOK_CA").filter(|p| !p.is_empty()) {
+        options.extra_roots = postbox_api::webhook::read_roots(Path::new(&path))
+            .map_err(|e| format!("POSTBOX_WEBHOOK_CA: {e}"))?;
+    }
+    Ok(options)
 }
 
 /// Writes `text` and a newline to a new file only its owner can read.

@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use postbox_client::{Endpoint, RemoteQueues, RemoteStore};
 use postbox_engine::{Catalog, Lane};
@@ -57,7 +56,7 @@ pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
         let hook = postbox_api::webhook::webhook(
             &s.handler,
             args.webhook_secret.clone().into_bytes(),
-            Duration::from_secs(10),
+            &crate::node::webhook_options().map_err(|e| Failure::new(EXIT_REFUSED, e))?,
         )
         .map_err(|e| Failure::new(EXIT_REFUSED, format!("subscription {:?}: {e}", s.name)))?;
         handlers.insert(s.handler.clone(), hook);
