@@ -14,6 +14,10 @@
 //! Targets (SPEC §12): >= 50,000 events/s one tenant, >= 80,000 across 100
 //! tenants, verify >= 1,000,000 events/s.
 
+// The allocator the `postbox` binary ships with.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -13,6 +13,10 @@
 //! Run with `cargo bench -p postbox-queue`; it takes about two minutes.
 //! `cargo bench -p postbox-queue -- wake` (or `-- throughput`) runs one part.
 
+// The allocator the `postbox` binary ships with.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -12,6 +12,10 @@
 //! `cargo bench -p postbox-relay --bench relay` (env `RELAY_BENCH_RECORDS`,
 //! `RELAY_BENCH_SECONDS` to change the sizes).
 
+// The allocator the `postbox` binary ships with.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

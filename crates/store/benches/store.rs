@@ -10,6 +10,10 @@
 //!
 //! Run with `cargo bench -p postbox-store`; it takes about half a minute.
 
+// The allocator the `postbox` binary ships with.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
