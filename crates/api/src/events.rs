@@ -401,8 +401,14 @@ pub(crate) struct LogQuery {
     limit: Option<usize>,
 }
 
-/// Events of `tenant` from seq `from`, at most `limit`.
-async fn page(api: &Api, tenant: &str, from: u64, limit: usize) -> Result<Vec<Value>, ApiError> {
+/// Events of `tenant` from seq `from`, at most `limit`, each as its seq
+/// and its JSON (`{"event": .., "hash": ..}`).
+async fn page(
+    api: &Api,
+    tenant: &str,
+    from: u64,
+    limit: usize,
+) -> Result<Vec<(u64, Value)>, ApiError> {
     let out = api
         .inner
         .store
@@ -428,9 +434,14 @@ async fn page(api: &Api, tenant: &str, from: u64, limit: usize) -> Result<Vec<Va
             let (envelope, hash) = layout::envelope_of(item).map_err(|e| {
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "malformed_event", e.0)
             })?;
-            Ok(json!({"event": envelope, "hash": hash}))
+            Ok((envelope.seq, json!({"event": envelope, "hash": hash})))
         })
         .collect()
+}
+
+/// The seq to read after `events`, which started at `from`.
+fn next_seq(events: &[(u64, Value)], from: u64) -> u64 {
+    events.last().map_or(from, |(seq, _)| seq + 1)
 }
 
 /// `GET /v1/events?from=1&limit=100`: the caller's log, oldest first.
@@ -450,11 +461,8 @@ pub(crate) async fn read(
         ));
     }
     let events = page(&api, tenant, from, limit).await?;
-    let next = events
-        .last()
-        .and_then(|e| e["event"]["seq"].as_u64())
-        .map(|s| s + 1)
-        .unwrap_or(from);
+    let next = next_seq(&events, from);
+    let events: Vec<Value> = events.into_iter().map(|(_, e)| e).collect();
     Ok(Json(json!({"events": events, "next": next})))
 }
 
@@ -481,13 +489,12 @@ pub(crate) async fn follow(
         api,
         tenant,
         from,
-        std::collections::VecDeque::<Value>::new(),
+        std::collections::VecDeque::<(u64, Value)>::new(),
     );
     let stream =
         futures_util::stream::unfold(state, |(api, tenant, mut next, mut buffered)| async move {
             loop {
-                if let Some(e) = buffered.pop_front() {
-                    let seq = e["event"]["seq"].as_u64().unwrap_or(next);
+                if let Some((seq, e)) = buffered.pop_front() {
                     let sse = SseEvent::default()
                         .id(seq.to_string())
                         .event("event")
@@ -496,11 +503,7 @@ pub(crate) async fn follow(
                 }
                 match page(&api, &tenant, next, 100).await {
                     Ok(events) if !events.is_empty() => {
-                        next = events
-                            .last()
-                            .and_then(|e| e["event"]["seq"].as_u64())
-                            .map(|s| s + 1)
-                            .unwrap_or(next);
+                        next = next_seq(&events, next);
                         buffered.extend(events);
                     }
                     Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
