@@ -271,40 +271,14 @@ async fn check_write(
     index: usize,
     item: &TransactWriteItem,
 ) -> Result<(), ApiError> {
-    let (table, key): (&str, &Item) = match item {
-        TransactWriteItem {
-            put: Some(p),
-            update: None,
-            delete: None,
-            condition_check: None,
-        } => (&p.table_name, &p.item),
-        TransactWriteItem {
-            put: None,
-            update: Some(u),
-            delete: None,
-            condition_check: None,
-        } => (&u.table_name, &u.key),
-        TransactWriteItem {
-            put: None,
-            update: None,
-            delete: Some(d),
-            condition_check: None,
-        } => (&d.table_name, &d.key),
-        TransactWriteItem {
-            put: None,
-            update: None,
-            delete: None,
-            condition_check: Some(c),
-        } => (&c.table_name, &c.key),
-        _ => {
-            return Err(ApiError::bad_request(
-                "invalid_write",
-                format!(
-                    "writes[{index}] must have exactly one of Put, Update, Delete or ConditionCheck"
-                ),
-            ));
-        }
-    };
+    let (table, key) = item.target().ok_or_else(|| {
+        ApiError::bad_request(
+            "invalid_write",
+            format!(
+                "writes[{index}] must have exactly one of Put, Update, Delete or ConditionCheck"
+            ),
+        )
+    })?;
     let cfg = &api.inner.config;
     if [
         &cfg.events_table,

@@ -510,6 +510,40 @@ pub struct TransactWriteItem {
     pub update: Option<TransactUpdate>,
 }
 
+impl TransactWriteItem {
+    /// The table and the item it addresses (a Put's item, the key of the
+    /// others), or None unless exactly one action is set.
+    pub fn target(&self) -> Option<(&str, &Item)> {
+        match self {
+            TransactWriteItem {
+                put: Some(p),
+                update: None,
+                delete: None,
+                condition_check: None,
+            } => Some((&p.table_name, &p.item)),
+            TransactWriteItem {
+                put: None,
+                update: Some(u),
+                delete: None,
+                condition_check: None,
+            } => Some((&u.table_name, &u.key)),
+            TransactWriteItem {
+                put: None,
+                update: None,
+                delete: Some(d),
+                condition_check: None,
+            } => Some((&d.table_name, &d.key)),
+            TransactWriteItem {
+                put: None,
+                update: None,
+                delete: None,
+                condition_check: Some(c),
+            } => Some((&c.table_name, &c.key)),
+            _ => None,
+        }
+    }
+}
+
 /// TransactWriteItems: at most 100 actions and 4 MB, one action per item, all
 /// or nothing.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
