@@ -162,7 +162,6 @@ impl Node {
 
         let (stop, stop_rx) = watch::channel(false);
         let mut workers = Vec::new();
-        let mut worker_handles = Vec::new();
         let mut durable_handlers = handlers.durable;
         for s in options
             .catalog
@@ -178,7 +177,7 @@ impl Node {
                 .map_err(|e| format!("subscription {:?}: {e}", s.name))?;
             durable_handlers.insert(s.handler.clone(), hook);
         }
-        if durable {
+        let worker = if durable {
             let worker = Worker::new(
                 Arc::new(store.clone()),
                 queues.clone(),
@@ -196,8 +195,10 @@ impl Node {
                 let rx = stop_rx.clone();
                 workers.push(tokio::spawn(async move { w.run(rx).await }));
             }
-            worker_handles.push(worker);
-        }
+            Some(worker)
+        } else {
+            None
+        };
 
         if let Some(background) = handlers.background.take() {
             workers.push(background(store.clone(), queues.clone(), stop_rx.clone()));
@@ -220,7 +221,7 @@ impl Node {
                 }
             })
         };
-        let sources = sources(relay_stats, worker_handles);
+        let sources = sources(relay_stats, worker);
         let api = Api::new(
             engine.clone(),
             queues.clone(),
@@ -361,7 +362,7 @@ async fn ensure_admin_token(api: &Api, path: &Path) -> Result<bool, String> {
 }
 
 /// The relay's and the workers' metrics and report fields.
-fn sources(relay: Arc<Mutex<Vec<PipeStats>>>, workers: Vec<Worker<EmbeddedStore>>) -> Sources {
+fn sources(relay: Arc<Mutex<Vec<PipeStats>>>, worker: Option<Worker<EmbeddedStore>>) -> Sources {
     let report_relay = relay.clone();
     let metrics = move |out: &mut String| {
         use std::fmt::Write as _;
@@ -413,17 +414,8 @@ fn sources(relay: Arc<Mutex<Vec<PipeStats>>>, workers: Vec<Worker<EmbeddedStore>
                 );
             }
         }
-        let mut total = postbox_worker::WorkerStats::default();
-        for w in &workers {
-            let s = w.stats();
-            total.received += s.received;
-            total.completed += s.completed;
-            total.retried += s.retried;
-            total.dead += s.dead;
-            total.poison += s.poison;
-            total.fenced += s.fenced;
-            total.delivered_to_nobody += s.delivered_to_nobody;
-        }
+        // The worker tasks share one Worker, and so its counters.
+        let total = worker.as_ref().map(Worker::stats).unwrap_or_default();
         let _ = writeln!(out, "# HELP postbox_worker_total Worker outcomes.");
         let _ = writeln!(out, "# TYPE postbox_worker_total counter");
         for (outcome, v) in [
