@@ -163,6 +163,7 @@ impl Node {
         let (stop, stop_rx) = watch::channel(false);
         let mut workers = Vec::new();
         let mut durable_handlers = handlers.durable;
+        let mut hook_config = None;
         for s in options
             .catalog
             .subscriptions
@@ -172,8 +173,12 @@ impl Node {
             if durable_handlers.contains_key(&s.handler) {
                 continue;
             }
-            let secret = webhook_secret(data)?;
-            let hook = postbox_api::webhook::webhook(&s.handler, secret, &webhook_options()?)
+            // Read once, on the first webhook subscription that needs them.
+            if hook_config.is_none() {
+                hook_config = Some((webhook_secret(data)?, webhook_options()?));
+            }
+            let (secret, hook_options) = hook_config.as_ref().expect("just set");
+            let hook = postbox_api::webhook::webhook(&s.handler, secret.clone(), hook_options)
                 .map_err(|e| format!("subscription {:?}: {e}", s.name))?;
             durable_handlers.insert(s.handler.clone(), hook);
         }
