@@ -83,13 +83,7 @@ async fn sigkill_loses_nothing_and_duplicates_nothing() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("postbox.redb");
-    {
-        let store = EmbeddedStore::open(&path, EmbeddedOptions::default()).unwrap();
-        create_table(&store, "items").await;
-        for n in 0..600 {
-            put(&store, "items", json!({"pk": {"S": format!("p{n}")}})).await;
-        }
-    }
+    seed(&path, 600).await;
     // Kill the child at later and later points of its work.
     for (round, kill_at) in [150u64, 500, 900].into_iter().enumerate() {
         let mut child = Command::new(std::env::current_exe().unwrap())
@@ -118,30 +112,9 @@ async fn sigkill_loses_nothing_and_duplicates_nothing() {
         child.wait().unwrap();
     }
     // Restart and finish: every record exactly once.
-    let store = EmbeddedStore::open(&path, EmbeddedOptions::default()).unwrap();
-    let queues = Queues::open(store.clone(), QueuesOptions::default())
-        .await
-        .unwrap();
-    let relay = Relay::start(
-        store.clone(),
-        queues.clone(),
-        RelayConfig::from_toml(PIPE).unwrap(),
-        relay_options("final", None),
-    )
-    .await
-    .unwrap();
-    caught_up(&relay).await;
-    let head = store.stream_head("items").await.unwrap();
+    let (store, queues) = open(&path).await;
+    let head = relay_rest_exactly_once(&store, &queues, "final").await;
     assert!(head > 900, "the children wrote records too: head {head}");
-    let bodies = drain(&queues, "copies").await;
-    let unique: BTreeSet<u64> = bodies.iter().map(|b| b.parse().unwrap()).collect();
-    assert_eq!(bodies.len(), unique.len(), "no record was enqueued twice");
-    assert_eq!(
-        unique,
-        (1..=head).collect::<BTreeSet<_>>(),
-        "no record was lost"
-    );
-    relay.shutdown().await;
 }
 
 /// The fault point inside the delivery commit, after the enqueue and before
@@ -154,13 +127,7 @@ async fn killed_between_enqueue_and_checkpoint_nothing_is_sent_twice() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("postbox.redb");
-    {
-        let store = EmbeddedStore::open(&path, EmbeddedOptions::default()).unwrap();
-        create_table(&store, "items").await;
-        for n in 0..100 {
-            put(&store, "items", json!({"pk": {"S": format!("p{n}")}})).await;
-        }
-    }
+    seed(&path, 100).await;
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, &path)
@@ -180,25 +147,46 @@ async fn killed_between_enqueue_and_checkpoint_nothing_is_sent_twice() {
         "no delivery commit completed"
     );
 
-    let store = EmbeddedStore::open(&path, EmbeddedOptions::default()).unwrap();
-    let queues = Queues::open(store.clone(), QueuesOptions::default())
-        .await
-        .unwrap();
+    let (store, queues) = open(&path).await;
     assert!(
         drain(&queues, "copies").await.is_empty(),
         "the abandoned commit enqueued nothing"
     );
+    relay_rest_exactly_once(&store, &queues, "after-fault").await;
+}
+
+/// A store at `path` with `n` records in `items`.
+async fn seed(path: &std::path::Path, n: usize) {
+    let store = EmbeddedStore::open(path, EmbeddedOptions::default()).unwrap();
+    create_table(&store, "items").await;
+    for n in 0..n {
+        put(&store, "items", json!({"pk": {"S": format!("p{n}")}})).await;
+    }
+}
+
+/// The store and queues at `path`, after the children are gone.
+async fn open(path: &std::path::Path) -> (EmbeddedStore, Queues) {
+    let store = EmbeddedStore::open(path, EmbeddedOptions::default()).unwrap();
+    let queues = Queues::open(store.clone(), QueuesOptions::default())
+        .await
+        .unwrap();
+    (store, queues)
+}
+
+/// Relays what the children left and checks that every record of the
+/// stream reached the queue exactly once; returns the stream's head.
+async fn relay_rest_exactly_once(store: &EmbeddedStore, queues: &Queues, owner: &str) -> u64 {
     let relay = Relay::start(
         store.clone(),
         queues.clone(),
         RelayConfig::from_toml(PIPE).unwrap(),
-        relay_options("after-fault", None),
+        relay_options(owner, None),
     )
     .await
     .unwrap();
     caught_up(&relay).await;
     let head = store.stream_head("items").await.unwrap();
-    let bodies = drain(&queues, "copies").await;
+    let bodies = drain(queues, "copies").await;
     let unique: BTreeSet<u64> = bodies.iter().map(|b| b.parse().unwrap()).collect();
     assert_eq!(bodies.len(), unique.len(), "no record was enqueued twice");
     assert_eq!(
@@ -207,4 +195,5 @@ async fn killed_between_enqueue_and_checkpoint_nothing_is_sent_twice() {
         "no record was lost"
     );
     relay.shutdown().await;
+    head
 }
