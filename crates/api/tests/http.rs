@@ -146,6 +146,16 @@ async fn call(
     }
 }
 
+/// POST /v1/events with `token`.
+async fn emit(
+    env: &Env,
+    token: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Vec<u8>>,
+) -> Answer {
+    call(env, "POST", "/v1/events", Some(token), headers, body).await
+}
+
 fn order_emit(id: &str, tenant: &str) -> String {
     json!({
         "type": "ORDER_PLACED",
@@ -216,11 +226,9 @@ async fn only_health_answers_without_a_token() {
 #[tokio::test]
 async fn emit_commits_the_event_with_its_writes_and_the_log_shows_it() {
     let env = env().await;
-    let a = call(
+    let a = emit(
         &env,
-        "POST",
-        "/v1/events",
-        Some(&env.acme),
+        &env.acme,
         &[("x-correlation-id", "req-1")],
         order_emit("1", "acme"),
     )
@@ -242,30 +250,15 @@ async fn emit_commits_the_event_with_its_writes_and_the_log_shows_it() {
 async fn a_tenant_never_sees_or_writes_another_tenants_data() {
     let env = env().await;
     assert_eq!(
-        call(
-            &env,
-            "POST",
-            "/v1/events",
-            Some(&env.acme),
-            &[],
-            order_emit("1", "acme")
-        )
-        .await
-        .status,
+        emit(&env, &env.acme, &[], order_emit("1", "acme"))
+            .await
+            .status,
         201
     );
     // globex's log is its own, and empty.
     assert!(log_of(&env, &env.globex).await.is_empty());
     // globex writing into acme's namespace: 404, nothing written.
-    let a = call(
-        &env,
-        "POST",
-        "/v1/events",
-        Some(&env.globex),
-        &[],
-        order_emit("2", "acme"),
-    )
-    .await;
+    let a = emit(&env, &env.globex, &[], order_emit("2", "acme")).await;
     assert_eq!(a.status, 404, "{}", a.text);
     assert_eq!(orders(&env).await, 1);
     assert!(log_of(&env, &env.globex).await.is_empty());
@@ -311,15 +304,7 @@ async fn a_tenant_never_sees_or_writes_another_tenants_data() {
     );
     // Postbox's own tables cannot be written through an emit.
     let body = json!({"type": "ORDER_PLACED", "payload": {"order_id": "3"}, "writes": [{"Put": {"TableName": "postbox_tokens", "Item": {"pk": {"S": "globex#x"}}}}]});
-    let a = call(
-        &env,
-        "POST",
-        "/v1/events",
-        Some(&env.globex),
-        &[],
-        body.to_string(),
-    )
-    .await;
+    let a = emit(&env, &env.globex, &[], body.to_string()).await;
     assert_eq!(
         (a.status, a.code()),
         (400, "reserved_table".into()),
@@ -349,15 +334,7 @@ async fn bad_input_gets_a_specific_4xx_and_writes_nothing() {
         (format!(r#"{{"type": "ORDER_PLACED", "payload": {{"order_id": "{}"}}}}"#, "x".repeat(70 * 1024)), 413, "body_too_large"),
     ];
     for (body, status, code) in cases {
-        let a = call(
-            &env,
-            "POST",
-            "/v1/events",
-            Some(&env.acme),
-            &[],
-            body.clone(),
-        )
-        .await;
+        let a = emit(&env, &env.acme, &[], body.clone()).await;
         assert_eq!(
             (a.status, a.code().as_str()),
             (status, code),
@@ -368,36 +345,24 @@ async fn bad_input_gets_a_specific_4xx_and_writes_nothing() {
         assert!(!a.json()["error"]["message"].as_str().unwrap().is_empty());
     }
     // The unknown type gets a suggestion; the big number says to send a string.
-    let a = call(
+    let a = emit(
         &env,
-        "POST",
-        "/v1/events",
-        Some(&env.acme),
+        &env.acme,
         &[],
         r#"{"type": "ORDER_PLACD", "payload": {}}"#,
     )
     .await;
     assert!(a.text.contains("ORDER_PLACED"), "{}", a.text);
-    let a = call(
+    let a = emit(
         &env,
-        "POST",
-        "/v1/events",
-        Some(&env.acme),
+        &env.acme,
         &[],
         r#"{"type": "ORDER_PLACED", "payload": {"order_id": "1", "n": 9007199254740993}}"#,
     )
     .await;
     assert!(a.text.contains("string"), "{}", a.text);
     // An admin token has no tenant to emit for.
-    let a = call(
-        &env,
-        "POST",
-        "/v1/events",
-        Some(&env.admin),
-        &[],
-        order_emit("1", "acme"),
-    )
-    .await;
+    let a = emit(&env, &env.admin, &[], order_emit("1", "acme")).await;
     assert_eq!(a.status, 403);
     assert!(log_of(&env, &env.acme).await.is_empty());
     assert_eq!(orders(&env).await, 0);
@@ -407,27 +372,12 @@ async fn bad_input_gets_a_specific_4xx_and_writes_nothing() {
 async fn a_failed_condition_is_409_and_writes_nothing() {
     let env = env().await;
     assert_eq!(
-        call(
-            &env,
-            "POST",
-            "/v1/events",
-            Some(&env.acme),
-            &[],
-            order_emit("1", "acme")
-        )
-        .await
-        .status,
+        emit(&env, &env.acme, &[], order_emit("1", "acme"))
+            .await
+            .status,
         201
     );
-    let a = call(
-        &env,
-        "POST",
-        "/v1/events",
-        Some(&env.acme),
-        &[],
-        order_emit("1", "acme"),
-    )
-    .await;
+    let a = emit(&env, &env.acme, &[], order_emit("1", "acme")).await;
     assert_eq!(
         (a.status, a.code()),
         (409, "condition_failed".into()),
@@ -441,50 +391,18 @@ async fn a_failed_condition_is_409_and_writes_nothing() {
 async fn an_idempotency_key_returns_the_same_event_and_refuses_another_body() {
     let env = env().await;
     let key = [("idempotency-key", "pay-123")];
-    let first = call(
-        &env,
-        "POST",
-        "/v1/events",
-        Some(&env.acme),
-        &key,
-        order_emit("1", "acme"),
-    )
-    .await;
+    let first = emit(&env, &env.acme, &key, order_emit("1", "acme")).await;
     assert_eq!(first.status, 201, "{}", first.text);
-    let again = call(
-        &env,
-        "POST",
-        "/v1/events",
-        Some(&env.acme),
-        &key,
-        order_emit("1", "acme"),
-    )
-    .await;
+    let again = emit(&env, &env.acme, &key, order_emit("1", "acme")).await;
     assert_eq!(again.status, 200, "{}", again.text);
     assert_eq!(again.json(), first.json());
-    let other = call(
-        &env,
-        "POST",
-        "/v1/events",
-        Some(&env.acme),
-        &key,
-        order_emit("2", "acme"),
-    )
-    .await;
+    let other = emit(&env, &env.acme, &key, order_emit("2", "acme")).await;
     assert_eq!(
         (other.status, other.code()),
         (409, "idempotency_key_reused".into())
     );
     // Another tenant's same key is its own.
-    let g = call(
-        &env,
-        "POST",
-        "/v1/events",
-        Some(&env.globex),
-        &key,
-        order_emit("1", "globex"),
-    )
-    .await;
+    let g = emit(&env, &env.globex, &key, order_emit("1", "globex")).await;
     assert_eq!(g.status, 201, "{}", g.text);
     assert_eq!(log_of(&env, &env.acme).await.len(), 1);
     assert_eq!(orders(&env).await, 2);
@@ -495,16 +413,9 @@ async fn the_log_pages_and_the_stream_follows_new_events() {
     let env = env().await;
     for i in 0..5 {
         assert_eq!(
-            call(
-                &env,
-                "POST",
-                "/v1/events",
-                Some(&env.acme),
-                &[],
-                order_emit(&i.to_string(), "acme")
-            )
-            .await
-            .status,
+            emit(&env, &env.acme, &[], order_emit(&i.to_string(), "acme"))
+                .await
+                .status,
             201
         );
     }
@@ -540,16 +451,9 @@ async fn the_log_pages_and_the_stream_follows_new_events() {
     assert_eq!(res.status(), 200);
     let mut body = res.into_body();
     assert_eq!(
-        call(
-            &env,
-            "POST",
-            "/v1/events",
-            Some(&env.acme),
-            &[],
-            order_emit("new", "acme")
-        )
-        .await
-        .status,
+        emit(&env, &env.acme, &[], order_emit("new", "acme"))
+            .await
+            .status,
         201
     );
     let mut text = String::new();
@@ -577,16 +481,9 @@ async fn the_log_pages_and_the_stream_follows_new_events() {
 async fn operator_endpoints_need_an_admin_token() {
     let env = env().await;
     assert_eq!(
-        call(
-            &env,
-            "POST",
-            "/v1/events",
-            Some(&env.acme),
-            &[],
-            order_emit("1", "acme")
-        )
-        .await
-        .status,
+        emit(&env, &env.acme, &[], order_emit("1", "acme"))
+            .await
+            .status,
         201
     );
     let a = call(&env, "GET", "/v1/metrics", Some(&env.acme), &[], "").await;
