@@ -264,10 +264,13 @@ pub(crate) async fn reconciliation(
     )
     .await?;
     let stats = api.inner.engine.stats();
-    let tenants: Vec<Value> = r
+    let visible: Vec<_> = r
         .tenants
         .iter()
         .filter(|t| caller.tenant.as_ref().is_none_or(|own| *own == t.tenant))
+        .collect();
+    let tenants: Vec<Value> = visible
+        .iter()
         .map(|t| {
             json!({
                 "tenant": t.tenant,
@@ -279,19 +282,7 @@ pub(crate) async fn reconciliation(
         })
         .collect();
     if caller.tenant.is_some() {
-        let attention: Vec<String> = tenants
-            .iter()
-            .flat_map(|t| {
-                let mut reasons = Vec::new();
-                if t["chain_intact"] == false {
-                    reasons.push(format!("chain broken at {}", t["broken"]));
-                }
-                if t["dead_letters"].as_u64().unwrap_or(0) > 0 {
-                    reasons.push(format!("{} dead letter(s)", t["dead_letters"]));
-                }
-                reasons
-            })
-            .collect();
+        let attention: Vec<String> = visible.iter().flat_map(|t| t.problems()).collect();
         return Ok(Json(json!({
             "tenants": tenants,
             "verdict": if attention.is_empty() { "ok" } else { "attention" },

@@ -33,6 +33,20 @@ pub struct TenantLine {
     pub dead_letters: usize,
 }
 
+impl TenantLine {
+    /// What needs a person in this tenant, one line each (empty: nothing).
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Some(b) = &self.broken {
+            problems.push(format!("chain broken at {b}"));
+        }
+        if self.dead_letters > 0 {
+            problems.push(format!("{} dead letter(s)", self.dead_letters));
+        }
+        problems
+    }
+}
+
 /// Overall verdict.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -82,22 +96,19 @@ pub async fn reconcile<S: ItemStore, Q: QueueClient>(
     for v in verified {
         let dead_letters = inbox.dead_letters(&v.tenant).await?.len();
         let broken = v.broken.as_ref().map(|(seq, p)| format!("seq {seq}: {p}"));
-        if let Some(b) = &broken {
-            reasons.push(format!("tenant {}: chain broken at {b}", v.tenant));
-        }
-        if dead_letters > 0 {
-            reasons.push(format!(
-                "tenant {}: {dead_letters} dead letter(s)",
-                v.tenant
-            ));
-        }
-        tenants.push(TenantLine {
+        let line = TenantLine {
             chain_intact: v.intact(),
             tenant: v.tenant,
             head_seq: v.head_seq,
             broken,
             dead_letters,
-        });
+        };
+        reasons.extend(
+            line.problems()
+                .into_iter()
+                .map(|p| format!("tenant {}: {p}", line.tenant)),
+        );
+        tenants.push(line);
     }
     let attributes = queues
         .queue_attributes(queue, &depth_attributes(true))
