@@ -16,7 +16,7 @@
 
 // The allocator the `postbox` binary ships with.
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: postbox_alloc::Allocator = postbox_alloc::Allocator;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -349,6 +349,7 @@ async fn query_floor(store: &EmbeddedStore, tenant: &str) -> (usize, f64) {
 }
 
 fn main() {
+    postbox_alloc::tune();
     let secs: f64 = std::env::var("POSTBOX_BENCH_SECS")
         .ok()
         .and_then(|s| s.parse().ok())

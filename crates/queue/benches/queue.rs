@@ -15,7 +15,7 @@
 
 // The allocator the `postbox` binary ships with.
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: postbox_alloc::Allocator = postbox_alloc::Allocator;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -182,6 +182,7 @@ async fn wakeups(queues: &Queues, queue: &str) -> (f64, f64) {
 }
 
 fn main() {
+    postbox_alloc::tune();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -14,7 +14,7 @@
 
 // The allocator the `postbox` binary ships with.
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: postbox_alloc::Allocator = postbox_alloc::Allocator;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -368,6 +368,7 @@ fn pct(sorted: &[u64], p: f64) -> f64 {
 }
 
 fn main() {
+    postbox_alloc::tune();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -12,7 +12,7 @@
 
 // The allocator the `postbox` binary ships with.
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: postbox_alloc::Allocator = postbox_alloc::Allocator;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -247,6 +247,7 @@ async fn query_1000(store: &EmbeddedStore) -> Sample {
 }
 
 fn main() {
+    postbox_alloc::tune();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

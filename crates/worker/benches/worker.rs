@@ -23,7 +23,7 @@
 
 // The allocator the `postbox` binary ships with.
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: postbox_alloc::Allocator = postbox_alloc::Allocator;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -428,6 +428,7 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
 }
 
 fn main() {
+    postbox_alloc::tune();
     let events = env_usize("POSTBOX_BENCH_EVENTS", 20_000);
     let tasks = env_usize("POSTBOX_BENCH_TASKS", 32);
     let rate = env_usize("POSTBOX_BENCH_RATE", 5_000);
