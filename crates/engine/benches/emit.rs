@@ -21,6 +21,7 @@ static ALLOC: postbox_alloc::Allocator = postbox_alloc::Allocator;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use postbox_benchkit::thread_cpu;
 use postbox_engine::catalog::Catalog;
 use postbox_engine::{Context, EmitError, Engine, EngineOptions, VerifyOptions, Write};
 use postbox_item::{AttributeValue, Item};
@@ -71,38 +72,6 @@ fn writer_line(before: WriterStats, after: WriterStats, elapsed: Duration) {
         commit / commits as f64,
         100.0 * (1.0 - (run + commit) / wall).max(0.0)
     );
-}
-
-/// CPU seconds used so far by this process's threads whose name starts with
-/// `prefix` (from /proc; 0 where that is not available). CPU time per event
-/// moves much less than throughput when other work shares the machine.
-fn thread_cpu(prefix: &str) -> f64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
-    };
-    let mut ticks = 0u64;
-    for task in tasks.flatten() {
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
-            continue;
-        };
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        if !stat[open + 1..close].starts_with(prefix) {
-            continue;
-        }
-        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
-        // utime and stime are fields 14 and 15 of the line, 12 and 13 here.
-        ticks += fields
-            .get(11)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0);
-        ticks += fields
-            .get(12)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0);
-    }
-    ticks as f64 / 100.0
 }
 
 /// CPU per event of the store's writer thread and of the tokio workers.

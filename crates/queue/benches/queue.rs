@@ -53,32 +53,12 @@ fn attrs(fifo: bool) -> BTreeMap<String, String> {
     a
 }
 
-/// CPU time (user + system) this process used so far, in seconds: on a
-/// shared machine it says what a run cost even when wall time is inflated
-/// by other load.
-fn cpu_seconds() -> f64 {
-    // utime and stime are fields 14 and 15 of /proc/self/stat, in clock
-    // ticks of 1/100 s on Linux; the name field before them may hold spaces
-    // but ends at the last ')'.
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-            / 100.0
-    };
-    tick(11) + tick(12)
-}
-
 /// Sends `MESSAGES` in batches of 10 from `PRODUCERS` tasks while
 /// `CONSUMERS` tasks receive and delete; returns messages per second and
 /// CPU microseconds per message.
 async fn end_to_end(queues: &Queues, queue: &str, groups: usize) -> (f64, f64) {
     let started = Instant::now();
-    let cpu = cpu_seconds();
+    let cpu = postbox_benchkit::process_cpu();
     let next = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
@@ -141,7 +121,10 @@ async fn end_to_end(queues: &Queues, queue: &str, groups: usize) -> (f64, f64) {
     }
     let finished = finished.expect("the last delete is seen");
     let rate = MESSAGES as f64 / finished.duration_since(started).as_secs_f64();
-    (rate, (cpu_seconds() - cpu) * 1e6 / MESSAGES as f64)
+    (
+        rate,
+        (postbox_benchkit::process_cpu() - cpu) * 1e6 / MESSAGES as f64,
+    )
 }
 
 /// Latencies from a send's answer to a waiting receive's answer.

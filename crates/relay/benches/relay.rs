@@ -168,55 +168,6 @@ async fn baseline(records: u64) -> f64 {
     records as f64 / started.elapsed().as_secs_f64()
 }
 
-/// CPU time of this process (user + system), from /proc.
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // utime and stime are the 14th and 15th fields; 100 ticks per second.
-    Duration::from_millis((ticks(11) + ticks(12)) * 10)
-}
-
-/// CPU time of the store's writer thread (the one serial part), from /proc.
-fn writer_cpu_time() -> Duration {
-    let mut total = 0;
-    for task in std::fs::read_dir("/proc/self/task")
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if !comm.starts_with("postbox-store-w") {
-            continue;
-        }
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        let fields: Vec<&str> = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .split_whitespace()
-            .collect();
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        total += ticks(11) + ticks(12);
-    }
-    Duration::from_millis(total * 10)
-}
-
 /// Time to read and plan (to the Pipe's JSON, filter, template) one record,
 /// µs, and of the parts: reading, converting to JSON, planning.
 async fn planning(records: u64) -> (f64, f64, f64) {
@@ -266,8 +217,8 @@ async fn throughput(records: u64) -> (f64, f64, f64, u64) {
     let (store, queues) = open(dir.path()).await;
     write(&store, 0, records, 1000).await;
     let commits_before = store.writer_stats().commits;
-    let cpu_before = cpu_time();
-    let writer_before = writer_cpu_time();
+    let cpu_before = postbox_benchkit::process_cpu();
+    let writer_before = postbox_benchkit::thread_cpu("postbox-store-w");
     let started = Instant::now();
     let options = RelayOptions {
         max_records_per_commit: env_usize("RELAY_BENCH_PER_COMMIT", 1000),
@@ -283,9 +234,9 @@ async fn throughput(records: u64) -> (f64, f64, f64, u64) {
     .unwrap();
     wait_caught_up(&store, "pipe:events").await;
     let rate = records as f64 / started.elapsed().as_secs_f64();
-    let cpu_per_record = (cpu_time() - cpu_before).as_secs_f64() * 1e6 / records as f64;
+    let cpu_per_record = (postbox_benchkit::process_cpu() - cpu_before) * 1e6 / records as f64;
     let writer_per_record =
-        (writer_cpu_time() - writer_before).as_secs_f64() * 1e6 / records as f64;
+        (postbox_benchkit::thread_cpu("postbox-store-w") - writer_before) * 1e6 / records as f64;
     let commits = store.writer_stats().commits - commits_before;
     let depth = queues.stats("events.fifo").unwrap();
     relay.shutdown().await;

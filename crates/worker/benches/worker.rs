@@ -8,9 +8,14 @@
 //! 1. Throughput, for 1 and 4 subscriptions: the events FIFO queue is
 //!    filled the way the default events pipe does (raw NewImage, group =
 //!    tenant, dedup id = event id) with `POSTBOX_BENCH_EVENTS` events
-//!    (default 20,000) over 50 tenants, then `POSTBOX_BENCH_TASKS` worker
-//!    tasks (default 32) drain it: every (event, subscription) is claimed,
-//!    its handler returns one Put, the completion commits with that Put.
+//!    (default 20,000) over 50 tenants, then the worker drains it the way
+//!    `postbox serve` runs it (`Worker::run`, long polls) with
+//!    `POSTBOX_BENCH_TASKS` batches in flight (default 32): every (event,
+//!    subscription) is claimed, its handler returns one Put, the completion
+//!    commits with that Put. The clock stops at the last delete. Each line
+//!    also gives the store writer's time per commit and the CPU per
+//!    completion (writer thread, tokio workers), which moves much less than
+//!    throughput when other work shares the machine.
 //! 2. Latency, end to end: `postbox_engine::Engine` emits a steady
 //!    `POSTBOX_BENCH_RATE` events/s (default 5,000) over 50 tenants for
 //!    `POSTBOX_BENCH_SECONDS` (default 5); the relay runs the default events
@@ -30,6 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use postbox_benchkit::thread_cpu;
 use postbox_engine::catalog::Catalog;
 use postbox_engine::{Context, Engine, Write, layout};
 use postbox_item::{AttributeValue, Item, item_to_json};
@@ -188,6 +194,12 @@ struct Drained {
     /// Store commits (fsyncs) and the operations they carried.
     commits: u64,
     operations: u64,
+    /// The writer's time running operations and committing, µs.
+    run_us: u64,
+    commit_us: u64,
+    /// CPU seconds of the store's writer thread and of the tokio workers.
+    writer_cpu: f64,
+    tokio_cpu: f64,
 }
 
 /// Drains a filled queue.
@@ -199,42 +211,44 @@ async fn throughput(subs: usize, tasks: usize, events: usize, batch: bool) -> Dr
         .collect();
     queues.create_queue(QUEUE, attrs).await.unwrap();
     fill(&store, &queues, catalog(subs), events).await;
+    // The worker runs the way `postbox serve` runs it: long-polling receive
+    // loops (`Worker::run`). The baseline: `tasks` loops, one batch each.
+    // Batched: LOOPS loops sharing the same number of batches in flight.
     let w = Worker::new(
         store.clone(),
         queues.clone(),
         &catalog(subs),
         handlers(subs),
-        worker_options(batch, 0, None),
+        WorkerOptions {
+            batches_in_flight: if batch { tasks.div_ceil(LOOPS) } else { 1 },
+            ..worker_options(batch, 1, None)
+        },
     )
     .await
     .unwrap();
     let ws0 = store.writer_stats();
+    let cpu0 = (thread_cpu("postbox-store-w"), thread_cpu("tokio-rt"));
     let total = (events / TENANTS * TENANTS) as u64;
     let start = Instant::now();
-    let mut running = Vec::new();
-    for _ in 0..tasks {
-        let (w, queues) = (w.clone(), queues.clone());
-        running.push(tokio::spawn(async move {
-            loop {
-                let report = w.run_once().await.unwrap();
-                if report.received == 0 {
-                    // A short poll that finds nothing returns without awaiting:
-                    // without a yield, idle tasks hold every runtime thread and
-                    // starve the tasks holding messages.
-                    tokio::task::yield_now().await;
-                    let s = queues.stats(QUEUE).unwrap();
-                    if (s.visible == 0 && s.in_flight == 0) || start.elapsed() > DEADLINE {
-                        return;
-                    }
-                }
-            }
-        }));
-    }
-    for r in running {
-        r.await.unwrap();
+    let loops = if batch { LOOPS.min(tasks) } else { tasks };
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let running: Vec<_> = (0..loops)
+        .map(|_| {
+            let (w, rx) = (w.clone(), stop_rx.clone());
+            tokio::spawn(async move { w.run(rx).await })
+        })
+        .collect();
+    // The clock stops at the last delete, not when the idle loops notice.
+    while w.stats().deleted < total && start.elapsed() < DEADLINE {
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let elapsed = start.elapsed();
     let ws = store.writer_stats();
+    let cpu = (thread_cpu("postbox-store-w"), thread_cpu("tokio-rt"));
+    let _ = stop.send(true);
+    for r in running {
+        r.await.unwrap();
+    }
     let stats = w.stats();
     if stats.deleted != total {
         println!(
@@ -255,6 +269,10 @@ async fn throughput(subs: usize, tasks: usize, events: usize, batch: bool) -> Dr
         elapsed,
         commits: ws.commits - ws0.commits,
         operations: ws.operations - ws0.operations,
+        run_us: ws.run_us - ws0.run_us,
+        commit_us: ws.commit_us - ws0.commit_us,
+        writer_cpu: cpu.0 - cpu0.0,
+        tokio_cpu: cpu.1 - cpu0.1,
     }
 }
 
@@ -451,13 +469,22 @@ fn main() {
         for (batch, label) in [(false, "baseline, one by one"), (true, "batched")] {
             let d = rt.block_on(throughput(subs, tasks, events, batch));
             println!(
-                "  {subs} subscription(s), {label:<22} {:>8.0} completions/s   ({} completions in {:.1} s; {} commits, {:.1} operations and {:.1} ms each)",
+                "  {subs} subscription(s), {label:<22} {:>8.0} completions/s   ({} completions in {:.1} s; {} commits, {:.1} operations and {:.1} ms each: {:.0} us running, {:.0} us committing)",
                 d.completions as f64 / d.elapsed.as_secs_f64(),
                 d.completions,
                 d.elapsed.as_secs_f64(),
                 d.commits,
                 d.operations as f64 / d.commits.max(1) as f64,
                 d.elapsed.as_secs_f64() * 1000.0 / d.commits.max(1) as f64,
+                d.run_us as f64 / d.commits.max(1) as f64,
+                d.commit_us as f64 / d.commits.max(1) as f64,
+            );
+            let per = |s: f64| s * 1e6 / d.completions.max(1) as f64;
+            println!(
+                "  {:<38} cpu per completion: writer {:.1} us, tokio workers {:.1} us",
+                "",
+                per(d.writer_cpu),
+                per(d.tokio_cpu)
             );
         }
     }
