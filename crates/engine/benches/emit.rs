@@ -21,7 +21,7 @@ static ALLOC: postbox_alloc::Allocator = postbox_alloc::Allocator;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use postbox_benchkit::thread_cpu;
+use postbox_benchkit::{bytes_written, thread_cpu};
 use postbox_engine::catalog::Catalog;
 use postbox_engine::{Context, EmitError, Engine, EngineOptions, VerifyOptions, Write};
 use postbox_item::{AttributeValue, Item};
@@ -75,22 +75,28 @@ fn writer_line(before: WriterStats, after: WriterStats, elapsed: Duration) {
 }
 
 /// CPU per event of the store's writer thread and of the tokio workers.
-fn cpu_line(before: (f64, f64), events: u64) {
-    let (writer, workers) = (
+fn cpu_line(before: (f64, f64, u64), events: u64) {
+    let (writer, workers, written) = (
         thread_cpu("postbox-store-w") - before.0,
         thread_cpu("tokio-rt") - before.1,
+        bytes_written() - before.2,
     );
     let per = |s: f64| s * 1e6 / events.max(1) as f64;
     println!(
-        "{:<44} cpu per event: writer {:.1} us, tokio workers {:.1} us",
+        "{:<44} cpu per event: writer {:.1} us, tokio workers {:.1} us; {:.1} KB written per event",
         "",
         per(writer),
-        per(workers)
+        per(workers),
+        written as f64 / 1024.0 / events.max(1) as f64
     );
 }
 
-fn cpu_now() -> (f64, f64) {
-    (thread_cpu("postbox-store-w"), thread_cpu("tokio-rt"))
+fn cpu_now() -> (f64, f64, u64) {
+    (
+        thread_cpu("postbox-store-w"),
+        thread_cpu("tokio-rt"),
+        bytes_written(),
+    )
 }
 
 fn report(name: &str, mut o: Outcome) -> f64 {

@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use postbox_benchkit::thread_cpu;
+use postbox_benchkit::{bytes_written, thread_cpu};
 use postbox_engine::catalog::Catalog;
 use postbox_engine::{Context, Engine, Write, layout};
 use postbox_item::{AttributeValue, Item, item_to_json};
@@ -200,6 +200,8 @@ struct Drained {
     /// CPU seconds of the store's writer thread and of the tokio workers.
     writer_cpu: f64,
     tokio_cpu: f64,
+    /// Bytes written to storage.
+    written: u64,
 }
 
 /// Drains a filled queue.
@@ -228,6 +230,7 @@ async fn throughput(subs: usize, tasks: usize, events: usize, batch: bool) -> Dr
     .unwrap();
     let ws0 = store.writer_stats();
     let cpu0 = (thread_cpu("postbox-store-w"), thread_cpu("tokio-rt"));
+    let written0 = bytes_written();
     let total = (events / TENANTS * TENANTS) as u64;
     let start = Instant::now();
     let loops = if batch { LOOPS.min(tasks) } else { tasks };
@@ -245,6 +248,7 @@ async fn throughput(subs: usize, tasks: usize, events: usize, batch: bool) -> Dr
     let elapsed = start.elapsed();
     let ws = store.writer_stats();
     let cpu = (thread_cpu("postbox-store-w"), thread_cpu("tokio-rt"));
+    let written = bytes_written() - written0;
     let _ = stop.send(true);
     for r in running {
         r.await.unwrap();
@@ -273,6 +277,7 @@ async fn throughput(subs: usize, tasks: usize, events: usize, batch: bool) -> Dr
         commit_us: ws.commit_us - ws0.commit_us,
         writer_cpu: cpu.0 - cpu0.0,
         tokio_cpu: cpu.1 - cpu0.1,
+        written,
     }
 }
 
@@ -481,10 +486,11 @@ fn main() {
             );
             let per = |s: f64| s * 1e6 / d.completions.max(1) as f64;
             println!(
-                "  {:<38} cpu per completion: writer {:.1} us, tokio workers {:.1} us",
+                "  {:<38} cpu per completion: writer {:.1} us, tokio workers {:.1} us; {:.1} KB written per completion",
                 "",
                 per(d.writer_cpu),
-                per(d.tokio_cpu)
+                per(d.tokio_cpu),
+                d.written as f64 / 1024.0 / d.completions.max(1) as f64
             );
         }
     }
