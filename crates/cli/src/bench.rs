@@ -396,7 +396,9 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
         ));
         let (rate, _) = pipeline(dir.path(), subs, args.events, None).await?;
         rows.push(Row {
-            scenario: format!("emit -> relay -> worker, {subs} subscription(s), 8 worker tasks"),
+            scenario: format!(
+                "emit -> relay -> worker, {subs} subscription(s), 8 workers x 8 batches"
+            ),
             value: format!("{rate:.0} completions/s"),
             target: ">= 20,000 completions/s",
             baseline: "-".into(),

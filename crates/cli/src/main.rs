@@ -91,8 +91,8 @@ struct ServeArgs {
     /// application's catalog and handlers are served.
     #[arg(long, env = "POSTBOX_CATALOG")]
     catalog: Option<PathBuf>,
-    /// Durable worker tasks in this process (0: leave the work to
-    /// `postbox worker` processes).
+    /// Durable worker loops in this process, each with up to 8 batches in
+    /// flight (0: leave the work to `postbox worker` processes).
     #[arg(long, default_value_t = 4, env = "POSTBOX_WORKERS")]
     workers: usize,
     /// Let `POST /_postbox/test/clock` move time forward (conformance tests only).

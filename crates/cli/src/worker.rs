@@ -26,7 +26,7 @@ pub struct WorkerArgs {
     /// The event catalog (TOML).
     #[arg(long, env = "POSTBOX_CATALOG")]
     catalog: PathBuf,
-    /// Worker tasks in this process.
+    /// Worker loops in this process, each with up to 8 batches in flight.
     #[arg(long, default_value_t = 4)]
     tasks: usize,
     /// The secret webhook deliveries are signed with (the server's

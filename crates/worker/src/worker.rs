@@ -100,7 +100,9 @@ pub struct WorkerOptions {
     /// receives again as soon as a batch is handed to its own task, so each
     /// receive takes what arrived meanwhile (up to 10) instead of many idle
     /// loops each waking for one message. The FIFO queue never hands one
-    /// group to two batches at once.
+    /// group to two batches at once. Default 8: a tenant's events complete
+    /// one commit after another, so throughput with few subscriptions comes
+    /// from many tenants' batches sharing each commit.
     pub batches_in_flight: usize,
 }
 
@@ -121,7 +123,7 @@ impl Default for WorkerOptions {
             clock: Arc::new(postbox_store::embedded::SystemClock),
             batch: true,
             on_completed: None,
-            batches_in_flight: 1,
+            batches_in_flight: 8,
         }
     }
 }
