@@ -84,16 +84,6 @@ fn handlers(subs: usize) -> HashMap<String, Handler> {
         .collect()
 }
 
-fn worker_options(batch: bool, wait_seconds: i64, hook: Option<CompletionHook>) -> WorkerOptions {
-    WorkerOptions {
-        wait_seconds,
-        lease: Duration::from_secs(10),
-        batch,
-        on_completed: hook,
-        ..WorkerOptions::default()
-    }
-}
-
 /// A fresh store (fsync on) with its queues and the effects table.
 async fn open(dir: &tempfile::TempDir) -> (Arc<EmbeddedStore>, Queues) {
     let store =
@@ -204,6 +194,60 @@ struct Drained {
     written: u64,
 }
 
+/// Worker loops running until stopped.
+struct Running {
+    stop: tokio::sync::watch::Sender<bool>,
+    loops: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops the loops and waits for the batches they hold.
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        for l in self.loops {
+            l.await.unwrap();
+        }
+    }
+}
+
+/// Starts the worker the way `postbox serve` runs it: long-polling
+/// `Worker::run` loops. The baseline: `tasks` loops, one batch each.
+/// Batched: LOOPS loops sharing the same number of batches in flight.
+async fn start_worker(
+    store: &Arc<EmbeddedStore>,
+    queues: &Queues,
+    subs: usize,
+    tasks: usize,
+    batch: bool,
+    hook: Option<CompletionHook>,
+) -> (Worker<EmbeddedStore, Queues>, Running) {
+    let w = Worker::new(
+        store.clone(),
+        queues.clone(),
+        &catalog(subs),
+        handlers(subs),
+        WorkerOptions {
+            wait_seconds: 1,
+            lease: Duration::from_secs(10),
+            batch,
+            on_completed: hook,
+            batches_in_flight: if batch { tasks.div_ceil(LOOPS) } else { 1 },
+            ..WorkerOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let loops = if batch { LOOPS.min(tasks) } else { tasks };
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let loops = (0..loops)
+        .map(|_| {
+            let (w, rx) = (w.clone(), stop_rx.clone());
+            tokio::spawn(async move { w.run(rx).await })
+        })
+        .collect();
+    (w, Running { stop, loops })
+}
+
 /// Drains a filled queue.
 async fn throughput(subs: usize, tasks: usize, events: usize, batch: bool) -> Drained {
     let dir = tempfile::tempdir().unwrap();
@@ -213,34 +257,12 @@ async fn throughput(subs: usize, tasks: usize, events: usize, batch: bool) -> Dr
         .collect();
     queues.create_queue(QUEUE, attrs).await.unwrap();
     fill(&store, &queues, catalog(subs), events).await;
-    // The worker runs the way `postbox serve` runs it: long-polling receive
-    // loops (`Worker::run`). The baseline: `tasks` loops, one batch each.
-    // Batched: LOOPS loops sharing the same number of batches in flight.
-    let w = Worker::new(
-        store.clone(),
-        queues.clone(),
-        &catalog(subs),
-        handlers(subs),
-        WorkerOptions {
-            batches_in_flight: if batch { tasks.div_ceil(LOOPS) } else { 1 },
-            ..worker_options(batch, 1, None)
-        },
-    )
-    .await
-    .unwrap();
+    let (w, running) = start_worker(&store, &queues, subs, tasks, batch, None).await;
     let ws0 = store.writer_stats();
     let cpu0 = (thread_cpu("postbox-store-w"), thread_cpu("tokio-rt"));
     let written0 = bytes_written();
     let total = (events / TENANTS * TENANTS) as u64;
     let start = Instant::now();
-    let loops = if batch { LOOPS.min(tasks) } else { tasks };
-    let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let running: Vec<_> = (0..loops)
-        .map(|_| {
-            let (w, rx) = (w.clone(), stop_rx.clone());
-            tokio::spawn(async move { w.run(rx).await })
-        })
-        .collect();
     // The clock stops at the last delete, not when the idle loops notice.
     while w.stats().deleted < total && start.elapsed() < DEADLINE {
         tokio::time::sleep(Duration::from_millis(1)).await;
@@ -249,10 +271,7 @@ async fn throughput(subs: usize, tasks: usize, events: usize, batch: bool) -> Dr
     let ws = store.writer_stats();
     let cpu = (thread_cpu("postbox-store-w"), thread_cpu("tokio-rt"));
     let written = bytes_written() - written0;
-    let _ = stop.send(true);
-    for r in running {
-        r.await.unwrap();
-    }
+    running.stop().await;
     let stats = w.stats();
     if stats.deleted != total {
         println!(
@@ -327,28 +346,7 @@ async fn latency(rate: usize, seconds: usize, tasks: usize, batch: bool) -> Late
             done.lock().unwrap().push((n, now.saturating_sub(at)));
         })
     };
-    let w = Worker::new(
-        store.clone(),
-        queues.clone(),
-        &catalog(1),
-        handlers(1),
-        WorkerOptions {
-            batches_in_flight: if batch { tasks.div_ceil(LOOPS) } else { 1 },
-            ..worker_options(batch, 1, Some(hook))
-        },
-    )
-    .await
-    .unwrap();
-    // The baseline: `tasks` loops, one batch each. Batched: LOOPS receive
-    // loops sharing the same number of batches in flight.
-    let loops = if batch { LOOPS.min(tasks) } else { tasks };
-    let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let workers: Vec<_> = (0..loops)
-        .map(|_| {
-            let (w, rx) = (w.clone(), stop_rx.clone());
-            tokio::spawn(async move { w.run(rx).await })
-        })
-        .collect();
+    let (_w, running) = start_worker(&store, &queues, 1, tasks, batch, Some(hook)).await;
 
     let emits: Arc<Mutex<Vec<u64>>> = Arc::default();
     // Emits on schedule: at each millisecond tick, every event due by now.
@@ -393,10 +391,7 @@ async fn latency(rate: usize, seconds: usize, tasks: usize, batch: bool) -> Late
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let elapsed = start.elapsed();
-    let _ = stop.send(true);
-    for t in workers {
-        t.await.unwrap();
-    }
+    running.stop().await;
     relay.shutdown().await;
     let done = done.lock().unwrap();
     let warm_up = rate; // the first second's events
