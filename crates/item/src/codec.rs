@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::{AttributeValue, Item, ItemError, Number};
+use crate::{AttributeType, AttributeValue, Item, ItemError, Number};
 
 /// Encodes an item.
 pub fn encode_item(item: &Item) -> Vec<u8> {
@@ -106,12 +106,147 @@ fn write_value(v: &AttributeValue, out: &mut Vec<u8>) {
     }
 }
 
+/// A borrowed attribute value of an encoded item: scalars as views into
+/// the bytes, everything else (M, L and the sets) still encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueRef<'a> {
+    /// String.
+    S(&'a str),
+    /// Number.
+    N(Number),
+    /// Binary.
+    B(&'a [u8]),
+    /// Boolean.
+    Bool(bool),
+    /// Null.
+    Null,
+    /// An M, L, SS, NS or BS value: its type and its encoded bytes (tag
+    /// included), already checked to decode.
+    Encoded(AttributeType, &'a [u8]),
+}
+
+impl ValueRef<'_> {
+    /// The value's type descriptor.
+    pub fn attribute_type(&self) -> AttributeType {
+        match self {
+            ValueRef::S(_) => AttributeType::S,
+            ValueRef::N(_) => AttributeType::N,
+            ValueRef::B(_) => AttributeType::B,
+            ValueRef::Bool(_) => AttributeType::Bool,
+            ValueRef::Null => AttributeType::Null,
+            ValueRef::Encoded(t, _) => *t,
+        }
+    }
+
+    /// The owned value, as [`decode_item`] would have built it.
+    pub fn to_value(&self) -> Result<AttributeValue, ItemError> {
+        Ok(match *self {
+            ValueRef::S(s) => AttributeValue::S(s.to_owned()),
+            ValueRef::N(n) => AttributeValue::N(n),
+            ValueRef::B(b) => AttributeValue::B(b.to_vec()),
+            ValueRef::Bool(b) => AttributeValue::Bool(b),
+            ValueRef::Null => AttributeValue::Null,
+            ValueRef::Encoded(_, bytes) => Reader { bytes, pos: 0 }.value()?,
+        })
+    }
+}
+
+/// The attributes of an encoded item in stored order, borrowed from the
+/// bytes: no map and no copies. Every value is checked exactly as
+/// [`decode_item`] checks it (the same errors, at the same place), and
+/// trailing bytes are an error at the end, so a walk that meets no error
+/// has seen an item `decode_item` accepts. Stored items have their names in
+/// ascending order; a name that repeats means the last one wins, as in
+/// [`decode_item`].
+pub fn encoded_attributes(bytes: &[u8]) -> EncodedAttributes<'_> {
+    EncodedAttributes {
+        r: Reader { bytes, pos: 0 },
+        left: None,
+        done: false,
+    }
+}
+
+/// The iterator of [`encoded_attributes`].
+pub struct EncodedAttributes<'a> {
+    r: Reader<'a>,
+    /// Attributes still to read (None before the count is read).
+    left: Option<usize>,
+    done: bool,
+}
+
+impl<'a> EncodedAttributes<'a> {
+    fn step(&mut self) -> Result<Option<(&'a str, ValueRef<'a>)>, ItemError> {
+        let left = match self.left {
+            Some(n) => n,
+            None => self.r.len()?,
+        };
+        if left == 0 {
+            self.left = Some(0);
+            if self.r.pos != self.r.bytes.len() {
+                return Err(corrupt("trailing bytes after an item"));
+            }
+            return Ok(None);
+        }
+        self.left = Some(left);
+        let name = self.r.str()?;
+        let value = self.r.value_ref()?;
+        self.left = Some(left - 1);
+        Ok(Some((name, value)))
+    }
+}
+
+impl<'a> Iterator for EncodedAttributes<'a> {
+    type Item = Result<(&'a str, ValueRef<'a>), ItemError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.step() {
+            Ok(Some(a)) => Some(Ok(a)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// [`item_size`](crate::item_size) of the item the bytes encode, or the
+/// error [`decode_item`] gives for them, computed without building the item
+/// when its names are in stored order (ascending, none repeated) and it has
+/// no M, L or set values.
+pub fn encoded_item_size(bytes: &[u8]) -> Result<usize, ItemError> {
+    let mut size = 0;
+    let mut previous: Option<&str> = None;
+    for attribute in encoded_attributes(bytes) {
+        let (name, value) = attribute?;
+        let plain = match value {
+            ValueRef::S(s) => s.len(),
+            ValueRef::N(n) => n.size(),
+            ValueRef::B(b) => b.len(),
+            ValueRef::Bool(_) | ValueRef::Null => 1,
+            ValueRef::Encoded(..) => usize::MAX,
+        };
+        if plain == usize::MAX || previous.is_some_and(|p| p >= name) {
+            return Ok(crate::item_size(&decode_item(bytes)?));
+        }
+        previous = Some(name);
+        size += name.len() + plain;
+    }
+    Ok(size)
+}
+
 struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
     fn byte(&mut self) -> Result<u8, ItemError> {
         let b = *self
             .bytes
@@ -137,20 +272,28 @@ impl Reader<'_> {
         usize::try_from(self.varint()?).map_err(|_| corrupt("length out of range"))
     }
 
-    fn bytes(&mut self) -> Result<Vec<u8>, ItemError> {
+    fn slice(&mut self) -> Result<&'a [u8], ItemError> {
         let n = self.len()?;
         let end = self
             .pos
             .checked_add(n)
             .filter(|&e| e <= self.bytes.len())
             .ok_or_else(|| corrupt("truncated bytes"))?;
-        let out = self.bytes[self.pos..end].to_vec();
+        let out = &self.bytes[self.pos..end];
         self.pos = end;
         Ok(out)
     }
 
+    fn str(&mut self) -> Result<&'a str, ItemError> {
+        std::str::from_utf8(self.slice()?).map_err(|_| corrupt("invalid UTF-8"))
+    }
+
+    fn bytes(&mut self) -> Result<Vec<u8>, ItemError> {
+        Ok(self.slice()?.to_vec())
+    }
+
     fn string(&mut self) -> Result<String, ItemError> {
-        String::from_utf8(self.bytes()?).map_err(|_| corrupt("invalid UTF-8"))
+        Ok(self.str()?.to_owned())
     }
 
     fn number(&mut self) -> Result<Number, ItemError> {
@@ -169,6 +312,78 @@ impl Reader<'_> {
             item.insert(k, self.value()?);
         }
         Ok(item)
+    }
+
+    /// One value, borrowed; nested values are checked as [`Self::value`]
+    /// checks them, without being built.
+    fn value_ref(&mut self) -> Result<ValueRef<'a>, ItemError> {
+        let start = self.pos;
+        Ok(match self.byte()? {
+            0 => ValueRef::S(self.str()?),
+            1 => ValueRef::N(self.number()?),
+            2 => ValueRef::B(self.slice()?),
+            3 => ValueRef::Bool(false),
+            4 => ValueRef::Bool(true),
+            5 => ValueRef::Null,
+            t => {
+                let ty = match t {
+                    6 => AttributeType::M,
+                    7 => AttributeType::L,
+                    8 => AttributeType::Ss,
+                    9 => AttributeType::Ns,
+                    10 => AttributeType::Bs,
+                    t => return Err(corrupt(&format!("unknown value tag {t}"))),
+                };
+                self.pos = start;
+                self.skip_value()?;
+                ValueRef::Encoded(ty, &self.bytes[start..self.pos])
+            }
+        })
+    }
+
+    /// Checks one value as [`Self::value`] does (same errors, same order)
+    /// and moves past it, building nothing.
+    fn skip_value(&mut self) -> Result<(), ItemError> {
+        match self.byte()? {
+            0 => {
+                self.str()?;
+            }
+            1 => {
+                self.number()?;
+            }
+            2 => {
+                self.slice()?;
+            }
+            3..=5 => {}
+            6 => {
+                for _ in 0..self.len()? {
+                    self.str()?;
+                    self.skip_value()?;
+                }
+            }
+            7 => {
+                for _ in 0..self.len()? {
+                    self.skip_value()?;
+                }
+            }
+            8 => {
+                for _ in 0..self.len()? {
+                    self.str()?;
+                }
+            }
+            9 => {
+                for _ in 0..self.len()? {
+                    self.number()?;
+                }
+            }
+            10 => {
+                for _ in 0..self.len()? {
+                    self.slice()?;
+                }
+            }
+            t => return Err(corrupt(&format!("unknown value tag {t}"))),
+        }
+        Ok(())
     }
 
     fn value(&mut self) -> Result<AttributeValue, ItemError> {
@@ -230,5 +445,99 @@ mod tests {
         assert_eq!(decode_item(&encode_item(&item)).unwrap(), item);
         let bytes = encode_item(&item);
         assert!(decode_item(&bytes[..bytes.len() - 1]).is_err());
+    }
+
+    /// The borrowed walk, checked against `decode_item` on one encoded item:
+    /// the same error, or the same attributes (last repeated name wins) and
+    /// the same size.
+    fn walk_agrees(bytes: &[u8]) -> Result<(), String> {
+        let walked: Result<Vec<_>, _> = encoded_attributes(bytes).collect();
+        match (decode_item(bytes), walked) {
+            (Err(a), Err(b)) => {
+                if a != b {
+                    return Err(format!("decode says {a}, the walk says {b}"));
+                }
+                if encoded_item_size(bytes) != Err(a.clone()) {
+                    return Err(format!("size did not fail with {a}"));
+                }
+            }
+            (Ok(item), Ok(attrs)) => {
+                let mut rebuilt = Item::new();
+                for (name, value) in attrs {
+                    let v = value.to_value().map_err(|e| e.to_string())?;
+                    if v.attribute_type() != value.attribute_type() {
+                        return Err(format!("{name}: type {:?}", value.attribute_type()));
+                    }
+                    rebuilt.insert(name.to_owned(), v);
+                }
+                if rebuilt != item {
+                    return Err(format!("walk {rebuilt:?} != decoded {item:?}"));
+                }
+                let size = encoded_item_size(bytes).map_err(|e| e.to_string())?;
+                if size != crate::item_size(&item) {
+                    return Err(format!("size {size} != {}", crate::item_size(&item)));
+                }
+            }
+            (a, b) => return Err(format!("decode {a:?} but walk {b:?}")),
+        }
+        Ok(())
+    }
+
+    fn value_strategy() -> impl proptest::strategy::Strategy<Value = AttributeValue> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            (-1000i64..1000).prop_map(AttributeValue::n),
+            "[a-zé\\u{1f600}]{0,4}".prop_map(AttributeValue::S),
+            prop::collection::vec(any::<u8>(), 0..4).prop_map(AttributeValue::B),
+            any::<bool>().prop_map(AttributeValue::Bool),
+            Just(AttributeValue::Null),
+        ];
+        leaf.prop_recursive(2, 12, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(AttributeValue::L),
+                prop::collection::btree_map("[a-c]", inner, 0..3).prop_map(AttributeValue::M),
+                prop::collection::btree_set("[a-c]{1,2}", 1..3).prop_map(AttributeValue::Ss),
+                prop::collection::btree_set(-5i64..5, 1..3)
+                    .prop_map(|s| AttributeValue::Ns(s.into_iter().map(Number::from).collect())),
+                prop::collection::btree_set(prop::collection::vec(any::<u8>(), 1..3), 1..3)
+                    .prop_map(AttributeValue::Bs),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn borrowed_walk_agrees_with_decode_on_good_and_damaged_bytes(
+            item in proptest::collection::btree_map("[a-e]{1,2}", value_strategy(), 0..6),
+            damage in proptest::collection::vec((proptest::prelude::any::<proptest::sample::Index>(), proptest::prelude::any::<u8>()), 0..3),
+            cut in proptest::prelude::any::<Option<proptest::sample::Index>>(),
+        ) {
+            let mut bytes = encode_item(&item);
+            proptest::prop_assert_eq!(walk_agrees(&bytes), Ok(()));
+            for (at, b) in damage {
+                let i = at.index(bytes.len());
+                bytes[i] = b;
+            }
+            if let Some(cut) = cut {
+                bytes.truncate(cut.index(bytes.len() + 1));
+            }
+            proptest::prop_assert_eq!(walk_agrees(&bytes), Ok(()));
+        }
+    }
+
+    #[test]
+    fn repeated_names_and_trailing_bytes() {
+        // {"a": S "x", "a": S "yy"}: decode keeps the last; so must the walk
+        // and the size.
+        let bytes = [2, 1, b'a', 0, 1, b'x', 1, b'a', 0, 2, b'y', b'y'];
+        assert_eq!(walk_agrees(&bytes), Ok(()));
+        assert_eq!(encoded_item_size(&bytes), Ok(3));
+        let mut trailing = bytes.to_vec();
+        trailing.push(0);
+        assert_eq!(walk_agrees(&trailing), Ok(()));
+        assert_eq!(
+            encoded_attributes(&trailing).last(),
+            Some(Err(corrupt("trailing bytes after an item")))
+        );
     }
 }

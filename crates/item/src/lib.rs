@@ -11,7 +11,9 @@ mod key;
 mod number;
 mod value;
 
-pub use codec::{decode_item, encode_item};
+pub use codec::{
+    EncodedAttributes, ValueRef, decode_item, encode_item, encoded_attributes, encoded_item_size,
+};
 pub use key::{encode_partition_key, encode_sort_key};
 pub use number::{MAX_DIGITS, Number};
 pub use value::{AttributeType, AttributeValue, Item, item_from_json, item_size, item_to_json};
