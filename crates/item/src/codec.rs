@@ -217,28 +217,45 @@ impl<'a> Iterator for EncodedAttributes<'a> {
 }
 
 /// [`item_size`](crate::item_size) of the item the bytes encode, or the
-/// error [`decode_item`] gives for them, computed without building the item
-/// when its names are in stored order (ascending, none repeated) and it has
-/// no M, L or set values.
+/// error [`decode_item`] gives for them.
 pub fn encoded_item_size(bytes: &[u8]) -> Result<usize, ItemError> {
+    visit_encoded_item(bytes, |_, _| {})
+}
+
+/// Walks an encoded item as [`encoded_attributes`] does, handing every
+/// attribute to `visit` in stored order, and returns the item's
+/// [`item_size`](crate::item_size) (or the error [`decode_item`] gives for
+/// the bytes). The size is computed without building the item when its
+/// names are in stored order (ascending, none repeated) and it has no M, L
+/// or set values; otherwise the item is decoded to count it as stored.
+pub fn visit_encoded_item<'a>(
+    bytes: &'a [u8],
+    mut visit: impl FnMut(&'a str, ValueRef<'a>),
+) -> Result<usize, ItemError> {
     let mut size = 0;
+    let mut plain = true;
     let mut previous: Option<&str> = None;
     for attribute in encoded_attributes(bytes) {
         let (name, value) = attribute?;
-        let plain = match value {
-            ValueRef::S(s) => s.len(),
-            ValueRef::N(n) => n.size(),
-            ValueRef::B(b) => b.len(),
-            ValueRef::Bool(_) | ValueRef::Null => 1,
-            ValueRef::Encoded(..) => usize::MAX,
-        };
-        if plain == usize::MAX || previous.is_some_and(|p| p >= name) {
-            return Ok(crate::item_size(&decode_item(bytes)?));
+        match value {
+            ValueRef::S(s) => size += s.len(),
+            ValueRef::N(n) => size += n.size(),
+            ValueRef::B(b) => size += b.len(),
+            ValueRef::Bool(_) | ValueRef::Null => size += 1,
+            ValueRef::Encoded(..) => plain = false,
+        }
+        if previous.is_some_and(|p| p >= name) {
+            plain = false;
         }
         previous = Some(name);
-        size += name.len() + plain;
+        size += name.len();
+        visit(name, value);
     }
-    Ok(size)
+    if plain {
+        Ok(size)
+    } else {
+        Ok(crate::item_size(&decode_item(bytes)?))
+    }
 }
 
 struct Reader<'a> {

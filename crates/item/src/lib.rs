@@ -13,6 +13,7 @@ mod value;
 
 pub use codec::{
     EncodedAttributes, ValueRef, decode_item, encode_item, encoded_attributes, encoded_item_size,
+    visit_encoded_item,
 };
 pub use key::{encode_partition_key, encode_sort_key};
 pub use number::{MAX_DIGITS, Number};
