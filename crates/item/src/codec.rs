@@ -216,6 +216,85 @@ impl<'a> Iterator for EncodedAttributes<'a> {
     }
 }
 
+/// A value of an encoded item as [`encoded_attributes_unchecked`] gives it:
+/// a string's bytes not yet checked to be UTF-8, anything else checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RawValueRef<'a> {
+    /// An S value's bytes.
+    S(&'a [u8]),
+    /// Any other value, as [`encoded_attributes`] gives it.
+    Value(ValueRef<'a>),
+}
+
+/// [`encoded_attributes`] for bytes that were already checked (a store
+/// hands out only items that decode): the structure is still walked and
+/// every number and nested value checked, but names and string values come
+/// as bytes without their UTF-8 check, so a reader that uses a few of them
+/// checks only those. On bytes [`encoded_attributes`] accepts it yields the
+/// same attributes; on bytes it refuses it may yield an attribute, or an
+/// error, of its own.
+pub fn encoded_attributes_unchecked(bytes: &[u8]) -> UncheckedAttributes<'_> {
+    UncheckedAttributes {
+        r: Reader { bytes, pos: 0 },
+        left: None,
+        done: false,
+    }
+}
+
+/// The iterator of [`encoded_attributes_unchecked`].
+pub struct UncheckedAttributes<'a> {
+    r: Reader<'a>,
+    left: Option<usize>,
+    done: bool,
+}
+
+impl<'a> UncheckedAttributes<'a> {
+    fn step(&mut self) -> Result<Option<(&'a [u8], RawValueRef<'a>)>, ItemError> {
+        let left = match self.left {
+            Some(n) => n,
+            None => self.r.len()?,
+        };
+        if left == 0 {
+            self.left = Some(0);
+            if self.r.pos != self.r.bytes.len() {
+                return Err(corrupt("trailing bytes after an item"));
+            }
+            return Ok(None);
+        }
+        self.left = Some(left);
+        let name = self.r.slice()?;
+        let value = if self.r.bytes.get(self.r.pos) == Some(&0) {
+            self.r.pos += 1;
+            RawValueRef::S(self.r.slice()?)
+        } else {
+            RawValueRef::Value(self.r.value_ref()?)
+        };
+        self.left = Some(left - 1);
+        Ok(Some((name, value)))
+    }
+}
+
+impl<'a> Iterator for UncheckedAttributes<'a> {
+    type Item = Result<(&'a [u8], RawValueRef<'a>), ItemError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.step() {
+            Ok(Some(a)) => Some(Ok(a)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
 /// [`item_size`](crate::item_size) of the item the bytes encode, or the
 /// error [`decode_item`] gives for them.
 pub fn encoded_item_size(bytes: &[u8]) -> Result<usize, ItemError> {
@@ -286,6 +365,13 @@ impl<'a> Reader<'a> {
     }
 
     fn len(&mut self) -> Result<usize, ItemError> {
+        // Most lengths and counts are below 128: one byte.
+        if let Some(&b) = self.bytes.get(self.pos)
+            && b < 0x80
+        {
+            self.pos += 1;
+            return Ok(b as usize);
+        }
         usize::try_from(self.varint()?).map_err(|_| corrupt("length out of range"))
     }
 
@@ -522,6 +608,33 @@ mod tests {
         })
     }
 
+    /// On bytes that decode, the unchecked walk yields what the checked
+    /// one does.
+    fn unchecked_agrees(bytes: &[u8]) -> Result<(), String> {
+        if decode_item(bytes).is_err() {
+            return Ok(());
+        }
+        let checked: Vec<_> = encoded_attributes(bytes).map(Result::unwrap).collect();
+        let unchecked: Vec<_> = encoded_attributes_unchecked(bytes)
+            .collect::<Result<_, _>>()
+            .map_err(|e: ItemError| e.to_string())?;
+        let again: Vec<(&str, ValueRef<'_>)> = unchecked
+            .iter()
+            .map(|(n, v)| {
+                let v = match *v {
+                    RawValueRef::S(s) => ValueRef::S(std::str::from_utf8(s).unwrap()),
+                    RawValueRef::Value(ValueRef::S(_)) => panic!("an S left checked"),
+                    RawValueRef::Value(v) => v,
+                };
+                (std::str::from_utf8(n).unwrap(), v)
+            })
+            .collect();
+        if again != checked {
+            return Err(format!("unchecked {again:?} != checked {checked:?}"));
+        }
+        Ok(())
+    }
+
     proptest::proptest! {
         #[test]
         fn borrowed_walk_agrees_with_decode_on_good_and_damaged_bytes(
@@ -531,6 +644,7 @@ mod tests {
         ) {
             let mut bytes = encode_item(&item);
             proptest::prop_assert_eq!(walk_agrees(&bytes), Ok(()));
+            proptest::prop_assert_eq!(unchecked_agrees(&bytes), Ok(()));
             for (at, b) in damage {
                 let i = at.index(bytes.len());
                 bytes[i] = b;
@@ -539,6 +653,7 @@ mod tests {
                 bytes.truncate(cut.index(bytes.len() + 1));
             }
             proptest::prop_assert_eq!(walk_agrees(&bytes), Ok(()));
+            proptest::prop_assert_eq!(unchecked_agrees(&bytes), Ok(()));
         }
     }
 
