@@ -386,6 +386,12 @@ impl EncodedQueryOutput {
         self.ends.push(self.bytes.len());
     }
 
+    /// Makes room for `items` more items of `bytes` bytes in all.
+    pub fn reserve(&mut self, bytes: usize, items: usize) {
+        self.bytes.reserve(bytes);
+        self.ends.reserve(items);
+    }
+
     /// The encoded items, in the page's order.
     pub fn items(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
         self.ends.iter().enumerate().map(|(i, &end)| {

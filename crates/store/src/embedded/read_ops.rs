@@ -13,7 +13,7 @@ use postbox_expr::{
     parse_key_condition, parse_projection,
 };
 use postbox_item::{
-    AttributeValue, Item, decode_item, encode_sort_key, item_size, visit_encoded_item,
+    AttributeValue, Item, ValueRef, decode_item, encode_sort_key, item_size, visit_encoded_item,
 };
 use redb::{ReadOnlyTable, ReadTransaction};
 
@@ -464,6 +464,7 @@ fn run_page_encoded(
     let sk_name = page.meta.sort_key.as_ref().map(|sk| sk.name.as_str());
     let ttl_name = page.meta.ttl_attribute.as_deref();
     let mut bytes_read = 0usize;
+    let mut sort_text = AttributeValue::S(String::new());
     for row in iter.by_ref() {
         let (_, value) = row.map_err(storage_err)?;
         let bytes = value.value();
@@ -488,6 +489,15 @@ fn run_page_encoded(
         let in_scope = match (&sort, sort_value) {
             (None, _) => true,
             (Some(_), None) => false,
+            (Some(c), Some(ValueRef::S(v))) => {
+                // One string reused for every row's sort key.
+                let AttributeValue::S(text) = &mut sort_text else {
+                    unreachable!("sort_text is an S")
+                };
+                text.clear();
+                text.push_str(v);
+                c.matches(&sort_text)
+            }
             (Some(c), Some(v)) => c.matches(&v.to_value()?),
         };
         if expired || !in_scope {
@@ -499,6 +509,19 @@ fn run_page_encoded(
             || bytes_read >= validate::MAX_PAGE_BYTES;
         if stop {
             out.last_evaluated_key = Some(keys::key_of(&page.meta, &decode_item(bytes)?));
+        }
+        if out.is_empty() {
+            // Room for a page of items like this one, at most what a 1 MB
+            // page holds, so the buffer is not regrown along the way.
+            let rows = page
+                .limit
+                .unwrap_or(usize::MAX)
+                .min(validate::MAX_PAGE_BYTES / size.max(1) + 1);
+            out.reserve(
+                rows.saturating_mul(bytes.len())
+                    .min(validate::MAX_PAGE_BYTES + bytes.len()),
+                rows,
+            );
         }
         out.count += 1;
         out.push(bytes);
