@@ -10,6 +10,8 @@
 //! fixed order below), which is what lets `verify` hash without building
 //! JSON values; a unit test pins it to the generic canonicaliser.
 
+use std::fmt::Write as _;
+
 use sha2::{Digest, Sha256};
 
 use crate::canonical::write_string;
@@ -21,7 +23,7 @@ pub const GENESIS: [u8; 32] = [0; 32];
 pub type Hash = [u8; 32];
 
 /// The fields of an envelope as stored, the payload already canonical.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EnvelopeFields<'a> {
     pub actor: &'a str,
     pub causation_id: Option<&'a str>,
@@ -54,7 +56,7 @@ pub fn canonical_envelope(f: &EnvelopeFields<'_>, out: &mut String) {
     out.push_str(f.payload);
     out.push_str(",\"seq\":");
     // Integers below 2^53 print the same in ECMAScript and in Rust.
-    out.push_str(&f.seq.to_string());
+    let _ = write!(out, "{}", f.seq);
     out.push_str(",\"tenant\":");
     write_string(out, f.tenant);
     out.push_str(",\"type\":");
