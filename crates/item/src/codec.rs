@@ -216,8 +216,9 @@ impl<'a> Iterator for EncodedAttributes<'a> {
     }
 }
 
-/// A value of an encoded item as [`encoded_attributes_unchecked`] gives it:
-/// a string's bytes not yet checked to be UTF-8, anything else checked.
+/// A value of an encoded item as the visits hand it out: a string as its
+/// bytes (checked to be UTF-8 by [`visit_encoded_item`], not by
+/// [`visit_encoded_item_unchecked`]), anything else as [`ValueRef`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RawValueRef<'a> {
     /// An S value's bytes.
@@ -226,109 +227,59 @@ pub enum RawValueRef<'a> {
     Value(ValueRef<'a>),
 }
 
-/// [`encoded_attributes`] for bytes that were already checked (a store
-/// hands out only items that decode): the structure is still walked and
-/// every number and nested value checked, but names and string values come
-/// as bytes without their UTF-8 check, so a reader that uses a few of them
-/// checks only those. On bytes [`encoded_attributes`] accepts it yields the
-/// same attributes; on bytes it refuses it may yield an attribute, or an
-/// error, of its own.
-pub fn encoded_attributes_unchecked(bytes: &[u8]) -> UncheckedAttributes<'_> {
-    UncheckedAttributes {
-        r: Reader { bytes, pos: 0 },
-        left: None,
-        done: false,
-    }
-}
-
-/// The iterator of [`encoded_attributes_unchecked`].
-pub struct UncheckedAttributes<'a> {
-    r: Reader<'a>,
-    left: Option<usize>,
-    done: bool,
-}
-
-impl<'a> UncheckedAttributes<'a> {
-    fn step(&mut self) -> Result<Option<(&'a [u8], RawValueRef<'a>)>, ItemError> {
-        let left = match self.left {
-            Some(n) => n,
-            None => self.r.len()?,
-        };
-        if left == 0 {
-            self.left = Some(0);
-            if self.r.pos != self.r.bytes.len() {
-                return Err(corrupt("trailing bytes after an item"));
-            }
-            return Ok(None);
-        }
-        self.left = Some(left);
-        let name = self.r.slice()?;
-        let value = if self.r.bytes.get(self.r.pos) == Some(&0) {
-            self.r.pos += 1;
-            RawValueRef::S(self.r.slice()?)
-        } else {
-            RawValueRef::Value(self.r.value_ref()?)
-        };
-        self.left = Some(left - 1);
-        Ok(Some((name, value)))
-    }
-}
-
-impl<'a> Iterator for UncheckedAttributes<'a> {
-    type Item = Result<(&'a [u8], RawValueRef<'a>), ItemError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.step() {
-            Ok(Some(a)) => Some(Ok(a)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
-    }
-}
-
 /// [`item_size`](crate::item_size) of the item the bytes encode, or the
 /// error [`decode_item`] gives for them.
 pub fn encoded_item_size(bytes: &[u8]) -> Result<usize, ItemError> {
     visit_encoded_item(bytes, |_, _| {})
 }
 
-/// Walks an encoded item as [`encoded_attributes`] does, handing every
-/// attribute to `visit` in stored order, and returns the item's
-/// [`item_size`](crate::item_size) (or the error [`decode_item`] gives for
-/// the bytes). The size is computed without building the item when its
+/// Walks an encoded item, checking it exactly as [`decode_item`] does (the
+/// same errors, at the same place), handing every attribute to `visit` in
+/// stored order, and returns the item's [`item_size`](crate::item_size).
+/// Names and string values come as bytes already checked to be UTF-8
+/// (`std::str::from_utf8` on them cannot fail), so a caller converts only
+/// the few it uses. A repeated name is handed out each time; decoding keeps
+/// the last. The size is computed without building the item when its
 /// names are in stored order (ascending, none repeated) and it has no M, L
 /// or set values; otherwise the item is decoded to count it as stored.
 pub fn visit_encoded_item<'a>(
     bytes: &'a [u8],
-    mut visit: impl FnMut(&'a str, ValueRef<'a>),
+    mut visit: impl FnMut(&'a [u8], RawValueRef<'a>),
 ) -> Result<usize, ItemError> {
+    // A plain loop over the reader: this is the walk every row of a long
+    // read pays for.
+    let mut r = Reader { bytes, pos: 0 };
     let mut size = 0;
     let mut plain = true;
-    let mut previous: Option<&str> = None;
-    for attribute in encoded_attributes(bytes) {
-        let (name, value) = attribute?;
-        match value {
-            ValueRef::S(s) => size += s.len(),
-            ValueRef::N(n) => size += n.size(),
-            ValueRef::B(b) => size += b.len(),
-            ValueRef::Bool(_) | ValueRef::Null => size += 1,
-            ValueRef::Encoded(..) => plain = false,
-        }
-        if previous.is_some_and(|p| p >= name) {
+    let mut previous: &[u8] = b"";
+    for i in 0..r.len()? {
+        let name = r.text()?;
+        let value = if r.bytes.get(r.pos) == Some(&0) {
+            r.pos += 1;
+            let s = r.text()?;
+            size += s.len();
+            RawValueRef::S(s)
+        } else {
+            let v = r.value_ref()?;
+            match v {
+                ValueRef::S(s) => size += s.len(),
+                ValueRef::N(n) => size += n.size(),
+                ValueRef::B(b) => size += b.len(),
+                ValueRef::Bool(_) | ValueRef::Null => size += 1,
+                ValueRef::Encoded(..) => plain = false,
+            }
+            RawValueRef::Value(v)
+        };
+        // Byte order of UTF-8 is the order of the names' strings.
+        if i > 0 && previous >= name {
             plain = false;
         }
-        previous = Some(name);
+        previous = name;
         size += name.len();
         visit(name, value);
+    }
+    if r.pos != bytes.len() {
+        return Err(corrupt("trailing bytes after an item"));
     }
     if plain {
         Ok(size)
@@ -337,12 +288,41 @@ pub fn visit_encoded_item<'a>(
     }
 }
 
+/// [`visit_encoded_item`] for bytes already checked (a store hands out
+/// only items that decode): the structure is walked and numbers and nested
+/// values checked, but names and strings are not checked to be UTF-8, so a
+/// reader that uses a few of them checks only those. On bytes
+/// [`decode_item`] accepts it hands out exactly what [`visit_encoded_item`]
+/// does; on bytes it refuses it may hand out attributes, or an error, of
+/// its own.
+pub fn visit_encoded_item_unchecked<'a>(
+    bytes: &'a [u8],
+    mut visit: impl FnMut(&'a [u8], RawValueRef<'a>),
+) -> Result<(), ItemError> {
+    let mut r = Reader { bytes, pos: 0 };
+    for _ in 0..r.len()? {
+        let name = r.slice()?;
+        let value = if r.bytes.get(r.pos) == Some(&0) {
+            r.pos += 1;
+            RawValueRef::S(r.slice()?)
+        } else {
+            RawValueRef::Value(r.value_ref()?)
+        };
+        visit(name, value);
+    }
+    if r.pos != bytes.len() {
+        return Err(corrupt("trailing bytes after an item"));
+    }
+    Ok(())
+}
+
 struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Reader<'a> {
+    #[inline]
     fn byte(&mut self) -> Result<u8, ItemError> {
         let b = *self
             .bytes
@@ -352,6 +332,7 @@ impl<'a> Reader<'a> {
         Ok(b)
     }
 
+    #[inline]
     fn varint(&mut self) -> Result<u128, ItemError> {
         let mut v = 0u128;
         for shift in (0..128).step_by(7) {
@@ -364,6 +345,7 @@ impl<'a> Reader<'a> {
         Err(corrupt("varint too long"))
     }
 
+    #[inline]
     fn len(&mut self) -> Result<usize, ItemError> {
         // Most lengths and counts are below 128: one byte.
         if let Some(&b) = self.bytes.get(self.pos)
@@ -375,6 +357,7 @@ impl<'a> Reader<'a> {
         usize::try_from(self.varint()?).map_err(|_| corrupt("length out of range"))
     }
 
+    #[inline]
     fn slice(&mut self) -> Result<&'a [u8], ItemError> {
         let n = self.len()?;
         let end = self
@@ -387,6 +370,19 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
+    /// A string's bytes, checked to be UTF-8 (short ASCII strings, the
+    /// common case, are checked without the general validator).
+    #[inline]
+    fn text(&mut self) -> Result<&'a [u8], ItemError> {
+        let s = self.slice()?;
+        if s.is_ascii() || std::str::from_utf8(s).is_ok() {
+            Ok(s)
+        } else {
+            Err(corrupt("invalid UTF-8"))
+        }
+    }
+
+    #[inline]
     fn str(&mut self) -> Result<&'a str, ItemError> {
         std::str::from_utf8(self.slice()?).map_err(|_| corrupt("invalid UTF-8"))
     }
@@ -399,6 +395,7 @@ impl<'a> Reader<'a> {
         Ok(self.str()?.to_owned())
     }
 
+    #[inline]
     fn number(&mut self) -> Result<Number, ItemError> {
         let neg = self.byte()? != 0;
         let mantissa = self.varint()?;
@@ -419,6 +416,7 @@ impl<'a> Reader<'a> {
 
     /// One value, borrowed; nested values are checked as [`Self::value`]
     /// checks them, without being built.
+    #[inline]
     fn value_ref(&mut self) -> Result<ValueRef<'a>, ItemError> {
         let start = self.pos;
         Ok(match self.byte()? {
@@ -608,29 +606,37 @@ mod tests {
         })
     }
 
-    /// On bytes that decode, the unchecked walk yields what the checked
-    /// one does.
-    fn unchecked_agrees(bytes: &[u8]) -> Result<(), String> {
-        if decode_item(bytes).is_err() {
-            return Ok(());
+    /// On bytes that decode, both visits hand out what the iterator does;
+    /// on bytes that do not, the checked visit fails as decoding does.
+    fn visits_agree(bytes: &[u8]) -> Result<(), String> {
+        let mut checked = Vec::new();
+        let visited = visit_encoded_item(bytes, |n, v| checked.push((n, v)));
+        let decoded = decode_item(bytes);
+        match (&decoded, &visited) {
+            (Err(a), Err(b)) if a == b => return Ok(()),
+            (Ok(item), Ok(size)) if *size == crate::item_size(item) => {}
+            _ => return Err(format!("decode {decoded:?}, visit {visited:?}")),
         }
-        let checked: Vec<_> = encoded_attributes(bytes).map(Result::unwrap).collect();
-        let unchecked: Vec<_> = encoded_attributes_unchecked(bytes)
-            .collect::<Result<_, _>>()
-            .map_err(|e: ItemError| e.to_string())?;
-        let again: Vec<(&str, ValueRef<'_>)> = unchecked
+        let walked: Vec<_> = encoded_attributes(bytes).map(Result::unwrap).collect();
+        let as_refs: Vec<(&str, ValueRef<'_>)> = checked
             .iter()
             .map(|(n, v)| {
                 let v = match *v {
                     RawValueRef::S(s) => ValueRef::S(std::str::from_utf8(s).unwrap()),
-                    RawValueRef::Value(ValueRef::S(_)) => panic!("an S left checked"),
+                    RawValueRef::Value(ValueRef::S(_)) => panic!("an S as a ValueRef"),
                     RawValueRef::Value(v) => v,
                 };
                 (std::str::from_utf8(n).unwrap(), v)
             })
             .collect();
-        if again != checked {
-            return Err(format!("unchecked {again:?} != checked {checked:?}"));
+        if as_refs != walked {
+            return Err(format!("visited {as_refs:?} != walked {walked:?}"));
+        }
+        let mut unchecked = Vec::new();
+        visit_encoded_item_unchecked(bytes, |n, v| unchecked.push((n, v)))
+            .map_err(|e| e.to_string())?;
+        if unchecked != checked {
+            return Err(format!("unchecked {unchecked:?} != checked {checked:?}"));
         }
         Ok(())
     }
@@ -644,7 +650,7 @@ mod tests {
         ) {
             let mut bytes = encode_item(&item);
             proptest::prop_assert_eq!(walk_agrees(&bytes), Ok(()));
-            proptest::prop_assert_eq!(unchecked_agrees(&bytes), Ok(()));
+            proptest::prop_assert_eq!(visits_agree(&bytes), Ok(()));
             for (at, b) in damage {
                 let i = at.index(bytes.len());
                 bytes[i] = b;
@@ -653,7 +659,7 @@ mod tests {
                 bytes.truncate(cut.index(bytes.len() + 1));
             }
             proptest::prop_assert_eq!(walk_agrees(&bytes), Ok(()));
-            proptest::prop_assert_eq!(unchecked_agrees(&bytes), Ok(()));
+            proptest::prop_assert_eq!(visits_agree(&bytes), Ok(()));
         }
     }
 

@@ -12,8 +12,8 @@ mod number;
 mod value;
 
 pub use codec::{
-    EncodedAttributes, RawValueRef, UncheckedAttributes, ValueRef, decode_item, encode_item,
-    encoded_attributes, encoded_attributes_unchecked, encoded_item_size, visit_encoded_item,
+    EncodedAttributes, RawValueRef, ValueRef, decode_item, encode_item, encoded_attributes,
+    encoded_item_size, visit_encoded_item, visit_encoded_item_unchecked,
 };
 pub use key::{encode_partition_key, encode_sort_key};
 pub use number::{MAX_DIGITS, Number};

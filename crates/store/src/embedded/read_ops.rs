@@ -13,7 +13,7 @@ use postbox_expr::{
     parse_key_condition, parse_projection,
 };
 use postbox_item::{
-    AttributeValue, Item, ValueRef, decode_item, encode_sort_key, item_size, visit_encoded_item,
+    AttributeValue, Item, RawValueRef, decode_item, encode_sort_key, item_size, visit_encoded_item,
 };
 use redb::{ReadOnlyTable, ReadTransaction};
 
@@ -461,8 +461,8 @@ fn run_page_encoded(
     } else {
         Box::new(range.rev())
     };
-    let sk_name = page.meta.sort_key.as_ref().map(|sk| sk.name.as_str());
-    let ttl_name = page.meta.ttl_attribute.as_deref();
+    let sk_name = page.meta.sort_key.as_ref().map(|sk| sk.name.as_bytes());
+    let ttl_name = page.meta.ttl_attribute.as_ref().map(|a| a.as_bytes());
     let mut bytes_read = 0usize;
     let mut sort_text = AttributeValue::S(String::new());
     for row in iter.by_ref() {
@@ -481,24 +481,28 @@ fn run_page_encoded(
             }
         })?;
         let expired = match ttl_value {
-            Some(v) => {
+            Some(RawValueRef::Value(v)) => {
                 ttl::value_expires_at(&v.to_value()?).is_some_and(|at| ttl::is_past(at, now_ms))
             }
-            None => false,
+            Some(RawValueRef::S(_)) | None => false,
         };
         let in_scope = match (&sort, sort_value) {
             (None, _) => true,
             (Some(_), None) => false,
-            (Some(c), Some(ValueRef::S(v))) => {
+            (Some(c), Some(RawValueRef::S(v))) => {
                 // One string reused for every row's sort key.
-                let AttributeValue::S(text) = &mut sort_text else {
+                let AttributeValue::S(t) = &mut sort_text else {
                     unreachable!("sort_text is an S")
                 };
-                text.clear();
-                text.push_str(v);
+                t.clear();
+                // The walk checked the UTF-8; this cannot fail.
+                t.push_str(
+                    std::str::from_utf8(v)
+                        .map_err(|_| StoreError::Storage("invalid UTF-8".into()))?,
+                );
                 c.matches(&sort_text)
             }
-            (Some(c), Some(v)) => c.matches(&v.to_value()?),
+            (Some(c), Some(RawValueRef::Value(v))) => c.matches(&v.to_value()?),
         };
         if expired || !in_scope {
             continue;
