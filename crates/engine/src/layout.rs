@@ -16,7 +16,7 @@
 
 use postbox_item::{
     AttributeType, AttributeValue, Item, Number, RawValueRef, ValueRef,
-    encoded_attributes_unchecked,
+    visit_encoded_item_unchecked,
 };
 use postbox_store::api::{
     AttributeDefinition, CreateTableInput, KeySchemaElement, KeyType, ScalarType,
@@ -228,13 +228,13 @@ fn slot_of(name: &[u8]) -> Option<usize> {
 /// bytes that do not decode are malformed.
 pub fn fields_of_encoded(bytes: &[u8]) -> Result<(EnvelopeFields<'_>, u64, &str), MalformedRow> {
     let mut slots: [Option<RawValueRef<'_>>; 11] = [None; 11];
-    for attribute in encoded_attributes_unchecked(bytes) {
-        let (name, value) = attribute.map_err(|e| MalformedRow(e.to_string()))?;
+    visit_encoded_item_unchecked(bytes, |name, value| {
         // A repeated name: the last one wins, as when decoding.
         if let Some(i) = slot_of(name) {
             slots[i] = Some(value);
         }
-    }
+    })
+    .map_err(|e| MalformedRow(e.to_string()))?;
     fields_from(|name| {
         Some(match slots[slot_of(name.as_bytes())?]? {
             RawValueRef::S(b) => std::str::from_utf8(b).map_or(Field::BadText, Field::S),

@@ -3,8 +3,9 @@
 //! The log is read with plain Query pages (sk ascending) through
 //! [`ItemStore::query_encoded`], so it works on every backend, and each row
 //! is read from its encoded bytes without building an item (the embedded
-//! store hands out its stored bytes as they are). A reader task fetches the
-//! next page while another hashes the current one, and a long log is split
+//! store hands out its stored bytes as they are). A reader fetches the next
+//! page while the checker hashes the current one (two futures of one task,
+//! so a page is hashed where it was read), and a long log is split
 //! into ranges checked in parallel (see [`verify_tenant`]). Each event is
 //! checked in order:
 //! - its sort key must be the next seq (else a **gap**: events are missing);
@@ -288,15 +289,18 @@ struct SegmentResult {
 }
 
 impl<S: ItemStore> Segment<S> {
-    /// Checks the range from `start_hash`, a reader task fetching pages
-    /// ahead while this one hashes; reports progress per page.
+    /// Checks the range from `start_hash`, a reader fetching the next page
+    /// while the checker hashes this one; reports progress per page.
+    /// Reader and checker are two futures of this one task, so a page is
+    /// checked on the thread (and in the cache) that read it, while a store
+    /// that waits on the network still reads ahead.
     async fn check(
         self,
         start_hash: Hash,
         progress: mpsc::UnboundedSender<u64>,
     ) -> Result<SegmentResult, StoreError> {
-        let (tx, mut rx) = mpsc::channel::<Result<EncodedQueryOutput, StoreError>>(2);
-        let reader = tokio::spawn(read_pages(
+        let (tx, mut rx) = mpsc::channel::<Result<EncodedQueryOutput, StoreError>>(1);
+        let reader = read_pages(
             self.store.clone(),
             self.table.clone(),
             self.tenant.clone(),
@@ -304,31 +308,37 @@ impl<S: ItemStore> Segment<S> {
             self.upto,
             self.page,
             tx,
-        ));
-        let mut r = SegmentResult {
-            checked: 0,
-            last: (self.after, start_hash),
-            broken: None,
-        };
-        let mut scratch = String::with_capacity(4096);
-        'pages: while let Some(page) = rx.recv().await {
-            let page = page?;
-            let before = r.checked;
-            for row in page.items() {
-                match check_event(row, r.last.0, &r.last.1, &mut scratch) {
-                    Ok(hash) => {
-                        r.last = (r.last.0 + 1, hash);
-                        r.checked += 1;
-                    }
-                    Err(broken) => {
-                        r.broken = Some(broken);
-                        break 'pages;
+        );
+        let checker = async move {
+            let mut r = SegmentResult {
+                checked: 0,
+                last: (self.after, start_hash),
+                broken: None,
+            };
+            let mut scratch = String::with_capacity(4096);
+            'pages: while let Some(page) = rx.recv().await {
+                let page = page?;
+                let before = r.checked;
+                for row in page.items() {
+                    match check_event(row, r.last.0, &r.last.1, &mut scratch) {
+                        Ok(hash) => {
+                            r.last = (r.last.0 + 1, hash);
+                            r.checked += 1;
+                        }
+                        Err(broken) => {
+                            r.broken = Some(broken);
+                            break 'pages;
+                        }
                     }
                 }
+                let _ = progress.send(r.checked - before);
             }
-            let _ = progress.send(r.checked - before);
-        }
-        reader.abort();
+            // Dropping the receiver stops the reader at its next page.
+            drop(rx);
+            Ok::<_, StoreError>(r)
+        };
+        let ((), r) = tokio::join!(reader, checker);
+        let mut r = r?;
         if r.broken.is_none()
             && let Some(upto) = self.upto
             && r.last.0 < upto
