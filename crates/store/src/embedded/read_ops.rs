@@ -515,11 +515,12 @@ fn run_page_encoded(
             out.last_evaluated_key = Some(keys::key_of(&page.meta, &decode_item(bytes)?));
         }
         if out.is_empty() {
-            // Room for a page of items like this one, at most what a 1 MB
-            // page holds, so the buffer is not regrown along the way.
+            // Room for as many items like this one as the Limit asks for
+            // (at most what a 1 MB page holds), so a long read does not
+            // regrow the buffer along the way; without a Limit, for a few.
             let rows = page
                 .limit
-                .unwrap_or(usize::MAX)
+                .unwrap_or(16)
                 .min(validate::MAX_PAGE_BYTES / size.max(1) + 1);
             out.reserve(
                 rows.saturating_mul(bytes.len())
