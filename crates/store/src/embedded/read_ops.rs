@@ -388,13 +388,18 @@ pub(crate) fn query(
         sort,
     } = plan_query(catalog, input)?;
     run_page(txn, &page, now_ms, lo, hi, forward, |item| {
-        sort.as_ref().is_none_or(|c| {
-            page.meta
-                .sort_key
-                .as_ref()
-                .and_then(|sk| item.get(&sk.name))
-                .is_some_and(|v| c.matches(v))
-        })
+        meets_sort(&page.meta, sort.as_ref(), item)
+    })
+}
+
+/// Whether `item` meets the Query's sort-key condition (an item without
+/// the sort key does not).
+fn meets_sort(meta: &TableMeta, sort: Option<&SortKeyCondition>, item: &Item) -> bool {
+    sort.is_none_or(|c| {
+        meta.sort_key
+            .as_ref()
+            .and_then(|sk| item.get(&sk.name))
+            .is_some_and(|v| c.matches(v))
     })
 }
 
@@ -419,13 +424,7 @@ pub(crate) fn query_encoded(
             sort,
         } = plan;
         let out = run_page(txn, &page, now_ms, lo, hi, forward, |item| {
-            sort.as_ref().is_none_or(|c| {
-                page.meta
-                    .sort_key
-                    .as_ref()
-                    .and_then(|sk| item.get(&sk.name))
-                    .is_some_and(|v| c.matches(v))
-            })
+            meets_sort(&page.meta, sort.as_ref(), item)
         })?;
         return Ok(out.into());
     }
