@@ -26,6 +26,25 @@ pub fn thread_cpu(prefix: &str) -> f64 {
         .sum()
 }
 
+/// [`thread_cpu`] with nanosecond precision (the run time in
+/// /proc/self/task/*/schedstat), fine enough for runs of a tenth of a
+/// second; user and system time are not told apart.
+pub fn thread_cpu_precise(prefix: &str) -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    let ns: u64 = tasks
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|name| name.starts_with(prefix))
+        })
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split(' ').next()?.parse::<u64>().ok())
+        .sum();
+    ns as f64 / 1e9
+}
+
 /// Bytes this process has caused to be written to storage so far
 /// (`write_bytes` of /proc/self/io): with durable commits, the write
 /// amplification of the store, which a copy-on-write B-tree pays per page.
@@ -82,6 +101,7 @@ mod tests {
         // This thread's name is the test's, cut to 15 bytes by the kernel.
         assert!(thread_cpu("tests::this_pro") >= 0.01);
         assert_eq!(thread_cpu("no thread is called this"), 0.0);
+        assert!(thread_cpu_precise("tests::this_pro") >= 0.01);
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //! fixed order below), which is what lets `verify` hash without building
 //! JSON values; a unit test pins it to the generic canonicaliser.
 
+use std::fmt::Write as _;
+
 use sha2::{Digest, Sha256};
 
 use crate::canonical::write_string;
@@ -21,7 +23,7 @@ pub const GENESIS: [u8; 32] = [0; 32];
 pub type Hash = [u8; 32];
 
 /// The fields of an envelope as stored, the payload already canonical.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EnvelopeFields<'a> {
     pub actor: &'a str,
     pub causation_id: Option<&'a str>,
@@ -37,6 +39,13 @@ pub struct EnvelopeFields<'a> {
 
 /// Appends the canonical JSON of the envelope (without `hash`) to `out`.
 pub fn canonical_envelope(f: &EnvelopeFields<'_>, out: &mut String) {
+    canonical_head(f, out);
+    out.push_str(f.payload);
+    canonical_tail(f, out);
+}
+
+/// The canonical form up to the payload (`{"actor":...,"payload":`).
+fn canonical_head(f: &EnvelopeFields<'_>, out: &mut String) {
     out.push_str("{\"actor\":");
     write_string(out, f.actor);
     out.push_str(",\"causation_id\":");
@@ -51,10 +60,13 @@ pub fn canonical_envelope(f: &EnvelopeFields<'_>, out: &mut String) {
     out.push_str(",\"occurred_at\":");
     write_string(out, f.occurred_at);
     out.push_str(",\"payload\":");
-    out.push_str(f.payload);
+}
+
+/// The canonical form after the payload (`,"seq":...}`).
+fn canonical_tail(f: &EnvelopeFields<'_>, out: &mut String) {
     out.push_str(",\"seq\":");
     // Integers below 2^53 print the same in ECMAScript and in Rust.
-    out.push_str(&f.seq.to_string());
+    let _ = write!(out, "{}", f.seq);
     out.push_str(",\"tenant\":");
     write_string(out, f.tenant);
     out.push_str(",\"type\":");
@@ -70,11 +82,20 @@ pub fn link(prev: &Hash, canonical: &[u8]) -> Hash {
     h.finalize().into()
 }
 
-/// The hash of an envelope after `prev`.
+/// The hash of an envelope after `prev`: `link(prev, canonical form)`,
+/// with the payload (most of the bytes) hashed where it lies rather than
+/// copied into `scratch` with the rest.
 pub fn hash_envelope(prev: &Hash, f: &EnvelopeFields<'_>, scratch: &mut String) -> Hash {
     scratch.clear();
-    canonical_envelope(f, scratch);
-    link(prev, scratch.as_bytes())
+    canonical_head(f, scratch);
+    let head = scratch.len();
+    canonical_tail(f, scratch);
+    let mut h = Sha256::new();
+    h.update(prev);
+    h.update(&scratch.as_bytes()[..head]);
+    h.update(f.payload.as_bytes());
+    h.update(&scratch.as_bytes()[head..]);
+    h.finalize().into()
 }
 
 /// Lowercase hex of a hash.
@@ -146,6 +167,31 @@ mod tests {
             &mut direct,
         );
         assert_eq!(direct, generic);
+    }
+
+    #[test]
+    fn hashing_in_pieces_is_hashing_the_canonical_form() {
+        let prev = link(&GENESIS, b"x");
+        for (payload, causation) in [("{}", None), (r#"{"a":[1,"\u0001"]}"#, Some("c"))] {
+            let f = EnvelopeFields {
+                actor: "a\"b",
+                causation_id: causation,
+                correlation_id: "c",
+                id: "i",
+                occurred_at: "2030-01-01T00:00:00.000Z",
+                payload,
+                seq: 9_007_199_254_740_991,
+                tenant: "t",
+                event_type: "T",
+            };
+            let mut whole = String::new();
+            canonical_envelope(&f, &mut whole);
+            let mut scratch = String::from("left over");
+            assert_eq!(
+                hash_envelope(&prev, &f, &mut scratch),
+                link(&prev, whole.as_bytes())
+            );
+        }
     }
 
     #[test]

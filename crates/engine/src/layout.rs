@@ -14,7 +14,10 @@
 //! order. Event rows are only ever created (condition
 //! `attribute_not_exists(pk)`), never updated or deleted.
 
-use postbox_item::{AttributeValue, Item};
+use postbox_item::{
+    AttributeType, AttributeValue, Item, Number, RawValueRef, ValueRef,
+    visit_encoded_item_unchecked,
+};
 use postbox_store::api::{
     AttributeDefinition, CreateTableInput, KeySchemaElement, KeyType, ScalarType,
     StreamSpecification, StreamViewType,
@@ -136,12 +139,57 @@ pub fn event_item_size(f: &EnvelopeFields<'_>) -> usize {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MalformedRow(pub String);
 
-fn get_s<'a>(item: &'a Item, name: &str) -> Result<&'a str, MalformedRow> {
-    match item.get(name) {
-        Some(AttributeValue::S(s)) => Ok(s),
+/// An attribute of a stored event row, as the envelope reader sees it:
+/// the same whether it comes from a built [`Item`] or from encoded bytes.
+#[derive(Clone, Copy)]
+enum Field<'a> {
+    S(&'a str),
+    N(Number),
+    Null,
+    Other(AttributeType),
+    /// An S whose bytes are not UTF-8 (only from bytes that do not decode).
+    BadText,
+}
+
+impl<'a> Field<'a> {
+    fn of_value(v: &'a AttributeValue) -> Field<'a> {
+        match v {
+            AttributeValue::S(s) => Field::S(s),
+            AttributeValue::N(n) => Field::N(*n),
+            AttributeValue::Null => Field::Null,
+            other => Field::Other(other.attribute_type()),
+        }
+    }
+
+    fn of_ref(v: ValueRef<'a>) -> Field<'a> {
+        match v {
+            ValueRef::S(s) => Field::S(s),
+            ValueRef::N(n) => Field::N(n),
+            ValueRef::Null => Field::Null,
+            other => Field::Other(other.attribute_type()),
+        }
+    }
+
+    fn type_name(&self) -> &'static str {
+        match self {
+            Field::S(_) => "S",
+            Field::N(_) => "N",
+            Field::Null => "NULL",
+            Field::Other(t) => t.as_str(),
+            Field::BadText => "S of invalid UTF-8",
+        }
+    }
+}
+
+fn get_s<'a>(
+    get: &impl Fn(&str) -> Option<Field<'a>>,
+    name: &str,
+) -> Result<&'a str, MalformedRow> {
+    match get(name) {
+        Some(Field::S(s)) => Ok(s),
         Some(other) => Err(MalformedRow(format!(
             "attribute {name} is {} instead of S",
-            other.attribute_type().as_str()
+            other.type_name()
         ))),
         None => Err(MalformedRow(format!("attribute {name} is missing"))),
     }
@@ -150,20 +198,69 @@ fn get_s<'a>(item: &'a Item, name: &str) -> Result<&'a str, MalformedRow> {
 /// The envelope fields of a stored event row (borrowing from it), the seq
 /// its sort key says, and its stored hash text.
 pub fn fields_of(item: &Item) -> Result<(EnvelopeFields<'_>, u64, &str), MalformedRow> {
-    let sk = get_s(item, SK)?;
+    fields_from(|name| item.get(name).map(Field::of_value))
+}
+
+/// The slot of each attribute [`fields_of`] reads, for
+/// [`fields_of_encoded`]'s one pass.
+fn slot_of(name: &[u8]) -> Option<usize> {
+    Some(match name {
+        b"sk" => 0,
+        b"seq" => 1,
+        b"causation_id" => 2,
+        b"actor" => 3,
+        b"correlation_id" => 4,
+        b"id" => 5,
+        b"occurred_at" => 6,
+        b"payload" => 7,
+        b"tenant" => 8,
+        b"type" => 9,
+        b"hash" => 10,
+        _ => return None,
+    })
+}
+
+/// [`fields_of`] for an event row in the store's encoded form
+/// ([`postbox_item::encode_item`]), read in one borrowed walk without
+/// building the item: the same answer for the same row, down to the error
+/// message. The walk trusts the bytes to decode (the store checks every
+/// item it hands out) and checks the UTF-8 of the strings it uses only;
+/// bytes that do not decode are malformed.
+pub fn fields_of_encoded(bytes: &[u8]) -> Result<(EnvelopeFields<'_>, u64, &str), MalformedRow> {
+    let mut slots: [Option<RawValueRef<'_>>; 11] = [None; 11];
+    visit_encoded_item_unchecked(bytes, |name, value| {
+        // A repeated name: the last one wins, as when decoding.
+        if let Some(i) = slot_of(name) {
+            slots[i] = Some(value);
+        }
+    })
+    .map_err(|e| MalformedRow(e.to_string()))?;
+    fields_from(|name| {
+        Some(match slots[slot_of(name.as_bytes())?]? {
+            RawValueRef::S(b) => std::str::from_utf8(b).map_or(Field::BadText, Field::S),
+            RawValueRef::Value(v) => Field::of_ref(v),
+        })
+    })
+}
+
+/// The checks of [`fields_of`], over any way of looking attributes up.
+fn fields_from<'a>(
+    get: impl Fn(&str) -> Option<Field<'a>>,
+) -> Result<(EnvelopeFields<'a>, u64, &'a str), MalformedRow> {
+    let sk = get_s(&get, SK)?;
     let row_seq: u64 = sk
         .parse()
         .map_err(|_| MalformedRow(format!("sort key {sk:?} is not a sequence number")))?;
-    let seq = match item.get("seq") {
-        Some(AttributeValue::N(n)) => n
+    let seq = match get("seq") {
+        Some(Field::N(n)) => n
             .to_i64()
             .and_then(|i| u64::try_from(i).ok())
             .ok_or_else(|| MalformedRow(format!("attribute seq {n} is not a sequence number")))?,
         _ => return Err(MalformedRow("attribute seq is missing or not N".to_owned())),
     };
-    let causation_id = match item.get("causation_id") {
-        Some(AttributeValue::S(s)) => Some(s.as_str()),
-        Some(AttributeValue::Null) | None => None,
+    let causation_id = match get("causation_id") {
+        Some(Field::S(s)) => Some(s),
+        Some(Field::Null) | None => None,
         Some(_) => {
             return Err(MalformedRow(
                 "attribute causation_id is neither S nor NULL".to_owned(),
@@ -171,17 +268,17 @@ pub fn fields_of(item: &Item) -> Result<(EnvelopeFields<'_>, u64, &str), Malform
         }
     };
     let fields = EnvelopeFields {
-        actor: get_s(item, "actor")?,
+        actor: get_s(&get, "actor")?,
         causation_id,
-        correlation_id: get_s(item, "correlation_id")?,
-        id: get_s(item, "id")?,
-        occurred_at: get_s(item, "occurred_at")?,
-        payload: get_s(item, "payload")?,
+        correlation_id: get_s(&get, "correlation_id")?,
+        id: get_s(&get, "id")?,
+        occurred_at: get_s(&get, "occurred_at")?,
+        payload: get_s(&get, "payload")?,
         seq,
-        tenant: get_s(item, "tenant")?,
-        event_type: get_s(item, "type")?,
+        tenant: get_s(&get, "tenant")?,
+        event_type: get_s(&get, "type")?,
     };
-    Ok((fields, row_seq, get_s(item, "hash")?))
+    Ok((fields, row_seq, get_s(&get, "hash")?))
 }
 
 /// A stored event row as an [`Envelope`](crate::envelope::Envelope) and its
@@ -209,6 +306,138 @@ pub fn envelope_of(item: &Item) -> Result<(crate::envelope::Envelope, String), M
 mod tests {
     use super::*;
     use postbox_item::item_size;
+
+    /// Good event rows: with and without a cause, escapes, non-ASCII.
+    fn good_rows() -> Vec<Item> {
+        [
+            (1, None, r#"{"a":"x"}"#),
+            (
+                7,
+                Some("01JDQ4Z8Y3"),
+                r#"{"b":[1,2.5,"\u0001é\n"],"c":null}"#,
+            ),
+            (12, Some(""), "{}"),
+        ]
+        .into_iter()
+        .map(|(seq, causation, payload)| {
+            let f = EnvelopeFields {
+                actor: "user:é\"q\"",
+                causation_id: causation,
+                correlation_id: "corr",
+                id: "01JDQ4Z8Y3V5X7W9T1R3P5N7M9",
+                occurred_at: "2026-11-29T19:20:08.123Z",
+                payload,
+                seq,
+                tenant: "t-1",
+                event_type: "ORDER_PLACED",
+            };
+            event_item(&f, "ab".repeat(32))
+        })
+        .collect()
+    }
+
+    /// Every attribute [`fields_of`] reads (and one it does not) removed,
+    /// or replaced by a value of each type and a few awkward values.
+    fn tampered_rows(row: &Item) -> Vec<Item> {
+        let values = [
+            AttributeValue::s(""),
+            AttributeValue::s("x"),
+            AttributeValue::s("00000000000000000007"),
+            AttributeValue::s("-1"),
+            AttributeValue::n(7),
+            AttributeValue::n(-7),
+            AttributeValue::N("1.5".parse().unwrap()),
+            AttributeValue::N("1E+30".parse().unwrap()),
+            AttributeValue::Null,
+            AttributeValue::Bool(true),
+            AttributeValue::B(vec![1, 2]),
+            AttributeValue::L(vec![AttributeValue::s("x")]),
+            AttributeValue::M(Item::from([("seq".to_owned(), AttributeValue::n(1))])),
+            AttributeValue::Ss(["a".to_owned()].into()),
+            AttributeValue::Ns([Number::from(1)].into()),
+            AttributeValue::Bs([vec![1]].into()),
+        ];
+        let mut out = Vec::new();
+        let names = ROW_NAMES.iter().copied().chain([PK, "extra"]);
+        for name in names {
+            let mut gone = row.clone();
+            gone.remove(name);
+            out.push(gone);
+            for v in &values {
+                let mut changed = row.clone();
+                changed.insert(name.to_owned(), v.clone());
+                out.push(changed);
+            }
+        }
+        out
+    }
+
+    const ROW_NAMES: [&str; 11] = [
+        SK,
+        "seq",
+        "causation_id",
+        "actor",
+        "correlation_id",
+        "id",
+        "occurred_at",
+        "payload",
+        "tenant",
+        "type",
+        "hash",
+    ];
+
+    #[test]
+    fn encoded_rows_read_as_built_rows_good_and_tampered() {
+        let mut rows = 0;
+        let mut refused = 0;
+        for good in good_rows() {
+            for row in std::iter::once(good.clone()).chain(tampered_rows(&good)) {
+                let bytes = postbox_item::encode_item(&row);
+                assert_eq!(fields_of_encoded(&bytes), fields_of(&row), "{row:?}");
+                refused += fields_of(&row).is_err() as usize;
+                rows += 1;
+            }
+            // Every byte of the stored form changed: whatever still decodes
+            // reads the same both ways. What does not decode never reaches
+            // this reader (the store refuses it, as Query does: see the
+            // store's query_encoded tests); reading it must not panic.
+            let bytes = postbox_item::encode_item(&good);
+            for at in 0..bytes.len() {
+                for flip in [0x01, 0x20, 0x80, 0xff] {
+                    let mut damaged = bytes.clone();
+                    damaged[at] ^= flip;
+                    match postbox_item::decode_item(&damaged) {
+                        Ok(item) => {
+                            assert_eq!(fields_of_encoded(&damaged), fields_of(&item), "byte {at}")
+                        }
+                        Err(_) => {
+                            let _ = fields_of_encoded(&damaged);
+                        }
+                    }
+                    rows += 1;
+                }
+            }
+        }
+        assert!(
+            rows > 2000 && refused > 400,
+            "{rows} rows, {refused} refused"
+        );
+    }
+
+    #[test]
+    fn a_repeated_name_reads_as_decoding_keeps_it() {
+        // Stored forms never repeat a name, but damaged bytes can: the last
+        // one is the one decoding keeps, so it is the one read.
+        let row = &good_rows()[0];
+        let mut bytes = postbox_item::encode_item(row);
+        // Append a second "actor" and bump the attribute count.
+        bytes[0] += 1;
+        bytes.extend_from_slice(&[5, b'a', b'c', b't', b'o', b'r', 0, 2, b'z', b'z']);
+        let decoded = postbox_item::decode_item(&bytes).unwrap();
+        assert_eq!(decoded["actor"].as_s(), Some("zz"));
+        assert_eq!(fields_of_encoded(&bytes), fields_of(&decoded));
+        assert_eq!(fields_of_encoded(&bytes).unwrap().0.actor, "zz");
+    }
 
     #[test]
     fn event_item_size_is_the_size_of_the_built_row() {

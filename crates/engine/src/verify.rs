@@ -1,8 +1,11 @@
 //! Verifying a tenant's hash chain, incrementally from a checkpoint.
 //!
 //! The log is read with plain Query pages (sk ascending) through
-//! [`ItemStore`], so it works on every backend. A reader task fetches the
-//! next page while another hashes the current one, and a long log is split
+//! [`ItemStore::query_encoded`], so it works on every backend, and each row
+//! is read from its encoded bytes without building an item (the embedded
+//! store hands out its stored bytes as they are). A reader fetches the next
+//! page while the checker hashes the current one (two futures of one task,
+//! so a page is hashed where it was read), and a long log is split
 //! into ranges checked in parallel (see [`verify_tenant`]). Each event is
 //! checked in order:
 //! - its sort key must be the next seq (else a **gap**: events are missing);
@@ -21,7 +24,9 @@
 use std::sync::Arc;
 
 use postbox_item::{AttributeValue, Item};
-use postbox_store::api::{GetItemInput, PutItemInput, QueryInput, ScanInput, Values};
+use postbox_store::api::{
+    EncodedQueryOutput, GetItemInput, PutItemInput, QueryInput, ScanInput, Values,
+};
 use postbox_store::{ItemStore, StoreError};
 use tokio::sync::mpsc;
 
@@ -284,15 +289,18 @@ struct SegmentResult {
 }
 
 impl<S: ItemStore> Segment<S> {
-    /// Checks the range from `start_hash`, a reader task fetching pages
-    /// ahead while this one hashes; reports progress per page.
+    /// Checks the range from `start_hash`, a reader fetching the next page
+    /// while the checker hashes this one; reports progress per page.
+    /// Reader and checker are two futures of this one task, so a page is
+    /// checked on the thread (and in the cache) that read it, while a store
+    /// that waits on the network still reads ahead.
     async fn check(
         self,
         start_hash: Hash,
         progress: mpsc::UnboundedSender<u64>,
     ) -> Result<SegmentResult, StoreError> {
-        let (tx, mut rx) = mpsc::channel::<Result<Vec<Item>, StoreError>>(2);
-        let reader = tokio::spawn(read_pages(
+        let (tx, mut rx) = mpsc::channel::<Result<EncodedQueryOutput, StoreError>>(1);
+        let reader = read_pages(
             self.store.clone(),
             self.table.clone(),
             self.tenant.clone(),
@@ -300,31 +308,37 @@ impl<S: ItemStore> Segment<S> {
             self.upto,
             self.page,
             tx,
-        ));
-        let mut r = SegmentResult {
-            checked: 0,
-            last: (self.after, start_hash),
-            broken: None,
-        };
-        let mut scratch = String::with_capacity(4096);
-        'pages: while let Some(page) = rx.recv().await {
-            let page = page?;
-            let before = r.checked;
-            for item in &page {
-                match check_event(item, r.last.0, &r.last.1, &mut scratch) {
-                    Ok(hash) => {
-                        r.last = (r.last.0 + 1, hash);
-                        r.checked += 1;
-                    }
-                    Err(broken) => {
-                        r.broken = Some(broken);
-                        break 'pages;
+        );
+        let checker = async move {
+            let mut r = SegmentResult {
+                checked: 0,
+                last: (self.after, start_hash),
+                broken: None,
+            };
+            let mut scratch = String::with_capacity(4096);
+            'pages: while let Some(page) = rx.recv().await {
+                let page = page?;
+                let before = r.checked;
+                for row in page.items() {
+                    match check_event(row, r.last.0, &r.last.1, &mut scratch) {
+                        Ok(hash) => {
+                            r.last = (r.last.0 + 1, hash);
+                            r.checked += 1;
+                        }
+                        Err(broken) => {
+                            r.broken = Some(broken);
+                            break 'pages;
+                        }
                     }
                 }
+                let _ = progress.send(r.checked - before);
             }
-            let _ = progress.send(r.checked - before);
-        }
-        reader.abort();
+            // Dropping the receiver stops the reader at its next page.
+            drop(rx);
+            Ok::<_, StoreError>(r)
+        };
+        let ((), r) = tokio::join!(reader, checker);
+        let mut r = r?;
         if r.broken.is_none()
             && let Some(upto) = self.upto
             && r.last.0 < upto
@@ -393,17 +407,17 @@ async fn stored_hash<S: ItemStore>(
         .and_then(|i| chain::from_hex(i.get("hash")?.as_s()?)))
 }
 
-/// Checks one row after `prev_seq`/`prev_hash`; its hash, or the broken seq
-/// and problem.
+/// Checks one row (encoded, as `query_encoded` gives it) after
+/// `prev_seq`/`prev_hash`; its hash, or the broken seq and problem.
 fn check_event(
-    item: &Item,
+    row: &[u8],
     prev_seq: u64,
     prev_hash: &Hash,
     scratch: &mut String,
 ) -> Result<Hash, (u64, Problem)> {
     let expected = prev_seq + 1;
     let (fields, row_seq, stored) =
-        layout::fields_of(item).map_err(|m| (expected, Problem::Malformed(m.0)))?;
+        layout::fields_of_encoded(row).map_err(|m| (expected, Problem::Malformed(m.0)))?;
     if row_seq != expected {
         return Err((
             expected,
@@ -472,7 +486,7 @@ async fn read_pages<S: ItemStore>(
     after: u64,
     upto: Option<u64>,
     page: usize,
-    tx: mpsc::Sender<Result<Vec<Item>, StoreError>>,
+    tx: mpsc::Sender<Result<EncodedQueryOutput, StoreError>>,
 ) {
     let mut start: Option<Item> = None;
     loop {
@@ -498,7 +512,7 @@ async fn read_pages<S: ItemStore>(
             }
         };
         let out = store
-            .query(QueryInput {
+            .query_encoded(QueryInput {
                 table_name: table.clone(),
                 key_condition_expression: Some(condition.to_owned()),
                 expression_attribute_values: Some(values),
@@ -509,10 +523,9 @@ async fn read_pages<S: ItemStore>(
             })
             .await;
         match out {
-            Ok(out) => {
-                let last = out.last_evaluated_key;
-                let items = out.items.unwrap_or_default();
-                if !items.is_empty() && tx.send(Ok(items)).await.is_err() {
+            Ok(mut out) => {
+                let last = out.last_evaluated_key.take();
+                if !out.is_empty() && tx.send(Ok(out)).await.is_err() {
                     return;
                 }
                 match last {

@@ -167,8 +167,18 @@ async fn tamper_and_verify(
         .verify_tenant("t1", &full(), &mut |_| {})
         .await
         .unwrap();
+    assert_eq!(r, via_query(t).await, "{name}[{at}] of event {seq}");
     put(&t.store, original).await;
     r.broken
+}
+
+/// The same full verify through Query (the trait's default
+/// `query_encoded`), for comparison with the embedded store's own path.
+async fn via_query(t: &TestStore) -> postbox_engine::TenantReport {
+    let store = Arc::new(ViaQuery(t.store.clone()));
+    postbox_engine::verify::verify_tenant(&store, EVENTS, "t1", &full(), &mut |_| {})
+        .await
+        .unwrap()
 }
 
 #[tokio::test]

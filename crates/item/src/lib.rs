@@ -11,7 +11,10 @@ mod key;
 mod number;
 mod value;
 
-pub use codec::{decode_item, encode_item};
+pub use codec::{
+    EncodedAttributes, RawValueRef, ValueRef, decode_item, encode_item, encoded_attributes,
+    encoded_item_size, visit_encoded_item, visit_encoded_item_unchecked,
+};
 pub use key::{encode_partition_key, encode_sort_key};
 pub use number::{MAX_DIGITS, Number};
 pub use value::{AttributeType, AttributeValue, Item, item_from_json, item_size, item_to_json};

@@ -28,13 +28,8 @@ pub struct Number {
     exponent: i32,
 }
 
-fn digit_count(mut m: u128) -> u32 {
-    let mut n = 1;
-    while m >= 10 {
-        m /= 10;
-        n += 1;
-    }
-    n
+fn digit_count(m: u128) -> u32 {
+    m.checked_ilog10().map_or(1, |d| d + 1)
 }
 
 impl Number {
@@ -52,9 +47,19 @@ impl Number {
             return Ok(Number::ZERO);
         }
         let (mut m, mut e) = (mantissa, exponent);
-        while m % 10 == 0 {
-            m /= 10;
-            e += 1;
+        // Most mantissas fit in 64 bits, where division by 10 is a multiply
+        // rather than a call.
+        if let Ok(mut small) = u64::try_from(m) {
+            while small % 10 == 0 {
+                small /= 10;
+                e += 1;
+            }
+            m = small as u128;
+        } else {
+            while m % 10 == 0 {
+                m /= 10;
+                e += 1;
+            }
         }
         let digits = digit_count(m);
         if digits > MAX_DIGITS {

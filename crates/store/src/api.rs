@@ -366,6 +366,67 @@ pub struct QueryOutput {
     pub last_evaluated_key: Option<Item>,
 }
 
+/// A Query page whose items are still in the store's binary form
+/// ([`postbox_item::encode_item`]), back to back in one buffer: the answer
+/// of [`ItemStore::query_encoded`](crate::ItemStore::query_encoded). With
+/// `Select: COUNT` it holds no items, only the counts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EncodedQueryOutput {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+    pub count: u64,
+    pub scanned_count: u64,
+    pub last_evaluated_key: Option<Item>,
+}
+
+impl EncodedQueryOutput {
+    /// Appends one encoded item.
+    pub fn push(&mut self, encoded: &[u8]) {
+        self.bytes.extend_from_slice(encoded);
+        self.ends.push(self.bytes.len());
+    }
+
+    /// Makes room for `items` more items of `bytes` bytes in all.
+    pub fn reserve(&mut self, bytes: usize, items: usize) {
+        self.bytes.reserve(bytes);
+        self.ends.reserve(items);
+    }
+
+    /// The encoded items, in the page's order.
+    pub fn items(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
+        self.ends.iter().enumerate().map(|(i, &end)| {
+            let start = if i == 0 { 0 } else { self.ends[i - 1] };
+            &self.bytes[start..end]
+        })
+    }
+
+    /// How many items the page holds.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// True when the page holds no items.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+}
+
+impl From<QueryOutput> for EncodedQueryOutput {
+    /// Encodes the items of a Query page.
+    fn from(out: QueryOutput) -> EncodedQueryOutput {
+        let mut page = EncodedQueryOutput {
+            count: out.count,
+            scanned_count: out.scanned_count,
+            last_evaluated_key: out.last_evaluated_key,
+            ..Default::default()
+        };
+        for item in out.items.iter().flatten() {
+            page.push(&postbox_item::encode_item(item));
+        }
+        page
+    }
+}
+
 /// The keys and projection of one table in BatchGetItem.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]

@@ -67,6 +67,22 @@ pub trait ItemStore: Send + Sync + 'static {
         input: DeleteItemInput,
     ) -> impl Future<Output = StoreResult<WriteOutput>> + Send;
     fn query(&self, input: QueryInput) -> impl Future<Output = StoreResult<QueryOutput>> + Send;
+    /// Query, answering with the items in their encoded form
+    /// ([`postbox_item::encode_item`]) instead of built: the same request,
+    /// validation, errors, pages (Limit, 1 MB, LastEvaluatedKey) and
+    /// consistency as [`query`](ItemStore::query). It serves readers of long
+    /// ranges that look at a few attributes of each item
+    /// ([`postbox_item::encoded_attributes`] reads them borrowed); a backend
+    /// that keeps items encoded overrides it to skip building them. The
+    /// default is `query` followed by an encode of each item, so every
+    /// backend has it.
+    fn query_encoded(
+        &self,
+        input: QueryInput,
+    ) -> impl Future<Output = StoreResult<EncodedQueryOutput>> + Send {
+        let query = self.query(input);
+        async move { Ok(EncodedQueryOutput::from(query.await?)) }
+    }
     fn scan(&self, input: ScanInput) -> impl Future<Output = StoreResult<QueryOutput>> + Send;
     fn batch_get_item(
         &self,

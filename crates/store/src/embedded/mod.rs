@@ -477,6 +477,12 @@ impl ItemStore for EmbeddedStore {
         read_ops::query(&self.snapshot()?, self.catalog(), self.now_ms(), input)
     }
 
+    /// Reads the stored bytes straight from the snapshot: no item is built
+    /// except to answer a filter or projection (see `read_ops`).
+    async fn query_encoded(&self, input: QueryInput) -> StoreResult<EncodedQueryOutput> {
+        read_ops::query_encoded(&self.snapshot()?, self.catalog(), self.now_ms(), input)
+    }
+
     async fn scan(&self, input: ScanInput) -> StoreResult<QueryOutput> {
         read_ops::scan(&self.snapshot()?, self.catalog(), self.now_ms(), input)
     }

@@ -12,7 +12,9 @@ use postbox_expr::{
     Condition, KeyCondition, Placeholders, Projection, SortKeyCondition, parse_filter,
     parse_key_condition, parse_projection,
 };
-use postbox_item::{AttributeValue, Item, decode_item, encode_sort_key, item_size};
+use postbox_item::{
+    AttributeValue, Item, RawValueRef, decode_item, encode_sort_key, item_size, visit_encoded_item,
+};
 use redb::{ReadOnlyTable, ReadTransaction};
 
 use crate::StoreError;
@@ -282,13 +284,8 @@ fn filter_and_projection(
     Ok((filter, projection))
 }
 
-/// Query.
-pub(crate) fn query(
-    txn: &ReadTransaction,
-    catalog: &Catalog,
-    now_ms: u64,
-    input: QueryInput,
-) -> Result<QueryOutput, StoreError> {
+/// Checks a Query request and plans its read.
+fn plan_query(catalog: &Catalog, input: QueryInput) -> Result<QueryPlan, StoreError> {
     validate::legacy_parameters(
         &[
             ("KeyConditions", input.key_conditions.is_some()),
@@ -351,24 +348,192 @@ pub(crate) fn query(
         ));
     }
     let (lo, hi) = sort_bounds(&prefix, key_condition.sort.as_ref());
-    let forward = input.scan_index_forward.unwrap_or(true);
-    let page = Page {
-        meta,
-        filter,
-        shape,
-        limit,
-        start,
-    };
-    let sort = key_condition.sort;
-    run_page(txn, &page, now_ms, lo, hi, forward, |item| {
-        sort.as_ref().is_none_or(|c| {
-            page.meta
-                .sort_key
-                .as_ref()
-                .and_then(|sk| item.get(&sk.name))
-                .is_some_and(|v| c.matches(v))
-        })
+    Ok(QueryPlan {
+        page: Page {
+            meta,
+            filter,
+            shape,
+            limit,
+            start,
+        },
+        lo,
+        hi,
+        forward: input.scan_index_forward.unwrap_or(true),
+        sort: key_condition.sort,
     })
+}
+
+/// A checked Query: the page rules, the byte range and the sort-key
+/// condition each item must still meet.
+struct QueryPlan {
+    page: Page,
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    forward: bool,
+    sort: Option<SortKeyCondition>,
+}
+
+/// Query.
+pub(crate) fn query(
+    txn: &ReadTransaction,
+    catalog: &Catalog,
+    now_ms: u64,
+    input: QueryInput,
+) -> Result<QueryOutput, StoreError> {
+    let QueryPlan {
+        page,
+        lo,
+        hi,
+        forward,
+        sort,
+    } = plan_query(catalog, input)?;
+    run_page(txn, &page, now_ms, lo, hi, forward, |item| {
+        meets_sort(&page.meta, sort.as_ref(), item)
+    })
+}
+
+/// Whether `item` meets the Query's sort-key condition (an item without
+/// the sort key does not).
+fn meets_sort(meta: &TableMeta, sort: Option<&SortKeyCondition>, item: &Item) -> bool {
+    sort.is_none_or(|c| {
+        meta.sort_key
+            .as_ref()
+            .and_then(|sk| item.get(&sk.name))
+            .is_some_and(|v| c.matches(v))
+    })
+}
+
+/// Query answered with the stored bytes of each item: the same plan, the
+/// same rows and page boundaries as [`query`], but a page without a filter
+/// or projection copies each item's bytes instead of building it (the bytes
+/// are checked as `decode_item` checks them, so a damaged row fails the
+/// same way). With a filter or projection the page is [`query`]'s, encoded.
+pub(crate) fn query_encoded(
+    txn: &ReadTransaction,
+    catalog: &Catalog,
+    now_ms: u64,
+    input: QueryInput,
+) -> Result<EncodedQueryOutput, StoreError> {
+    let plan = plan_query(catalog, input)?;
+    if plan.page.filter.is_some() || !matches!(plan.page.shape, Shape::All) {
+        let QueryPlan {
+            page,
+            lo,
+            hi,
+            forward,
+            sort,
+        } = plan;
+        let out = run_page(txn, &page, now_ms, lo, hi, forward, |item| {
+            meets_sort(&page.meta, sort.as_ref(), item)
+        })?;
+        return Ok(out.into());
+    }
+    run_page_encoded(txn, plan, now_ms)
+}
+
+/// [`run_page`] for a page of whole items, copying their stored bytes.
+fn run_page_encoded(
+    txn: &ReadTransaction,
+    plan: QueryPlan,
+    now_ms: u64,
+) -> Result<EncodedQueryOutput, StoreError> {
+    let QueryPlan {
+        page,
+        lo,
+        hi,
+        forward,
+        sort,
+    } = plan;
+    let mut out = EncodedQueryOutput::default();
+    let Some(table) = items(txn)? else {
+        return Ok(out);
+    };
+    let (lo, hi) = after_start(lo, hi, page.start.as_ref(), forward);
+    if empty_range(&lo, &hi) {
+        return Ok(out);
+    }
+    let range = table
+        .range::<&[u8]>((as_slice(&lo), as_slice(&hi)))
+        .map_err(storage_err)?;
+    let mut iter: Box<dyn Iterator<Item = _>> = if forward {
+        Box::new(range)
+    } else {
+        Box::new(range.rev())
+    };
+    let sk_name = page.meta.sort_key.as_ref().map(|sk| sk.name.as_bytes());
+    let ttl_name = page.meta.ttl_attribute.as_ref().map(|a| a.as_bytes());
+    let mut bytes_read = 0usize;
+    let mut sort_text = AttributeValue::S(String::new());
+    for row in iter.by_ref() {
+        let (_, value) = row.map_err(storage_err)?;
+        let bytes = value.value();
+        // One walk: checks the bytes, sizes the item and finds the two
+        // attributes the page needs (the last of a repeated name, as
+        // decoding keeps).
+        let (mut sort_value, mut ttl_value) = (None, None);
+        let size = visit_encoded_item(bytes, |name, v| {
+            if Some(name) == sk_name {
+                sort_value = Some(v);
+            }
+            if Some(name) == ttl_name {
+                ttl_value = Some(v);
+            }
+        })?;
+        let expired = match ttl_value {
+            Some(RawValueRef::Value(v)) => {
+                ttl::value_expires_at(&v.to_value()?).is_some_and(|at| ttl::is_past(at, now_ms))
+            }
+            Some(RawValueRef::S(_)) | None => false,
+        };
+        let in_scope = match (&sort, sort_value) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(c), Some(RawValueRef::S(v))) => {
+                // One string reused for every row's sort key.
+                let AttributeValue::S(t) = &mut sort_text else {
+                    unreachable!("sort_text is an S")
+                };
+                t.clear();
+                // The walk checked the UTF-8; this cannot fail.
+                t.push_str(
+                    std::str::from_utf8(v)
+                        .map_err(|_| StoreError::Storage("invalid UTF-8".into()))?,
+                );
+                c.matches(&sort_text)
+            }
+            (Some(c), Some(RawValueRef::Value(v))) => c.matches(&v.to_value()?),
+        };
+        if expired || !in_scope {
+            continue;
+        }
+        out.scanned_count += 1;
+        bytes_read += size;
+        let stop = page.limit.is_some_and(|l| out.scanned_count as usize >= l)
+            || bytes_read >= validate::MAX_PAGE_BYTES;
+        if stop {
+            out.last_evaluated_key = Some(keys::key_of(&page.meta, &decode_item(bytes)?));
+        }
+        if out.is_empty() {
+            // Room for as many items like this one as the Limit asks for
+            // (at most what a 1 MB page holds), so a long read does not
+            // regrow the buffer along the way; without a Limit, for a few.
+            let rows = page
+                .limit
+                .unwrap_or(16)
+                .min(validate::MAX_PAGE_BYTES / size.max(1) + 1);
+            out.reserve(
+                rows.saturating_mul(bytes.len())
+                    .min(validate::MAX_PAGE_BYTES + bytes.len()),
+                rows,
+            );
+        }
+        out.count += 1;
+        out.push(bytes);
+        if stop {
+            break;
+        }
+    }
+    Ok(out)
 }
 
 /// Scan, including parallel segments split by a hash of the partition key.

@@ -32,7 +32,12 @@ const SWEEP_CHUNK: usize = 500;
 /// has a usable TTL value.
 pub(crate) fn expires_at(meta: &TableMeta, item: &Item) -> Option<u64> {
     let attr = meta.ttl_attribute.as_ref()?;
-    let n = item.get(attr).and_then(AttributeValue::as_n)?;
+    value_expires_at(item.get(attr)?)
+}
+
+/// The expiry second a TTL attribute's value names, if it is usable.
+pub(crate) fn value_expires_at(v: &AttributeValue) -> Option<u64> {
+    let n = v.as_n()?;
     if n.is_negative() {
         return None;
     }
