@@ -438,8 +438,8 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         );
         println!(
-            "{:<56} {:<48} {:<24} {}",
-            "scenario", "result", "target", "baseline (same run)"
+            "{:<56} {:<48} {:<24} baseline (same run)",
+            "scenario", "result", "target"
         );
         for r in &rows {
             println!(

@@ -35,20 +35,24 @@ pub struct Handlers {
         Box<dyn FnOnce(EngineBuilder<EmbeddedStore>) -> EngineBuilder<EmbeddedStore> + Send>,
     /// Routes of applications served next to the API (the examples); they
     /// need a tenant token and see its tenant in `X-Tenant-Id`.
-    pub routes: Option<Box<dyn FnOnce(Arc<Engine<EmbeddedStore>>) -> Router + Send>>,
+    pub routes: Option<RoutesFn>,
     /// Extra relay pipes (TOML), for applications' own tables.
     pub pipes: Option<String>,
     /// Runs once the store and queues are open, before the engine and the
     /// relay start (applications create their tables and queues here).
     pub setup: Option<Box<dyn FnOnce(EmbeddedStore, Queues) -> SetupFuture + Send>>,
     /// Applications' own background tasks (a job runner), stopped with the node.
-    pub background: Option<
-        Box<
-            dyn FnOnce(EmbeddedStore, Queues, watch::Receiver<bool>) -> tokio::task::JoinHandle<()>
-                + Send,
-        >,
-    >,
+    pub background: Option<BackgroundFn>,
 }
+
+/// What [`Handlers::routes`] holds: builds the applications' routes.
+pub type RoutesFn = Box<dyn FnOnce(Arc<Engine<EmbeddedStore>>) -> Router + Send>;
+
+/// What [`Handlers::background`] holds: starts a task that ends when the
+/// stop signal turns true.
+pub type BackgroundFn = Box<
+    dyn FnOnce(EmbeddedStore, Queues, watch::Receiver<bool>) -> tokio::task::JoinHandle<()> + Send,
+>;
 
 /// What [`Handlers::setup`] returns.
 pub type SetupFuture =

@@ -116,13 +116,12 @@ async fn list_streams<S: ItemStore>(
             streams.push(json!({"StreamArn": arn, "TableName": name, "StreamLabel": label}));
         }
     }
-    if let Some(start) = &input.exclusive_start_stream_arn {
-        if let Some(pos) = streams
+    if let Some(start) = &input.exclusive_start_stream_arn
+        && let Some(pos) = streams
             .iter()
             .position(|s| s["StreamArn"] == *start.as_str())
-        {
-            streams.drain(..=pos);
-        }
+    {
+        streams.drain(..=pos);
     }
     let limit = input.limit.unwrap_or(100).clamp(1, 100);
     let last = (streams.len() > limit).then(|| streams[limit - 1]["StreamArn"].clone());
