@@ -198,7 +198,25 @@ fn get_s<'a>(
 /// The envelope fields of a stored event row (borrowing from it), the seq
 /// its sort key says, and its stored hash text.
 pub fn fields_of(item: &Item) -> Result<(EnvelopeFields<'_>, u64, &str), MalformedRow> {
+    if let Some(name) = item.keys().find(|n| !is_event_attribute(n.as_bytes())) {
+        return Err(not_an_event_attribute(name.as_bytes()));
+    }
     fields_from(|name| item.get(name).map(Field::of_value))
+}
+
+/// Whether an event row has an attribute of this name. A row with any
+/// other attribute was changed after the engine wrote it (rows are only
+/// ever created): the chain does not cover what was added, so the row is
+/// reported instead of passing as intact.
+fn is_event_attribute(name: &[u8]) -> bool {
+    name == PK.as_bytes() || slot_of(name).is_some()
+}
+
+fn not_an_event_attribute(name: &[u8]) -> MalformedRow {
+    MalformedRow(format!(
+        "attribute {} is not part of an event row",
+        String::from_utf8_lossy(name)
+    ))
 }
 
 /// The slot of each attribute [`fields_of`] reads, for
@@ -228,13 +246,20 @@ fn slot_of(name: &[u8]) -> Option<usize> {
 /// bytes that do not decode are malformed.
 pub fn fields_of_encoded(bytes: &[u8]) -> Result<(EnvelopeFields<'_>, u64, &str), MalformedRow> {
     let mut slots: [Option<RawValueRef<'_>>; 11] = [None; 11];
+    let mut foreign: Option<&[u8]> = None;
     visit_encoded_item_unchecked(bytes, |name, value| {
         // A repeated name: the last one wins, as when decoding.
         if let Some(i) = slot_of(name) {
             slots[i] = Some(value);
+        } else if name != PK.as_bytes() && foreign.is_none() {
+            // Names come in order, so this is the one `fields_of` names.
+            foreign = Some(name);
         }
     })
     .map_err(|e| MalformedRow(e.to_string()))?;
+    if let Some(name) = foreign {
+        return Err(not_an_event_attribute(name));
+    }
     fields_from(|name| {
         Some(match slots[slot_of(name.as_bytes())?]? {
             RawValueRef::S(b) => std::str::from_utf8(b).map_or(Field::BadText, Field::S),

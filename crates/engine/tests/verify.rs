@@ -239,6 +239,45 @@ async fn tampering_with_any_byte_is_caught_at_its_seq() {
 }
 
 #[tokio::test]
+async fn an_attribute_added_to_a_stored_event_is_caught_at_its_seq() {
+    let (t, engine) = log_of(8).await;
+    let original = events(&*t.store, "t1").await[4].clone();
+    for (name, value) in [
+        (
+            "refund_to",
+            AttributeValue::s("an account of someone else's"),
+        ),
+        ("zz", AttributeValue::Null),
+        ("a", AttributeValue::n(1)),
+    ] {
+        let mut tampered = original.clone();
+        tampered.insert(name.to_owned(), value);
+        put(&t.store, tampered).await;
+        let r = engine
+            .verify_tenant("t1", &full(), &mut |_| {})
+            .await
+            .unwrap();
+        assert_eq!(r, via_query(&t).await, "{name}");
+        assert_eq!(
+            r.broken,
+            Some((
+                5,
+                Problem::Malformed(format!("attribute {name} is not part of an event row"))
+            )),
+            "{name}"
+        );
+        put(&t.store, original.clone()).await;
+    }
+    assert!(
+        engine
+            .verify_tenant("t1", &full(), &mut |_| {})
+            .await
+            .unwrap()
+            .intact()
+    );
+}
+
+#[tokio::test]
 async fn gaps_reordering_and_head_damage_are_named() {
     let (t, engine) = log_of(10).await;
     let rows = events(&*t.store, "t1").await;
