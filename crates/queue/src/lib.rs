@@ -39,5 +39,5 @@ pub use error::{QueueError, QueueResult};
 pub use message::{
     MessageAttributeValue, MessageAttributes, NewMessage, ReceivedMessage, SendResult,
 };
-pub use queues::{MoveTask, MoveTaskStatus, Queues, QueuesOptions, ReceiveOptions};
+pub use queues::{MoveTask, MoveTaskStatus, PreparedSend, Queues, QueuesOptions, ReceiveOptions};
 pub use stats::QueueStats;

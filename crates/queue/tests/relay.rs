@@ -1,6 +1,6 @@
-//! `send_in`: enqueueing inside a caller's write operation, committed in
-//! the same transaction as the caller's other writes (a relay's "enqueue and
-//! advance the checkpoint").
+//! `send_in` (and `prepare_send` + `send_prepared_in`): enqueueing inside a
+//! caller's write operation, committed in the same transaction as the
+//! caller's other writes (a relay's "enqueue and advance the checkpoint").
 
 mod common;
 
@@ -65,6 +65,64 @@ async fn a_missing_queue_is_a_typed_error_not_a_storage_failure() {
         .await
         .unwrap();
     assert_eq!(r, Err(QueueError::QueueDoesNotExist));
+}
+
+#[tokio::test]
+async fn prepared_off_the_writer_then_sent_inside_it() {
+    let e = env().await;
+    fifo(&e.queues, "events.fifo").await;
+    let prepared = e
+        .queues
+        .prepare_send(
+            "events.fifo",
+            vec![grouped("e1", "tenant-1"), grouped("e2", "tenant-2")],
+        )
+        .unwrap();
+    assert_eq!(prepared.len(), 2);
+    let queues = e.queues.clone();
+    let sent = e
+        .store
+        .submit(move |ctx| queues.send_prepared_in(ctx, prepared))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(sent.len(), 2);
+    let mut got = bodies(
+        &e.queues
+            .receive("events.fifo", recv(10, None))
+            .await
+            .unwrap(),
+    );
+    got.sort();
+    assert_eq!(got, ["e1", "e2"]);
+    // Validation happens when preparing: one bad message, nothing prepared.
+    assert!(matches!(
+        e.queues.prepare_send(
+            "events.fifo",
+            vec![grouped("ok", "g"), NewMessage::new("no group")]
+        ),
+        Err(QueueError::MissingParameter(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_queue_deleted_after_preparing_takes_nothing() {
+    let e = env().await;
+    fifo(&e.queues, "events.fifo").await;
+    let prepared = e
+        .queues
+        .prepare_send("events.fifo", vec![grouped("e1", "tenant-1")])
+        .unwrap();
+    e.queues.delete_queue("events.fifo").await.unwrap();
+    let queues = e.queues.clone();
+    let r = e
+        .store
+        .submit(move |ctx| queues.send_prepared_in(ctx, prepared))
+        .await
+        .unwrap();
+    assert_eq!(r, Err(QueueError::QueueDoesNotExist));
+    fifo(&e.queues, "events.fifo").await;
+    assert_eq!(e.queues.stats("events.fifo").unwrap().visible, 0);
 }
 
 /// The relay step end to end: read new stream records, enqueue them and

@@ -46,7 +46,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use postbox_queue::{QueueError, Queues};
+use postbox_queue::{PreparedSend, QueueError, QueueResult, Queues};
 use postbox_store::embedded::{Clock, EmbeddedStore, SystemClock};
 use postbox_store::{ChangeStreams, StoreError};
 use serde_json::Value;
@@ -845,7 +845,17 @@ impl Runner {
             .map(|(i, r)| dead_letter(&self.spec.name, &dlq, planned[*i].view(), r, now))
             .collect();
         let dead_reasons: Vec<DeadReason> = c.dead.iter().map(|(_, r)| r.clone()).collect();
-        let sends = std::mem::take(&mut c.sends);
+        // Validated and encoded here, not on the store's writer: the writer
+        // is the one serial part, and only enqueues.
+        let sends: Vec<(String, Vec<usize>, QueueResult<PreparedSend>)> =
+            std::mem::take(&mut c.sends)
+                .into_iter()
+                .map(|(queue, list)| {
+                    let (index, messages): (Vec<usize>, Vec<_>) = list.into_iter().unzip();
+                    let prepared = self.queues.prepare_send(&queue, messages);
+                    (queue, index, prepared)
+                })
+                .collect();
         let (pipe, owner, table, reader, lease_for) = (
             self.spec.name.clone(),
             self.options.owner.clone(),
@@ -872,9 +882,12 @@ impl Runner {
                 )));
             }
             let mut failed = Vec::new();
-            for (queue, list) in sends {
-                let (index, messages): (Vec<usize>, Vec<_>) = list.into_iter().unzip();
-                if let Err(e) = queues.send_in(ctx, &queue, messages)? {
+            for (queue, index, prepared) in sends {
+                let sent = match prepared {
+                    Ok(prepared) => queues.send_prepared_in(ctx, prepared)?,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = sent {
                     failed.extend(index.iter().map(|&i| (i, format!("queue {queue}: {e}"))));
                 }
             }

@@ -182,24 +182,75 @@ impl Queues {
     /// message is invalid, nothing is written and the queue error is
     /// returned. Call it last in the operation (its writes are not staged)
     /// and do not fail the operation after it returned `Ok(Ok(_))`.
+    ///
+    /// [`Queues::prepare_send`] then [`Queues::send_prepared_in`] do the
+    /// same with the validation and encoding off the store's writer.
     pub fn send_in(
         &self,
         ctx: &mut WriteContext<'_>,
         queue: &str,
         messages: Vec<crate::message::NewMessage>,
     ) -> Result<QueueResult<Vec<crate::message::SendResult>>, StoreError> {
-        let handle = match self.inner.handle(queue) {
-            Ok(h) => h,
-            Err(e) => return Ok(Err(e)),
-        };
-        let prepared: QueueResult<Vec<send::Prepared>> =
-            send::prepare(&handle, messages).into_iter().collect();
-        let prepared = match prepared {
-            Ok(p) => p.into_iter().map(Ok).collect(),
-            Err(e) => return Ok(Err(e)),
-        };
-        Ok(send::commit(ctx, &handle, prepared)?
+        match self.prepare_send(queue, messages) {
+            Ok(prepared) => self.send_prepared_in(ctx, prepared),
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    /// The first half of [`Queues::send_in`], for the caller's own thread:
+    /// validates `messages` against `queue` (all or nothing) and encodes
+    /// them, so the store's writer only enqueues.
+    pub fn prepare_send(
+        &self,
+        queue: &str,
+        messages: Vec<crate::message::NewMessage>,
+    ) -> QueueResult<PreparedSend> {
+        let handle = self.inner.handle(queue)?;
+        let messages = send::prepare(&handle, messages)
+            .into_iter()
+            .collect::<QueueResult<Vec<_>>>()?;
+        Ok(PreparedSend { handle, messages })
+    }
+
+    /// The second half of [`Queues::send_in`], inside the caller's write
+    /// operation, with the same rules. A queue deleted since it was
+    /// prepared answers `QueueDoesNotExist` and nothing is written.
+    pub fn send_prepared_in(
+        &self,
+        ctx: &mut WriteContext<'_>,
+        prepared: PreparedSend,
+    ) -> Result<QueueResult<Vec<crate::message::SendResult>>, StoreError> {
+        let PreparedSend { handle, messages } = prepared;
+        let messages = messages.into_iter().map(Ok).collect();
+        Ok(send::commit(ctx, &handle, messages)?
             .map(|results| results.into_iter().map(|r| r.expect("all valid")).collect()))
+    }
+}
+
+/// Messages validated and encoded for one queue by
+/// [`Queues::prepare_send`], waiting for [`Queues::send_prepared_in`].
+pub struct PreparedSend {
+    handle: Arc<QueueHandle>,
+    messages: Vec<send::Prepared>,
+}
+
+impl PreparedSend {
+    /// How many messages it holds.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// True when it holds no message.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+}
+
+impl std::fmt::Debug for PreparedSend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedSend")
+            .field("messages", &self.messages.len())
+            .finish_non_exhaustive()
     }
 }
 
