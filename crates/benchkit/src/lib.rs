@@ -26,6 +26,55 @@ pub fn thread_cpu(prefix: &str) -> f64 {
         .sum()
 }
 
+/// The CPU time of each thread whose name starts with a prefix, at one
+/// moment: [`ThreadCpu::elapsed`] then says what those threads, and any
+/// started since, used in between. Unlike differences of [`thread_cpu`], a
+/// thread that exits meanwhile (a store dropped by an earlier scenario)
+/// cannot make the figure shrink or go negative.
+#[derive(Clone, Debug)]
+pub struct ThreadCpu {
+    prefix: String,
+    by_thread: std::collections::HashMap<String, f64>,
+}
+
+impl ThreadCpu {
+    /// The threads named `prefix...` now.
+    pub fn now(prefix: &str) -> ThreadCpu {
+        ThreadCpu {
+            prefix: prefix.to_owned(),
+            by_thread: per_thread(prefix),
+        }
+    }
+
+    /// CPU seconds used since [`ThreadCpu::now`] by the threads alive now:
+    /// all of it for a thread started since, the growth for the others.
+    pub fn elapsed(&self) -> f64 {
+        per_thread(&self.prefix)
+            .into_iter()
+            .map(|(tid, cpu)| cpu - self.by_thread.get(&tid).copied().unwrap_or(0.0))
+            .sum()
+    }
+}
+
+/// CPU seconds by thread id, for the threads named `prefix...`.
+fn per_thread(prefix: &str) -> std::collections::HashMap<String, f64> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Default::default();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| {
+            let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+            thread_name(&stat)?.starts_with(prefix).then(|| {
+                (
+                    task.file_name().to_string_lossy().into_owned(),
+                    stat_cpu(&stat),
+                )
+            })
+        })
+        .collect()
+}
+
 /// [`thread_cpu`] with nanosecond precision (the run time in
 /// /proc/self/task/*/schedstat), fine enough for runs of a tenth of a
 /// second; user and system time are not told apart.
@@ -93,15 +142,52 @@ mod tests {
     #[test]
     fn this_process_has_used_some_cpu() {
         let start = process_cpu();
-        let mut x = 0u64;
-        while process_cpu() - start < 0.02 {
-            x = x.wrapping_add(std::hint::black_box(1));
-        }
-        assert!(x > 0);
         // This thread's name is the test's, cut to 15 bytes by the kernel.
-        assert!(thread_cpu("tests::this_pro") >= 0.01);
+        let mine = ThreadCpu::now("tests::this_pro");
+        while mine.elapsed() < 0.02 {
+            std::hint::black_box(0u64);
+        }
+        assert!(process_cpu() - start >= 0.02);
+        assert!(thread_cpu_precise("tests::this_pro") >= 0.02);
         assert_eq!(thread_cpu("no thread is called this"), 0.0);
-        assert!(thread_cpu_precise("tests::this_pro") >= 0.01);
+    }
+
+    #[test]
+    fn a_thread_that_ends_does_not_take_its_time_away() {
+        // Spins until this thread has used `secs` of CPU itself.
+        fn spin(name: &str, secs: f64) {
+            while thread_cpu(name) < secs {
+                std::hint::black_box(0u64);
+            }
+        }
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let ended = std::thread::Builder::new()
+            .name("benchkit-ended".into())
+            .spawn(move || {
+                spin("benchkit-ended", 0.03);
+                rx.recv().unwrap();
+            })
+            .unwrap();
+        while thread_cpu("benchkit-ended") < 0.03 {
+            std::thread::yield_now();
+        }
+        let before = ThreadCpu::now("benchkit-");
+        tx.send(()).unwrap();
+        ended.join().unwrap();
+        // The differences of totals go negative when a thread ends...
+        assert!(thread_cpu("benchkit-") < 0.03);
+        // ... the snapshot does not, and counts a thread started since.
+        assert_eq!(before.elapsed(), 0.0);
+        std::thread::Builder::new()
+            .name("benchkit-new".into())
+            .spawn(|| {
+                let mine = ThreadCpu::now("benchkit-new");
+                spin("benchkit-new", 0.02);
+                assert!(mine.elapsed() >= 0.02);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
     }
 
     #[test]

@@ -218,7 +218,7 @@ async fn throughput(records: u64) -> (f64, f64, f64, u64) {
     write(&store, 0, records, 1000).await;
     let commits_before = store.writer_stats().commits;
     let cpu_before = postbox_benchkit::process_cpu();
-    let writer_before = postbox_benchkit::thread_cpu("postbox-store-w");
+    let writer_before = postbox_benchkit::ThreadCpu::now("postbox-store-w");
     let started = Instant::now();
     let options = RelayOptions {
         max_records_per_commit: env_usize("RELAY_BENCH_PER_COMMIT", 1000),
@@ -235,8 +235,7 @@ async fn throughput(records: u64) -> (f64, f64, f64, u64) {
     wait_caught_up(&store, "pipe:events").await;
     let rate = records as f64 / started.elapsed().as_secs_f64();
     let cpu_per_record = (postbox_benchkit::process_cpu() - cpu_before) * 1e6 / records as f64;
-    let writer_per_record =
-        (postbox_benchkit::thread_cpu("postbox-store-w") - writer_before) * 1e6 / records as f64;
+    let writer_per_record = writer_before.elapsed() * 1e6 / records as f64;
     let commits = store.writer_stats().commits - commits_before;
     let depth = queues.stats("events.fifo").unwrap();
     relay.shutdown().await;

@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use postbox_benchkit::{bytes_written, thread_cpu};
+use postbox_benchkit::{ThreadCpu, bytes_written};
 use postbox_engine::catalog::Catalog;
 use postbox_engine::{Context, Engine, Write, layout};
 use postbox_item::{AttributeValue, Item, item_to_json};
@@ -259,7 +259,10 @@ async fn throughput(subs: usize, tasks: usize, events: usize, batch: bool) -> Dr
     fill(&store, &queues, catalog(subs), events).await;
     let (w, running) = start_worker(&store, &queues, subs, tasks, batch, None).await;
     let ws0 = store.writer_stats();
-    let cpu0 = (thread_cpu("postbox-store-w"), thread_cpu("tokio-rt"));
+    let cpu0 = (
+        ThreadCpu::now("postbox-store-w"),
+        ThreadCpu::now("tokio-rt"),
+    );
     let written0 = bytes_written();
     let total = (events / TENANTS * TENANTS) as u64;
     let start = Instant::now();
@@ -269,7 +272,7 @@ async fn throughput(subs: usize, tasks: usize, events: usize, batch: bool) -> Dr
     }
     let elapsed = start.elapsed();
     let ws = store.writer_stats();
-    let cpu = (thread_cpu("postbox-store-w"), thread_cpu("tokio-rt"));
+    let cpu = (cpu0.0.elapsed(), cpu0.1.elapsed());
     let written = bytes_written() - written0;
     running.stop().await;
     let stats = w.stats();
@@ -294,8 +297,8 @@ async fn throughput(subs: usize, tasks: usize, events: usize, batch: bool) -> Dr
         operations: ws.operations - ws0.operations,
         run_us: ws.run_us - ws0.run_us,
         commit_us: ws.commit_us - ws0.commit_us,
-        writer_cpu: cpu.0 - cpu0.0,
-        tokio_cpu: cpu.1 - cpu0.1,
+        writer_cpu: cpu.0,
+        tokio_cpu: cpu.1,
         written,
     }
 }
