@@ -29,7 +29,7 @@ use postbox_engine::{Context, EmitError, Engine, EngineOptions, VerifyOptions, W
 use postbox_item::{AttributeValue, Item};
 use postbox_store::api::*;
 use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore, WriterStats};
-use postbox_store::{ItemStore, StoreResult};
+use postbox_store::ItemStore;
 use serde_json::json;
 
 const CATALOG: &str = r#"
@@ -385,7 +385,7 @@ async fn verify_lines(store: &Arc<EmbeddedStore>) {
         "{:<44} {rate:>10.0} events/s   ({n} events of ~1.3 KB; {cpu:.2} us CPU per event; median of 5)",
         "verify, 1 tenant, full"
     );
-    let via_query = Arc::new(ViaQuery(store.clone()));
+    let via_query = Arc::new(postbox_store::QueryOnly(store.clone()));
     let (n, rate, cpu) = verify_rate(&via_query).await;
     println!(
         "{:<44} {rate:>10.0} events/s   ({n} events; {cpu:.2} us CPU per event; a store without query_encoded)",
@@ -467,72 +467,6 @@ async fn breakdown(store: &EmbeddedStore) {
         canonical - walk,
         hashed - canonical
     );
-}
-
-/// A store that reads through Query only: every call goes to the embedded
-/// store, but `query_encoded` is the trait's default, as on a backend that
-/// does not override it.
-struct ViaQuery(Arc<EmbeddedStore>);
-
-impl ItemStore for ViaQuery {
-    async fn create_table(&self, input: CreateTableInput) -> StoreResult<TableDescription> {
-        self.0.create_table(input).await
-    }
-    async fn describe_table(&self, t: &str) -> StoreResult<TableDescription> {
-        self.0.describe_table(t).await
-    }
-    async fn delete_table(&self, t: &str) -> StoreResult<TableDescription> {
-        self.0.delete_table(t).await
-    }
-    async fn list_tables(&self) -> StoreResult<Vec<String>> {
-        self.0.list_tables().await
-    }
-    async fn update_time_to_live(
-        &self,
-        t: &str,
-        spec: TimeToLiveSpecification,
-    ) -> StoreResult<TimeToLiveSpecification> {
-        self.0.update_time_to_live(t, spec).await
-    }
-    async fn describe_time_to_live(&self, t: &str) -> StoreResult<Option<String>> {
-        self.0.describe_time_to_live(t).await
-    }
-    async fn get_item(&self, input: GetItemInput) -> StoreResult<GetItemOutput> {
-        self.0.get_item(input).await
-    }
-    async fn put_item(&self, input: PutItemInput) -> StoreResult<WriteOutput> {
-        self.0.put_item(input).await
-    }
-    async fn update_item(&self, input: UpdateItemInput) -> StoreResult<WriteOutput> {
-        self.0.update_item(input).await
-    }
-    async fn delete_item(&self, input: DeleteItemInput) -> StoreResult<WriteOutput> {
-        self.0.delete_item(input).await
-    }
-    async fn query(&self, input: QueryInput) -> StoreResult<QueryOutput> {
-        self.0.query(input).await
-    }
-    async fn scan(&self, input: ScanInput) -> StoreResult<QueryOutput> {
-        self.0.scan(input).await
-    }
-    async fn batch_get_item(&self, input: BatchGetItemInput) -> StoreResult<BatchGetItemOutput> {
-        self.0.batch_get_item(input).await
-    }
-    async fn batch_write_item(
-        &self,
-        input: BatchWriteItemInput,
-    ) -> StoreResult<BatchWriteItemOutput> {
-        self.0.batch_write_item(input).await
-    }
-    async fn transact_write_items(&self, input: TransactWriteItemsInput) -> StoreResult<()> {
-        self.0.transact_write_items(input).await
-    }
-    async fn transact_get_items(
-        &self,
-        input: TransactGetItemsInput,
-    ) -> StoreResult<TransactGetItemsOutput> {
-        self.0.transact_get_items(input).await
-    }
 }
 
 fn main() {

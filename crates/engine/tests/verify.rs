@@ -175,7 +175,7 @@ async fn tamper_and_verify(
 /// The same full verify through Query (the trait's default
 /// `query_encoded`), for comparison with the embedded store's own path.
 async fn via_query(t: &TestStore) -> postbox_engine::TenantReport {
-    let store = Arc::new(ViaQuery(t.store.clone()));
+    let store = Arc::new(postbox_store::QueryOnly(t.store.clone()));
     postbox_engine::verify::verify_tenant(&store, EVENTS, "t1", &full(), &mut |_| {})
         .await
         .unwrap()

@@ -9,11 +9,13 @@ pub mod api;
 pub mod embedded;
 mod error;
 pub mod faults;
+mod query_only;
 
 use std::future::Future;
 use std::time::Duration;
 
 pub use error::StoreError;
+pub use query_only::QueryOnly;
 
 use api::*;
 
