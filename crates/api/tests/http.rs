@@ -12,7 +12,7 @@ use postbox_api::{Api, ApiConfig, ROUTES};
 use postbox_engine::{Catalog, Engine};
 use postbox_queue::{Queues, QueuesOptions};
 use postbox_store::ItemStore;
-use postbox_store::api::{CreateTableInput, ScanInput};
+use postbox_store::api::{CreateTableInput, GetItemInput, ScanInput};
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
 use serde_json::{Value, json};
 
@@ -301,6 +301,36 @@ async fn a_tenant_never_sees_or_writes_another_tenants_data() {
             .all(|t| t["tenant"] != "acme"),
         "{}",
         a.text
+    );
+    // ... nor is acme's log globex's to verify: its verified checkpoint was
+    // not written by globex's call.
+    let checkpoint = env
+        .store
+        .get_item(GetItemInput {
+            table_name: "postbox_events".into(),
+            key: postbox_engine::layout::key(
+                postbox_engine::layout::verified_pk("acme"),
+                postbox_engine::layout::VERIFIED_SK,
+            ),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(checkpoint.item.is_none(), "{:?}", checkpoint.item);
+    // acme's own view has its line, and only that.
+    let a = call(&env, "GET", "/v1/reconciliation", Some(&env.acme), &[], "").await;
+    assert_eq!(a.status, 200);
+    let view = a.json();
+    assert_eq!(view["verdict"], "ok", "{}", a.text);
+    let lines = view["tenants"].as_array().unwrap();
+    assert_eq!(lines.len(), 1, "{}", a.text);
+    assert_eq!(
+        (
+            &lines[0]["tenant"],
+            &lines[0]["head_seq"],
+            &lines[0]["chain_intact"]
+        ),
+        (&json!("acme"), &json!(1), &json!(true))
     );
     // Postbox's own tables cannot be written through an emit.
     let body = json!({"type": "ORDER_PLACED", "payload": {"order_id": "3"}, "writes": [{"Put": {"TableName": "postbox_tokens", "Item": {"pk": {"S": "globex#x"}}}}]});

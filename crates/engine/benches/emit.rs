@@ -27,9 +27,9 @@ use postbox_benchkit::{bytes_written, thread_cpu, thread_cpu_precise};
 use postbox_engine::catalog::Catalog;
 use postbox_engine::{Context, EmitError, Engine, EngineOptions, VerifyOptions, Write};
 use postbox_item::{AttributeValue, Item};
+use postbox_store::ItemStore;
 use postbox_store::api::*;
 use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore, WriterStats};
-use postbox_store::ItemStore;
 use serde_json::json;
 
 const CATALOG: &str = r#"
