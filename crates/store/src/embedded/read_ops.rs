@@ -380,13 +380,22 @@ pub(crate) fn query(
     now_ms: u64,
     input: QueryInput,
 ) -> Result<QueryOutput, StoreError> {
+    run_plan(txn, plan_query(catalog, input)?, now_ms)
+}
+
+/// Runs a planned Query page, building its items.
+fn run_plan(
+    txn: &ReadTransaction,
+    plan: QueryPlan,
+    now_ms: u64,
+) -> Result<QueryOutput, StoreError> {
     let QueryPlan {
         page,
         lo,
         hi,
         forward,
         sort,
-    } = plan_query(catalog, input)?;
+    } = plan;
     run_page(txn, &page, now_ms, lo, hi, forward, |item| {
         meets_sort(&page.meta, sort.as_ref(), item)
     })
@@ -416,17 +425,7 @@ pub(crate) fn query_encoded(
 ) -> Result<EncodedQueryOutput, StoreError> {
     let plan = plan_query(catalog, input)?;
     if plan.page.filter.is_some() || !matches!(plan.page.shape, Shape::All) {
-        let QueryPlan {
-            page,
-            lo,
-            hi,
-            forward,
-            sort,
-        } = plan;
-        let out = run_page(txn, &page, now_ms, lo, hi, forward, |item| {
-            meets_sort(&page.meta, sort.as_ref(), item)
-        })?;
-        return Ok(out.into());
+        return Ok(run_plan(txn, plan, now_ms)?.into());
     }
     run_page_encoded(txn, plan, now_ms)
 }
