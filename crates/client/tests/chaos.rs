@@ -189,19 +189,7 @@ async fn bind_retrying(addr: &str) -> tokio::net::TcpListener {
 }
 
 fn effects_table() -> CreateTableInput {
-    CreateTableInput {
-        table_name: EFFECTS.into(),
-        key_schema: vec![KeySchemaElement {
-            attribute_name: "pk".into(),
-            key_type: KeyType::Hash,
-        }],
-        attribute_definitions: vec![AttributeDefinition {
-            attribute_name: "pk".into(),
-            attribute_type: ScalarType::S,
-        }],
-        billing_mode: Some("PAY_PER_REQUEST".into()),
-        ..CreateTableInput::default()
-    }
+    CreateTableInput::keyed_by(EFFECTS, "pk")
 }
 
 /// The handler of subscription `name`: its effect is one `ADD n :one` on

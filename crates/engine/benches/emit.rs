@@ -123,19 +123,7 @@ async fn open(dir: &std::path::Path, name: &str) -> Arc<EmbeddedStore> {
     };
     let store = Arc::new(EmbeddedStore::open(dir.join(name), options).unwrap());
     store
-        .create_table(CreateTableInput {
-            table_name: "orders".into(),
-            key_schema: vec![KeySchemaElement {
-                attribute_name: "pk".into(),
-                key_type: KeyType::Hash,
-            }],
-            attribute_definitions: vec![AttributeDefinition {
-                attribute_name: "pk".into(),
-                attribute_type: ScalarType::S,
-            }],
-            billing_mode: Some("PAY_PER_REQUEST".into()),
-            ..Default::default()
-        })
+        .create_table(CreateTableInput::keyed_by("orders", "pk"))
         .await
         .unwrap();
     store

@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 
 use postbox_queue::{Queues, QueuesOptions};
 use postbox_store::api::{
-    AttributeDefinition, CreateTableInput, KeySchemaElement, KeyType, ScalarType,
-    StreamSpecification, StreamViewType, TimeToLiveSpecification,
+    CreateTableInput, StreamSpecification, StreamViewType, TimeToLiveSpecification,
 };
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
 use postbox_store::{ItemStore, StoreError};
@@ -46,21 +45,11 @@ pub(crate) async fn create_table<S: ItemStore>(
     spec: TableSpec<'_>,
 ) -> Result<(), ExampleError> {
     let input = CreateTableInput {
-        table_name: name.to_owned(),
-        key_schema: vec![KeySchemaElement {
-            attribute_name: "pk".into(),
-            key_type: KeyType::Hash,
-        }],
-        attribute_definitions: vec![AttributeDefinition {
-            attribute_name: "pk".into(),
-            attribute_type: ScalarType::S,
-        }],
-        billing_mode: Some("PAY_PER_REQUEST".into()),
-        provisioned_throughput: None,
         stream_specification: spec.stream.then_some(StreamSpecification {
             stream_enabled: true,
             stream_view_type: Some(StreamViewType::NewAndOldImages),
         }),
+        ..CreateTableInput::keyed_by(name, "pk")
     };
     match store.create_table(input).await {
         Ok(_) | Err(StoreError::ResourceInUse(_)) => {}

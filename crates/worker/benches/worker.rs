@@ -92,20 +92,7 @@ async fn open(dir: &tempfile::TempDir) -> (Arc<EmbeddedStore>, Queues) {
         .await
         .unwrap();
     store
-        .create_table(CreateTableInput {
-            table_name: "effects".into(),
-            key_schema: vec![KeySchemaElement {
-                attribute_name: "pk".into(),
-                key_type: KeyType::Hash,
-            }],
-            attribute_definitions: vec![AttributeDefinition {
-                attribute_name: "pk".into(),
-                attribute_type: ScalarType::S,
-            }],
-            billing_mode: Some("PAY_PER_REQUEST".into()),
-            provisioned_throughput: None,
-            stream_specification: None,
-        })
+        .create_table(CreateTableInput::keyed_by("effects", "pk"))
         .await
         .unwrap();
     (Arc::new(store), queues)

@@ -39,21 +39,11 @@ async fn setup(
     let env = env(catalog(&format!("{entities}{subscriptions}"))).await;
     env.store
         .create_table(CreateTableInput {
-            table_name: CONTACTS.into(),
-            key_schema: vec![KeySchemaElement {
-                attribute_name: "pk".into(),
-                key_type: KeyType::Hash,
-            }],
-            attribute_definitions: vec![AttributeDefinition {
-                attribute_name: "pk".into(),
-                attribute_type: ScalarType::S,
-            }],
-            billing_mode: Some("PAY_PER_REQUEST".into()),
-            provisioned_throughput: None,
             stream_specification: Some(StreamSpecification {
                 stream_enabled: true,
                 stream_view_type: Some(StreamViewType::NewAndOldImages),
             }),
+            ..CreateTableInput::keyed_by(CONTACTS, "pk")
         })
         .await
         .unwrap();

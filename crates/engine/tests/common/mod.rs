@@ -68,19 +68,7 @@ pub async fn open() -> TestStore {
 }
 
 pub async fn create_orders<S: ItemStore>(store: &S) {
-    let input = CreateTableInput {
-        table_name: ORDERS.to_owned(),
-        key_schema: vec![KeySchemaElement {
-            attribute_name: "pk".into(),
-            key_type: KeyType::Hash,
-        }],
-        attribute_definitions: vec![AttributeDefinition {
-            attribute_name: "pk".into(),
-            attribute_type: ScalarType::S,
-        }],
-        billing_mode: Some("PAY_PER_REQUEST".into()),
-        ..Default::default()
-    };
+    let input = CreateTableInput::keyed_by(ORDERS, "pk");
     match store.create_table(input).await {
         Ok(_) | Err(StoreError::ResourceInUse(_)) => {}
         Err(e) => panic!("create orders: {e}"),

@@ -41,21 +41,11 @@ pub async fn env_with(options: EmbeddedOptions) -> Env {
 pub async fn create_table(store: &EmbeddedStore, name: &str) {
     store
         .create_table(CreateTableInput {
-            table_name: name.to_owned(),
-            key_schema: vec![KeySchemaElement {
-                attribute_name: "pk".into(),
-                key_type: KeyType::Hash,
-            }],
-            attribute_definitions: vec![AttributeDefinition {
-                attribute_name: "pk".into(),
-                attribute_type: ScalarType::S,
-            }],
-            billing_mode: Some("PAY_PER_REQUEST".into()),
-            provisioned_throughput: None,
             stream_specification: Some(StreamSpecification {
                 stream_enabled: true,
                 stream_view_type: Some(StreamViewType::NewAndOldImages),
             }),
+            ..CreateTableInput::keyed_by(name, "pk")
         })
         .await
         .unwrap();

@@ -128,20 +128,7 @@ pub fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 /// A table keyed by `pk` where handlers record their effects.
 async fn create_effects_table(store: &EmbeddedStore) {
-    let input = CreateTableInput {
-        table_name: EFFECTS.into(),
-        key_schema: vec![KeySchemaElement {
-            attribute_name: "pk".into(),
-            key_type: KeyType::Hash,
-        }],
-        attribute_definitions: vec![AttributeDefinition {
-            attribute_name: "pk".into(),
-            attribute_type: ScalarType::S,
-        }],
-        billing_mode: Some("PAY_PER_REQUEST".into()),
-        provisioned_throughput: None,
-        stream_specification: None,
-    };
+    let input = CreateTableInput::keyed_by(EFFECTS, "pk");
     match store.create_table(input).await {
         Ok(_) | Err(postbox_store::StoreError::ResourceInUse(_)) => {}
         Err(e) => panic!("{e}"),
