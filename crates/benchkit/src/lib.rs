@@ -15,15 +15,7 @@ pub fn process_cpu() -> f64 {
 /// CPU seconds used so far by this process's threads whose name starts with
 /// `prefix` (threads that have exited are not counted).
 pub fn thread_cpu(prefix: &str) -> f64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
-    };
-    tasks
-        .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
-        .filter(|stat| thread_name(stat).is_some_and(|name| name.starts_with(prefix)))
-        .map(|stat| stat_cpu(&stat))
-        .sum()
+    per_thread(prefix).values().sum()
 }
 
 /// The CPU time of each thread whose name starts with a prefix, at one
@@ -58,37 +50,34 @@ impl ThreadCpu {
 
 /// CPU seconds by thread id, for the threads named `prefix...`.
 fn per_thread(prefix: &str) -> std::collections::HashMap<String, f64> {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return Default::default();
-    };
-    tasks
-        .flatten()
-        .filter_map(|task| {
-            let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
-            thread_name(&stat)?.starts_with(prefix).then(|| {
-                (
-                    task.file_name().to_string_lossy().into_owned(),
-                    stat_cpu(&stat),
-                )
-            })
+    threads_named(prefix)
+        .filter_map(|(tid, dir)| {
+            let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+            Some((tid, stat_cpu(&stat)))
         })
         .collect()
+}
+
+/// This process's threads whose name starts with `prefix`: their ids and
+/// /proc directories (none where /proc is missing).
+fn threads_named(prefix: &str) -> impl Iterator<Item = (String, std::path::PathBuf)> {
+    std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(move |task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|name| name.starts_with(prefix))
+        })
+        .map(|task| (task.file_name().to_string_lossy().into_owned(), task.path()))
 }
 
 /// [`thread_cpu`] with nanosecond precision (the run time in
 /// /proc/self/task/*/schedstat), fine enough for runs of a tenth of a
 /// second; user and system time are not told apart.
 pub fn thread_cpu_precise(prefix: &str) -> f64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
-    };
-    let ns: u64 = tasks
-        .flatten()
-        .filter(|task| {
-            std::fs::read_to_string(task.path().join("comm"))
-                .is_ok_and(|name| name.starts_with(prefix))
-        })
-        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+    let ns: u64 = threads_named(prefix)
+        .filter_map(|(_, dir)| std::fs::read_to_string(dir.join("schedstat")).ok())
         .filter_map(|stat| stat.split(' ').next()?.parse::<u64>().ok())
         .sum();
     ns as f64 / 1e9
@@ -106,13 +95,6 @@ pub fn bytes_written() -> u64 {
                 .and_then(|v| v.trim().parse().ok())
         })
         .unwrap_or(0)
-}
-
-/// The name field of a stat line: between the first '(' and the last ')'
-/// (a name may itself hold spaces and parentheses).
-fn thread_name(stat: &str) -> Option<&str> {
-    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
-    stat.get(open + 1..close)
 }
 
 /// utime + stime of a stat line, in seconds. They are its 14th and 15th
@@ -134,7 +116,6 @@ mod tests {
     #[test]
     fn reads_utime_and_stime_past_a_name_with_spaces() {
         let line = "42 (tokio-rt (w) 1) S 1 2 3 4 5 6 7 8 9 10 250 150 0 0 20 0";
-        assert_eq!(thread_name(line), Some("tokio-rt (w) 1"));
         assert_eq!(stat_cpu(line), 4.0);
         assert_eq!(stat_cpu("42 (x) S 1 2"), 0.0);
     }

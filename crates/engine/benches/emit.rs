@@ -23,7 +23,7 @@ static ALLOC: postbox_alloc::Allocator = postbox_alloc::Allocator;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use postbox_benchkit::{bytes_written, thread_cpu, thread_cpu_precise};
+use postbox_benchkit::{ThreadCpu, bytes_written, thread_cpu_precise};
 use postbox_engine::catalog::Catalog;
 use postbox_engine::{Context, EmitError, Engine, EngineOptions, VerifyOptions, Write};
 use postbox_item::{AttributeValue, Item};
@@ -77,10 +77,10 @@ fn writer_line(before: WriterStats, after: WriterStats, elapsed: Duration) {
 }
 
 /// CPU per event of the store's writer thread and of the tokio workers.
-fn cpu_line(before: (f64, f64, u64), events: u64) {
+fn cpu_line(before: (ThreadCpu, ThreadCpu, u64), events: u64) {
     let (writer, workers, written) = (
-        thread_cpu("postbox-store-w") - before.0,
-        thread_cpu("tokio-rt") - before.1,
+        before.0.elapsed(),
+        before.1.elapsed(),
         bytes_written() - before.2,
     );
     let per = |s: f64| s * 1e6 / events.max(1) as f64;
@@ -93,10 +93,10 @@ fn cpu_line(before: (f64, f64, u64), events: u64) {
     );
 }
 
-fn cpu_now() -> (f64, f64, u64) {
+fn cpu_now() -> (ThreadCpu, ThreadCpu, u64) {
     (
-        thread_cpu("postbox-store-w"),
-        thread_cpu("tokio-rt"),
+        ThreadCpu::now("postbox-store-w"),
+        ThreadCpu::now("tokio-rt"),
         bytes_written(),
     )
 }
