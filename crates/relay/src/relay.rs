@@ -891,10 +891,10 @@ impl Runner {
                     failed.extend(index.iter().map(|&i| (i, format!("queue {queue}: {e}"))));
                 }
             }
-            // `send_in` is all or nothing per queue. A queue that refuses
-            // inside the commit (the pre-check passed, so it changed in
-            // between) wrote nothing; retrying here would hold the
-            // writer, so its records go to the DLQ in this commit.
+            // A queue's batch is all or nothing. One refused when prepared
+            // or inside the commit (the pre-check passed, so the queue
+            // changed in between) wrote nothing; retrying here would hold
+            // the writer, so its records go to the DLQ in this commit.
             let mut letters = dead;
             for (i, e) in &failed {
                 let id = crate::record::record_id(&table, seqs[*i]);
