@@ -21,7 +21,8 @@ mod codec;
 
 use std::collections::BTreeMap;
 
-use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
+use postbox_store::embedded::{LoggedTable as Table, TableOpener};
+use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
 pub use codec::Payload;
@@ -29,14 +30,11 @@ pub use codec::Payload;
 use crate::attributes::QueueConfig;
 use crate::core::{DedupEntry, DedupKey, MessageState};
 
-pub(crate) const QUEUES: TableDefinition<&str, &str> = TableDefinition::new("postbox_queue_queues");
-pub(crate) const SYSTEM: TableDefinition<&str, u64> = TableDefinition::new("postbox_queue_system");
-pub(crate) const PAYLOADS: TableDefinition<(u64, u64), &[u8]> =
-    TableDefinition::new("postbox_queue_payloads");
-pub(crate) const STATES: TableDefinition<(u64, u64), (u64, u32, u64, u64)> =
-    TableDefinition::new("postbox_queue_states");
-pub(crate) const DEDUP: TableDefinition<(u64, u128), (u64, u64, u128)> =
-    TableDefinition::new("postbox_queue_dedup");
+// Declared in the store, whose commit log replays every table of the file.
+pub(crate) use postbox_store::embedded::{
+    QUEUE_DEDUP as DEDUP, QUEUE_PAYLOADS as PAYLOADS, QUEUE_QUEUES as QUEUES,
+    QUEUE_STATES as STATES, QUEUE_SYSTEM as SYSTEM,
+};
 
 const NEXT_QUEUE_ID: &str = "next_queue_id";
 
@@ -71,7 +69,7 @@ type DedupTable<'t> = Table<'t, (u64, u128), (u64, u64, u128)>;
 /// The queue tables of one write transaction, each opened on first use
 /// (an operation touches two or three of them; opening costs a lookup).
 pub(crate) struct Tables<'t> {
-    txn: &'t WriteTransaction,
+    txn: TableOpener<'t>,
     queues: Option<Table<'t, &'static str, &'static str>>,
     system: Option<Table<'t, &'static str, u64>>,
     payloads: Option<Table<'t, (u64, u64), &'static [u8]>>,
@@ -83,14 +81,14 @@ pub(crate) struct Tables<'t> {
 macro_rules! table {
     ($self:ident, $field:ident, $def:expr) => {{
         if $self.$field.is_none() {
-            $self.$field = Some($self.txn.open_table($def).map_err(storage_err)?);
+            $self.$field = Some($self.txn.open_table($def)?);
         }
         $self.$field.as_mut().expect("opened above")
     }};
 }
 
 impl<'t> Tables<'t> {
-    pub fn open(txn: &'t WriteTransaction) -> StorageResult<Tables<'t>> {
+    pub fn open(txn: TableOpener<'t>) -> StorageResult<Tables<'t>> {
         Ok(Tables {
             txn,
             queues: None,
@@ -138,7 +136,7 @@ impl<'t> Tables<'t> {
         self.remove_all_messages(record.id)?;
         let id = record.id;
         table!(self, dedup, DEDUP)
-            .retain_in((id, 0)..=(id, u128::MAX), |_, _| false)
+            .delete_range((id, 0)..=(id, u128::MAX))
             .map_err(storage_err)?;
         table!(self, queues, QUEUES)
             .remove(record.name.as_str())
@@ -148,10 +146,10 @@ impl<'t> Tables<'t> {
 
     pub fn remove_all_messages(&mut self, id: u64) -> StorageResult<()> {
         table!(self, payloads, PAYLOADS)
-            .retain_in((id, 0)..=(id, u64::MAX), |_, _| false)
+            .delete_range((id, 0)..=(id, u64::MAX))
             .map_err(storage_err)?;
         table!(self, states, STATES)
-            .retain_in((id, 0)..=(id, u64::MAX), |_, _| false)
+            .delete_range((id, 0)..=(id, u64::MAX))
             .map_err(storage_err)?;
         Ok(())
     }

@@ -14,12 +14,13 @@ use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use postbox_item::{Item, decode_item, encode_item, item_size};
-use redb::{ReadableTable, Table, WriteTransaction};
+use redb::{ReadableTable, WriteTransaction};
 
 use crate::StoreError;
 use crate::api::{CreateTableInput, StreamRecord};
 
 use super::catalog::{Catalog, CatalogChange, TableMeta, not_found};
+use super::logged::{LoggedTable as Table, OpLog, TableOpener};
 use super::tables::{
     CHECKPOINTS, ITEMS, META, NEXT_TABLE_ID, STREAM, STREAM_HEADS, SYSTEM, TTL_INDEX,
 };
@@ -59,7 +60,7 @@ pub(crate) struct Current {
 /// The state an operation inside a group commit works on. See the module
 /// documentation of `embedded` for the hook contract.
 pub struct WriteContext<'t> {
-    txn: &'t WriteTransaction,
+    opener: TableOpener<'t>,
     tables: Tables<'t>,
     catalog: &'t Catalog,
     now_ms: u64,
@@ -90,20 +91,22 @@ pub(crate) struct Finished {
 impl<'t> WriteContext<'t> {
     pub(crate) fn open(
         txn: &'t WriteTransaction,
+        log: &'t OpLog,
         catalog: &'t Catalog,
         now_ms: u64,
     ) -> Result<Self, StoreError> {
+        let opener = TableOpener::new(txn, log);
         let tables = Tables {
-            items: txn.open_table(ITEMS).map_err(storage_err)?,
-            ttl_index: txn.open_table(TTL_INDEX).map_err(storage_err)?,
-            stream: txn.open_table(STREAM).map_err(storage_err)?,
-            heads: txn.open_table(STREAM_HEADS).map_err(storage_err)?,
-            checkpoints: txn.open_table(CHECKPOINTS).map_err(storage_err)?,
-            meta: txn.open_table(META).map_err(storage_err)?,
-            system: txn.open_table(SYSTEM).map_err(storage_err)?,
+            items: opener.open_table(ITEMS)?,
+            ttl_index: opener.open_table(TTL_INDEX)?,
+            stream: opener.open_table(STREAM)?,
+            heads: opener.open_table(STREAM_HEADS)?,
+            checkpoints: opener.open_table(CHECKPOINTS)?,
+            meta: opener.open_table(META)?,
+            system: opener.open_table(SYSTEM)?,
         };
         Ok(WriteContext {
-            txn,
+            opener,
             tables,
             catalog,
             now_ms,
@@ -187,7 +190,7 @@ impl<'t> WriteContext<'t> {
     ) -> Result<Vec<StreamRecord>, StoreError> {
         let meta = self.table(table)?;
         self.flush_pending()?;
-        stream::read_blocks(&self.tables.stream, meta.id, after, limit)
+        stream::read_blocks(&*self.tables.stream, meta.id, after, limit)
     }
 
     /// Reader `reader`'s checkpoint on `table`'s stream.
@@ -218,14 +221,15 @@ impl<'t> WriteContext<'t> {
         Ok(())
     }
 
-    /// The batch's redb transaction, for modules that keep their own redb
-    /// tables in the store file. The store's own tables are open and cannot
-    /// be opened here. Writes made through it are NOT staged: an operation
-    /// must validate everything before its first raw write, so that it never
-    /// returns `Err` after writing.
-    pub fn transaction(&self) -> &'t WriteTransaction {
+    /// Opens tables of the batch's transaction, for modules that keep their
+    /// own redb tables in the store file (declared in the store's `tables`,
+    /// so the commit log can replay them). The store's own tables are open
+    /// and cannot be opened here. Writes made through it are NOT staged: an
+    /// operation must validate everything before its first raw write, so
+    /// that it never returns `Err` after writing.
+    pub fn transaction(&self) -> TableOpener<'t> {
         self.touched.set(true);
-        self.txn
+        self.opener
     }
 
     // ---- what the built-in operations use ----
@@ -355,16 +359,16 @@ impl<'t> WriteContext<'t> {
         self.touched.set(true);
         let t = &mut self.tables;
         t.items
-            .retain_in(prefix.as_slice()..end.as_slice(), |_, _| false)
+            .delete_range(prefix.as_slice()..end.as_slice())
             .map_err(storage_err)?;
         t.ttl_index
-            .retain_in((id, 0, &[][..])..(id + 1, 0, &[][..]), |_, _| false)
+            .delete_range((id, 0, &[][..])..(id + 1, 0, &[][..]))
             .map_err(storage_err)?;
         t.stream
-            .retain_in((id, 0)..=(id, u64::MAX), |_, _| false)
+            .delete_range((id, 0)..=(id, u64::MAX))
             .map_err(storage_err)?;
         t.checkpoints
-            .retain_in((id, "")..(id + 1, ""), |_, _| false)
+            .delete_range((id, "")..(id + 1, ""))
             .map_err(storage_err)?;
         t.heads.remove(id).map_err(storage_err)?;
         t.meta.remove(meta.name.as_str()).map_err(storage_err)?;
@@ -390,7 +394,7 @@ impl<'t> WriteContext<'t> {
         self.touched.set(true);
         self.tables
             .ttl_index
-            .retain_in((id, 0, &[][..])..(id + 1, 0, &[][..]), |_, _| false)
+            .delete_range((id, 0, &[][..])..(id + 1, 0, &[][..]))
             .map_err(storage_err)?;
         if updated.ttl_attribute.is_some() {
             let prefix = keys::table_prefix(id);

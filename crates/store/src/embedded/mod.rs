@@ -60,13 +60,16 @@
 mod catalog;
 mod clock;
 mod context;
+mod gate;
 mod idempotency;
 mod keys;
+mod logged;
 mod read_ops;
 mod stream;
 mod tables;
 mod ttl;
 mod validate;
+mod wal;
 mod write_ops;
 mod writer;
 
@@ -85,12 +88,16 @@ use catalog::{Catalog, TableMeta as Meta};
 pub use catalog::{KeyAttribute, TableMeta};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use context::WriteContext;
+pub use logged::{LoggedTable, TableOpener};
+pub use tables::{QUEUE_DEDUP, QUEUE_PAYLOADS, QUEUE_QUEUES, QUEUE_STATES, QUEUE_SYSTEM};
 use writer::Writer;
 
 /// Whether a commit waits for the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Durability {
-    /// fsync at every commit: an acknowledged write survives power loss.
+    /// An acknowledged write survives power loss: its commit was synced to
+    /// disk, through the commit log when the store keeps one
+    /// ([`EmbeddedOptions::commit_log`]), else by redb itself.
     #[default]
     Durable,
     /// No fsync: a crash of the process is survived, a power loss may lose
@@ -103,6 +110,12 @@ pub enum Durability {
 pub struct EmbeddedOptions {
     /// Whether commits fsync.
     pub durability: Durability,
+    /// Whether a durable store opened by path commits through its commit
+    /// log (`<file>-log`, see `wal`): one sequential append and sync per
+    /// commit, with redb writing its pages at checkpoints. Off, every commit
+    /// is a durable redb commit. A log left by an earlier run is replayed at
+    /// open either way.
+    pub commit_log: bool,
     /// How long stream records are kept (24 h, as DynamoDB Streams).
     pub stream_retention: Duration,
     /// How often the TTL sweeper runs (it also trims streams).
@@ -115,6 +128,7 @@ impl Default for EmbeddedOptions {
     fn default() -> Self {
         EmbeddedOptions {
             durability: Durability::Durable,
+            commit_log: true,
             stream_retention: Duration::from_secs(24 * 3600),
             ttl_sweep_interval: Duration::from_secs(1),
             clock: Arc::new(SystemClock),
@@ -126,6 +140,7 @@ impl std::fmt::Debug for EmbeddedOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EmbeddedOptions")
             .field("durability", &self.durability)
+            .field("commit_log", &self.commit_log)
             .field("stream_retention", &self.stream_retention)
             .field("ttl_sweep_interval", &self.ttl_sweep_interval)
             .finish_non_exhaustive()
@@ -143,6 +158,8 @@ pub(crate) struct Shared {
     tokens: idempotency::Tokens,
     /// Counters of the writer, for [`EmbeddedStore::writer_stats`].
     pub(crate) stats: WriterCounters,
+    /// Keeps readers from seeing commits whose log record is not synced.
+    pub(crate) gate: gate::SyncGate,
 }
 
 /// Counters the writer bumps after each commit.
@@ -230,10 +247,29 @@ impl EmbeddedStore {
         path: impl AsRef<std::path::Path>,
         options: EmbeddedOptions,
     ) -> StoreResult<EmbeddedStore> {
-        EmbeddedStore::start(
-            Database::create(path.as_ref()).map_err(storage_err)?,
-            options,
-        )
+        let path = path.as_ref();
+        let db = Database::create(path).map_err(storage_err)?;
+        let log_path = wal::path_for(path);
+        let recovered = wal::recover(&db, &log_path)?;
+        if recovered.records > 0 {
+            tracing::info!(
+                records = recovered.records,
+                through = recovered.applied,
+                "replayed the commit log"
+            );
+        }
+        let wal = if options.durability == Durability::Durable && options.commit_log {
+            Some(wal::Wal::open(&log_path, recovered)?)
+        } else {
+            // Everything the log held is in the file now.
+            match std::fs::remove_file(&log_path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(storage_err(format!("{}: {e}", log_path.display()))),
+            }
+            None
+        };
+        EmbeddedStore::start(db, options, wal)
     }
 
     /// Opens a store on any redb storage backend: `redb::backends::InMemoryBackend`
@@ -247,10 +283,15 @@ impl EmbeddedStore {
                 .create_with_backend(backend)
                 .map_err(storage_err)?,
             options,
+            None,
         )
     }
 
-    fn start(db: Database, options: EmbeddedOptions) -> StoreResult<EmbeddedStore> {
+    fn start(
+        db: Database,
+        options: EmbeddedOptions,
+        wal: Option<wal::Wal>,
+    ) -> StoreResult<EmbeddedStore> {
         let tables = load_tables(&db)?;
         let (commits, _) = watch::channel(0);
         let shared = Arc::new(Shared {
@@ -261,9 +302,10 @@ impl EmbeddedStore {
             failure: Mutex::new(None),
             tokens: idempotency::Tokens::default(),
             stats: WriterCounters::default(),
+            gate: gate::SyncGate::new(wal.is_some()),
         });
         let db = Arc::new(db);
-        let writer = Writer::start(db.clone(), shared.clone());
+        let writer = Writer::start(db.clone(), shared.clone(), wal);
         let inner = Arc::new(Inner { db, shared, writer });
         let (stop_tx, stop_rx) = mpsc::channel();
         let sweeper_inner = inner.clone();
@@ -318,9 +360,11 @@ impl EmbeddedStore {
             .map_err(|e| StoreError::Storage(format!("the sweep task failed: {e}")))?
     }
 
-    /// A read snapshot of the last commit.
+    /// A read snapshot of the last commit, once that commit is durable.
     fn snapshot(&self) -> StoreResult<ReadTransaction> {
-        self.inner().db.begin_read().map_err(storage_err)
+        let txn = self.inner().db.begin_read().map_err(storage_err)?;
+        self.inner().shared.gate.wait()?;
+        Ok(txn)
     }
 
     fn now_ms(&self) -> u64 {

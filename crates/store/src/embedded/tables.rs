@@ -13,6 +13,7 @@
 //! | `stream`       | (id, first sequence of the block)     | one commit's records (`stream`) |
 //! | `stream_heads` | id                                    | (last sequence, trimmed through) |
 //! | `checkpoints`  | (id, reader name)                     | sequence number               |
+//! | `postbox_queue_*` | the queues' rows (see `postbox_queue`) |                             |
 //!
 //! [`TableMeta`]: super::catalog::TableMeta
 
@@ -41,3 +42,24 @@ pub(crate) const CHECKPOINTS: TableDefinition<(u32, &str), u64> =
 
 /// Key of the table-id counter in [`SYSTEM`].
 pub(crate) const NEXT_TABLE_ID: &str = "next_table_id";
+/// Key in [`SYSTEM`] of the last commit-log sequence number whose changes
+/// the file holds (written by every commit of a store that keeps a log).
+pub(crate) const WAL_APPLIED: &str = "wal_applied";
+
+// The tables the queues keep in the store file (`postbox_queue`'s `storage`
+// module documents their rows). They are declared here because the commit
+// log replays every table of the file and needs their types.
+
+/// Queue name -> JSON queue record.
+pub const QUEUE_QUEUES: TableDefinition<&str, &str> = TableDefinition::new("postbox_queue_queues");
+/// Counters of the queues (the next queue id).
+pub const QUEUE_SYSTEM: TableDefinition<&str, u64> = TableDefinition::new("postbox_queue_system");
+/// (queue id, seq) -> the immutable part of a message.
+pub const QUEUE_PAYLOADS: TableDefinition<(u64, u64), &[u8]> =
+    TableDefinition::new("postbox_queue_payloads");
+/// (queue id, seq) -> (visible_at, receive_count, first_receive_at, token).
+pub const QUEUE_STATES: TableDefinition<(u64, u64), (u64, u32, u64, u64)> =
+    TableDefinition::new("postbox_queue_states");
+/// (queue id, dedup key) -> (seq, expires_at, message id).
+pub const QUEUE_DEDUP: TableDefinition<(u64, u128), (u64, u64, u128)> =
+    TableDefinition::new("postbox_queue_dedup");

@@ -22,7 +22,11 @@ use tokio::sync::oneshot;
 
 use crate::StoreError;
 
+use super::catalog::CatalogChange;
 use super::context::WriteContext;
+use super::logged::OpLog;
+use super::tables::{SYSTEM, WAL_APPLIED};
+use super::wal::Wal;
 use super::{Durability, Shared, storage_err};
 
 /// Most operations committed in one transaction.
@@ -108,11 +112,12 @@ pub(crate) struct Writer {
 
 impl Writer {
     /// Starts the writer thread.
-    pub(crate) fn start(db: Arc<Database>, shared: Arc<Shared>) -> Writer {
+    /// With `wal`, commits are made durable by the commit log (see `wal`).
+    pub(crate) fn start(db: Arc<Database>, shared: Arc<Shared>, wal: Option<Wal>) -> Writer {
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("postbox-store-writer".to_owned())
-            .spawn(move || run(&db, &shared, rx))
+            .spawn(move || run(&db, &shared, wal, rx))
             .expect("spawn the writer thread");
         Writer {
             tx: Mutex::new(tx),
@@ -168,7 +173,15 @@ fn stopped() -> StoreError {
     StoreError::Storage("the store's writer has stopped".to_owned())
 }
 
-fn run(db: &Database, shared: &Shared, rx: Receiver<Message>) {
+fn run(db: &Database, shared: &Arc<Shared>, mut wal: Option<Wal>, rx: Receiver<Message>) {
+    let syncer = match wal.as_ref().map(Wal::sync_handle) {
+        Some(Ok(file)) => Some(Syncer::start(file, shared.clone())),
+        Some(Err(e)) => {
+            shared.fail(e.to_string());
+            None
+        }
+        None => None,
+    };
     let mut stopping = false;
     let mut last_batch = 0;
     while !stopping {
@@ -185,11 +198,34 @@ fn run(db: &Database, shared: &Shared, rx: Receiver<Message>) {
                 .for_each(|job| job.refuse(refused(&reason)));
             continue;
         }
-        if let Err(reason) = commit_batch(db, shared, batch) {
+        if let Err(reason) = commit_batch(db, shared, wal.as_mut(), syncer.as_ref(), batch) {
             tracing::error!(error = %reason, "the store stopped accepting writes after a storage failure");
             shared.fail(reason);
+            shared.gate.fail();
         }
     }
+    if let Some(syncer) = syncer {
+        syncer.stop();
+    }
+    if let Some(wal) = wal.as_mut()
+        && shared.failure().is_none()
+        && let Err(e) = checkpoint(db, wal)
+    {
+        tracing::warn!(error = %e, "the closing checkpoint failed; the commit log will be replayed at the next open");
+    }
+}
+
+/// Commits an otherwise empty transaction durably, so that the store file
+/// holds every record of the commit log.
+fn checkpoint(db: &Database, wal: &mut Wal) -> Result<(), StoreError> {
+    let txn = db.begin_write().map_err(storage_err)?;
+    txn.open_table(SYSTEM)
+        .map_err(storage_err)?
+        .insert(WAL_APPLIED, wal.next_lsn())
+        .map_err(storage_err)?;
+    txn.commit().map_err(storage_err)?;
+    wal.checkpointed();
+    Ok(())
 }
 
 /// How many operations are worth a short wait before committing. The callers
@@ -198,7 +234,9 @@ fn run(db: &Database, shared: &Shared, rx: Receiver<Message>) {
 /// splitting them over two. Only durable commits are worth waiting for.
 fn gather_target(shared: &Shared, last_batch: usize) -> usize {
     match shared.options.durability {
-        Durability::Durable if last_batch > 1 => last_batch,
+        // With a commit log the writer does not wait for the disk: the
+        // callers come back while it runs the next batch.
+        Durability::Durable if last_batch > 1 && !shared.gate.logged() => last_batch,
         _ => 0,
     }
 }
@@ -245,20 +283,35 @@ fn refused(reason: &str) -> StoreError {
 
 /// Runs and commits one batch. On a storage failure every operation of the
 /// batch is answered with it and the reason is returned.
-fn commit_batch(db: &Database, shared: &Shared, batch: Vec<Box<dyn Job>>) -> Result<(), String> {
+fn commit_batch(
+    db: &Database,
+    shared: &Shared,
+    mut wal: Option<&mut Wal>,
+    syncer: Option<&Syncer>,
+    batch: Vec<Box<dyn Job>>,
+) -> Result<(), String> {
     let mut txn = match db.begin_write() {
         Ok(t) => t,
         Err(e) => return Err(fail_all(batch, storage_err(e))),
     };
-    if shared.options.durability == Durability::NoFsync
-        && let Err(e) = txn.set_durability(redb::Durability::None)
-    {
+    // With a log, a batch is durable once its record is synced; redb
+    // writes its pages at the next checkpoint.
+    let checkpoint = wal.as_ref().is_some_and(|w| w.checkpoint_due());
+    let redb_durable = match &wal {
+        Some(_) => checkpoint,
+        None => shared.options.durability == Durability::Durable,
+    };
+    if !redb_durable && let Err(e) = txn.set_durability(redb::Durability::None) {
         return Err(fail_all(batch, storage_err(e)));
     }
+    let log = match wal.as_deref_mut() {
+        Some(wal) if !checkpoint => OpLog::appending_to(true, wal.record_buffer()),
+        _ => OpLog::appending_to(false, Vec::new()),
+    };
     let mut replies = Vec::with_capacity(batch.len());
     let n = batch.len();
     let t0 = std::time::Instant::now();
-    let published = run_jobs(&txn, shared, batch, &mut replies);
+    let published = run_jobs(&txn, &log, shared, batch, &mut replies);
     let finished = match published {
         Ok(v) => v,
         Err(e) => {
@@ -270,14 +323,63 @@ fn commit_batch(db: &Database, shared: &Shared, batch: Vec<Box<dyn Job>>) -> Res
     if !finished.touched {
         // Nothing changed (failed conditions, identical puts): every answer
         // rests on state that earlier commits already made durable.
+        if let Some(wal) = wal {
+            wal.recycle(log.into_bytes());
+        }
         if let Err(e) = txn.abort() {
             return Err(fail_replies(replies, storage_err(e)));
         }
-        replies.into_iter().for_each(|r| r.send(None));
+        // Answered after the batches before it are durable: its answers
+        // may rest on their writes.
+        let done = Done {
+            replies,
+            catalog: Vec::new(),
+            stream_written: false,
+            lsn: None,
+        };
+        match syncer {
+            Some(syncer) => syncer.hand_over(shared, done),
+            None => done.publish(shared),
+        }
         return Ok(());
     }
+    let mut lsn = None;
+    if let Some(wal) = wal.as_deref_mut() {
+        let logged = (|| {
+            txn.open_table(SYSTEM)
+                .map_err(storage_err)?
+                .insert(WAL_APPLIED, wal.next_lsn())
+                .map_err(storage_err)?;
+            let record = log.into_bytes();
+            if checkpoint {
+                wal.recycle(record);
+            } else {
+                wal.append(record)?;
+            }
+            Ok::<_, StoreError>(())
+        })();
+        if let Err(e) = logged {
+            drop(txn);
+            return Err(fail_replies(replies, e));
+        }
+        // Readers that see this commit wait until its record is synced.
+        lsn = Some(wal.next_lsn());
+        shared.gate.committing(wal.next_lsn());
+    }
     if let Err(e) = txn.commit() {
+        if let Some(wal) = wal.filter(|_| !checkpoint)
+            && let Err(retract) = wal.retract()
+        {
+            tracing::error!(error = %retract, "a batch whose commit failed could not be taken out of the commit log; it will be replayed at the next open");
+        }
         return Err(fail_replies(replies, storage_err(e)));
+    }
+    if let Some(wal) = wal {
+        if checkpoint {
+            wal.checkpointed();
+        } else {
+            wal.appended();
+        }
     }
     let (run_us, commit_us) = (
         (t1 - t0).as_micros() as u64,
@@ -290,14 +392,106 @@ fn commit_batch(db: &Database, shared: &Shared, batch: Vec<Box<dyn Job>>) -> Res
     stats.operations.fetch_add(n as u64, relaxed);
     stats.run_us.fetch_add(run_us, relaxed);
     stats.commit_us.fetch_add(commit_us, relaxed);
-    for change in finished.catalog {
-        shared.catalog.apply(change);
+    let done = Done {
+        replies,
+        catalog: finished.catalog,
+        stream_written: finished.stream_written,
+        lsn,
+    };
+    match syncer {
+        Some(syncer) => syncer.hand_over(shared, done),
+        None => done.publish(shared),
     }
-    if finished.stream_written {
-        shared.commits.send_modify(|n| *n += 1);
-    }
-    replies.into_iter().for_each(|r| r.send(None));
     Ok(())
+}
+
+/// A batch the writer has finished: what is left to do once it is durable.
+struct Done {
+    replies: Vec<Box<dyn Reply>>,
+    catalog: Vec<CatalogChange>,
+    stream_written: bool,
+    /// The batch's commit-log record, if it wrote one.
+    lsn: Option<u64>,
+}
+
+impl Done {
+    /// Publishes the batch's catalog changes and stream records and answers
+    /// its callers.
+    fn publish(self, shared: &Shared) {
+        for change in self.catalog {
+            shared.catalog.apply(change);
+        }
+        if self.stream_written {
+            shared.commits.send_modify(|n| *n += 1);
+        }
+        self.replies.into_iter().for_each(|r| r.send(None));
+    }
+
+    fn fail(self, e: &StoreError) {
+        self.replies
+            .into_iter()
+            .for_each(|r| r.send(Some(e.clone())));
+    }
+}
+
+/// The thread that syncs the commit log and answers the batches it holds,
+/// in commit order, while the writer runs the next batches. One
+/// `fdatasync` serves every batch that finished while the last one ran.
+struct Syncer {
+    tx: Sender<Done>,
+    thread: JoinHandle<()>,
+}
+
+impl Syncer {
+    fn start(file: std::fs::File, shared: Arc<Shared>) -> Syncer {
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("postbox-store-sync".to_owned())
+            .spawn(move || sync_loop(&file, &shared, &rx))
+            .expect("spawn the commit log's sync thread");
+        Syncer { tx, thread }
+    }
+
+    fn hand_over(&self, shared: &Shared, done: Done) {
+        if let Err(mpsc::SendError(done)) = self.tx.send(done) {
+            let reason = "the commit log's sync thread has stopped".to_owned();
+            shared.fail(reason.clone());
+            done.fail(&StoreError::Storage(reason));
+        }
+    }
+
+    /// Waits until every batch handed over is answered.
+    fn stop(self) {
+        drop(self.tx);
+        let _ = self.thread.join();
+    }
+}
+
+fn sync_loop(file: &std::fs::File, shared: &Shared, rx: &Receiver<Done>) {
+    while let Ok(first) = rx.recv() {
+        let mut group = vec![first];
+        group.extend(rx.try_iter());
+        let newest = group.iter().filter_map(|d| d.lsn).max();
+        let synced = match (shared.failure(), newest) {
+            (Some(reason), _) => Err(refused(&reason)),
+            (None, None) => Ok(()),
+            (None, Some(lsn)) => file
+                .sync_data()
+                .map(|()| shared.gate.synced(lsn))
+                .map_err(|e| StoreError::Storage(format!("commit log sync: {e}"))),
+        };
+        match synced {
+            Ok(()) => group.into_iter().for_each(|d| d.publish(shared)),
+            Err(e) => {
+                if shared.failure().is_none() {
+                    tracing::error!(error = %e, "the store stopped accepting writes after a storage failure");
+                    shared.fail(e.to_string());
+                }
+                shared.gate.fail();
+                group.into_iter().for_each(|d| d.fail(&e));
+            }
+        }
+    }
 }
 
 /// Runs every job of a batch in `txn`, collecting their answers. A storage
@@ -305,13 +499,14 @@ fn commit_batch(db: &Database, shared: &Shared, batch: Vec<Box<dyn Job>>) -> Res
 /// is returned so the caller fails the ones that ran.
 fn run_jobs(
     txn: &redb::WriteTransaction,
+    log: &OpLog,
     shared: &Shared,
     batch: Vec<Box<dyn Job>>,
     replies: &mut Vec<Box<dyn Reply>>,
 ) -> Result<super::context::Finished, StoreError> {
     let mut jobs = batch.into_iter();
     let result = (|| {
-        let mut ctx = WriteContext::open(txn, &shared.catalog, shared.clock.now_ms())?;
+        let mut ctx = WriteContext::open(txn, log, &shared.catalog, shared.clock.now_ms())?;
         for job in jobs.by_ref() {
             let reply = job.run(&mut ctx);
             let (storage_failure, succeeded) = (reply.storage_failure(), reply.succeeded());

@@ -35,6 +35,7 @@ impl std::ops::Deref for TestStore {
 pub fn options(clock: Arc<ManualClock>) -> EmbeddedOptions {
     EmbeddedOptions {
         durability: Durability::NoFsync,
+        commit_log: true,
         stream_retention: Duration::from_secs(24 * 3600),
         ttl_sweep_interval: Duration::from_secs(3600),
         clock,

@@ -1,0 +1,121 @@
+//! The read gate of a store with a commit log: no reader sees a commit
+//! before its log record is synced.
+//!
+//! With a commit log the writer commits a batch in redb (readers can see it
+//! from then on) before the sync thread has synced the batch's record, so
+//! that it can run the next batch meanwhile. A reader therefore takes its
+//! snapshot first and then waits until every commit it might hold is
+//! synced: the writer announces a commit's LSN ([`SyncGate::committing`])
+//! before redb publishes it, so a snapshot holds no commit newer than what
+//! the reader reads from the gate afterwards. The wait is at most one sync,
+//! and none when the log is idle.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+
+use crate::StoreError;
+
+/// See the module documentation.
+pub(crate) struct SyncGate {
+    logged: bool,
+    /// The LSN of the newest commit redb publishes or has published.
+    visible: AtomicU64,
+    /// Every record up to this LSN is synced.
+    synced: AtomicU64,
+    failed: AtomicBool,
+    lock: Mutex<()>,
+    changed: Condvar,
+}
+
+impl SyncGate {
+    pub(crate) fn new(logged: bool) -> SyncGate {
+        SyncGate {
+            logged,
+            visible: AtomicU64::new(0),
+            synced: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+            lock: Mutex::new(()),
+            changed: Condvar::new(),
+        }
+    }
+
+    /// Whether the store commits through a log (else the gate never waits).
+    pub(crate) fn logged(&self) -> bool {
+        self.logged
+    }
+
+    /// The writer is about to commit the batch with record `lsn`.
+    pub(crate) fn committing(&self, lsn: u64) {
+        self.visible.store(lsn, Ordering::Release);
+    }
+
+    /// Every record through `lsn` is on disk.
+    pub(crate) fn synced(&self, lsn: u64) {
+        let _guard = self.lock.lock().expect("gate lock");
+        self.synced.fetch_max(lsn, Ordering::AcqRel);
+        self.changed.notify_all();
+    }
+
+    /// The log can no longer be synced: waiting readers get an error.
+    pub(crate) fn fail(&self) {
+        let _guard = self.lock.lock().expect("gate lock");
+        self.failed.store(true, Ordering::Release);
+        self.changed.notify_all();
+    }
+
+    /// Waits until every commit a snapshot taken before this call can hold
+    /// is synced.
+    pub(crate) fn wait(&self) -> Result<(), StoreError> {
+        let target = self.visible.load(Ordering::Acquire);
+        if self.synced.load(Ordering::Acquire) >= target {
+            return Ok(());
+        }
+        let mut guard = self.lock.lock().expect("gate lock");
+        while self.synced.load(Ordering::Acquire) < target {
+            if self.failed.load(Ordering::Acquire) {
+                return Err(StoreError::Storage(
+                    "the store stopped after its commit log could not be synced".to_owned(),
+                ));
+            }
+            guard = self.changed.wait(guard).expect("gate lock");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn a_reader_waits_for_the_sync_of_what_it_can_see() {
+        let gate = Arc::new(SyncGate::new(true));
+        gate.wait().unwrap();
+        gate.committing(3);
+        let reader = {
+            let gate = gate.clone();
+            std::thread::spawn(move || gate.wait())
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!reader.is_finished(), "read before record 3 was synced");
+        gate.synced(2);
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!reader.is_finished(), "read before record 3 was synced");
+        gate.synced(3);
+        reader.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn a_failed_sync_ends_the_wait_with_an_error() {
+        let gate = Arc::new(SyncGate::new(true));
+        gate.committing(1);
+        let reader = {
+            let gate = gate.clone();
+            std::thread::spawn(move || gate.wait())
+        };
+        gate.fail();
+        assert!(reader.join().unwrap().is_err());
+    }
+}

@@ -1,0 +1,364 @@
+//! The commit log: what makes a commit durable without redb writing its
+//! pages at every commit.
+//!
+//! A durable redb commit rewrites every B-tree page the commit touched, as
+//! whole pages scattered over the file, and waits for the disk. For the small
+//! commits of a busy store that costs several times the bytes of the rows
+//! (see `research/write-amplification.md`). So a store with a log commits
+//! this way instead:
+//!
+//! 1. the batch runs in a redb transaction, every change recorded in an
+//!    [`OpLog`](super::logged::OpLog) as it is made;
+//! 2. the changes are written to the log file as one record, numbered with
+//!    the next log sequence number (LSN);
+//! 3. the redb transaction commits *without* durability (its pages stay in
+//!    redb's write buffer), writing the LSN into the `system` table, and the
+//!    writer goes on with the next batch;
+//! 4. the sync thread syncs the log (`fdatasync` of a file whose length does
+//!    not change: one flush for every record written since the last one)
+//!    and only then answers the batch's callers. A reader whose snapshot
+//!    holds a commit waits until that commit's record is synced
+//!    (`gate::SyncGate`), so nobody sees a write a crash could take back.
+//!
+//! Every so often ([`CHECKPOINT_BYTES`] of log or [`CHECKPOINT_AGE`]) a
+//! batch is committed durably by redb instead; its LSN is then in the file
+//! for good, and the log starts again at its beginning.
+//!
+//! Recovery (at open): redb comes back at its last durable commit, whose
+//! `wal_applied` LSN says which records it holds; the records after it are
+//! replayed in one durable transaction. The log is read from its start while
+//! each record is whole (magic, length, CRC-32) and numbered one more than
+//! the one before; what follows (a torn write, or records of an earlier
+//! round, whose numbers are lower) is not part of it.
+//!
+//! Architecture Invariant: a record is synced before its transaction
+//! commits, and the log is rewound only after a durable commit whose LSN
+//! covers every record in it.
+
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use redb::{Database, ReadableDatabase};
+
+use crate::StoreError;
+
+use super::logged::{self, corrupt};
+use super::storage_err;
+use super::tables::{SYSTEM, WAL_APPLIED};
+
+/// Log bytes after which the next batch is committed durably by redb.
+pub(crate) const CHECKPOINT_BYTES: u64 = 64 << 20;
+/// Time after which the next batch is committed durably by redb.
+pub(crate) const CHECKPOINT_AGE: Duration = Duration::from_secs(2);
+/// The file grows by this much at a time, written with zeros and synced
+/// once, so that appending a record never changes the file's length.
+const GROW: u64 = 8 << 20;
+
+const MAGIC: u32 = 0x5042_4c47; // "PBLG"
+/// magic, payload length, LSN, CRC-32 of (length, LSN, payload).
+const HEADER: usize = 4 + 4 + 8 + 4;
+
+/// The path of the commit log of the store file at `store`.
+pub(crate) fn path_for(store: &Path) -> PathBuf {
+    let mut name = store.as_os_str().to_owned();
+    name.push("-log");
+    PathBuf::from(name)
+}
+
+/// The open commit log of a store.
+pub(crate) struct Wal {
+    file: File,
+    path: PathBuf,
+    /// Where the next record goes.
+    pos: u64,
+    /// The end of the record written for the batch being committed.
+    pending_end: Option<u64>,
+    /// The file's length: everything before it has been written.
+    allocated: u64,
+    next_lsn: u64,
+    last_checkpoint: Instant,
+    /// The record buffer, kept between batches (a fresh one per batch costs
+    /// page faults on every commit).
+    scratch: Vec<u8>,
+}
+
+/// What recovery found and did, for the log line and the tests.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Recovered {
+    /// Records replayed into the store file.
+    pub records: u64,
+    /// The LSN the store file holds changes through, after recovery.
+    pub applied: u64,
+}
+
+/// The LSN whose changes `db` holds (0 when it never had a log).
+fn applied_lsn(db: &Database) -> Result<u64, StoreError> {
+    let txn = db.begin_read().map_err(storage_err)?;
+    let table = match txn.open_table(SYSTEM) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+        Err(e) => return Err(storage_err(e)),
+    };
+    Ok(table
+        .get(WAL_APPLIED)
+        .map_err(storage_err)?
+        .map_or(0, |g| g.value()))
+}
+
+/// Replays the log at `path` (if there is one) into `db`, durably.
+pub(crate) fn recover(db: &Database, path: &Path) -> Result<Recovered, StoreError> {
+    let applied = applied_lsn(db)?;
+    let mut bytes = Vec::new();
+    match File::open(path) {
+        Ok(mut f) => {
+            f.read_to_end(&mut bytes).map_err(|e| log_err(path, e))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Recovered {
+                records: 0,
+                applied,
+            });
+        }
+        Err(e) => return Err(log_err(path, e)),
+    }
+    let records = read_records(&bytes);
+    let todo: Vec<_> = records.iter().filter(|(lsn, _)| *lsn > applied).collect();
+    let Some(&&(first, _)) = todo.first() else {
+        return Ok(Recovered {
+            records: 0,
+            applied,
+        });
+    };
+    if first != applied + 1 {
+        return Err(corrupt(format!(
+            "{} starts at record {first}, but the store file holds changes only through record {applied}",
+            path.display()
+        )));
+    }
+    let mut txn = db.begin_write().map_err(storage_err)?;
+    txn.set_durability(redb::Durability::Immediate)
+        .map_err(storage_err)?;
+    let mut last = applied;
+    for (lsn, payload) in &todo {
+        let ops = logged::decode(payload)?;
+        logged::replay(&txn, &ops)?;
+        last = *lsn;
+    }
+    txn.open_table(SYSTEM)
+        .map_err(storage_err)?
+        .insert(WAL_APPLIED, last)
+        .map_err(storage_err)?;
+    txn.commit().map_err(storage_err)?;
+    Ok(Recovered {
+        records: todo.len() as u64,
+        applied: last,
+    })
+}
+
+/// The log's records, from its start, while each is whole and numbered one
+/// more than the one before.
+fn read_records(mut bytes: &[u8]) -> Vec<(u64, &[u8])> {
+    let mut out: Vec<(u64, &[u8])> = Vec::new();
+    while bytes.len() >= HEADER {
+        let (header, rest) = bytes.split_at(HEADER);
+        let word = |i: usize| u32::from_le_bytes(header[i..i + 4].try_into().expect("4 bytes"));
+        let (magic, len, crc) = (word(0), word(4) as usize, word(16));
+        let lsn = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
+        if magic != MAGIC || rest.len() < len {
+            break;
+        }
+        let payload = &rest[..len];
+        if checksum(&header[4..16], payload) != crc {
+            break;
+        }
+        if out.last().is_some_and(|(prev, _)| lsn != prev + 1) {
+            break;
+        }
+        out.push((lsn, payload));
+        bytes = &rest[len..];
+    }
+    out
+}
+
+fn checksum(len_and_lsn: &[u8], payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(len_and_lsn);
+    h.update(payload);
+    h.finalize()
+}
+
+fn log_err(path: &Path, e: std::io::Error) -> StoreError {
+    StoreError::Storage(format!("commit log {}: {e}", path.display()))
+}
+
+impl Wal {
+    /// Opens the log at `path` for writing, after [`recover`] made the store
+    /// file hold every record in it: writing starts again at its beginning.
+    pub(crate) fn open(path: &Path, recovered: Recovered) -> Result<Wal, StoreError> {
+        let existed = path.exists();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| log_err(path, e))?;
+        if !existed {
+            // The new file's name must survive a crash as well as its bytes.
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                File::open(dir)
+                    .and_then(|d| d.sync_all())
+                    .map_err(|e| log_err(path, e))?;
+            }
+        }
+        let allocated = file.metadata().map_err(|e| log_err(path, e))?.len();
+        Ok(Wal {
+            file,
+            path: path.to_owned(),
+            pos: 0,
+            pending_end: None,
+            allocated,
+            next_lsn: recovered.applied + 1,
+            last_checkpoint: Instant::now(),
+            scratch: Vec::new(),
+        })
+    }
+
+    /// The LSN the next batch gets.
+    pub(crate) fn next_lsn(&self) -> u64 {
+        self.next_lsn
+    }
+
+    /// Whether the next batch should be committed durably by redb.
+    pub(crate) fn checkpoint_due(&self) -> bool {
+        self.pos >= CHECKPOINT_BYTES || self.last_checkpoint.elapsed() >= CHECKPOINT_AGE
+    }
+
+    /// A buffer for the next record: room for its header, then the
+    /// batch's changes are appended to it (see `OpLog::appending_to`).
+    pub(crate) fn record_buffer(&mut self) -> Vec<u8> {
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        buf.resize(HEADER, 0);
+        buf
+    }
+
+    /// Takes back a record buffer that was not appended.
+    pub(crate) fn recycle(&mut self, buf: Vec<u8>) {
+        if buf.capacity() > self.scratch.capacity() {
+            self.scratch = buf;
+        }
+    }
+
+    /// Writes the next batch's record (a [`Wal::record_buffer`] holding
+    /// its changes) after the last one, numbered [`Wal::next_lsn`]. It is
+    /// not synced here (the syncer thread does that), and it counts only
+    /// once its transaction committed ([`Wal::appended`]).
+    pub(crate) fn append(&mut self, mut record: Vec<u8>) -> Result<(), StoreError> {
+        let lsn = self.next_lsn;
+        let len = u32::try_from(record.len() - HEADER)
+            .map_err(|_| StoreError::Storage("a batch's changes exceed 4 GiB".to_owned()))?;
+        record[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+        record[4..8].copy_from_slice(&len.to_le_bytes());
+        record[8..16].copy_from_slice(&lsn.to_le_bytes());
+        let crc = checksum(&record[4..16], &record[HEADER..]);
+        record[16..20].copy_from_slice(&crc.to_le_bytes());
+        let end = self.pos + record.len() as u64;
+        if end > self.allocated {
+            self.grow(end)?;
+        }
+        let written = self.file.write_all_at(&record, self.pos);
+        self.scratch = record;
+        written.map_err(|e| log_err(&self.path, e))?;
+        self.pending_end = Some(end);
+        Ok(())
+    }
+
+    /// The transaction of the record just appended committed: the next
+    /// record follows it.
+    pub(crate) fn appended(&mut self) {
+        if let Some(end) = self.pending_end.take() {
+            self.pos = end;
+            self.next_lsn += 1;
+        }
+    }
+
+    /// A second handle on the file, for the thread that syncs it.
+    pub(crate) fn sync_handle(&self) -> Result<File, StoreError> {
+        self.file.try_clone().map_err(|e| log_err(&self.path, e))
+    }
+
+    /// Takes back the record just appended, whose transaction then failed to
+    /// commit: its header is overwritten with zeros, so recovery ends the log
+    /// before it.
+    pub(crate) fn retract(&mut self) -> Result<(), StoreError> {
+        self.pending_end = None;
+        self.file
+            .write_all_at(&[0u8; HEADER], self.pos)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| log_err(&self.path, e))
+    }
+
+    /// Extends the file with zeros to at least `end`, durably, so that
+    /// later records overwrite bytes that are already allocated.
+    fn grow(&mut self, end: u64) -> Result<(), StoreError> {
+        let target = end.div_ceil(GROW) * GROW;
+        let zeros = vec![0u8; (target - self.allocated) as usize];
+        self.file
+            .write_all_at(&zeros, self.allocated)
+            .and_then(|()| self.file.sync_all())
+            .map_err(|e| log_err(&self.path, e))?;
+        self.allocated = target;
+        Ok(())
+    }
+
+    /// A batch numbered [`Wal::next_lsn`] was committed durably by redb:
+    /// every record is in the store file, and the log starts again.
+    pub(crate) fn checkpointed(&mut self) {
+        self.next_lsn += 1;
+        self.pos = 0;
+        self.last_checkpoint = Instant::now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(lsn: u64, payload: &[u8]) -> Vec<u8> {
+        let mut r = Vec::new();
+        r.extend_from_slice(&MAGIC.to_le_bytes());
+        r.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        r.extend_from_slice(&lsn.to_le_bytes());
+        let crc = checksum(&r[4..16], payload);
+        r.extend_from_slice(&crc.to_le_bytes());
+        r.extend_from_slice(payload);
+        r
+    }
+
+    #[test]
+    fn reads_whole_consecutive_records_and_stops_at_the_first_that_is_not() {
+        let mut log = [record(7, b"a"), record(8, b"bb"), record(9, b"")].concat();
+        let whole = log.clone();
+        assert_eq!(
+            read_records(&whole),
+            vec![(7, &b"a"[..]), (8, &b"bb"[..]), (9, &b""[..])]
+        );
+        // A torn last record.
+        log.extend_from_slice(&record(10, b"cc")[..HEADER + 1]);
+        assert_eq!(read_records(&log).len(), 3);
+        // A flipped payload byte ends the log there.
+        let mut flipped = whole.clone();
+        flipped[HEADER] ^= 1;
+        assert!(read_records(&flipped).is_empty());
+        // A record of an earlier round after the current ones.
+        let stale = [record(7, b"a"), record(8, b"b"), record(3, b"old")].concat();
+        assert_eq!(read_records(&stale).len(), 2);
+        // Zeros (the preallocated tail) are not a record.
+        let zeros = [record(1, b"x"), vec![0; 64]].concat();
+        assert_eq!(read_records(&zeros).len(), 1);
+    }
+}
