@@ -116,8 +116,15 @@ fn report(name: &str, mut o: Outcome) -> f64 {
 }
 
 async fn open(dir: &std::path::Path, name: &str) -> Arc<EmbeddedStore> {
+    open_with(dir, name, true).await
+}
+
+/// A durable store; `commit_log: false` makes every commit a durable redb
+/// commit (the store's behaviour before the commit log), for comparison.
+async fn open_with(dir: &std::path::Path, name: &str, commit_log: bool) -> Arc<EmbeddedStore> {
     let options = EmbeddedOptions {
         durability: Durability::Durable,
+        commit_log,
         ttl_sweep_interval: Duration::from_secs(3600),
         ..Default::default()
     };
@@ -537,7 +544,7 @@ fn main() {
         cpu_line(cpu, events);
 
         let store100 = open(dir.path(), "many.redb").await;
-        let engine100 = Engine::builder(store100.clone(), catalog.clone()).options(group).build().await.unwrap();
+        let engine100 = Engine::builder(store100.clone(), catalog.clone()).options(group.clone()).build().await.unwrap();
         let (before, cpu) = (store100.writer_stats(), cpu_now());
         let o = run(&engine100, 200, 100, secs).await;
         let (elapsed, events) = (o.elapsed, o.events);
@@ -546,6 +553,15 @@ fn main() {
         println!("{:<44} {:>10.1} events per transaction", "", engine100.stats().emitted as f64 / tx.max(1) as f64);
         writer_line(before, store100.writer_stats(), elapsed);
         cpu_line(cpu, events);
+
+        let mut no_log = [0.0; 2];
+        for (i, (emitters, tenants)) in [(64, 1), (200, 100)].into_iter().enumerate() {
+            let store = open_with(dir.path(), &format!("nolog{tenants}.redb"), false).await;
+            let engine = Engine::builder(store, catalog.clone()).options(group.clone()).build().await.unwrap();
+            let name = format!("no commit log, {tenants} tenant(s), {emitters} emitters");
+            no_log[i] = report(&name, run(&engine, emitters, tenants, secs).await);
+        }
+        println!("commit log vs durable redb commits: {:.1}x (1 tenant), {:.1}x (100 tenants)", one / no_log[0].max(1.0), many / no_log[1].max(1.0));
 
         let store_n = open(dir.path(), "naive1.redb").await;
         let naive1 = Engine::builder(store_n, catalog.clone()).options(naive.clone()).build().await.unwrap();
