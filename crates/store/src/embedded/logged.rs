@@ -6,7 +6,7 @@
 //! (`wal`) before it commits the redb transaction, so a commit that redb has
 //! not yet written to its file can be redone from the log after a crash.
 //!
-//! A table is named in the log by a one-byte code. [`TABLES`] is the one list
+//! A table is named in the log by a one-byte code. The `tables!` list below is the one list
 //! of every table in the store file with its code; the store's own tables and
 //! the ones other modules keep in the file (queues) are all declared in
 //! `tables`, because replaying a change needs the table's key and value types.
@@ -116,7 +116,8 @@ impl<'t> TableOpener<'t> {
         TableOpener { txn, log }
     }
 
-    /// Opens `def`, which must be one of the tables of [`TABLES`].
+    /// Opens `def`, which must be one of the tables the `tables!` list of
+    /// this module gives a code.
     pub fn open_table<K: Key + 'static, V: Value + 'static>(
         &self,
         def: TableDefinition<K, V>,

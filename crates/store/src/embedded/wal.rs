@@ -339,6 +339,68 @@ mod tests {
         r
     }
 
+    /// A log record putting `key` -> 1 in the store's `system` table.
+    fn put_record(lsn: u64, key: &str) -> Vec<u8> {
+        // The encoding of `OpLog`: PUT, table code 2 (`system`), key, value.
+        let mut payload = vec![1u8, 2];
+        payload.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        payload.extend_from_slice(key.as_bytes());
+        payload.extend_from_slice(&8u32.to_le_bytes());
+        payload.extend_from_slice(&1u64.to_le_bytes());
+        record(lsn, &payload)
+    }
+
+    fn system_keys(db: &Database) -> Vec<String> {
+        let txn = db.begin_read().unwrap();
+        let table = txn.open_table(SYSTEM).unwrap();
+        let keys = redb::ReadableTable::iter(&table)
+            .unwrap()
+            .map(|r| r.unwrap().0.value().to_owned())
+            .collect();
+        keys
+    }
+
+    #[test]
+    fn recovery_replays_the_records_after_the_files_lsn_and_refuses_a_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("s.redb")).unwrap();
+        let log = dir.path().join("s.redb-log");
+        // Records 1-3, then one of an earlier round.
+        let bytes = [
+            put_record(1, "a"),
+            put_record(2, "b"),
+            put_record(3, "c"),
+            put_record(1, "old"),
+        ]
+        .concat();
+        std::fs::write(&log, &bytes).unwrap();
+        let r = recover(&db, &log).unwrap();
+        assert_eq!(
+            r,
+            Recovered {
+                records: 3,
+                applied: 3
+            }
+        );
+        assert_eq!(system_keys(&db), ["a", "b", "c", WAL_APPLIED]);
+        // Again: nothing left to do.
+        assert_eq!(
+            recover(&db, &log).unwrap(),
+            Recovered {
+                records: 0,
+                applied: 3
+            }
+        );
+        // A log that starts after record 4 cannot bring the file up to date.
+        std::fs::write(&log, [put_record(5, "e"), put_record(6, "f")].concat()).unwrap();
+        let e = recover(&db, &log).unwrap_err().to_string();
+        assert!(
+            e.contains("starts at record 5") && e.contains("only through record 3"),
+            "{e}"
+        );
+        assert_eq!(system_keys(&db), ["a", "b", "c", WAL_APPLIED]);
+    }
+
     #[test]
     fn reads_whole_consecutive_records_and_stops_at_the_first_that_is_not() {
         let mut log = [record(7, b"a"), record(8, b"bb"), record(9, b"")].concat();

@@ -7,8 +7,14 @@
 //! the whole group), and only then answers each caller. Group commit is what
 //! makes durable writes cheap: the fsync is shared by the whole group.
 //!
+//! With a commit log (`wal`), "commits once" means: writes the batch's record,
+//! commits redb without durability, and hands the answers to the sync thread
+//! ([`Syncer`]), which answers them once the record is synced; the writer
+//! meanwhile runs the next batch.
+//!
 //! Architecture Invariant: no caller is answered before the commit that holds
-//! its write returned. A storage error fails every operation of its batch and
+//! its write is durable (its redb commit returned and, with a log, its record
+//! is synced), and answers leave in commit order. A storage error fails every operation of its batch and
 //! stops the writer for good: later writes get `StoreError::Storage` instead
 //! of a store that limps on after an I/O error.
 
