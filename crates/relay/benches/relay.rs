@@ -70,7 +70,13 @@ fn event_item(n: u64) -> Item {
 }
 
 async fn open(dir: &std::path::Path) -> (EmbeddedStore, Queues) {
-    let store = EmbeddedStore::open(dir.join("postbox.redb"), EmbeddedOptions::default()).unwrap();
+    // POSTBOX_BENCH_COMMIT_LOG=0: durable redb commits instead of the commit log.
+    let commit_log = std::env::var("POSTBOX_BENCH_COMMIT_LOG").as_deref() != Ok("0");
+    let options = EmbeddedOptions {
+        commit_log,
+        ..EmbeddedOptions::default()
+    };
+    let store = EmbeddedStore::open(dir.join("postbox.redb"), options).unwrap();
     let queues = Queues::open(store.clone(), QueuesOptions::default())
         .await
         .unwrap();
