@@ -27,10 +27,13 @@ _postbox_python_env() {
     local missing=()
     local pkg
     for pkg in "${wanted[@]}"; do
-        # A requirement like "foo==1.2" or "foo[extra]" is checked by its distribution name.
+        # A requirement like "foo[extra]" is checked by its distribution name; "foo==1.2" also by
+        # its version, so a venv holding another version gets the pinned one.
         local name="${pkg%%[=<>!~\[ ;]*}"
-        if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; m.distribution(sys.argv[1])" \
-            "$name" >/dev/null 2>&1; then
+        local pinned=""
+        case "$pkg" in *==*) pinned="${pkg#*==}" ;; esac
+        if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; v = m.version(sys.argv[1]); sys.exit(0 if sys.argv[2] in ('', v) else 1)" \
+            "$name" "$pinned" >/dev/null 2>&1; then
             missing+=("$pkg")
         fi
     done
