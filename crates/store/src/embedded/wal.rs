@@ -108,6 +108,16 @@ fn applied_lsn(db: &Database) -> Result<u64, StoreError> {
         .map_or(0, |g| g.value()))
 }
 
+/// Records in `txn` that the file holds every record through `lsn`. Not
+/// itself logged: it is what tells recovery where the log takes over.
+pub(crate) fn mark_applied(txn: &redb::WriteTransaction, lsn: u64) -> Result<(), StoreError> {
+    txn.open_table(SYSTEM)
+        .map_err(storage_err)?
+        .insert(WAL_APPLIED, lsn)
+        .map_err(storage_err)?;
+    Ok(())
+}
+
 /// Replays the log at `path` (if there is one) into `db`, durably.
 pub(crate) fn recover(db: &Database, path: &Path) -> Result<Recovered, StoreError> {
     let applied = applied_lsn(db)?;
@@ -147,10 +157,7 @@ pub(crate) fn recover(db: &Database, path: &Path) -> Result<Recovered, StoreErro
         logged::replay(&txn, &ops)?;
         last = *lsn;
     }
-    txn.open_table(SYSTEM)
-        .map_err(storage_err)?
-        .insert(WAL_APPLIED, last)
-        .map_err(storage_err)?;
+    mark_applied(&txn, last)?;
     txn.commit().map_err(storage_err)?;
     Ok(Recovered {
         records: todo.len() as u64,
@@ -353,11 +360,10 @@ mod tests {
     fn system_keys(db: &Database) -> Vec<String> {
         let txn = db.begin_read().unwrap();
         let table = txn.open_table(SYSTEM).unwrap();
-        let keys = redb::ReadableTable::iter(&table)
+        redb::ReadableTable::iter(&table)
             .unwrap()
             .map(|r| r.unwrap().0.value().to_owned())
-            .collect();
-        keys
+            .collect()
     }
 
     #[test]

@@ -31,8 +31,7 @@ use crate::StoreError;
 use super::catalog::CatalogChange;
 use super::context::WriteContext;
 use super::logged::OpLog;
-use super::tables::{SYSTEM, WAL_APPLIED};
-use super::wal::Wal;
+use super::wal::{Wal, mark_applied};
 use super::{Durability, Shared, storage_err};
 
 /// Most operations committed in one transaction.
@@ -225,10 +224,7 @@ fn run(db: &Database, shared: &Arc<Shared>, mut wal: Option<Wal>, rx: Receiver<M
 /// holds every record of the commit log.
 fn checkpoint(db: &Database, wal: &mut Wal) -> Result<(), StoreError> {
     let txn = db.begin_write().map_err(storage_err)?;
-    txn.open_table(SYSTEM)
-        .map_err(storage_err)?
-        .insert(WAL_APPLIED, wal.next_lsn())
-        .map_err(storage_err)?;
+    mark_applied(&txn, wal.next_lsn())?;
     txn.commit().map_err(storage_err)?;
     wal.checkpointed();
     Ok(())
@@ -343,19 +339,13 @@ fn commit_batch(
             stream_written: false,
             lsn: None,
         };
-        match syncer {
-            Some(syncer) => syncer.hand_over(shared, done),
-            None => done.publish(shared),
-        }
+        done.finish(shared, syncer);
         return Ok(());
     }
     let mut lsn = None;
     if let Some(wal) = wal.as_deref_mut() {
         let logged = (|| {
-            txn.open_table(SYSTEM)
-                .map_err(storage_err)?
-                .insert(WAL_APPLIED, wal.next_lsn())
-                .map_err(storage_err)?;
+            mark_applied(&txn, wal.next_lsn())?;
             let record = log.into_bytes();
             if checkpoint {
                 wal.recycle(record);
@@ -404,10 +394,7 @@ fn commit_batch(
         stream_written: finished.stream_written,
         lsn,
     };
-    match syncer {
-        Some(syncer) => syncer.hand_over(shared, done),
-        None => done.publish(shared),
-    }
+    done.finish(shared, syncer);
     Ok(())
 }
 
@@ -421,6 +408,16 @@ struct Done {
 }
 
 impl Done {
+    /// Publishes the batch now, or, with a commit log, hands it to the sync
+    /// thread, which publishes it once its record (and every earlier one)
+    /// is synced.
+    fn finish(self, shared: &Shared, syncer: Option<&Syncer>) {
+        match syncer {
+            Some(syncer) => syncer.hand_over(shared, self),
+            None => self.publish(shared),
+        }
+    }
+
     /// Publishes the batch's catalog changes and stream records and answers
     /// its callers.
     fn publish(self, shared: &Shared) {
