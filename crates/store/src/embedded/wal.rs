@@ -39,6 +39,9 @@ use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use redb::{Database, ReadableDatabase};
@@ -76,8 +79,10 @@ pub(crate) struct Wal {
     pos: u64,
     /// The end of the record written for the batch being committed.
     pending_end: Option<u64>,
-    /// The file's length: everything before it has been written.
+    /// How far the file is known to be allocated (written with zeros and
+    /// synced): records go below it. [`Grower`] moves it on.
     allocated: u64,
+    grower: Grower,
     next_lsn: u64,
     last_checkpoint: Instant,
     /// The record buffer, kept between batches (a fresh one per batch costs
@@ -201,6 +206,131 @@ fn log_err(path: &Path, e: std::io::Error) -> StoreError {
     StoreError::Storage(format!("commit log {}: {e}", path.display()))
 }
 
+/// The thread that extends the log file ahead of the writer. It writes
+/// zeros and syncs them (data and length), so that a record later written
+/// there is made durable by an `fdatasync` that changes no metadata; doing
+/// it here keeps those writes and syncs (tens of milliseconds per step on a
+/// slow disk) off the writer's path. It writes only at and beyond the
+/// length it has published, and the writer writes only below it.
+struct Grower {
+    state: Arc<(Mutex<GrowState>, Condvar)>,
+    tx: Option<mpsc::Sender<u64>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct GrowState {
+    /// Written and synced through here.
+    ready: u64,
+    /// The largest length asked for.
+    requested: u64,
+    failed: Option<String>,
+}
+
+impl Grower {
+    fn start(file: File, path: &Path, allocated: u64) -> Grower {
+        let state = Arc::new((
+            Mutex::new(GrowState {
+                ready: allocated,
+                requested: allocated,
+                failed: None,
+            }),
+            Condvar::new(),
+        ));
+        let (tx, rx) = mpsc::channel::<u64>();
+        let shared = state.clone();
+        let path = path.to_owned();
+        let thread = std::thread::Builder::new()
+            .name("postbox-log-grow".to_owned())
+            .spawn(move || {
+                let mut len = allocated;
+                while let Ok(target) = rx.recv() {
+                    let result = extend(&file, len, target);
+                    let (lock, changed) = &*shared;
+                    let mut st = lock.lock().expect("grower state");
+                    match result {
+                        Ok(()) => {
+                            len = target;
+                            st.ready = target;
+                        }
+                        Err(e) => st.failed = Some(log_err(&path, e).to_string()),
+                    }
+                    changed.notify_all();
+                    if st.failed.is_some() {
+                        return;
+                    }
+                }
+            })
+            .expect("spawn the commit log's grow thread");
+        Grower {
+            state,
+            tx: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// Asks for the file to reach at least `end` (rounded up to a whole
+    /// step), unless that was asked already.
+    fn request(&self, end: u64) {
+        let target = end.div_ceil(GROW) * GROW;
+        let mut st = self.state.0.lock().expect("grower state");
+        if target > st.requested && st.failed.is_none() {
+            st.requested = target;
+            if let Some(tx) = &self.tx {
+                // A stopped thread has recorded why; `wait_for` reports it.
+                let _ = tx.send(target);
+            }
+        }
+    }
+
+    /// What is allocated now.
+    fn ready(&self) -> u64 {
+        self.state.0.lock().expect("grower state").ready
+    }
+
+    /// Waits until the file is allocated through `end` (which must have
+    /// been requested) and returns how far it is.
+    fn wait_for(&self, end: u64) -> Result<u64, StoreError> {
+        let (lock, changed) = &*self.state;
+        let mut st = lock.lock().expect("grower state");
+        loop {
+            if st.ready >= end {
+                return Ok(st.ready);
+            }
+            if let Some(e) = &st.failed {
+                return Err(StoreError::Storage(e.clone()));
+            }
+            st = changed.wait(st).expect("grower state");
+        }
+    }
+}
+
+impl Drop for Grower {
+    /// Stops the thread before the file can be opened again: its writes
+    /// must never land under a later writer's records.
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Writes zeros over `[from, to)` of `file` and makes them and the new
+/// length durable, a chunk at a time so that a concurrent `fdatasync` of the
+/// log never has more than one chunk of them to flush.
+fn extend(file: &File, from: u64, to: u64) -> std::io::Result<()> {
+    const CHUNK: u64 = 1 << 20;
+    let zeros = vec![0u8; CHUNK as usize];
+    let mut at = from;
+    while at < to {
+        let n = CHUNK.min(to - at);
+        file.write_all_at(&zeros[..n as usize], at)?;
+        file.sync_data()?;
+        at += n;
+    }
+    file.sync_all()
+}
+
 impl Wal {
     /// Opens the log at `path` for writing, after [`recover`] made the store
     /// file hold every record in it: writing starts again at its beginning.
@@ -222,12 +352,20 @@ impl Wal {
             }
         }
         let allocated = file.metadata().map_err(|e| log_err(path, e))?.len();
+        let grower = Grower::start(
+            file.try_clone().map_err(|e| log_err(path, e))?,
+            path,
+            allocated,
+        );
+        // The first records need room: allocate it while the store starts.
+        grower.request(GROW);
         Ok(Wal {
             file,
             path: path.to_owned(),
             pos: 0,
             pending_end: None,
             allocated,
+            grower,
             next_lsn: recovered.applied + 1,
             last_checkpoint: Instant::now(),
             scratch: Vec::new(),
@@ -274,8 +412,15 @@ impl Wal {
         let crc = checksum(&record[4..16], &record[HEADER..]);
         record[16..20].copy_from_slice(&crc.to_le_bytes());
         let end = self.pos + record.len() as u64;
-        if end > self.allocated {
-            self.grow(end)?;
+        if end + GROW / 2 > self.allocated {
+            // Less than half a step left: have the next step allocated in
+            // the background, and wait only if this record needs it now.
+            self.grower.request(end + GROW / 2);
+            self.allocated = if end > self.allocated {
+                self.grower.wait_for(end)?
+            } else {
+                self.grower.ready()
+            };
         }
         let written = self.file.write_all_at(&record, self.pos);
         self.scratch = record;
@@ -307,19 +452,6 @@ impl Wal {
             .write_all_at(&[0u8; HEADER], self.pos)
             .and_then(|()| self.file.sync_data())
             .map_err(|e| log_err(&self.path, e))
-    }
-
-    /// Extends the file with zeros to at least `end`, durably, so that
-    /// later records overwrite bytes that are already allocated.
-    fn grow(&mut self, end: u64) -> Result<(), StoreError> {
-        let target = end.div_ceil(GROW) * GROW;
-        let zeros = vec![0u8; (target - self.allocated) as usize];
-        self.file
-            .write_all_at(&zeros, self.allocated)
-            .and_then(|()| self.file.sync_all())
-            .map_err(|e| log_err(&self.path, e))?;
-        self.allocated = target;
-        Ok(())
     }
 
     /// A batch numbered [`Wal::next_lsn`] was committed durably by redb:
@@ -428,5 +560,52 @@ mod tests {
         // Zeros (the preallocated tail) are not a record.
         let zeros = [record(1, b"x"), vec![0; 64]].concat();
         assert_eq!(read_records(&zeros).len(), 1);
+    }
+
+    #[test]
+    fn records_land_in_space_allocated_ahead_of_them_across_growth_steps() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb-log");
+        let mut wal = Wal::open(&path, Recovered::default()).unwrap();
+        // 2.5 growth steps of records, each one a different byte.
+        let n = (GROW * 5 / 2 / 65_536) as usize;
+        for i in 0..n {
+            let mut rec = wal.record_buffer();
+            rec.extend(std::iter::repeat_n(i as u8, 65_536 - HEADER));
+            wal.append(rec).unwrap();
+            wal.appended();
+        }
+        let end = wal.pos;
+        drop(wal);
+        let bytes = std::fs::read(&path).unwrap();
+        // The file is allocated in whole steps ahead of the last record.
+        assert_eq!(bytes.len() as u64 % GROW, 0);
+        assert!(
+            bytes.len() as u64 >= end + GROW / 2,
+            "{} {end}",
+            bytes.len()
+        );
+        let records = read_records(&bytes);
+        assert_eq!(records.len(), n);
+        for (i, (lsn, payload)) in records.iter().enumerate() {
+            assert_eq!(*lsn, i as u64 + 1);
+            assert!(payload.iter().all(|b| *b == i as u8), "record {lsn}");
+        }
+    }
+
+    #[test]
+    fn a_failed_growth_is_reported_to_whoever_waits_for_the_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb-log");
+        std::fs::write(&path, b"").unwrap();
+        // A read-only handle: the grow thread's writes fail.
+        let file = File::open(&path).unwrap();
+        let grower = Grower::start(file, &path, 0);
+        grower.request(1);
+        let e = grower.wait_for(1).unwrap_err().to_string();
+        assert!(e.contains("commit log") && e.contains("s.redb-log"), "{e}");
+        // Later requests are not sent to a stopped thread; the error stays.
+        grower.request(GROW * 4);
+        assert!(grower.wait_for(GROW * 3).is_err());
     }
 }
