@@ -422,7 +422,13 @@ impl Wal {
                 self.grower.ready()
             };
         }
-        let written = self.file.write_all_at(&record, self.pos);
+        let written = if crate::faults::hit(crate::faults::LOG_APPEND) {
+            Err(std::io::Error::other(
+                "injected by fault point store::log_append",
+            ))
+        } else {
+            self.file.write_all_at(&record, self.pos)
+        };
         self.scratch = record;
         written.map_err(|e| log_err(&self.path, e))?;
         self.pending_end = Some(end);

@@ -478,8 +478,7 @@ fn sync_loop(file: &std::fs::File, shared: &Shared, rx: &Receiver<Done>) {
         let synced = match (shared.failure(), newest) {
             (Some(reason), _) => Err(refused(&reason)),
             (None, None) => Ok(()),
-            (None, Some(lsn)) => file
-                .sync_data()
+            (None, Some(lsn)) => sync_log(file)
                 .map(|()| shared.gate.synced(lsn))
                 .map_err(|e| StoreError::Storage(format!("commit log sync: {e}"))),
         };
@@ -495,6 +494,15 @@ fn sync_loop(file: &std::fs::File, shared: &Shared, rx: &Receiver<Done>) {
             }
         }
     }
+}
+
+fn sync_log(file: &std::fs::File) -> std::io::Result<()> {
+    if crate::faults::hit(crate::faults::LOG_SYNC) {
+        return Err(std::io::Error::other(
+            "injected by fault point store::log_sync",
+        ));
+    }
+    file.sync_data()
 }
 
 /// Runs every job of a batch in `txn`, collecting their answers. A storage
