@@ -65,6 +65,10 @@ impl From<StoreError> for ApiError {
                 "storage_failure",
                 format!("the store failed: {m}"),
             ),
+            // The store could not be reached: retryable, and a write may or
+            // may not have happened (an emit retried with its
+            // Idempotency-Key answers the event if it did).
+            StoreError::Unavailable(m) => ApiError::unavailable(m, 1),
             other => ApiError::new(StatusCode::CONFLICT, "conflict", other.to_string()),
         }
     }
