@@ -8,11 +8,13 @@
 //! key must be a string starting with `<tenant>#`, and Postbox's own tables
 //! cannot be written; anything else is another tenant's data and answers 404.
 //!
-//! An `Idempotency-Key` header makes the emit safe to retry: the key is
-//! stored in the same transaction as the event, so the same key with the
-//! same body answers the first event again, and with another body 409.
+//! An `Idempotency-Key` header makes the emit safe to retry: the key's row
+//! is stored in the same transaction as the event and names its seq, so the
+//! same key with the same body answers the first event again (also when
+//! the first answer was lost after the commit), and with another body 409.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -21,7 +23,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use postbox_engine::layout;
-use postbox_engine::{Context, EmitError, Write};
+use postbox_engine::{Context, EmitError, Envelope, InlineHandler, Write};
 use postbox_item::{AttributeValue, Item};
 use postbox_store::api::{
     CreateTableInput, GetItemInput, KeyType, QueryInput, TransactWriteItem, Values,
@@ -146,7 +148,7 @@ pub(crate) async fn emit(
         .as_ref()
         .map(|k| format!("EMIT#{tenant}#{k}"));
     if let Some(pk) = &idem_pk
-        && let Some(previous) = remembered(&api, pk, &body_hash).await?
+        && let Some(previous) = remembered(&api, &tenant, pk, &body_hash).await?
     {
         return Ok((StatusCode::OK, Json(previous)));
     }
@@ -158,30 +160,30 @@ pub(crate) async fn emit(
     }
     let idem_index = writes.len();
     let now = postbox_engine::envelope::now_ms();
-    if let Some(pk) = &idem_pk {
-        let mut row = Item::new();
-        row.insert("pk".into(), AttributeValue::s(pk.clone()));
-        row.insert("body_sha256".into(), AttributeValue::s(body_hash.clone()));
-        row.insert(
-            "expires_at".into(),
-            AttributeValue::n((now / 1000 + cfg.idempotency_ttl_secs) as i64),
-        );
-        // The answer is filled in by a second write below; the event id is
-        // what makes a retry find the same event.
-        writes.push(
-            Write::put(cfg.requests_table.clone(), row).condition("attribute_not_exists(pk)"),
-        );
-    }
+    let expires_at = now / 1000 + cfg.idempotency_ttl_secs;
+    // The key's row commits with the event and names its seq, so a retry
+    // finds the event even if the answer below is never stored.
+    let record = idem_pk.clone().map(|pk| -> InlineHandler {
+        let (table, body_hash) = (cfg.requests_table.clone(), body_hash.clone());
+        Arc::new(move |env: &Envelope| {
+            let row = request_row(&pk, &body_hash, env.seq, expires_at);
+            Ok(vec![
+                Write::put(table.clone(), row).condition("attribute_not_exists(pk)"),
+            ])
+        })
+    });
     let emitted = api
         .inner
         .engine
-        .emit(&ctx, &req.event_type, req.payload, writes)
+        .emit_recorded(&ctx, &req.event_type, req.payload, writes, record)
         .await;
     match emitted {
         Ok(e) => {
             let answer = json!({"event": e.envelope, "hash": e.hash});
             if let Some(pk) = &idem_pk {
-                remember(&api, pk, &body_hash, &answer, now).await?;
+                let mut row = request_row(pk, &body_hash, e.envelope.seq, expires_at);
+                row.insert("answer".into(), AttributeValue::s(answer.to_string()));
+                remember(&api, row).await?;
             }
             Ok((StatusCode::CREATED, Json(answer)))
         }
@@ -191,7 +193,7 @@ pub(crate) async fn emit(
             // A concurrent request with the same key won the race.
             let pk = idem_pk.expect("checked");
             for _ in 0..50 {
-                if let Some(previous) = remembered(&api, &pk, &body_hash).await? {
+                if let Some(previous) = remembered(&api, &tenant, &pk, &body_hash).await? {
                     return Ok((StatusCode::OK, Json(previous)));
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -206,9 +208,27 @@ pub(crate) async fn emit(
     }
 }
 
-/// The stored answer of an earlier emit with this key: Some if the body is
-/// the same, 409 if it differs.
-async fn remembered(api: &Api, pk: &str, body_hash: &str) -> Result<Option<Value>, ApiError> {
+/// The row of an idempotency key: the request's body hash, the seq of its
+/// event and when the row expires.
+fn request_row(pk: &str, body_hash: &str, seq: u64, expires_at: u64) -> Item {
+    let mut row = Item::new();
+    row.insert("pk".into(), AttributeValue::s(pk));
+    row.insert("body_sha256".into(), AttributeValue::s(body_hash));
+    row.insert("event_seq".into(), AttributeValue::n(seq as i64));
+    row.insert("expires_at".into(), AttributeValue::n(expires_at as i64));
+    row
+}
+
+/// The answer of an earlier emit with this key: Some if the body is the
+/// same, 409 if it differs. The stored answer if there is one, else the
+/// event the row names, read from the log (the process stopped between
+/// the commit and storing the answer).
+async fn remembered(
+    api: &Api,
+    tenant: &str,
+    pk: &str,
+    body_hash: &str,
+) -> Result<Option<Value>, ApiError> {
     let mut key = Item::new();
     key.insert("pk".into(), AttributeValue::s(pk));
     let out = api
@@ -231,27 +251,24 @@ async fn remembered(api: &Api, pk: &str, body_hash: &str) -> Result<Option<Value
             "this Idempotency-Key was used with a different request body",
         ));
     }
-    match row.get("answer") {
-        Some(AttributeValue::S(text)) => Ok(serde_json::from_str(text).ok()),
-        _ => Ok(None),
+    if let Some(AttributeValue::S(text)) = row.get("answer") {
+        return Ok(serde_json::from_str(text).ok());
     }
+    let Some(seq) = row
+        .get("event_seq")
+        .and_then(AttributeValue::as_n)
+        .and_then(|n| u64::try_from(n.to_i64()?).ok())
+    else {
+        return Ok(None);
+    };
+    Ok(page(api, tenant, seq, 1)
+        .await?
+        .into_iter()
+        .find(|(s, _)| *s == seq)
+        .map(|(_, answer)| answer))
 }
 
-async fn remember(
-    api: &Api,
-    pk: &str,
-    body_hash: &str,
-    answer: &Value,
-    now: u64,
-) -> Result<(), ApiError> {
-    let mut row = Item::new();
-    row.insert("pk".into(), AttributeValue::s(pk));
-    row.insert("body_sha256".into(), AttributeValue::s(body_hash));
-    row.insert("answer".into(), AttributeValue::s(answer.to_string()));
-    row.insert(
-        "expires_at".into(),
-        AttributeValue::n((now / 1000 + api.inner.config.idempotency_ttl_secs) as i64),
-    );
+async fn remember(api: &Api, row: Item) -> Result<(), ApiError> {
     api.inner
         .store
         .put_item(postbox_store::api::PutItemInput {

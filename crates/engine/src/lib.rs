@@ -58,11 +58,11 @@ pub mod writes;
 
 pub use catalog::{Catalog, Lane};
 pub use emit::{
-    AFTER_COMMIT_BEFORE_RETURN, EmitError, Emitted, Engine, EngineBuilder, EngineOptions,
+    AFTER_COMMIT_BEFORE_RETURN, EmitError, Emitted, Engine, EngineBuilder, EngineOptions, RECORD,
     StartError,
 };
 pub use envelope::{Context, Envelope};
-pub use lanes::{HandlerError, Stats};
+pub use lanes::{HandlerError, InlineHandler, Stats};
 pub use verify::{Problem, Progress, TenantReport, VerifyError, VerifyOptions};
 pub use writes::Write;
 

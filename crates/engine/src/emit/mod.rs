@@ -43,7 +43,9 @@ use crate::chain::{self, Hash};
 use crate::contract::{self, Violation};
 use crate::envelope::{Context, Envelope, format_timestamp, new_event_id, now_ms};
 use crate::json::{self, JsonError};
-use crate::lanes::{Counters, HandlerError, Handlers, LocalPool, Route, Stats, bump};
+use crate::lanes::{
+    Counters, HandlerError, Handlers, InlineHandler, LocalPool, Route, Stats, bump,
+};
 use crate::layout;
 use crate::schema::Schema;
 use crate::verify::{self, Progress, TenantReport, VerifyError, VerifyOptions};
@@ -59,6 +61,10 @@ pub const MAX_TRANSACTION_BYTES: usize = 4 * 1024 * 1024;
 /// Fault point after an emit committed, before it returns (see
 /// `postbox_store::faults`).
 pub const AFTER_COMMIT_BEFORE_RETURN: &str = "emit::after_commit_before_return";
+
+/// The name errors give the writes of [`Engine::emit_recorded`]'s `record`
+/// (where an INLINE handler's writes give its subscription).
+pub const RECORD: &str = "(the caller's record)";
 
 /// How an engine runs.
 #[derive(Clone, Debug)]
@@ -385,8 +391,35 @@ impl<S: ItemStore> Engine<S> {
         payload: Value,
         writes: Vec<Write>,
     ) -> Result<Emitted, EmitError> {
+        self.emit_recorded(ctx, event_type, payload, writes, None)
+            .await
+    }
+
+    /// [`Engine::emit`], with `record` called on the envelope once its seq
+    /// is known, as an INLINE handler is (again each time the event is
+    /// planned), its writes committed in the same transaction after the
+    /// caller's `writes` and numbered after them in errors. It is how a
+    /// caller stores where its event landed, so that the event can be found
+    /// again even if the answer is lost: the HTTP API's idempotency rows
+    /// name the event's seq this way.
+    pub async fn emit_recorded(
+        &self,
+        ctx: &Context,
+        event_type: &str,
+        payload: Value,
+        writes: Vec<Write>,
+        record: Option<InlineHandler>,
+    ) -> Result<Emitted, EmitError> {
         let inner = &self.inner;
-        let outcome = match self.prepare(ctx, event_type, payload, writes) {
+        let prepared = self
+            .prepare(ctx, event_type, payload, writes)
+            .map(|(mut req, route)| {
+                if let Some(record) = record {
+                    req.inline.push((RECORD.to_owned(), record));
+                }
+                (req, route)
+            });
+        let outcome = match prepared {
             Ok((req, route)) => {
                 let env = req.env.clone();
                 let committed = if inner.options.group_commit {
