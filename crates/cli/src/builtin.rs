@@ -16,6 +16,7 @@ pub fn application(data: &Path) -> (postbox_engine::Catalog, Handlers) {
     let log = data.join("report-ready.jsonl");
     let handlers = Handlers {
         durable: payments::handlers(),
+        best_effort: std::collections::HashMap::new(),
         engine: Box::new(|b| b),
         routes: Some(Box::new(|engine| {
             reports::router(reports::ReportsApi::new(

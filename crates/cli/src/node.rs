@@ -1,6 +1,7 @@
 //! One Postbox node: everything `postbox serve` runs in one process on the
 //! embedded store — the AWS wire endpoints, the engine, the relay (the
-//! default events pipe plus any configured pipes), the durable workers, and
+//! default events pipe, the row-change pipes of the BEST_EFFORT lane, plus
+//! any configured pipes), the durable workers, the row-change consumers, and
 //! the HTTP API — and its clean shutdown.
 
 use std::collections::{BTreeMap, HashMap};
@@ -10,11 +11,15 @@ use std::time::Duration;
 
 use axum::Router;
 use postbox_api::{Api, ApiConfig, Sources};
+use postbox_engine::glob::Glob;
 use postbox_engine::{Catalog, Engine, EngineBuilder, Lane};
 use postbox_queue::{Queues, QueuesOptions, ShiftedClock};
-use postbox_relay::config::{DEFAULT_EVENTS_QUEUE, default_events_pipe};
+use postbox_relay::config::{
+    DEFAULT_EVENTS_QUEUE, DEFAULT_ROW_CHANGES_QUEUE, default_events_pipe, default_row_change_pipes,
+};
 use postbox_relay::{PipeStats, Relay, RelayConfig};
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
+use postbox_worker::row_change::{RowChangeConsumer, RowChangeOptions, RowHandler};
 use postbox_worker::{Handler, Worker, WorkerOptions};
 use tokio::sync::watch;
 
@@ -30,6 +35,8 @@ pub const MAX_RECEIVE_COUNT: u32 = 20;
 pub struct Handlers {
     /// DURABLE handlers, run by the workers.
     pub durable: HashMap<String, Handler>,
+    /// BEST_EFFORT handlers, run by the row-change consumers.
+    pub best_effort: HashMap<String, RowHandler>,
     /// Registers INLINE and LOCAL handlers with the engine.
     pub engine:
         Box<dyn FnOnce(EngineBuilder<EmbeddedStore>) -> EngineBuilder<EmbeddedStore> + Send>,
@@ -63,6 +70,7 @@ impl Handlers {
     pub fn none() -> Handlers {
         Handlers {
             durable: HashMap::new(),
+            best_effort: HashMap::new(),
             engine: Box::new(|b| b),
             routes: None,
             pipes: None,
@@ -162,6 +170,18 @@ impl Node {
                 .pipes
                 .push(default_events_pipe(EVENTS_TABLE, DEFAULT_EVENTS_QUEUE));
         }
+        let best_effort = options
+            .catalog
+            .subscriptions
+            .iter()
+            .any(|s| s.lane == Lane::BestEffort);
+        if best_effort {
+            for pipe in row_change_pipes(&options.catalog)? {
+                if !relay_config.pipes.iter().any(|p| p.name == pipe.name) {
+                    relay_config.pipes.push(pipe);
+                }
+            }
+        }
         let relay = crate::pipe::start_relay(store.clone(), queues.clone(), relay_config).await?;
 
         let (stop, stop_rx) = watch::channel(false);
@@ -208,6 +228,22 @@ impl Node {
         } else {
             None
         };
+
+        if best_effort {
+            let consumer = RowChangeConsumer::new(
+                queues.clone(),
+                &options.catalog,
+                std::mem::take(&mut handlers.best_effort),
+                RowChangeOptions::default(),
+            )
+            .await
+            .map_err(|e| format!("the row-change consumers refuse to start: {e}"))?;
+            for _ in 0..options.workers {
+                let c = consumer.clone();
+                let rx = stop_rx.clone();
+                workers.push(tokio::spawn(async move { c.run(rx).await }));
+            }
+        }
 
         if let Some(background) = handlers.background.take() {
             workers.push(background(store.clone(), queues.clone(), stop_rx.clone()));
@@ -308,6 +344,40 @@ pub async fn create_events_queues(queues: &Queues) -> Result<(), String> {
             .map_err(|e| format!("cannot create the queue {DEFAULT_EVENTS_QUEUE}: {e}"))?;
     }
     Ok(())
+}
+
+/// The row-change pipes of the BEST_EFFORT lane: one per table of the
+/// catalog's entities, into the standard queue the row-change consumers
+/// read. An entity a BEST_EFFORT subscription matches must name its table.
+fn row_change_pipes(catalog: &Catalog) -> Result<Vec<postbox_relay::config::PipeSpec>, String> {
+    let subscriptions: Vec<_> = catalog
+        .subscriptions
+        .iter()
+        .filter(|s| s.lane == Lane::BestEffort)
+        .map(|s| (s, Glob::new(&s.glob)))
+        .collect();
+    let mut entities = Vec::new();
+    for e in &catalog.entities {
+        let matched_by = subscriptions.iter().find(|(_, glob)| {
+            ["INSERT", "MODIFY", "REMOVE"]
+                .iter()
+                .any(|op| glob.matches(&format!("row:{}:{op}", e.name)))
+        });
+        match (&e.table, matched_by) {
+            (Some(table), _) => entities.push((e.name.as_str(), table.as_str())),
+            (None, Some((s, _))) => {
+                return Err(format!(
+                    "entity {:?} names no table, so its row changes cannot be relayed to BEST_EFFORT subscription {:?}; add `table = \"...\"` to the entity",
+                    e.name, s.name
+                ));
+            }
+            (None, None) => {}
+        }
+    }
+    Ok(default_row_change_pipes(
+        &entities,
+        DEFAULT_ROW_CHANGES_QUEUE,
+    ))
 }
 
 /// The secret webhook deliveries are signed with: `POSTBOX_WEBHOOK_SECRET`
@@ -466,5 +536,138 @@ fn sources(relay: Arc<Mutex<Vec<PipeStats>>>, worker: Option<Worker<EmbeddedStor
     Sources {
         metrics: Some(Arc::new(metrics)),
         report: Some(Arc::new(report)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use postbox_store::ItemStore;
+    use postbox_store::api::{CreateTableInput, StreamSpecification, StreamViewType};
+    use postbox_worker::row_change::row_handler;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const CATALOG: &str = r#"
+[[entities]]
+name = "CONTACT"
+table = "contacts"
+
+[[subscriptions]]
+name = "contact-seen"
+glob = "row:CONTACT:*"
+lane = "BEST_EFFORT"
+handler = "contacts::seen"
+"#;
+
+    fn options(data: &Path, catalog: &str, handlers: Handlers) -> NodeOptions {
+        NodeOptions {
+            data: data.to_owned(),
+            catalog: Catalog::from_toml(catalog, "test").unwrap(),
+            handlers,
+            pipes: None,
+            workers: 1,
+            test_clock: None,
+        }
+    }
+
+    /// Handlers with `contacts::seen` counting its deliveries, and a setup
+    /// that creates the `contacts` table and hands out the store.
+    fn counting(seen: Arc<AtomicUsize>, store: Arc<Mutex<Option<EmbeddedStore>>>) -> Handlers {
+        let mut handlers = Handlers::none();
+        handlers.best_effort.insert(
+            "contacts::seen".to_owned(),
+            row_handler(move |d| {
+                let seen = seen.clone();
+                async move {
+                    assert_eq!(d.change.row_type, "row:CONTACT:INSERT");
+                    seen.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                }
+            }),
+        );
+        handlers.setup = Some(Box::new(move |s: EmbeddedStore, _| {
+            Box::pin(async move {
+                s.create_table(CreateTableInput {
+                    stream_specification: Some(StreamSpecification {
+                        stream_enabled: true,
+                        stream_view_type: Some(StreamViewType::NewImage),
+                    }),
+                    ..CreateTableInput::keyed_by("contacts", "pk")
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+                *store.lock().unwrap() = Some(s);
+                Ok(())
+            })
+        }));
+        handlers
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_row_change_reaches_its_best_effort_handler() {
+        let dir = tempfile::tempdir().unwrap();
+        let seen = Arc::new(AtomicUsize::new(0));
+        let store = Arc::new(Mutex::new(None));
+        let node = Node::start(options(
+            dir.path(),
+            CATALOG,
+            counting(seen.clone(), store.clone()),
+        ))
+        .await
+        .unwrap();
+        let store = store.lock().unwrap().clone().unwrap();
+        let item = postbox_item::item_from_json(
+            &serde_json::json!({"pk": {"S": "CONTACT#1"}, "name": {"S": "Ada"}}),
+        )
+        .unwrap();
+        store
+            .put_item(postbox_store::api::PutItemInput {
+                table_name: "contacts".into(),
+                item,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while seen.load(Ordering::SeqCst) == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the row change never reached its BEST_EFFORT handler"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        node.shutdown().await;
+        assert_eq!(seen.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_best_effort_subscription_without_its_handler_refuses_to_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut handlers = counting(Arc::default(), Arc::default());
+        handlers.best_effort.clear();
+        let e = Node::start(options(dir.path(), CATALOG, handlers))
+            .await
+            .err()
+            .expect("the node must not start");
+        assert!(
+            e.contains("row-change consumers refuse to start")
+                && e.contains("contact-seen")
+                && e.contains("contacts::seen"),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_entity_without_a_table_cannot_feed_best_effort() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = CATALOG.replace("table = \"contacts\"\n", "");
+        let e = Node::start(options(dir.path(), &catalog, Handlers::none()))
+            .await
+            .err()
+            .expect("the node must not start");
+        assert!(
+            e.contains("\"CONTACT\" names no table") && e.contains("contact-seen"),
+            "{e}"
+        );
     }
 }
