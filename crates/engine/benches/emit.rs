@@ -119,12 +119,21 @@ async fn open(dir: &std::path::Path, name: &str) -> Arc<EmbeddedStore> {
     open_with(dir, name, true).await
 }
 
+/// The store's page cache: `POSTBOX_BENCH_CACHE_MB`, else the default.
+fn cache_bytes() -> usize {
+    std::env::var("POSTBOX_BENCH_CACHE_MB")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .map_or(postbox_store::embedded::DEFAULT_CACHE_BYTES, |mb| mb << 20)
+}
+
 /// A durable store; `commit_log: false` makes every commit a durable redb
 /// commit (the store's behaviour before the commit log), for comparison.
 async fn open_with(dir: &std::path::Path, name: &str, commit_log: bool) -> Arc<EmbeddedStore> {
     let options = EmbeddedOptions {
         durability: Durability::Durable,
         commit_log,
+        cache_bytes: cache_bytes(),
         ttl_sweep_interval: Duration::from_secs(3600),
         ..Default::default()
     };
@@ -487,7 +496,7 @@ fn main() {
         // emitter, 64 emitters), break one event's time down, and print the verify lines
         // POSTBOX_BENCH_RUNS times (for profiling).
         if std::env::var("POSTBOX_BENCH_ONLY").as_deref() == Ok("verify") {
-            let options = EmbeddedOptions { durability: Durability::NoFsync, ..Default::default() };
+            let options = EmbeddedOptions { durability: Durability::NoFsync, cache_bytes: cache_bytes(), ..Default::default() };
             let store = Arc::new(EmbeddedStore::open(dir.path().join("v.redb"), options).unwrap());
             let engine = Engine::builder(store.clone(), Catalog::from_toml("[[event_types]]\nname='ORDER_PLACED'\nproducers=['o']\n", "v").unwrap()).build().await.unwrap();
             let blob = "x".repeat(1000);

@@ -105,6 +105,9 @@ pub enum Durability {
     NoFsync,
 }
 
+/// [`EmbeddedOptions::cache_bytes`]'s default.
+pub const DEFAULT_CACHE_BYTES: usize = 1 << 30;
+
 /// How an [`EmbeddedStore`] runs.
 #[derive(Clone)]
 pub struct EmbeddedOptions {
@@ -116,6 +119,16 @@ pub struct EmbeddedOptions {
     /// is a durable redb commit. A log left by an earlier run is replayed at
     /// open either way.
     pub commit_log: bool,
+    /// Bytes of the store file's pages kept in memory (redb's cache, read
+    /// and write), 1 GiB by default. Pages beyond it are read from the file
+    /// (the OS page cache), each through a pread into a fresh buffer: a full
+    /// `verify` of a log larger than the cache runs at about half the speed.
+    /// A smaller cache keeps the process smaller, and stops its growth
+    /// sooner: the kernel zeroes every page the process touches for the
+    /// first time, which on the development VM took up to 30% of the CPU
+    /// while a store's cache was still filling
+    /// (`research/write-amplification.md`).
+    pub cache_bytes: usize,
     /// How long stream records are kept (24 h, as DynamoDB Streams).
     pub stream_retention: Duration,
     /// How often the TTL sweeper runs (it also trims streams).
@@ -129,6 +142,7 @@ impl Default for EmbeddedOptions {
         EmbeddedOptions {
             durability: Durability::Durable,
             commit_log: true,
+            cache_bytes: DEFAULT_CACHE_BYTES,
             stream_retention: Duration::from_secs(24 * 3600),
             ttl_sweep_interval: Duration::from_secs(1),
             clock: Arc::new(SystemClock),
@@ -141,6 +155,7 @@ impl std::fmt::Debug for EmbeddedOptions {
         f.debug_struct("EmbeddedOptions")
             .field("durability", &self.durability)
             .field("commit_log", &self.commit_log)
+            .field("cache_bytes", &self.cache_bytes)
             .field("stream_retention", &self.stream_retention)
             .field("ttl_sweep_interval", &self.ttl_sweep_interval)
             .finish_non_exhaustive()
@@ -248,7 +263,10 @@ impl EmbeddedStore {
         options: EmbeddedOptions,
     ) -> StoreResult<EmbeddedStore> {
         let path = path.as_ref();
-        let db = Database::create(path).map_err(storage_err)?;
+        let db = Database::builder()
+            .set_cache_size(options.cache_bytes)
+            .create(path)
+            .map_err(storage_err)?;
         let log_path = wal::path_for(path);
         let recovered = wal::recover(&db, &log_path)?;
         if recovered.records > 0 {
@@ -280,6 +298,7 @@ impl EmbeddedStore {
     ) -> StoreResult<EmbeddedStore> {
         EmbeddedStore::start(
             Database::builder()
+                .set_cache_size(options.cache_bytes)
                 .create_with_backend(backend)
                 .map_err(storage_err)?,
             options,

@@ -36,6 +36,7 @@ pub fn options(clock: Arc<ManualClock>) -> EmbeddedOptions {
     EmbeddedOptions {
         durability: Durability::NoFsync,
         commit_log: true,
+        cache_bytes: postbox_store::embedded::DEFAULT_CACHE_BYTES,
         stream_retention: Duration::from_secs(24 * 3600),
         ttl_sweep_interval: Duration::from_secs(3600),
         clock,
