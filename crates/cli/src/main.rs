@@ -95,6 +95,10 @@ struct ServeArgs {
     /// flight (0: leave the work to `postbox worker` processes).
     #[arg(long, default_value_t = 4, env = "POSTBOX_WORKERS")]
     workers: usize,
+    /// MiB of the store file's pages kept in memory (the rest is read from
+    /// the OS page cache).
+    #[arg(long, default_value_t = 1024, env = "POSTBOX_CACHE_MB", value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    cache_mb: u32,
     /// Let `POST /_postbox/test/clock` move time forward (conformance tests only).
     #[arg(long)]
     test_clock: bool,
@@ -169,6 +173,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         handlers,
         pipes,
         workers: args.workers,
+        cache_bytes: (args.cache_mb as usize) << 20,
         test_clock,
     })
     .await?;

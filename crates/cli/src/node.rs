@@ -93,6 +93,9 @@ pub struct NodeOptions {
     /// Worker tasks (0: none in this process; `postbox worker` processes
     /// or another node do the work).
     pub workers: usize,
+    /// Bytes of the store file's pages kept in memory
+    /// (`EmbeddedOptions::cache_bytes`).
+    pub cache_bytes: usize,
     /// A clock tests may move forward.
     pub test_clock: Option<Arc<ShiftedClock>>,
 }
@@ -120,7 +123,10 @@ impl Node {
         std::fs::create_dir_all(data)
             .map_err(|e| format!("cannot create the data directory {}: {e}", data.display()))?;
         let file = data.join("postbox.redb");
-        let mut store_options = EmbeddedOptions::default();
+        let mut store_options = EmbeddedOptions {
+            cache_bytes: options.cache_bytes,
+            ..EmbeddedOptions::default()
+        };
         if let Some(clock) = &options.test_clock {
             store_options.clock = clock.clone();
         }
@@ -566,6 +572,7 @@ handler = "contacts::seen"
             handlers,
             pipes: None,
             workers: 1,
+            cache_bytes: postbox_store::embedded::DEFAULT_CACHE_BYTES,
             test_clock: None,
         }
     }
