@@ -143,7 +143,9 @@ pub struct PipeStats {
     pub pipe: String,
     /// Whether this relay holds the pipe's lease.
     pub holds_lease: bool,
-    /// The durable checkpoint (sequence number of the last relayed record).
+    /// The checkpoint (sequence number of the last relayed record): while
+    /// this relay holds the lease, the last commit its counters include
+    /// (the stats are one view); otherwise the durable one in the store.
     pub checkpoint: u64,
     /// The stream's newest sequence number.
     pub head: u64,
@@ -178,6 +180,12 @@ pub struct PipeStats {
 
 #[derive(Default)]
 struct Counters {
+    /// The checkpoint as counted: the last commit whose records the counters
+    /// below include (None without the lease). Its lock is held while a
+    /// commit is counted and while [`PipeStats`] are read, so the stats are
+    /// one view even though the store shows a commit's checkpoint before the
+    /// pipe's task has counted it.
+    counted: std::sync::Mutex<Option<u64>>,
     token: AtomicU64,
     read: AtomicU64,
     filtered: AtomicU64,
@@ -190,6 +198,15 @@ struct Counters {
     bisections: AtomicU64,
     commits: AtomicU64,
     lost_to_retention: AtomicU64,
+}
+
+impl Counters {
+    /// The pipe's lease is gone: its stats come from the store again.
+    fn without_lease(&self) {
+        let mut counted = self.counted.lock().expect("relay counters");
+        self.token.store(0, Relaxed);
+        *counted = None;
+    }
 }
 
 /// A running relay: one task per pipe.
@@ -462,7 +479,7 @@ impl Runner {
             match self.session(&mut stop).await {
                 Ok(()) => return,
                 Err(e) => {
-                    self.counters.token.store(0, Relaxed);
+                    self.counters.without_lease();
                     failures += 1;
                     tracing::warn!(pipe = %self.spec.name, error = %e, "relay session ended; starting over");
                     let pause = Duration::from_millis(50 * u64::from(failures.min(20)));
@@ -518,6 +535,7 @@ impl Runner {
         let table = self.spec.table.clone();
         let tick = self.lease / 3;
         let mut after = self.start_checkpoint(token).await?;
+        *self.counters.counted.lock().expect("relay counters") = Some(after);
         loop {
             // Keep a commit in flight only while more records are waiting.
             if let Some(f) = inflight.take() {
@@ -529,7 +547,7 @@ impl Runner {
             }
             if stopped(stop) {
                 lease::release(&self.store, &self.spec.name, &self.options.owner, token).await?;
-                self.counters.token.store(0, Relaxed);
+                self.counters.without_lease();
                 return Ok(());
             }
             let more = if inflight.is_some() {
@@ -965,6 +983,8 @@ impl Runner {
             Err(e) => return Err(e.into()),
         };
         let k = &self.counters;
+        let mut counted = k.counted.lock().expect("relay counters");
+        *counted = Some(to);
         k.commits.fetch_add(1, Relaxed);
         k.filtered.fetch_add(f.filtered, Relaxed);
         k.delivered
@@ -988,6 +1008,7 @@ impl Runner {
         }
         k.messages
             .fetch_add(f.sends.saturating_sub(failed.len()) as u64, Relaxed);
+        drop(counted);
         if let Some(hook) = &self.options.on_commit {
             hook(&self.spec.name, to);
         }
@@ -997,13 +1018,37 @@ impl Runner {
     async fn stats(&self) -> Result<PipeStats, RelayError> {
         let k = &self.counters;
         let table = &self.spec.table;
-        let checkpoint = self
-            .store
-            .checkpoint(table, &self.reader())
-            .await?
-            .unwrap_or(0);
+        // One view: the counters with the checkpoint they include.
+        let (counted, mut stats) = {
+            let counted = k.counted.lock().expect("relay counters");
+            let stats = PipeStats {
+                pipe: self.spec.name.clone(),
+                holds_lease: k.token.load(Relaxed) != 0,
+                read: k.read.load(Relaxed),
+                filtered: k.filtered.load(Relaxed),
+                delivered: k.delivered.load(Relaxed),
+                messages: k.messages.load(Relaxed),
+                dead_lettered: k.dead_lettered.load(Relaxed),
+                template_errors: k.template_errors.load(Relaxed),
+                too_old: k.too_old.load(Relaxed),
+                retries: k.retries.load(Relaxed),
+                bisections: k.bisections.load(Relaxed),
+                commits: k.commits.load(Relaxed),
+                lost_to_retention: k.lost_to_retention.load(Relaxed),
+                ..PipeStats::default()
+            };
+            (*counted, stats)
+        };
+        let checkpoint = match counted {
+            Some(c) => c,
+            None => self
+                .store
+                .checkpoint(table, &self.reader())
+                .await?
+                .unwrap_or(0),
+        };
         let head = self.store.stream_head(table).await?;
-        let oldest = match self.store.read_stream(table, checkpoint, 1).await {
+        stats.oldest_unrelayed_age_ms = match self.store.read_stream(table, checkpoint, 1).await {
             Ok(r) => r.first().map(|r| {
                 self.options
                     .clock
@@ -1013,25 +1058,10 @@ impl Runner {
             Err(StoreError::TrimmedData(_)) => None,
             Err(e) => return Err(e.into()),
         };
-        Ok(PipeStats {
-            pipe: self.spec.name.clone(),
-            holds_lease: k.token.load(Relaxed) != 0,
-            checkpoint,
-            head,
-            records_behind: head.saturating_sub(checkpoint),
-            oldest_unrelayed_age_ms: oldest,
-            read: k.read.load(Relaxed),
-            filtered: k.filtered.load(Relaxed),
-            delivered: k.delivered.load(Relaxed),
-            messages: k.messages.load(Relaxed),
-            dead_lettered: k.dead_lettered.load(Relaxed),
-            template_errors: k.template_errors.load(Relaxed),
-            too_old: k.too_old.load(Relaxed),
-            retries: k.retries.load(Relaxed),
-            bisections: k.bisections.load(Relaxed),
-            commits: k.commits.load(Relaxed),
-            lost_to_retention: k.lost_to_retention.load(Relaxed),
-        })
+        stats.checkpoint = checkpoint;
+        stats.head = head;
+        stats.records_behind = head.saturating_sub(checkpoint);
+        Ok(stats)
     }
 }
 

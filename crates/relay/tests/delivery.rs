@@ -297,3 +297,39 @@ async fn a_latest_pipe_starts_at_the_head_and_keeps_its_place() {
     );
     relay.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_are_one_consistent_view_while_the_relay_works() {
+    let env = env().await;
+    create_table(&env.store, "jobs").await;
+    let relay = start(&env, JOBS, "a").await;
+    let writer = {
+        let store = env.store.clone();
+        tokio::spawn(async move {
+            for i in 0..3000 {
+                let status = if i % 5 == 0 { "DONE" } else { "PENDING" };
+                put(&store, "jobs", job(&format!("j{i}"), status)).await;
+            }
+        })
+    };
+    // Every record up to the checkpoint is counted, as delivered or
+    // filtered, in the same view: never a checkpoint ahead of the counts.
+    let mut seen = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !writer.is_finished() || seen < 3000 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not caught up: {seen}"
+        );
+        let s = relay.stats().await.unwrap().remove(0);
+        assert_eq!(
+            s.delivered + s.filtered + s.dead_lettered,
+            s.checkpoint,
+            "{s:?}"
+        );
+        seen = s.checkpoint;
+        tokio::task::yield_now().await;
+    }
+    writer.await.unwrap();
+    relay.shutdown().await;
+}
