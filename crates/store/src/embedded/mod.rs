@@ -277,7 +277,7 @@ impl EmbeddedStore {
             );
         }
         let wal = if options.durability == Durability::Durable && options.commit_log {
-            Some(wal::Wal::open(&log_path, recovered)?)
+            Some(wal::Wal::open(&log_path, recovered, wal::store_id(&db)?)?)
         } else {
             // Everything the log held is in the file now.
             match std::fs::remove_file(&log_path) {

@@ -45,6 +45,9 @@ pub(crate) const NEXT_TABLE_ID: &str = "next_table_id";
 /// Key in [`SYSTEM`] of the last commit-log sequence number whose changes
 /// the file holds (written by every commit of a store that keeps a log).
 pub(crate) const WAL_APPLIED: &str = "wal_applied";
+/// `system` key: the store file's random identity, which its commit log
+/// carries in its header.
+pub(crate) const STORE_ID: &str = "store_id";
 
 // The tables the queues keep in the store file (`postbox_queue`'s `storage`
 // module documents their rows). They are declared here because the commit

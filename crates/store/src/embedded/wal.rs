@@ -24,6 +24,10 @@
 //! batch is committed durably by redb instead; its LSN is then in the file
 //! for good, and the log starts again at its beginning.
 //!
+//! The file starts with a header naming the store file it belongs to (a
+//! random identity kept in the store's `system` table); recovery refuses a
+//! log of another store file rather than replay its records here.
+//!
 //! Recovery (at open): redb comes back at its last durable commit, whose
 //! `wal_applied` LSN says which records it holds; the records after it are
 //! replayed in one durable transaction. The log is read from its start while
@@ -50,7 +54,7 @@ use crate::StoreError;
 
 use super::logged::{self, corrupt};
 use super::storage_err;
-use super::tables::{SYSTEM, WAL_APPLIED};
+use super::tables::{STORE_ID, SYSTEM, WAL_APPLIED};
 
 /// Log bytes after which the next batch is committed durably by redb.
 ///
@@ -68,6 +72,12 @@ pub(crate) const CHECKPOINT_AGE: Duration = Duration::from_millis(500);
 const GROW: u64 = 8 << 20;
 
 const MAGIC: u32 = 0x5042_4c47; // "PBLG"
+/// The file's header: magic, format version, the store file's identity.
+/// Logs written before it existed start with a record instead, and are
+/// still read (once, at the open that replays them).
+const FILE_MAGIC: u32 = 0x5042_4c48; // "PBLH"
+const FILE_VERSION: u32 = 1;
+const FILE_HEADER: u64 = 16;
 /// magic, payload length, LSN, CRC-32 of (length, LSN, payload).
 const HEADER: usize = 4 + 4 + 8 + 4;
 
@@ -120,6 +130,53 @@ fn applied_lsn(db: &Database) -> Result<u64, StoreError> {
         .map_or(0, |g| g.value()))
 }
 
+/// The store file's identity, created (durably) the first time.
+pub(crate) fn store_id(db: &Database) -> Result<u64, StoreError> {
+    {
+        let txn = db.begin_read().map_err(storage_err)?;
+        match txn.open_table(SYSTEM) {
+            Ok(table) => {
+                if let Some(id) = table.get(STORE_ID).map_err(storage_err)? {
+                    return Ok(id.value());
+                }
+            }
+            Err(redb::TableError::TableDoesNotExist(_)) => {}
+            Err(e) => return Err(storage_err(e)),
+        }
+    }
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|e| {
+        StoreError::Storage(format!("no random bytes for the store's identity: {e}"))
+    })?;
+    let id = u64::from_le_bytes(bytes);
+    let txn = db.begin_write().map_err(storage_err)?;
+    txn.open_table(SYSTEM)
+        .map_err(storage_err)?
+        .insert(STORE_ID, id)
+        .map_err(storage_err)?;
+    txn.commit().map_err(storage_err)?;
+    Ok(id)
+}
+
+/// The store file's identity, if it has one yet.
+fn store_id_if_any(db: &Database) -> Result<Option<u64>, StoreError> {
+    let txn = db.begin_read().map_err(storage_err)?;
+    let table = match txn.open_table(SYSTEM) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(e) => return Err(storage_err(e)),
+    };
+    Ok(table.get(STORE_ID).map_err(storage_err)?.map(|g| g.value()))
+}
+
+/// The store identity in a log's header, if it has one.
+fn header_id(bytes: &[u8]) -> Option<u64> {
+    let header = bytes.get(..FILE_HEADER as usize)?;
+    let word = |i: usize| u32::from_le_bytes(header[i..i + 4].try_into().expect("4 bytes"));
+    (word(0) == FILE_MAGIC && word(4) == FILE_VERSION)
+        .then(|| u64::from_le_bytes(header[8..16].try_into().expect("8 bytes")))
+}
+
 /// Records in `txn` that the file holds every record through `lsn`. Not
 /// itself logged: it is what tells recovery where the log takes over.
 pub(crate) fn mark_applied(txn: &redb::WriteTransaction, lsn: u64) -> Result<(), StoreError> {
@@ -130,7 +187,10 @@ pub(crate) fn mark_applied(txn: &redb::WriteTransaction, lsn: u64) -> Result<(),
     Ok(())
 }
 
-/// Replays the log at `path` (if there is one) into `db`, durably.
+/// Replays the log at `path` (if there is one) into `db`, durably. A log
+/// whose header names another store file than `db` is refused: its records
+/// are changes to that file, not this one (a file restored from a backup
+/// next to a newer log, or a log copied from elsewhere).
 pub(crate) fn recover(db: &Database, path: &Path) -> Result<Recovered, StoreError> {
     let applied = applied_lsn(db)?;
     let mut bytes = Vec::new();
@@ -146,7 +206,23 @@ pub(crate) fn recover(db: &Database, path: &Path) -> Result<Recovered, StoreErro
         }
         Err(e) => return Err(log_err(path, e)),
     }
-    let records = read_records(&bytes);
+    let records = match header_id(&bytes) {
+        Some(log_id) => {
+            let this = store_id_if_any(db)?;
+            if this != Some(log_id) {
+                return Err(corrupt(format!(
+                    "{} belongs to another store file (log of store {log_id:016x}, this file is {}); \
+                     if this file was restored on purpose, move the log away",
+                    path.display(),
+                    this.map_or("a store that never had a log".to_owned(), |id| format!(
+                        "store {id:016x}"
+                    )),
+                )));
+            }
+            read_records(&bytes[FILE_HEADER as usize..])
+        }
+        None => read_records(&bytes),
+    };
     let todo: Vec<_> = records.iter().filter(|(lsn, _)| *lsn > applied).collect();
     let Some(&&(first, _)) = todo.first() else {
         return Ok(Recovered {
@@ -340,8 +416,13 @@ fn extend(file: &File, from: u64, to: u64) -> std::io::Result<()> {
 
 impl Wal {
     /// Opens the log at `path` for writing, after [`recover`] made the store
-    /// file hold every record in it: writing starts again at its beginning.
-    pub(crate) fn open(path: &Path, recovered: Recovered) -> Result<Wal, StoreError> {
+    /// file hold every record in it: writing starts again at its beginning,
+    /// after a header naming the store file `store_id`.
+    pub(crate) fn open(
+        path: &Path,
+        recovered: Recovered,
+        store_id: u64,
+    ) -> Result<Wal, StoreError> {
         let existed = path.exists();
         let file = OpenOptions::new()
             .read(true)
@@ -358,6 +439,13 @@ impl Wal {
                     .map_err(|e| log_err(path, e))?;
             }
         }
+        let mut header = [0u8; FILE_HEADER as usize];
+        header[0..4].copy_from_slice(&FILE_MAGIC.to_le_bytes());
+        header[4..8].copy_from_slice(&FILE_VERSION.to_le_bytes());
+        header[8..16].copy_from_slice(&store_id.to_le_bytes());
+        file.write_all_at(&header, 0)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| log_err(path, e))?;
         let allocated = file.metadata().map_err(|e| log_err(path, e))?.len();
         let grower = Grower::start(
             file.try_clone().map_err(|e| log_err(path, e))?,
@@ -369,7 +457,7 @@ impl Wal {
         Ok(Wal {
             file,
             path: path.to_owned(),
-            pos: 0,
+            pos: FILE_HEADER,
             pending_end: None,
             allocated,
             grower,
@@ -471,7 +559,7 @@ impl Wal {
     /// every record is in the store file, and the log starts again.
     pub(crate) fn checkpointed(&mut self) {
         self.next_lsn += 1;
-        self.pos = 0;
+        self.pos = FILE_HEADER;
         self.last_checkpoint = Instant::now();
     }
 }
@@ -579,7 +667,7 @@ mod tests {
     fn records_land_in_space_allocated_ahead_of_them_across_growth_steps() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.redb-log");
-        let mut wal = Wal::open(&path, Recovered::default()).unwrap();
+        let mut wal = Wal::open(&path, Recovered::default(), 7).unwrap();
         // 2.5 growth steps of records, each one a different byte.
         let n = (GROW * 5 / 2 / 65_536) as usize;
         for i in 0..n {
@@ -598,7 +686,8 @@ mod tests {
             "{} {end}",
             bytes.len()
         );
-        let records = read_records(&bytes);
+        assert_eq!(header_id(&bytes), Some(7));
+        let records = read_records(&bytes[FILE_HEADER as usize..]);
         assert_eq!(records.len(), n);
         for (i, (lsn, payload)) in records.iter().enumerate() {
             assert_eq!(*lsn, i as u64 + 1);
@@ -620,5 +709,40 @@ mod tests {
         // Later requests are not sent to a stopped thread; the error stays.
         grower.request(GROW * 4);
         assert!(grower.wait_for(GROW * 3).is_err());
+    }
+
+    #[test]
+    fn a_log_of_another_store_file_is_refused_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mine = Database::create(dir.path().join("mine.redb")).unwrap();
+        let other = Database::create(dir.path().join("other.redb")).unwrap();
+        let (mine_id, other_id) = (store_id(&mine).unwrap(), store_id(&other).unwrap());
+        assert_ne!(mine_id, other_id);
+        assert_eq!(store_id(&mine).unwrap(), mine_id, "created once");
+        let log = dir.path().join("other.redb-log");
+        // The other store's log: its header, then record 1.
+        let header = |id: u64| {
+            let mut h = Vec::new();
+            h.extend_from_slice(&FILE_MAGIC.to_le_bytes());
+            h.extend_from_slice(&FILE_VERSION.to_le_bytes());
+            h.extend_from_slice(&id.to_le_bytes());
+            h
+        };
+        std::fs::write(&log, [header(other_id), put_record(1, "a")].concat()).unwrap();
+        let e = recover(&mine, &log).unwrap_err().to_string();
+        assert!(
+            e.contains("belongs to another store file")
+                && e.contains(&format!("{other_id:016x}"))
+                && e.contains(&format!("{mine_id:016x}")),
+            "{e}"
+        );
+        assert_eq!(system_keys(&mine), [STORE_ID], "nothing replayed");
+        // A file that never had a log refuses it too.
+        let fresh = Database::create(dir.path().join("fresh.redb")).unwrap();
+        let e = recover(&fresh, &log).unwrap_err().to_string();
+        assert!(e.contains("a store that never had a log"), "{e}");
+        // Its own store replays it.
+        assert_eq!(recover(&other, &log).unwrap().records, 1);
+        assert_eq!(system_keys(&other), ["a", STORE_ID, WAL_APPLIED]);
     }
 }
