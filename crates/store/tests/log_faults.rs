@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use common::*;
 use postbox_store::embedded::{Durability, EmbeddedStore, ManualClock};
@@ -17,11 +17,7 @@ use postbox_store::faults::{self, Action};
 use postbox_store::{ItemStore, StoreError};
 use serde_json::json;
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn open(path: &std::path::Path) -> EmbeddedStore {
     let mut opts = options(Arc::new(ManualClock::new(NOW_MS)));
@@ -81,7 +77,7 @@ async fn puts_fail_at(store: &EmbeddedStore, point: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_log_write_fails_its_batch_and_leaves_no_trace() {
-    let _serial = serial();
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.redb");
     let store = open(&path);
@@ -112,7 +108,7 @@ async fn a_failed_log_write_fails_its_batch_and_leaves_no_trace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_log_sync_hides_its_batch_and_reopens_whole() {
-    let _serial = serial();
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.redb");
     let store = open(&path);
