@@ -44,6 +44,17 @@ async fn read_key(store: &EmbeddedStore, key: &str) -> Result<bool, StoreError> 
     Ok(out.item.is_some())
 }
 
+/// A durable store with a log in a temporary directory, holding the
+/// table `tbl` and the acknowledged put `before`.
+async fn with_one_put() -> (tempfile::TempDir, std::path::PathBuf, EmbeddedStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let store = open(&path);
+    create(&store, "tbl", None, Some("NEW_IMAGE")).await;
+    put_key(&store, "before").await.unwrap();
+    (dir, path, store)
+}
+
 /// Twenty concurrent puts while `point` is armed: each must fail with a
 /// storage error.
 async fn puts_fail_at(store: &EmbeddedStore, point: &str) {
@@ -78,11 +89,7 @@ async fn puts_fail_at(store: &EmbeddedStore, point: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_log_write_fails_its_batch_and_leaves_no_trace() {
     let _serial = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.redb");
-    let store = open(&path);
-    create(&store, "tbl", None, Some("NEW_IMAGE")).await;
-    put_key(&store, "before").await.unwrap();
+    let (_dir, path, store) = with_one_put().await;
 
     puts_fail_at(&store, faults::LOG_APPEND).await;
     // The batch's transaction never committed: reads go on, without it.
@@ -109,11 +116,7 @@ async fn a_failed_log_write_fails_its_batch_and_leaves_no_trace() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_log_sync_hides_its_batch_and_reopens_whole() {
     let _serial = SERIAL.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.redb");
-    let store = open(&path);
-    create(&store, "tbl", None, Some("NEW_IMAGE")).await;
-    put_key(&store, "before").await.unwrap();
+    let (_dir, path, store) = with_one_put().await;
 
     puts_fail_at(&store, faults::LOG_SYNC).await;
     // The batch committed in memory, but its record may not be on disk:
