@@ -207,11 +207,14 @@ impl Shared {
         self.failure.lock().expect("failure lock").clone()
     }
 
+    /// The store stops accepting writes for good, and readers waiting for a
+    /// commit to be synced get an error: nothing will sync it now.
     pub(crate) fn fail(&self, reason: String) {
         self.failure
             .lock()
             .expect("failure lock")
             .get_or_insert(reason);
+        self.gate.fail();
     }
 }
 

@@ -14,9 +14,9 @@
 //!
 //! Architecture Invariant: no caller is answered before the commit that holds
 //! its write is durable (its redb commit returned and, with a log, its record
-//! is synced), and answers leave in commit order. A storage error fails every operation of its batch and
-//! stops the writer for good: later writes get `StoreError::Storage` instead
-//! of a store that limps on after an I/O error.
+//! is synced), and answers leave in commit order. A storage error fails every
+//! operation of its batch and stops the writer for good: later writes get
+//! `StoreError::Storage` instead of a store that limps on after an I/O error.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -206,7 +206,6 @@ fn run(db: &Database, shared: &Arc<Shared>, mut wal: Option<Wal>, rx: Receiver<M
         if let Err(reason) = commit_batch(db, shared, wal.as_mut(), syncer.as_ref(), batch) {
             tracing::error!(error = %reason, "the store stopped accepting writes after a storage failure");
             shared.fail(reason);
-            shared.gate.fail();
         }
     }
     if let Some(syncer) = syncer {
@@ -487,9 +486,8 @@ fn sync_loop(file: &std::fs::File, shared: &Shared, rx: &Receiver<Done>) {
             Err(e) => {
                 if shared.failure().is_none() {
                     tracing::error!(error = %e, "the store stopped accepting writes after a storage failure");
-                    shared.fail(e.to_string());
                 }
-                shared.gate.fail();
+                shared.fail(e.to_string());
                 group.into_iter().for_each(|d| d.fail(&e));
             }
         }
