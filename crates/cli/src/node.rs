@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use axum::Router;
 use postbox_api::{Api, ApiConfig, Sources};
+use postbox_engine::catalog::{ROW_OPS, ROW_PREFIX};
 use postbox_engine::glob::Glob;
 use postbox_engine::{Catalog, Engine, EngineBuilder, Lane};
 use postbox_queue::{Queues, QueuesOptions, ShiftedClock};
@@ -364,20 +365,20 @@ fn row_change_pipes(catalog: &Catalog) -> Result<Vec<postbox_relay::config::Pipe
         .collect();
     let mut entities = Vec::new();
     for e in &catalog.entities {
+        if let Some(table) = &e.table {
+            entities.push((e.name.as_str(), table.as_str()));
+            continue;
+        }
         let matched_by = subscriptions.iter().find(|(_, glob)| {
-            ["INSERT", "MODIFY", "REMOVE"]
+            ROW_OPS
                 .iter()
-                .any(|op| glob.matches(&format!("row:{}:{op}", e.name)))
+                .any(|op| glob.matches(&format!("{ROW_PREFIX}{}:{op}", e.name)))
         });
-        match (&e.table, matched_by) {
-            (Some(table), _) => entities.push((e.name.as_str(), table.as_str())),
-            (None, Some((s, _))) => {
-                return Err(format!(
-                    "entity {:?} names no table, so its row changes cannot be relayed to BEST_EFFORT subscription {:?}; add `table = \"...\"` to the entity",
-                    e.name, s.name
-                ));
-            }
-            (None, None) => {}
+        if let Some((s, _)) = matched_by {
+            return Err(format!(
+                "entity {:?} names no table, so its row changes cannot be relayed to BEST_EFFORT subscription {:?}; add `table = \"...\"` to the entity",
+                e.name, s.name
+            ));
         }
     }
     Ok(default_row_change_pipes(
