@@ -120,31 +120,24 @@ pub(crate) struct Recovered {
 
 /// The LSN whose changes `db` holds (0 when it never had a log).
 fn applied_lsn(db: &Database) -> Result<u64, StoreError> {
+    Ok(system_value(db, WAL_APPLIED)?.unwrap_or(0))
+}
+
+/// The `system` table's value at `key`, if the table and the key exist.
+fn system_value(db: &Database, key: &str) -> Result<Option<u64>, StoreError> {
     let txn = db.begin_read().map_err(storage_err)?;
     let table = match txn.open_table(SYSTEM) {
         Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
         Err(e) => return Err(storage_err(e)),
     };
-    Ok(table
-        .get(WAL_APPLIED)
-        .map_err(storage_err)?
-        .map_or(0, |g| g.value()))
+    Ok(table.get(key).map_err(storage_err)?.map(|g| g.value()))
 }
 
 /// The store file's identity, created (durably) the first time.
 pub(crate) fn store_id(db: &Database) -> Result<u64, StoreError> {
-    {
-        let txn = db.begin_read().map_err(storage_err)?;
-        match txn.open_table(SYSTEM) {
-            Ok(table) => {
-                if let Some(id) = table.get(STORE_ID).map_err(storage_err)? {
-                    return Ok(id.value());
-                }
-            }
-            Err(redb::TableError::TableDoesNotExist(_)) => {}
-            Err(e) => return Err(storage_err(e)),
-        }
+    if let Some(id) = store_id_if_any(db)? {
+        return Ok(id);
     }
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).map_err(|e| {
@@ -162,13 +155,7 @@ pub(crate) fn store_id(db: &Database) -> Result<u64, StoreError> {
 
 /// The store file's identity, if it has one yet.
 fn store_id_if_any(db: &Database) -> Result<Option<u64>, StoreError> {
-    let txn = db.begin_read().map_err(storage_err)?;
-    let table = match txn.open_table(SYSTEM) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-        Err(e) => return Err(storage_err(e)),
-    };
-    Ok(table.get(STORE_ID).map_err(storage_err)?.map(|g| g.value()))
+    system_value(db, STORE_ID)
 }
 
 /// The store identity in a log's header, if it has one.
