@@ -172,6 +172,37 @@ async fn enabling_ttl_indexes_existing_items_and_updates_move_the_expiry() {
     assert_eq!(s.describe_table("tbl").await.unwrap().item_count, 1);
 }
 
+/// An update that leaves the expiry alone keeps the item's place in the
+/// sweeper's index (the store skips rewriting it), so it still expires.
+#[tokio::test]
+async fn an_update_that_keeps_the_expiry_still_expires() {
+    let s = with_ttl().await;
+    put(&s, expiring("kept", NOW_S + 5)).await.unwrap();
+    put(&s, expiring("moved", NOW_S + 5)).await.unwrap();
+    for (pk, set) in [
+        ("kept", "SET note = :v"),
+        ("moved", "SET note = :v, exp = :later"),
+    ] {
+        update(
+            &s,
+            json!({"TableName": "tbl", "Key": {"pk": {"S": pk}}, "UpdateExpression": set,
+            "ExpressionAttributeValues": if set.contains(":later") {
+                json!({":v": {"S": "x"}, ":later": {"N": (NOW_S + 100_000).to_string()}})
+            } else {
+                json!({":v": {"S": "x"}})
+            }}),
+        )
+        .await
+        .unwrap();
+    }
+    s.clock.advance_ms(10_000);
+    s.sweep_now().await.unwrap();
+    let out = scan(&s, json!({"TableName": "tbl"})).await.unwrap();
+    let pks: Vec<_> = out.items.unwrap().iter().map(|i| i["pk"].clone()).collect();
+    assert_eq!(pks, vec![postbox_item::AttributeValue::s("moved")]);
+    assert_eq!(s.describe_table("tbl").await.unwrap().item_count, 1);
+}
+
 #[tokio::test]
 async fn the_background_sweeper_runs_on_its_interval() {
     let dir = tempfile::tempdir().unwrap();

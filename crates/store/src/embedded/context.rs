@@ -53,8 +53,20 @@ struct Change {
 pub(crate) struct Current {
     /// What the file holds, expired or not.
     pub stored: Option<Item>,
-    /// The same item if it has not expired: what requests see.
-    pub live: Option<Item>,
+    /// The stored item has expired (TTL): requests see no item.
+    pub expired: bool,
+}
+
+impl Current {
+    /// The item if it has not expired: what requests see.
+    pub fn live(&self) -> Option<&Item> {
+        self.stored.as_ref().filter(|_| !self.expired)
+    }
+
+    /// [`Current::live`], owned.
+    pub fn into_live(self) -> Option<Item> {
+        self.stored.filter(|_| !self.expired)
+    }
 }
 
 /// The state an operation inside a group commit works on. See the module
@@ -152,7 +164,7 @@ impl<'t> WriteContext<'t> {
     pub fn get_item(&self, table: &str, key: &Item) -> Result<Option<Item>, StoreError> {
         let meta = self.table(table)?;
         let key = keys::key_param(&meta, key)?;
-        Ok(self.current(&meta, &key)?.live)
+        Ok(self.current(&meta, &key)?.into_live())
     }
 
     /// Stages a put of `item`, validated like PutItem; returns the live item
@@ -165,7 +177,7 @@ impl<'t> WriteContext<'t> {
         }
         validate::item_shape(&item)?;
         let current = self.current(&meta, &key)?;
-        let old = current.live.clone();
+        let old = current.live().cloned();
         self.stage(&meta, key, current, Some(item));
         Ok(old)
     }
@@ -175,7 +187,7 @@ impl<'t> WriteContext<'t> {
         let meta = self.table(table)?;
         let key = keys::key_param(&meta, key)?;
         let current = self.current(&meta, &key)?;
-        let old = current.live.clone();
+        let old = current.live().cloned();
         self.stage(&meta, key, current, None);
         Ok(old)
     }
@@ -258,10 +270,10 @@ impl<'t> WriteContext<'t> {
                 None => None,
             },
         };
-        let live = stored
-            .clone()
-            .filter(|item| !ttl::is_expired(meta, item, self.now_ms));
-        Ok(Current { stored, live })
+        let expired = stored
+            .as_ref()
+            .is_some_and(|item| ttl::is_expired(meta, item, self.now_ms));
+        Ok(Current { stored, expired })
     }
 
     /// Stages the change of `key` from `current` to `new`. An expired item
@@ -286,21 +298,28 @@ impl<'t> WriteContext<'t> {
         new: Option<Item>,
         new_bytes: Option<Vec<u8>>,
     ) {
-        if let (Some(stored), None) = (&current.stored, &current.live) {
-            self.staged.push(Change {
-                meta: meta.clone(),
-                key: key.clone(),
-                old: Some(stored.clone()),
-                new: None,
-                new_bytes: None,
-                ttl_removal: true,
-            });
-        }
+        let old = match current {
+            Current {
+                stored: Some(stored),
+                expired: true,
+            } => {
+                self.staged.push(Change {
+                    meta: meta.clone(),
+                    key: key.clone(),
+                    old: Some(stored),
+                    new: None,
+                    new_bytes: None,
+                    ttl_removal: true,
+                });
+                None
+            }
+            current => current.stored,
+        };
         let new_bytes = new_bytes.filter(|_| new.is_some());
         self.staged.push(Change {
             meta: meta.clone(),
             key,
-            old: current.live,
+            old,
             new,
             new_bytes,
             ttl_removal: false,
@@ -311,7 +330,11 @@ impl<'t> WriteContext<'t> {
     /// and expired.
     pub(crate) fn expire(&mut self, meta: &Arc<TableMeta>, key: Vec<u8>) -> Result<(), StoreError> {
         let current = self.current(meta, &key)?;
-        if let (Some(stored), None) = (current.stored, current.live) {
+        if let Current {
+            stored: Some(stored),
+            expired: true,
+        } = current
+        {
             self.staged.push(Change {
                 meta: meta.clone(),
                 key,
@@ -538,17 +561,23 @@ impl<'t> WriteContext<'t> {
             }
         }
         if meta.ttl_attribute.is_some() {
-            if let Some(at) = old.as_ref().and_then(|i| ttl::expires_at(&meta, i)) {
-                self.tables
-                    .ttl_index
-                    .remove((meta.id, at, key.as_slice()))
-                    .map_err(storage_err)?;
-            }
-            if let Some(at) = new.as_ref().and_then(|i| ttl::expires_at(&meta, i)) {
-                self.tables
-                    .ttl_index
-                    .insert((meta.id, at, key.as_slice()), ())
-                    .map_err(storage_err)?;
+            let was = old.as_ref().and_then(|i| ttl::expires_at(&meta, i));
+            let will = new.as_ref().and_then(|i| ttl::expires_at(&meta, i));
+            // An update that keeps the expiry (a claim completing) leaves
+            // the index row as it is.
+            if was != will {
+                if let Some(at) = was {
+                    self.tables
+                        .ttl_index
+                        .remove((meta.id, at, key.as_slice()))
+                        .map_err(storage_err)?;
+                }
+                if let Some(at) = will {
+                    self.tables
+                        .ttl_index
+                        .insert((meta.id, at, key.as_slice()), ())
+                        .map_err(storage_err)?;
+                }
             }
         }
         if let Some(view) = meta.stream_view_type {

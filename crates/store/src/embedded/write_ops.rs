@@ -77,10 +77,10 @@ impl Action {
         let meta = ctx.resolve(&self.meta)?;
         let current = ctx.current(&meta, &self.key_bytes)?;
         if let Some(condition) = &self.condition
-            && !condition.evaluate(current.live.as_ref())
+            && !condition.evaluate(current.live())
         {
             let item = if self.all_old_on_failure {
-                current.live.clone()
+                current.into_live()
             } else {
                 None
             };
@@ -94,12 +94,10 @@ impl Action {
             }
             Effect::Delete => Some(None),
             Effect::Check => None,
-            Effect::Update(update) => {
-                match updated(&self.key, current.live.as_ref(), update.as_ref()) {
-                    Ok(new) => Some(Some(new)),
-                    Err(message) => return Ok(Err(Refusal::Invalid(message))),
-                }
-            }
+            Effect::Update(update) => match updated(&self.key, current.live(), update.as_ref()) {
+                Ok(new) => Some(Some(new)),
+                Err(message) => return Ok(Err(Refusal::Invalid(message))),
+            },
         };
         Ok(Ok(Checked {
             meta,
@@ -359,8 +357,14 @@ impl SingleWrite {
                 return Err(StoreError::Validation(message));
             }
         };
-        let old = checked.current.live.clone();
-        let new = checked.new.clone().flatten();
+        // Copies for the answer only when it returns an image.
+        let (old, new) = match self.return_values {
+            ReturnValue::None => (None, None),
+            _ => (
+                checked.current.live().cloned(),
+                checked.new.clone().flatten(),
+            ),
+        };
         checked.stage(ctx);
         let paths = match &self.action.effect {
             Effect::Update(Some(u)) => u.paths(),
