@@ -64,6 +64,21 @@ pub trait ItemStore: Send + Sync + 'static {
         &self,
         input: UpdateItemInput,
     ) -> impl Future<Output = StoreResult<WriteOutput>> + Send;
+    /// [`ItemStore::update_item`] for a write whose durability a later
+    /// write of the same caller implies: a backend may answer it before it
+    /// is durable (the embedded store answers at the commit, before the
+    /// commit log's sync), and a crash in between loses it although its
+    /// caller saw it succeed. Every later write is ordered after it, so
+    /// once one of them is durable this one is too. The worker's claims use
+    /// it: a lost claim means the handler runs again, as after an expired
+    /// lease, and a completion (durable) implies its claim. The default is
+    /// `update_item`.
+    fn update_item_unsynced(
+        &self,
+        input: UpdateItemInput,
+    ) -> impl Future<Output = StoreResult<WriteOutput>> + Send {
+        self.update_item(input)
+    }
     fn delete_item(
         &self,
         input: DeleteItemInput,

@@ -149,3 +149,30 @@ async fn a_failed_log_sync_hides_its_batch_and_reopens_whole() {
     put_key(&store, "reopened").await.unwrap();
     assert!(read_key(&store, "reopened").await.unwrap());
 }
+
+/// `submit_unsynced` answers at the commit, before the record's sync: with
+/// every sync failing, its caller still hears success, while the next
+/// write, which waits for its sync, fails with the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsynced_submit_is_answered_before_its_sync() {
+    let _serial = SERIAL.lock().await;
+    let (_dir, _path, store) = with_one_put().await;
+
+    faults::arm(faults::LOG_SYNC, Action::Stop);
+    let early = store
+        .submit_unsynced(|ctx| {
+            let item = postbox_item::Item::from([(
+                "pk".to_owned(),
+                postbox_item::AttributeValue::s("early"),
+            )]);
+            ctx.put_item("tbl", item).map(|_| ())
+        })
+        .await;
+    let synced = put_key(&store, "after").await;
+    faults::clear();
+    assert!(early.is_ok(), "the unsynced write answered {early:?}");
+    match synced {
+        Err(StoreError::Storage(_)) => {}
+        other => panic!("a synced write after a failed sync answered {other:?}"),
+    }
+}

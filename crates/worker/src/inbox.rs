@@ -203,7 +203,10 @@ impl<S: ItemStore> Inbox<S> {
             return_values_on_condition_check_failure: ReturnValuesOnConditionCheckFailure::AllOld,
             ..Default::default()
         };
-        match self.store.update_item(input).await {
+        // Answered before it is durable where the store can: a claim lost
+        // in a crash lets the handler run again, as an expired lease does,
+        // and the completion, which waits to be durable, is logged after it.
+        match self.store.update_item_unsynced(input).await {
             Ok(out) => {
                 let item = out.attributes.ok_or_else(|| {
                     StoreError::Storage("UpdateItem ALL_NEW returned nothing".into())

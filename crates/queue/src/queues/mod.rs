@@ -320,6 +320,16 @@ impl Inner {
     {
         self.store.submit(op).await?
     }
+
+    /// [`Inner::submit`], answered once the commit is made rather than once
+    /// it is synced (`EmbeddedStore::submit_unsynced`): for receives only.
+    pub async fn submit_unsynced<T, F>(&self, op: F) -> QueueResult<T>
+    where
+        F: FnOnce(&mut WriteContext<'_>) -> StorageResult<QueueResult<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.store.submit_unsynced(op).await?
+    }
 }
 
 /// Adds a message to `handle`'s queue: its rows and its core entry.

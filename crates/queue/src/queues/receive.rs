@@ -103,9 +103,16 @@ impl Queues {
                 let inner = self.inner.clone();
                 let h = handle.clone();
                 let attempt = attempt.clone();
+                // Answered before its fsync: what a crash in between loses
+                // is the receive itself, and the messages come back as after
+                // a visibility timeout. Whatever a consumer then writes is
+                // logged after it, so a synced write of theirs makes the
+                // receive durable too.
                 let got = self
                     .inner
-                    .submit(move |ctx| receive_in(&inner, ctx, &h, max, vt * 1000, attempt))
+                    .submit_unsynced(move |ctx| {
+                        receive_in(&inner, ctx, &h, max, vt * 1000, attempt)
+                    })
                     .await?;
                 if !got.is_empty() {
                     // Wake-ups are one per ten arrivals: a receive that

@@ -360,6 +360,23 @@ impl EmbeddedStore {
         self.inner().writer.submit(op).await
     }
 
+    /// [`EmbeddedStore::submit`], answered as soon as the writer's commit
+    /// holding `op` is made, before the commit log has synced it. A crash in
+    /// between (about one fsync long) loses the write although its caller
+    /// saw it succeed. Every later commit is logged after it, so a later
+    /// write that waited for its sync makes this one durable too. For
+    /// operations nothing outside the store acts on until such a later
+    /// write, or whose effects may happen again: a queue's receive (the
+    /// message comes back, as after a visibility timeout). A store without
+    /// a commit log answers at its durable commit, as `submit` does.
+    pub async fn submit_unsynced<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        F: FnOnce(&mut WriteContext<'_>) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.inner().writer.submit_unsynced(op).await
+    }
+
     /// How many commits and operations the writer has done: operations per
     /// commit is the group-commit factor.
     pub fn writer_stats(&self) -> WriterStats {
@@ -532,6 +549,11 @@ impl ItemStore for EmbeddedStore {
     async fn update_item(&self, input: UpdateItemInput) -> StoreResult<WriteOutput> {
         let plan = write_ops::SingleWrite::update(self.catalog(), input)?;
         self.submit(move |ctx| plan.run(ctx)).await
+    }
+
+    async fn update_item_unsynced(&self, input: UpdateItemInput) -> StoreResult<WriteOutput> {
+        let plan = write_ops::SingleWrite::update(self.catalog(), input)?;
+        self.submit_unsynced(move |ctx| plan.run(ctx)).await
     }
 
     async fn delete_item(&self, input: DeleteItemInput) -> StoreResult<WriteOutput> {

@@ -14,7 +14,10 @@
 //!
 //! Architecture Invariant: no caller is answered before the commit that holds
 //! its write is durable (its redb commit returned and, with a log, its record
-//! is synced), and answers leave in commit order. A storage error fails every
+//! is synced), and answers leave in commit order. The one exception is asked
+//! for by name: an operation submitted with [`Writer::submit_unsynced`] is
+//! answered as soon as its batch has committed, before the record is synced
+//! (see that function for when that is sound). A storage error fails every
 //! operation of its batch and stops the writer for good: later writes get
 //! `StoreError::Storage` instead of a store that limps on after an I/O error.
 
@@ -53,16 +56,21 @@ trait Reply: Send {
     fn succeeded(&self) -> bool;
     /// Delivers the answer, or `failure` when the commit did not happen.
     fn send(self: Box<Self>, failure: Option<StoreError>);
+    /// True when the answer may leave once the batch has committed, before
+    /// its commit-log record is synced.
+    fn unsynced(&self) -> bool;
 }
 
 struct Submitted<F, T> {
     op: F,
     tx: oneshot::Sender<Result<T, StoreError>>,
+    unsynced: bool,
 }
 
 struct Answer<T> {
     result: Result<T, StoreError>,
     tx: oneshot::Sender<Result<T, StoreError>>,
+    unsynced: bool,
 }
 
 impl<F, T> Job for Submitted<F, T>
@@ -71,12 +79,16 @@ where
     T: Send + 'static,
 {
     fn run(self: Box<Self>, ctx: &mut WriteContext<'_>) -> Box<dyn Reply> {
-        let Submitted { op, tx } = *self;
+        let Submitted { op, tx, unsynced } = *self;
         let result = match catch_unwind(AssertUnwindSafe(|| op(ctx))) {
             Ok(r) => r,
             Err(_) => Err(StoreError::Storage("a write operation panicked".to_owned())),
         };
-        Box::new(Answer { result, tx })
+        Box::new(Answer {
+            result,
+            tx,
+            unsynced,
+        })
     }
 
     fn refuse(self: Box<Self>, err: StoreError) {
@@ -101,6 +113,10 @@ impl<T: Send + 'static> Reply for Answer<T> {
             Some(e) => Err(e),
             None => self.result,
         });
+    }
+
+    fn unsynced(&self) -> bool {
+        self.unsynced
     }
 }
 
@@ -130,7 +146,11 @@ impl Writer {
         }
     }
 
-    fn enqueue<F, T>(&self, op: F) -> Result<oneshot::Receiver<Result<T, StoreError>>, StoreError>
+    fn enqueue<F, T>(
+        &self,
+        op: F,
+        unsynced: bool,
+    ) -> Result<oneshot::Receiver<Result<T, StoreError>>, StoreError>
     where
         F: FnOnce(&mut WriteContext<'_>) -> Result<T, StoreError> + Send + 'static,
         T: Send + 'static,
@@ -138,7 +158,7 @@ impl Writer {
         let (tx, rx) = oneshot::channel();
         let sender = self.tx.lock().expect("writer queue lock").clone();
         sender
-            .send(Message::Job(Box::new(Submitted { op, tx })))
+            .send(Message::Job(Box::new(Submitted { op, tx, unsynced })))
             .map_err(|_| stopped())?;
         Ok(rx)
     }
@@ -149,7 +169,23 @@ impl Writer {
         F: FnOnce(&mut WriteContext<'_>) -> Result<T, StoreError> + Send + 'static,
         T: Send + 'static,
     {
-        self.enqueue(op)?.await.map_err(|_| stopped())?
+        self.enqueue(op, false)?.await.map_err(|_| stopped())?
+    }
+
+    /// [`Writer::submit`], answered once `op`'s batch has committed rather
+    /// than once its commit-log record is synced (without a log the two are
+    /// the same). A crash before the sync loses the write even though its
+    /// caller saw it succeed; every later write is in a later record, so
+    /// whatever a later write made durable, this one is durable too. Sound
+    /// only for an operation whose effects outside the store are allowed
+    /// to happen again (a receive: the message comes back), never for one
+    /// whose caller reports success to anyone.
+    pub(crate) async fn submit_unsynced<F, T>(&self, op: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(&mut WriteContext<'_>) -> Result<T, StoreError> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.enqueue(op, true)?.await.map_err(|_| stopped())?
     }
 
     /// [`Writer::submit`] for threads outside the async runtime.
@@ -158,7 +194,9 @@ impl Writer {
         F: FnOnce(&mut WriteContext<'_>) -> Result<T, StoreError> + Send + 'static,
         T: Send + 'static,
     {
-        self.enqueue(op)?.blocking_recv().map_err(|_| stopped())?
+        self.enqueue(op, false)?
+            .blocking_recv()
+            .map_err(|_| stopped())?
     }
 
     /// Stops the thread after the operations already queued.
@@ -410,9 +448,20 @@ impl Done {
     /// Publishes the batch now, or, with a commit log, hands it to the sync
     /// thread, which publishes it once its record (and every earlier one)
     /// is synced.
-    fn finish(self, shared: &Shared, syncer: Option<&Syncer>) {
+    /// The answers of operations submitted unsynced leave now (the batch
+    /// has committed).
+    fn finish(mut self, shared: &Shared, syncer: Option<&Syncer>) {
         match syncer {
-            Some(syncer) => syncer.hand_over(shared, self),
+            Some(syncer) => {
+                if self.replies.iter().any(|r| r.unsynced()) {
+                    let (now, later) = std::mem::take(&mut self.replies)
+                        .into_iter()
+                        .partition::<Vec<_>, _>(|r| r.unsynced());
+                    now.into_iter().for_each(|r| r.send(None));
+                    self.replies = later;
+                }
+                syncer.hand_over(shared, self)
+            }
             None => self.publish(shared),
         }
     }
