@@ -135,7 +135,63 @@ pub fn parse_filter(src: &str, ph: &mut Placeholders) -> Result<Condition, ExprE
 }
 
 pub(crate) fn parse(src: &str, kind: Kind, ph: &mut Placeholders) -> Result<Condition, ExprError> {
+    crate::cache::parse(kind, src, ph, |src, ph| parse_uncached(src, kind, ph))
+}
+
+/// [`parse`] without the cache.
+pub(crate) fn parse_uncached(
+    src: &str,
+    kind: Kind,
+    ph: &mut Placeholders,
+) -> Result<Condition, ExprError> {
     with_room_for(src, || parse_here(src, kind, ph))
+}
+
+impl crate::cache::Parsed for Condition {
+    fn values_mut(&mut self, f: &mut dyn FnMut(&mut AttributeValue)) {
+        fn operand(op: &mut Operand, f: &mut dyn FnMut(&mut AttributeValue)) {
+            match op {
+                Operand::Path(_) => {}
+                Operand::Value(v) => f(v),
+                Operand::Size(inner) => operand(inner, f),
+            }
+        }
+        match self {
+            Condition::Compare(_, a, b)
+            | Condition::BeginsWith(a, b)
+            | Condition::Contains(a, b) => {
+                operand(a, f);
+                operand(b, f);
+            }
+            Condition::Between(a, b, c) => {
+                operand(a, f);
+                operand(b, f);
+                operand(c, f);
+            }
+            Condition::In(a, list) => {
+                operand(a, f);
+                list.iter_mut().for_each(|op| operand(op, f));
+            }
+            Condition::AttributeType(a, _) => operand(a, f),
+            Condition::AttributeExists(_) | Condition::AttributeNotExists(_) => {}
+            Condition::Not(c) => c.values_mut(f),
+            Condition::And(a, b) | Condition::Or(a, b) => {
+                a.values_mut(f);
+                b.values_mut(f);
+            }
+        }
+    }
+
+    fn wrap(t: std::sync::Arc<crate::cache::Template<Self>>) -> crate::cache::Kept {
+        crate::cache::Kept::Condition(t)
+    }
+
+    fn unwrap(kept: &crate::cache::Kept) -> Option<&std::sync::Arc<crate::cache::Template<Self>>> {
+        match kept {
+            crate::cache::Kept::Condition(t) => Some(t),
+            crate::cache::Kept::Update(_) => None,
+        }
+    }
 }
 
 fn parse_here(src: &str, kind: Kind, ph: &mut Placeholders) -> Result<Condition, ExprError> {

@@ -30,6 +30,7 @@
 #![cfg_attr(test, recursion_limit = "256")]
 #![warn(missing_docs)]
 
+mod cache;
 mod condition;
 mod error;
 #[cfg(test)]
@@ -54,3 +55,20 @@ pub use placeholders::Placeholders;
 pub use projection::{Projection, parse_projection, project};
 pub use reserved::is_reserved;
 pub use update::{Action, SetValue, Update, UpdateOperand, parse_update};
+
+/// The parsers without the cache of parsed expressions (`cache`), for
+/// measuring what it saves.
+#[doc(hidden)]
+pub mod uncached {
+    use crate::{Condition, ExprError, Kind, Placeholders, Update};
+
+    /// [`crate::parse_condition`], parsed afresh.
+    pub fn parse_condition(src: &str, ph: &mut Placeholders) -> Result<Condition, ExprError> {
+        crate::condition::parse_uncached(src, Kind::Condition, ph)
+    }
+
+    /// [`crate::parse_update`], parsed afresh.
+    pub fn parse_update(src: &str, ph: &mut Placeholders) -> Result<Update, ExprError> {
+        crate::update::parse_uncached(src, ph)
+    }
+}

@@ -78,6 +78,22 @@ impl<'a> Placeholders<'a> {
         Some(value)
     }
 
+    /// `ExpressionAttributeNames` as supplied.
+    pub(crate) fn names_map(&self) -> Option<&'a BTreeMap<String, String>> {
+        self.names
+    }
+
+    /// `ExpressionAttributeValues` as supplied.
+    pub(crate) fn values_map(&self) -> Option<&'a BTreeMap<String, AttributeValue>> {
+        self.values
+    }
+
+    /// The names and values used so far.
+    pub(crate) fn used(&self) -> (Vec<String>, Vec<String>) {
+        let own = |set: &BTreeSet<&str>| set.iter().map(|k| (*k).to_owned()).collect();
+        (own(&self.used_names), own(&self.used_values))
+    }
+
     /// After parsing every expression of one request: DynamoDB's errors for
     /// supplied-but-unused names and values.
     pub fn finish(self) -> Result<(), ExprError> {

@@ -77,7 +77,50 @@ const MISSING_OPERAND: &str =
 
 /// Parses an `UpdateExpression`.
 pub fn parse_update(src: &str, ph: &mut Placeholders) -> Result<Update, ExprError> {
+    crate::cache::parse(Kind::Update, src, ph, parse_uncached)
+}
+
+/// [`parse_update`] without the cache.
+pub(crate) fn parse_uncached(src: &str, ph: &mut Placeholders) -> Result<Update, ExprError> {
     with_room_for(src, || parse_here(src, ph))
+}
+
+impl crate::cache::Parsed for Update {
+    fn values_mut(&mut self, f: &mut dyn FnMut(&mut AttributeValue)) {
+        fn operand(op: &mut UpdateOperand, f: &mut dyn FnMut(&mut AttributeValue)) {
+            match op {
+                UpdateOperand::Path(_) => {}
+                UpdateOperand::Value(v) => f(v),
+                UpdateOperand::IfNotExists(_, b) => operand(b, f),
+                UpdateOperand::ListAppend(a, b) => {
+                    operand(a, f);
+                    operand(b, f);
+                }
+            }
+        }
+        for action in &mut self.actions {
+            match action {
+                Action::Set(_, SetValue::Operand(a)) => operand(a, f),
+                Action::Set(_, SetValue::Plus(a, b) | SetValue::Minus(a, b)) => {
+                    operand(a, f);
+                    operand(b, f);
+                }
+                Action::Remove(_) => {}
+                Action::Add(_, v) | Action::Delete(_, v) => f(v),
+            }
+        }
+    }
+
+    fn wrap(t: std::sync::Arc<crate::cache::Template<Self>>) -> crate::cache::Kept {
+        crate::cache::Kept::Update(t)
+    }
+
+    fn unwrap(kept: &crate::cache::Kept) -> Option<&std::sync::Arc<crate::cache::Template<Self>>> {
+        match kept {
+            crate::cache::Kept::Update(t) => Some(t),
+            crate::cache::Kept::Condition(_) => None,
+        }
+    }
 }
 
 fn parse_here(src: &str, ph: &mut Placeholders) -> Result<Update, ExprError> {
