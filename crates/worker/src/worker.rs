@@ -939,8 +939,11 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         let lease = self.inner.options.lease;
         let fut = handler(delivery);
         tokio::pin!(fut);
-        let mut tick = tokio::time::interval(lease / 3);
-        tick.tick().await;
+        // First renewal a third of the lease from now. (An `interval`'s
+        // first tick is "immediate", but awaiting it waits for the timer's
+        // next turn, up to a millisecond, on every handler run.)
+        let mut tick =
+            tokio::time::interval_at(tokio::time::Instant::now() + lease / 3, lease / 3);
         loop {
             tokio::select! {
                 result = &mut fut => return Ok(Some((result, row))),
