@@ -942,8 +942,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         // First renewal a third of the lease from now. (An `interval`'s
         // first tick is "immediate", but awaiting it waits for the timer's
         // next turn, up to a millisecond, on every handler run.)
-        let mut tick =
-            tokio::time::interval_at(tokio::time::Instant::now() + lease / 3, lease / 3);
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + lease / 3, lease / 3);
         loop {
             tokio::select! {
                 result = &mut fut => return Ok(Some((result, row))),
