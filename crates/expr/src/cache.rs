@@ -24,6 +24,7 @@
 //!   the request that made it gets, from the template, exactly what its own
 //!   parse gave. Errors are parsed (and worded) afresh every time.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
@@ -31,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use postbox_item::{AttributeValue, Number};
 
 use crate::error::Kind;
-use crate::{Condition, ExprError, Placeholders, Update};
+use crate::{ExprError, Placeholders};
 
 /// Templates kept at most; the cache starts over when it is full (programs
 /// send a handful of shapes, so this is only reached by ad hoc requests).
@@ -64,10 +65,6 @@ impl Shape {
 pub(crate) trait Parsed: Clone + PartialEq + Send + Sync + 'static {
     /// Calls `f` on every value in the expression.
     fn values_mut(&mut self, f: &mut dyn FnMut(&mut AttributeValue));
-    /// Wraps a template for the cache.
-    fn wrap(t: Arc<Template<Self>>) -> Kept;
-    /// The template of this type in `kept`, if it is one.
-    fn unwrap(kept: &Kept) -> Option<&Arc<Template<Self>>>;
 }
 
 /// A parse made with stand-ins, and the placeholders it used.
@@ -82,18 +79,13 @@ pub(crate) struct Template<T> {
     slots: Vec<Option<usize>>,
 }
 
-#[derive(Clone)]
-pub(crate) enum Kept {
-    Condition(Arc<Template<Condition>>),
-    Update(Arc<Template<Update>>),
-}
-
 struct Entry {
     kind: Kind,
     src: String,
     names: Vec<(String, String)>,
     shapes: Vec<(String, Shape)>,
-    kept: Kept,
+    /// A `Template` of the kind's type.
+    kept: Arc<dyn Any + Send + Sync>,
 }
 
 impl Entry {
@@ -177,7 +169,7 @@ pub(crate) fn parse<T: Parsed>(
             .as_ref()
             .and_then(|c| c.get(&hash))
             .and_then(|entries| entries.iter().find(|e| e.is(kind, src, &key)))
-            .and_then(|e| T::unwrap(&e.kept).cloned())
+            .and_then(|e| e.kept.clone().downcast::<Template<T>>().ok())
     };
     if let Some(template) = hit {
         #[cfg(test)]
@@ -204,7 +196,7 @@ pub(crate) fn parse<T: Parsed>(
                 .iter()
                 .map(|(a, s)| ((*a).to_owned(), s.clone()))
                 .collect(),
-            kept: T::wrap(Arc::new(template)),
+            kept: Arc::new(template),
         };
         let mut guard = CACHE.lock().expect("expression cache lock");
         let cache = guard.get_or_insert_with(HashMap::new);

@@ -181,17 +181,6 @@ impl crate::cache::Parsed for Condition {
             }
         }
     }
-
-    fn wrap(t: std::sync::Arc<crate::cache::Template<Self>>) -> crate::cache::Kept {
-        crate::cache::Kept::Condition(t)
-    }
-
-    fn unwrap(kept: &crate::cache::Kept) -> Option<&std::sync::Arc<crate::cache::Template<Self>>> {
-        match kept {
-            crate::cache::Kept::Condition(t) => Some(t),
-            crate::cache::Kept::Update(_) => None,
-        }
-    }
 }
 
 fn parse_here(src: &str, kind: Kind, ph: &mut Placeholders) -> Result<Condition, ExprError> {

@@ -110,17 +110,6 @@ impl crate::cache::Parsed for Update {
             }
         }
     }
-
-    fn wrap(t: std::sync::Arc<crate::cache::Template<Self>>) -> crate::cache::Kept {
-        crate::cache::Kept::Update(t)
-    }
-
-    fn unwrap(kept: &crate::cache::Kept) -> Option<&std::sync::Arc<crate::cache::Template<Self>>> {
-        match kept {
-            crate::cache::Kept::Update(t) => Some(t),
-            crate::cache::Kept::Condition(_) => None,
-        }
-    }
 }
 
 fn parse_here(src: &str, ph: &mut Placeholders) -> Result<Update, ExprError> {
