@@ -44,7 +44,12 @@
 //! Architecture Invariant: a write is acknowledged only after the commit
 //! that holds it, with its stream record, returned (fsync'd in `Durable`).
 //! A batch that changed nothing is not committed at all: its answers rest
-//! on state earlier commits already made durable.
+//! on state earlier commits already made durable. The exception is asked
+//! for by name ([`EmbeddedStore::submit_unsynced`],
+//! `ItemStore::update_item_unsynced`): answered at the commit, before the
+//! commit log's fsync, for writes that a later synced write makes durable
+//! and whose loss in a crash only makes work happen again (a receive, a
+//! worker's claim).
 //!
 //! # Known differences from DynamoDB
 //!
