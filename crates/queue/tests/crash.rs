@@ -127,8 +127,10 @@ async fn drain(queues: &Queues, queue: &str) -> Vec<String> {
 }
 
 /// Runs a child on the file and kills it with SIGKILL after `KILL_AFTER`
-/// lines, collecting what it received and acknowledged. A message handed
-/// out twice (in this round or an earlier one) fails the test.
+/// lines, collecting what it received and acknowledged: also the lines it
+/// printed before the kill reached it, which this side reads after sending
+/// it (the child can be well ahead of the reader). A message handed out
+/// twice (in this round or an earlier one) fails the test.
 fn run_child_until_killed(
     path: &Path,
     received: &mut BTreeMap<String, BTreeSet<String>>,
@@ -142,8 +144,17 @@ fn run_child_until_killed(
         .spawn()
         .unwrap();
     let mut lines = 0;
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let line = line.unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut buf = String::new();
+    loop {
+        buf.clear();
+        if reader.read_line(&mut buf).unwrap() == 0 {
+            break;
+        }
+        // A line the kill cut short says nothing.
+        let Some(line) = buf.strip_suffix('\n') else {
+            break;
+        };
         // The test harness may print its own words before ours on a line.
         let Some(at) = line.find("RECV ").or_else(|| line.find("ACK ")) else {
             continue;
@@ -168,11 +179,10 @@ fn run_child_until_killed(
         lines += 1;
         if lines == KILL_AFTER {
             child.kill().unwrap(); // SIGKILL
-            break;
         }
     }
     child.wait().unwrap();
-    assert_eq!(lines, KILL_AFTER, "the child stopped early");
+    assert!(lines >= KILL_AFTER, "the child stopped early");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
