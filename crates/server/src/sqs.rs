@@ -374,6 +374,9 @@ impl Ctx<'_> {
             visibility_timeout: input.visibility_timeout,
             wait_time_seconds: input.wait_time_seconds,
             receive_request_attempt_id: input.receive_request_attempt_id,
+            // A consumer over the wire outlives a crash of this process:
+            // what it received must stay hidden for the visibility timeout.
+            answer_before_sync: false,
         };
         let messages = self.queues.receive(&name, options).await?;
         let mut system_names: Vec<String> =

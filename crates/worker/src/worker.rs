@@ -421,6 +421,10 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
             max_messages: Some(10),
             visibility_timeout: Some(self.lease_seconds()),
             wait_time_seconds: Some(o.wait_seconds),
+            // Same process as the store (a client over the wire ignores
+            // it): a crash that loses the receive takes this worker too,
+            // and the claim that follows is logged after it.
+            answer_before_sync: true,
             ..Default::default()
         };
         Ok(self.inner.queues.receive(&o.queue, options).await?)

@@ -322,7 +322,8 @@ impl Inner {
     }
 
     /// [`Inner::submit`], answered once the commit is made rather than once
-    /// it is synced (`EmbeddedStore::submit_unsynced`): for receives only.
+    /// it is synced (`EmbeddedStore::submit_unsynced`): for receives that
+    /// ask for it (`ReceiveOptions::answer_before_sync`).
     pub async fn submit_unsynced<T, F>(&self, op: F) -> QueueResult<T>
     where
         F: FnOnce(&mut WriteContext<'_>) -> StorageResult<QueueResult<T>> + Send + 'static,

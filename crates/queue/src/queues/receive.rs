@@ -31,6 +31,15 @@ pub struct ReceiveOptions {
     /// FIFO: a retry with the same id during the visibility timeout gets
     /// the same messages and receipt handles.
     pub receive_request_attempt_id: Option<String>,
+    /// Not a ReceiveMessage parameter, for consumers in the store's own
+    /// process: answer once the receive is committed, before the commit
+    /// log's fsync (`EmbeddedStore::submit_unsynced`). A crash in between
+    /// loses the receive, so its messages are visible again at once rather
+    /// than after their visibility timeout; that is harmless only when
+    /// whoever held them died in the same crash. Never set it on behalf of
+    /// a consumer in another process (the SQS endpoint does not), which
+    /// would then hold messages someone else can receive.
+    pub answer_before_sync: bool,
 }
 
 impl Queues {
@@ -103,17 +112,14 @@ impl Queues {
                 let inner = self.inner.clone();
                 let h = handle.clone();
                 let attempt = attempt.clone();
-                // Answered before its fsync: what a crash in between loses
-                // is the receive itself, and the messages come back as after
-                // a visibility timeout. Whatever a consumer then writes is
-                // logged after it, so a synced write of theirs makes the
-                // receive durable too.
-                let got = self
-                    .inner
-                    .submit_unsynced(move |ctx| {
-                        receive_in(&inner, ctx, &h, max, vt * 1000, attempt)
-                    })
-                    .await?;
+                let receive = move |ctx: &mut WriteContext<'_>| {
+                    receive_in(&inner, ctx, &h, max, vt * 1000, attempt)
+                };
+                let got = if options.answer_before_sync {
+                    self.inner.submit_unsynced(receive).await?
+                } else {
+                    self.inner.submit(receive).await?
+                };
                 if !got.is_empty() {
                     // Wake-ups are one per ten arrivals: a receive that
                     // leaves ready messages behind passes its wake-up on.

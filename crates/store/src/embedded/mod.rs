@@ -48,8 +48,8 @@
 //! for by name ([`EmbeddedStore::submit_unsynced`],
 //! `ItemStore::update_item_unsynced`): answered at the commit, before the
 //! commit log's fsync, for writes that a later synced write makes durable
-//! and whose loss in a crash only makes work happen again (a receive, a
-//! worker's claim).
+//! and whose loss in a crash only makes work happen again (an in-process
+//! worker's receive and claim).
 //!
 //! # Known differences from DynamoDB
 //!
@@ -371,9 +371,10 @@ impl EmbeddedStore {
     /// saw it succeed. Every later commit is logged after it, so a later
     /// write that waited for its sync makes this one durable too. For
     /// operations nothing outside the store acts on until such a later
-    /// write, or whose effects may happen again: a queue's receive (the
-    /// message comes back, as after a visibility timeout). A store without
-    /// a commit log answers at its durable commit, as `submit` does.
+    /// write, or whose effects may happen again: a receive by a consumer in
+    /// this process (the message comes back, and its holder died in the
+    /// same crash). A store without a commit log answers at its durable
+    /// commit, as `submit` does.
     pub async fn submit_unsynced<T, F>(&self, op: F) -> StoreResult<T>
     where
         F: FnOnce(&mut WriteContext<'_>) -> StoreResult<T> + Send + 'static,

@@ -178,8 +178,9 @@ impl Writer {
     /// caller saw it succeed; every later write is in a later record, so
     /// whatever a later write made durable, this one is durable too. Sound
     /// only for an operation whose effects outside the store are allowed
-    /// to happen again (a receive: the message comes back), never for one
-    /// whose caller reports success to anyone.
+    /// to happen again (an in-process receive: the message comes back, and
+    /// its holder died in the same crash), never for one whose caller
+    /// reports success to anyone.
     pub(crate) async fn submit_unsynced<F, T>(&self, op: F) -> Result<T, StoreError>
     where
         F: FnOnce(&mut WriteContext<'_>) -> Result<T, StoreError> + Send + 'static,
