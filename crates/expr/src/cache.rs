@@ -23,9 +23,13 @@
 //! - Only parses that succeed are kept, and a template is kept only after
 //!   the request that made it gets, from the template, exactly what its own
 //!   parse gave. Errors are parsed (and worded) afresh every time.
+//!
+//! A template is made the second time a shape comes, not the first: making
+//! one costs a second parse and a comparison, which a text sent only once
+//! (generated per request) would pay for nothing.
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
@@ -107,7 +111,17 @@ impl Entry {
     }
 }
 
-static CACHE: Mutex<Option<HashMap<u64, Vec<Entry>>>> = Mutex::new(None);
+/// The templates, and the shapes seen once so far.
+#[derive(Default)]
+struct Cache {
+    templates: HashMap<u64, Vec<Entry>>,
+    /// Hashes of shapes parsed once and not kept: a template (a second
+    /// parse and a comparison) is made the second time a shape comes, so
+    /// a text sent only once costs one parse, not three.
+    seen_once: HashSet<u64>,
+}
+
+static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
 /// A request's shape, borrowed.
 struct Key<'a> {
@@ -163,13 +177,19 @@ pub(crate) fn parse<T: Parsed>(
         return parse(src, ph);
     };
     let hash = key.hash(kind, src);
-    let hit = {
-        let cache = CACHE.lock().expect("expression cache lock");
-        cache
-            .as_ref()
-            .and_then(|c| c.get(&hash))
+    let (hit, seen) = {
+        let mut guard = CACHE.lock().expect("expression cache lock");
+        let cache = guard.get_or_insert_with(Cache::default);
+        let hit = cache
+            .templates
+            .get(&hash)
             .and_then(|entries| entries.iter().find(|e| e.is(kind, src, &key)))
-            .and_then(|e| e.kept.clone().downcast::<Template<T>>().ok())
+            .and_then(|e| e.kept.clone().downcast::<Template<T>>().ok());
+        let seen = hit.is_none() && !cache.seen_once.insert(hash);
+        if cache.seen_once.len() > 4 * CAPACITY {
+            cache.seen_once.clear();
+        }
+        (hit, seen)
     };
     if let Some(template) = hit {
         #[cfg(test)]
@@ -177,6 +197,9 @@ pub(crate) fn parse<T: Parsed>(
         return Ok(fill(&template, ph));
     }
     let parsed = parse(src, ph)?;
+    if !seen {
+        return Ok(parsed);
+    }
     // A template, kept only if it gives this request what its parse gave.
     // Filling marks what the parse has already marked: the same text with
     // the same placeholders uses the same ones.
@@ -199,11 +222,12 @@ pub(crate) fn parse<T: Parsed>(
             kept: Arc::new(template),
         };
         let mut guard = CACHE.lock().expect("expression cache lock");
-        let cache = guard.get_or_insert_with(HashMap::new);
-        if cache.values().map(Vec::len).sum::<usize>() >= CAPACITY {
-            cache.clear();
+        let cache = guard.get_or_insert_with(Cache::default);
+        cache.seen_once.remove(&hash);
+        if cache.templates.values().map(Vec::len).sum::<usize>() >= CAPACITY {
+            cache.templates.clear();
         }
-        cache.entry(hash).or_default().push(entry);
+        cache.templates.entry(hash).or_default().push(entry);
     }
     Ok(parsed)
 }
@@ -300,9 +324,10 @@ mod tests {
             .collect()
     }
 
-    /// Parses through the cache (twice, so the second is a hit when the
-    /// shape is cacheable) and without it, and checks all three agree,
-    /// errors included; returns whether the second was a hit.
+    /// Parses through the cache (three times: the second makes the
+    /// template, so the third is a hit when the shape is cacheable) and
+    /// without it, and checks they all agree, errors included; returns
+    /// whether the third was a hit.
     fn same(
         kind: Kind,
         src: &str,
@@ -327,8 +352,13 @@ mod tests {
         };
         let fresh = run(false);
         assert_eq!(run(true), fresh, "first, cached: {src}");
+        assert_eq!(
+            run(true),
+            fresh,
+            "second (the template made), cached: {src}"
+        );
         let before = HITS.with(|h| h.get());
-        assert_eq!(run(true), fresh, "second, cached: {src}");
+        assert_eq!(run(true), fresh, "third, cached: {src}");
         HITS.with(|h| h.get()) > before
     }
 
