@@ -158,6 +158,15 @@ fn store_id_if_any(db: &Database) -> Result<Option<u64>, StoreError> {
     system_value(db, STORE_ID)
 }
 
+/// The log's header for the store file `store_id`.
+fn file_header(store_id: u64) -> [u8; FILE_HEADER as usize] {
+    let mut header = [0u8; FILE_HEADER as usize];
+    header[0..4].copy_from_slice(&FILE_MAGIC.to_le_bytes());
+    header[4..8].copy_from_slice(&FILE_VERSION.to_le_bytes());
+    header[8..16].copy_from_slice(&store_id.to_le_bytes());
+    header
+}
+
 /// The store identity in a log's header, if it has one.
 fn header_id(bytes: &[u8]) -> Option<u64> {
     let header = bytes.get(..FILE_HEADER as usize)?;
@@ -428,11 +437,7 @@ impl Wal {
                     .map_err(|e| log_err(path, e))?;
             }
         }
-        let mut header = [0u8; FILE_HEADER as usize];
-        header[0..4].copy_from_slice(&FILE_MAGIC.to_le_bytes());
-        header[4..8].copy_from_slice(&FILE_VERSION.to_le_bytes());
-        header[8..16].copy_from_slice(&store_id.to_le_bytes());
-        file.write_all_at(&header, 0)
+        file.write_all_at(&file_header(store_id), 0)
             .and_then(|()| file.sync_all())
             .map_err(|e| log_err(path, e))?;
         let allocated = file.metadata().map_err(|e| log_err(path, e))?.len();
@@ -710,14 +715,11 @@ mod tests {
         assert_eq!(store_id(&mine).unwrap(), mine_id, "created once");
         let log = dir.path().join("other.redb-log");
         // The other store's log: its header, then record 1.
-        let header = |id: u64| {
-            let mut h = Vec::new();
-            h.extend_from_slice(&FILE_MAGIC.to_le_bytes());
-            h.extend_from_slice(&FILE_VERSION.to_le_bytes());
-            h.extend_from_slice(&id.to_le_bytes());
-            h
-        };
-        std::fs::write(&log, [header(other_id), put_record(1, "a")].concat()).unwrap();
+        std::fs::write(
+            &log,
+            [file_header(other_id).to_vec(), put_record(1, "a")].concat(),
+        )
+        .unwrap();
         let e = recover(&mine, &log).unwrap_err().to_string();
         assert!(
             e.contains("belongs to another store file")
