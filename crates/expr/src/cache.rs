@@ -266,8 +266,13 @@ fn make_template<T: Parsed>(
     let stood: Vec<Option<&AttributeValue>> = used_values
         .iter()
         .map(|k| {
+            // BOOL and NULL were parsed as themselves: nothing to replace.
             let real = values?.get(k)?;
-            stand_in(0, real)?;
+            matches!(
+                real,
+                AttributeValue::S(_) | AttributeValue::N(_) | AttributeValue::B(_)
+            )
+            .then_some(())?;
             stand_ins.as_ref()?.get(k)
         })
         .collect();
