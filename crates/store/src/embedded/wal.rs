@@ -12,8 +12,7 @@
 //! 2. the changes are written to the log file as one record, numbered with
 //!    the next log sequence number (LSN);
 //! 3. the redb transaction commits *without* durability (its pages stay in
-//!    redb's write buffer), writing the LSN into the `system` table, and the
-//!    writer goes on with the next batch;
+//!    redb's write buffer) and the writer goes on with the next batch;
 //! 4. the sync thread syncs the log (`fdatasync` of a file whose length does
 //!    not change: one flush for every record written since the last one)
 //!    and only then answers the batch's callers. A reader whose snapshot
@@ -21,8 +20,11 @@
 //!    (`gate::SyncGate`), so nobody sees a write a crash could take back.
 //!
 //! Every so often ([`CHECKPOINT_BYTES`] of log or [`CHECKPOINT_AGE`]) a
-//! batch is committed durably by redb instead; its LSN is then in the file
-//! for good, and the log starts again at its beginning.
+//! batch is committed durably by redb instead, writing the LSN it covers
+//! into the `system` table (`wal_applied`); that LSN is then in the file
+//! for good, and the log starts again at its beginning. Only durable
+//! commits write it: a crash takes the file back to its last durable
+//! commit, so nothing else could ever be read back.
 //!
 //! The file starts with a header naming the store file it belongs to (a
 //! random identity kept in the store's `system` table); recovery refuses a

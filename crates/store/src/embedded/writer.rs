@@ -383,9 +383,12 @@ fn commit_batch(
     let mut lsn = None;
     if let Some(wal) = wal.as_deref_mut() {
         let logged = (|| {
-            mark_applied(&txn, wal.next_lsn())?;
             let record = log.into_bytes();
             if checkpoint {
+                // Only a durable commit needs the LSN: a crash takes the
+                // file back to its last durable commit, so the value a
+                // commit without durability wrote is never read.
+                mark_applied(&txn, wal.next_lsn())?;
                 wal.recycle(record);
             } else {
                 wal.append(record)?;
