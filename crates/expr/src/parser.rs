@@ -299,13 +299,13 @@ impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
     pub fn parse_path(&mut self) -> Result<Path, ExprError> {
         let start = self.peek().start;
         let first = self.path_name()?;
-        let mut path = Path::attribute(first);
+        let mut elements = vec![PathElement::Name(first)];
         loop {
             match self.peek().kind {
                 Tok::Dot => {
                     self.bump();
                     let name = self.path_name()?;
-                    path.push(PathElement::Name(name));
+                    elements.push(PathElement::Name(name));
                 }
                 Tok::LBracket => {
                     self.bump();
@@ -325,11 +325,12 @@ impl<'s, 'p, 'a> Parser<'s, 'p, 'a> {
                             0
                         }
                     };
-                    path.push(PathElement::Index(index));
+                    elements.push(PathElement::Index(index));
                 }
                 _ => break,
             }
         }
+        let path = Path::from_elements(elements).expect("a path starts with a name");
         let depth = path.elements().len();
         if depth > MAX_PATH_DEPTH {
             self.defer(

@@ -8,6 +8,7 @@
 
 use std::cmp::Ordering;
 use std::fmt;
+use std::sync::Arc;
 
 use postbox_item::{AttributeValue, Item};
 
@@ -21,24 +22,30 @@ pub enum PathElement {
 }
 
 /// A document path whose names are already resolved from placeholders.
+///
+/// Its steps are shared, so a clone costs a reference count: the parse cache
+/// hands out a copy of a parsed expression for every request, and copying
+/// each path's names was most of that copy.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Path {
     /// Never empty; the first element is always a `Name`.
-    elements: Vec<PathElement>,
+    elements: Arc<[PathElement]>,
 }
 
 impl Path {
     /// The path to a top-level attribute, e.g. a key attribute.
     pub fn attribute(name: impl Into<String>) -> Path {
         Path {
-            elements: vec![PathElement::Name(name.into())],
+            elements: Arc::new([PathElement::Name(name.into())]),
         }
     }
 
     /// A path from its elements; `None` when empty or not starting with a name.
     pub fn from_elements(elements: Vec<PathElement>) -> Option<Path> {
         match elements.first() {
-            Some(PathElement::Name(_)) => Some(Path { elements }),
+            Some(PathElement::Name(_)) => Some(Path {
+                elements: elements.into(),
+            }),
             _ => None,
         }
     }
@@ -59,10 +66,6 @@ impl Path {
     /// True when the path is just a top-level attribute name.
     pub fn is_top_level(&self) -> bool {
         self.elements.len() == 1
-    }
-
-    pub(crate) fn push(&mut self, e: PathElement) {
-        self.elements.push(e);
     }
 
     /// The value at this path in `item`, if the item has one there.
@@ -166,7 +169,7 @@ pub(crate) enum Clash {
 
 /// Whether `one` and `two` overlap or conflict; `None` when independent.
 pub(crate) fn clash(one: &Path, two: &Path) -> Option<Clash> {
-    for (a, b) in one.elements.iter().zip(&two.elements) {
+    for (a, b) in one.elements.iter().zip(two.elements.iter()) {
         match (a, b) {
             (PathElement::Name(x), PathElement::Name(y)) if x != y => return None,
             (PathElement::Index(x), PathElement::Index(y)) if x != y => return None,
