@@ -291,7 +291,8 @@ impl<S: ItemStore> Batcher<S> {
     /// event takes its seq).
     fn take_batch(&mut self, head: &Head) -> Vec<(Pending, Expanded)> {
         let opts = &self.inner.options;
-        let mut batch: Vec<(Pending, Expanded)> = Vec::new();
+        let mut batch: Vec<(Pending, Expanded)> =
+            Vec::with_capacity(self.pending.len().min(opts.max_batch_events.max(1)));
         let (mut actions, mut bytes) = (1, 0);
         while let Some(mut next) = self.pending.pop_front() {
             let alone =

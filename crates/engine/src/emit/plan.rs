@@ -160,12 +160,18 @@ pub(crate) fn plan<'a>(
     head: &Head,
     reqs: impl Iterator<Item = (&'a EventRequest, &'a Expanded)>,
 ) -> Plan {
-    let mut actions = vec![TransactWriteItem::default()];
-    let mut owners = vec![Owner::Head];
-    let mut links = Vec::new();
+    // Sized up front: a transaction item is large, and growing the vector
+    // one doubling at a time copied them over and over.
+    let reqs: Vec<_> = reqs.collect();
+    let total = 1 + reqs.iter().map(|(_, x)| x.actions).sum::<usize>();
+    let mut actions = Vec::with_capacity(total);
+    actions.push(TransactWriteItem::default());
+    let mut owners = Vec::with_capacity(total);
+    owners.push(Owner::Head);
+    let mut links = Vec::with_capacity(reqs.len());
     let (mut seq, mut hash) = (head.seq, head.hash);
     let mut scratch = String::with_capacity(2048);
-    for (r, (req, expanded)) in reqs.enumerate() {
+    for (r, (req, expanded)) in reqs.into_iter().enumerate() {
         seq += 1;
         debug_assert_eq!(req.env.seq, seq, "expanded at the seq it is planned at");
         let f = EnvelopeFields {
