@@ -67,10 +67,15 @@ use super::tables::{STORE_ID, SYSTEM, WAL_APPLIED};
 /// throughput and keep the stalls short: with 64 MB / 2 s the stalls were
 /// 50-150 ms and set the p99 of every latency bench. At 5,000 events/s the
 /// age decides: 250 ms gave a median p99 of ~21 ms against ~35 ms for
-/// 500 ms (six alternating runs each); 125 ms was no better.
+/// 500 ms (six alternating runs each). With transparent huge pages off
+/// (`postbox_alloc::tune`), 125 ms beat 250 ms in four of four alternating
+/// rounds of `POSTBOX_BENCH_ONLY=latency cargo bench -p postbox-worker
+/// --bench worker` (medians of three runs each: p99 13.3/19.6/17.9/16.8 ms
+/// against 15.4/23.0/26.1/30.9 ms; 80 ms 15.5/23.3 ms, 500 ms 27.9/53.0 ms),
+/// with no consistent change in emit or worker throughput.
 pub(crate) const CHECKPOINT_BYTES: u64 = 16 << 20;
 /// Time after which the next batch is committed durably by redb.
-pub(crate) const CHECKPOINT_AGE: Duration = Duration::from_millis(250);
+pub(crate) const CHECKPOINT_AGE: Duration = Duration::from_millis(125);
 /// The file grows by this much at a time, written with zeros and synced
 /// once, so that appending a record never changes the file's length.
 const GROW: u64 = 8 << 20;
