@@ -112,6 +112,29 @@ fn stat_cpu(stat: &str) -> f64 {
     }
 }
 
+/// The setting `name` from the environment, parsed; `default` when it is
+/// unset or does not parse.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The median of `values` (the upper of the middle two for an even count).
+/// Panics when `values` is empty.
+pub fn median(values: Vec<f64>) -> f64 {
+    median_by(values, |v| *v)
+}
+
+/// The item of `items` whose `key` is the median (the upper of the middle
+/// two for an even count). Panics when `items` is empty.
+pub fn median_by<T>(mut items: Vec<T>, key: impl Fn(&T) -> f64) -> T {
+    items.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    let mid = items.len() / 2;
+    items.swap_remove(mid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +205,14 @@ mod tests {
         f.write_all(&vec![7u8; 1 << 20]).unwrap();
         f.sync_all().unwrap();
         assert!(bytes_written() - before >= 1 << 20);
+    }
+
+    #[test]
+    fn the_median_is_the_middle_value_and_the_upper_of_two() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 3.0);
+        let runs = vec![("a", 9.0), ("b", 1.0), ("c", 5.0)];
+        assert_eq!(median_by(runs, |r| r.1).0, "c");
     }
 
     fn tempfile_in_target() -> std::fs::File {

@@ -27,7 +27,7 @@ static ALLOC: postbox_alloc::Allocator = postbox_alloc::Allocator;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use postbox_benchkit::{ThreadCpu, bytes_written, thread_cpu_precise};
+use postbox_benchkit::{ThreadCpu, bytes_written, env_or, median, thread_cpu_precise};
 use postbox_engine::catalog::Catalog;
 use postbox_engine::{Context, EmitError, Engine, EngineOptions, VerifyOptions, Write};
 use postbox_item::{AttributeValue, Item};
@@ -344,11 +344,6 @@ async fn read_floor(store: &EmbeddedStore, encoded: bool) -> (u64, f64) {
     (n, n as f64 / started.elapsed().as_secs_f64())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// Full verifies of tenant-0 over `store`: events checked, the median
 /// events/s and the median CPU per event of the tokio workers, of five.
 async fn verify_rate<S: ItemStore>(store: &Arc<S>) -> (u64, f64, f64) {
@@ -479,10 +474,7 @@ async fn breakdown(store: &EmbeddedStore) {
 
 fn main() {
     postbox_alloc::tune();
-    let secs: f64 = std::env::var("POSTBOX_BENCH_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5.0);
+    let secs: f64 = env_or("POSTBOX_BENCH_SECS", 5.0);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -505,14 +497,14 @@ fn main() {
             let engine = Engine::builder(store.clone(), Catalog::from_toml("[[event_types]]\nname='ORDER_PLACED'\nproducers=['o']\n", "v").unwrap()).build().await.unwrap();
             let blob = "x".repeat(1000);
             // POSTBOX_BENCH_FILL: events per emitter (64 emitters; default 1000).
-            let fill: usize = std::env::var("POSTBOX_BENCH_FILL").ok().and_then(|s| s.parse().ok()).unwrap_or(1000);
+            let fill: usize = env_or("POSTBOX_BENCH_FILL", 1000);
             let tasks: Vec<_> = (0..64).map(|e| { let (engine, blob) = (engine.clone(), blob.clone()); tokio::spawn(async move {
                 let ctx = Context::new("tenant-0", "bench").unwrap();
                 for i in 0..fill { engine.emit(&ctx, "ORDER_PLACED", json!({"order": format!("{e}-{i}"), "blob": blob}), vec![]).await.unwrap(); }
             })}).collect();
             for t in tasks { t.await.unwrap(); }
             breakdown(&store).await;
-            let runs = std::env::var("POSTBOX_BENCH_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+            let runs = env_or("POSTBOX_BENCH_RUNS", 1);
             for _ in 0..runs {
                 verify_lines(&store).await;
             }
@@ -534,7 +526,7 @@ fn main() {
 
         // The two group-commit scenarios, alternating, POSTBOX_BENCH_RUNS times (default 3);
         // their figures are the medians.
-        let runs = std::env::var("POSTBOX_BENCH_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(3usize).max(1);
+        let runs = env_or("POSTBOX_BENCH_RUNS", 3usize).max(1);
         let (mut ones, mut manys, mut store) = (Vec::new(), Vec::new(), None);
         for r in 0..runs {
             let (rate, s) = group_scenario(dir.path(), &format!("one-{r}.redb"), &catalog, &group, 64, 1, secs).await;
@@ -617,16 +609,10 @@ async fn group_scenario(
 
 /// Verify's parallel ranges (`POSTBOX_BENCH_SEGMENTS`, default 2).
 fn bench_segments() -> usize {
-    std::env::var("POSTBOX_BENCH_SEGMENTS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2)
+    env_or("POSTBOX_BENCH_SEGMENTS", 2)
 }
 
 /// Verify's page size (`POSTBOX_BENCH_PAGE`, default VerifyOptions's).
 fn bench_page() -> usize {
-    std::env::var("POSTBOX_BENCH_PAGE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(VerifyOptions::default().page_size)
+    env_or("POSTBOX_BENCH_PAGE", VerifyOptions::default().page_size)
 }

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use postbox_benchkit::{env_or, median};
 use postbox_expr::{Condition, ExprError, Placeholders, Update, parse_condition, parse_update};
 use postbox_item::AttributeValue;
 
@@ -97,16 +98,8 @@ fn round(
     t.elapsed().as_secs_f64()
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
 fn main() {
-    let rounds: usize = std::env::var("POSTBOX_BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(15);
+    let rounds: usize = env_or("POSTBOX_BENCH_ROUNDS", 15);
     const N: i64 = 2_000;
     let names = names();
     let cached: Parsers = (parse_update, parse_condition);

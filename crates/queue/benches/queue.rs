@@ -239,8 +239,7 @@ async fn throughput_table(dir: &tempfile::TempDir) {
                 queues.create_queue(queue, attrs(fifo)).await.unwrap();
                 runs.push(end_to_end(&queues, queue, groups).await);
             }
-            runs.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let (rate, cpu) = runs[RUNS / 2];
+            let (rate, cpu) = postbox_benchkit::median_by(runs, |r| r.0);
             println!("{name:<46} {label:<9} {rate:>10.0} {cpu:>12.1}");
         }
     }

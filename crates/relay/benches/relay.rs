@@ -36,13 +36,6 @@ batch_size = 10
 target = { queue = "events.fifo", message_group_id = "<$.dynamodb.NewImage.tenant.S>", message_deduplication_id = "<$.dynamodb.NewImage.id.S>" }
 "##;
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// An event-row-like item, about 400 bytes.
 fn event_item(n: u64) -> Item {
     let tenant = format!("t{:03}", n % 100);
@@ -227,7 +220,7 @@ async fn throughput(records: u64) -> (f64, f64, f64, u64) {
     let writer_before = postbox_benchkit::ThreadCpu::now("postbox-store-w");
     let started = Instant::now();
     let options = RelayOptions {
-        max_records_per_commit: env_usize("RELAY_BENCH_PER_COMMIT", 1000),
+        max_records_per_commit: postbox_benchkit::env_or("RELAY_BENCH_PER_COMMIT", 1000),
         ..RelayOptions::default()
     };
     let relay = Relay::start(
@@ -331,8 +324,8 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let records = env_usize("RELAY_BENCH_RECORDS", 100_000) as u64;
-        let seconds = env_usize("RELAY_BENCH_SECONDS", 5) as u64;
+        let records = postbox_benchkit::env_or("RELAY_BENCH_RECORDS", 100_000) as u64;
+        let seconds = postbox_benchkit::env_or("RELAY_BENCH_SECONDS", 5) as u64;
         println!("relay benchmark (durable: fsync per commit, batch size 10, stream -> FIFO queue, 100 tenants)");
         let base = baseline((records / 10).max(1000)).await;
         println!("baseline  textbook loop (read 10, send, checkpoint)   {base:>10.0} records/s");
@@ -341,8 +334,7 @@ fn main() {
         for _ in 0..3 {
             runs.push(throughput(records).await);
         }
-        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let (rate, cpu, writer, commits) = runs[1];
+        let (rate, cpu, writer, commits) = postbox_benchkit::median_by(runs, |r| r.0);
         println!(
             "relay     {records} records backlog, median of 3      {rate:>10.0} records/s  ({:.1}x baseline; {cpu:.1} us CPU per record, {writer:.1} of it on the store's writer; {commits} commits; target >= 50000)",
             rate / base

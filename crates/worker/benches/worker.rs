@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use postbox_benchkit::{ThreadCpu, bytes_written};
+use postbox_benchkit::{ThreadCpu, bytes_written, env_or, median, median_by};
 use postbox_engine::catalog::Catalog;
 use postbox_engine::{Context, Engine, Write, layout};
 use postbox_item::{AttributeValue, Item, item_to_json};
@@ -57,13 +57,6 @@ const TENANTS: usize = 50;
 const LOOPS: usize = 4;
 /// Longest a scenario may take before it is reported as not drained.
 const DEADLINE: Duration = Duration::from_secs(120);
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn catalog(subs: usize) -> Catalog {
     let mut text =
@@ -448,11 +441,11 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
 
 fn main() {
     postbox_alloc::tune();
-    let events = env_usize("POSTBOX_BENCH_EVENTS", 20_000);
-    let tasks = env_usize("POSTBOX_BENCH_TASKS", 32);
-    let rate = env_usize("POSTBOX_BENCH_RATE", 5_000);
-    let seconds = env_usize("POSTBOX_BENCH_SECONDS", 5);
-    let runs = env_usize("POSTBOX_BENCH_RUNS", 3).max(1);
+    let events = env_or("POSTBOX_BENCH_EVENTS", 20_000);
+    let tasks = env_or("POSTBOX_BENCH_TASKS", 32);
+    let rate = env_or("POSTBOX_BENCH_RATE", 5_000);
+    let seconds = env_or("POSTBOX_BENCH_SECONDS", 5);
+    let runs = env_or("POSTBOX_BENCH_RUNS", 3).max(1);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -564,17 +557,4 @@ fn main() {
 
 fn verdict(target: &str, met: bool) -> String {
     format!("{target}: {}", if met { "met" } else { "NOT met" })
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// The run whose `key` is the median of `runs` (the upper one of an even
-/// count).
-fn median_by<T>(mut runs: Vec<T>, key: impl Fn(&T) -> f64) -> T {
-    runs.sort_by(|a, b| key(a).total_cmp(&key(b)));
-    let mid = runs.len() / 2;
-    runs.swap_remove(mid)
 }
