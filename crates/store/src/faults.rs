@@ -7,7 +7,8 @@
 //! points are named where they are: `worker::*` in the worker,
 //! `relay::after_enqueue_before_checkpoint` in the relay,
 //! `emit::after_commit_before_return` in the engine, [`LOG_APPEND`] and
-//! [`LOG_SYNC`] in the store's commit log.
+//! [`LOG_SYNC`] in the store's commit log, [`CHECKPOINT_SYNC`] in its
+//! checkpoints.
 
 /// The write of a batch's commit-log record fails (as on a full disk):
 /// with `Stop`, the write returns an I/O error.
@@ -15,6 +16,9 @@ pub const LOG_APPEND: &str = "store::log_append";
 /// The `fdatasync` of the commit log fails: with `Stop`, the sync returns
 /// an I/O error.
 pub const LOG_SYNC: &str = "store::log_sync";
+/// The `fdatasync` of the store file after a checkpoint (on its own
+/// thread) fails: with `Stop`, the sync returns an I/O error.
+pub const CHECKPOINT_SYNC: &str = "store::checkpoint_sync";
 
 /// What an armed point does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

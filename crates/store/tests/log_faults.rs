@@ -2,7 +2,9 @@
 //! whose write fails, and a sync of the log that fails. Either way every
 //! caller of the batch gets a storage error, nobody reads what the failed
 //! batch wrote, the store takes no more writes, and the file opens again
-//! with every acknowledged write in it.
+//! with every acknowledged write in it. Then the checkpoints, whose syncs
+//! run beside the writer: one that fails, and a power cut while one is in
+//! flight (the store file as of its last finished sync, the log as written).
 //!
 //! Fault points are process-wide, so the tests of this file run one at a
 //! time (`SERIAL`).
@@ -174,5 +176,195 @@ async fn an_unsynced_submit_is_answered_before_its_sync() {
     match synced {
         Err(StoreError::Storage(_)) => {}
         other => panic!("a synced write after a failed sync answered {other:?}"),
+    }
+}
+
+/// A checkpoint's sync of the store file runs beside the writer; when it
+/// fails, the writes after it fail with the store, and the file opens again
+/// with every acknowledged write (the log still holds them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_checkpoint_sync_stops_writes_and_reopens_whole() {
+    let _serial = SERIAL.lock().await;
+    let (_dir, path, store) = with_one_put().await;
+
+    faults::arm(faults::CHECKPOINT_SYNC, Action::Stop);
+    // Puts until one fails: a checkpoint comes due within a fraction of a
+    // second, its sync fails, and the store stops taking writes.
+    let mut acknowledged = Vec::new();
+    let refused = loop {
+        let key = format!("k{}", acknowledged.len());
+        match put_key(&store, &key).await {
+            Ok(()) => acknowledged.push(key),
+            Err(e) => break e,
+        }
+        assert!(acknowledged.len() < 200, "no checkpoint sync failed");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    faults::clear();
+    match refused {
+        StoreError::Storage(m) => assert!(m.contains("store file sync"), "{m}"),
+        other => panic!("a write after a failed checkpoint sync answered {other:?}"),
+    }
+    check_err(
+        put_key(&store, "after").await,
+        "InternalServerError",
+        "stopped accepting writes",
+    );
+    drop(store);
+
+    let store = open(&path);
+    assert!(read_key(&store, "before").await.unwrap());
+    for key in &acknowledged {
+        assert!(read_key(&store, key).await.unwrap(), "{key}");
+    }
+    put_key(&store, "reopened").await.unwrap();
+}
+
+/// A machine that loses power keeps only what was synced. The store file's
+/// image here is taken at each finished sync; then syncs are held, so a
+/// checkpoint's commit and the writes after it are acknowledged (through
+/// the log) while the file on "disk" is still the checkpoint before. That
+/// image and the log as written must open with every acknowledged write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_power_loss_during_a_checkpoints_sync_loses_no_acknowledged_write() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let disk = Arc::new(PowerLoss::default());
+    let mut opts = options(Arc::new(ManualClock::new(NOW_MS)));
+    opts.durability = Durability::Durable;
+    let store = EmbeddedStore::open_with_file_wrapper(&path, opts, |file| Synced {
+        file,
+        disk: disk.clone(),
+    })
+    .unwrap();
+    create(&store, "tbl", None, Some("NEW_IMAGE")).await;
+
+    // Puts every few milliseconds, each recorded once acknowledged.
+    let acknowledged = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let putter = {
+        let (store, acknowledged, stop) = (store.clone(), acknowledged.clone(), stop.clone());
+        tokio::spawn(async move {
+            for i in 0.. {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let key = format!("k{i}");
+                put_key(&store, &key).await.unwrap();
+                acknowledged.lock().unwrap().push(key);
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        })
+    };
+    let count = || acknowledged.lock().unwrap().len();
+    // Several checkpoints whose syncs finish, then one that is held.
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    *disk.hold.lock().unwrap() = true;
+    let caught = std::time::Instant::now();
+    while !*disk.waiting.lock().unwrap() {
+        assert!(caught.elapsed().as_secs() < 10, "no checkpoint came due");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let before = count();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+
+    // The power goes: the store file as of its last finished sync, the log
+    // as written (every record of an acknowledged write was synced).
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    let after = tempfile::tempdir().unwrap();
+    let moved = after.path().join("s.redb");
+    std::fs::write(&moved, &*disk.image.lock().unwrap()).unwrap();
+    for region in ["s.redb-log", "s.redb-log.1"] {
+        std::fs::copy(dir.path().join(region), after.path().join(region)).unwrap();
+    }
+    assert!(
+        acknowledged.len() > before,
+        "writes go on while a checkpoint's sync is in flight"
+    );
+    *disk.hold.lock().unwrap() = false;
+    disk.released.notify_all();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    putter.await.unwrap();
+    drop(store);
+
+    let store = open(&moved);
+    for key in &acknowledged {
+        assert!(read_key(&store, key).await.unwrap(), "{key} was lost");
+    }
+}
+
+/// What the simulated disk holds: the store file's image at its last
+/// finished sync, and whether syncs are held.
+#[derive(Default)]
+struct PowerLoss {
+    image: std::sync::Mutex<Vec<u8>>,
+    hold: std::sync::Mutex<bool>,
+    released: std::sync::Condvar,
+    /// A sync is waiting for the hold to end.
+    waiting: std::sync::Mutex<bool>,
+}
+
+/// redb's file backend, keeping [`PowerLoss::image`] at each sync.
+struct Synced {
+    file: redb::backends::FileBackend,
+    disk: Arc<PowerLoss>,
+}
+
+impl std::fmt::Debug for Synced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Synced")
+    }
+}
+
+impl redb::StorageBackend for Synced {
+    fn len(&self) -> std::io::Result<u64> {
+        self.file.len()
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        self.file.read(offset, out)
+    }
+
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    fn sync_data(&self) -> std::io::Result<()> {
+        let mut held = self.disk.hold.lock().unwrap();
+        while *held {
+            *self.disk.waiting.lock().unwrap() = true;
+            held = self.disk.released.wait(held).unwrap();
+        }
+        drop(held);
+        self.file.sync_data()?;
+        let mut image = vec![0; self.file.len()? as usize];
+        self.file.read(0, &mut image)?;
+        *self.disk.image.lock().unwrap() = image;
+        Ok(())
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.file.write(offset, data)
+    }
+
+    fn close(&self) -> std::io::Result<()> {
+        self.file.close()
+    }
+
+    fn try_lock_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<bool, redb::BackendError> {
+        self.file.try_lock_range(start, end)
+    }
+
+    fn unlock_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<(), redb::BackendError> {
+        self.file.unlock_range(start, end)
     }
 }

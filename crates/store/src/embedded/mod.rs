@@ -65,6 +65,7 @@
 mod catalog;
 mod clock;
 mod context;
+mod deferred;
 mod gate;
 mod idempotency;
 mod keys;
@@ -119,9 +120,10 @@ pub struct EmbeddedOptions {
     /// Whether commits fsync.
     pub durability: Durability,
     /// Whether a durable store opened by path commits through its commit
-    /// log (`<file>-log`, see `wal`): one sequential append and sync per
-    /// commit, with redb writing its pages at checkpoints. Off, every commit
-    /// is a durable redb commit. A log left by an earlier run is replayed at
+    /// log (`<file>-log` and `<file>-log.1`, see `wal`): one sequential
+    /// append and sync per commit, with redb writing its pages at
+    /// checkpoints, whose syncs run beside the writer. Off, every commit is
+    /// a durable redb commit. A log left by an earlier run is replayed at
     /// open either way.
     pub commit_log: bool,
     /// Bytes of the store file's pages kept in memory (redb's cache, read
@@ -263,6 +265,16 @@ pub(crate) fn storage_err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Storage(e.to_string())
 }
 
+fn log_recovery(recovered: wal::Recovered) {
+    if recovered.records > 0 {
+        tracing::info!(
+            records = recovered.records,
+            through = recovered.applied,
+            "replayed the commit log"
+        );
+    }
+}
+
 impl EmbeddedStore {
     /// Opens (or creates) the store file at `path`, recovering it after a
     /// crash, and starts the writer and the TTL sweeper.
@@ -270,32 +282,61 @@ impl EmbeddedStore {
         path: impl AsRef<std::path::Path>,
         options: EmbeddedOptions,
     ) -> StoreResult<EmbeddedStore> {
-        let path = path.as_ref();
-        let db = Database::builder()
-            .set_cache_size(options.cache_bytes)
-            .create(path)
-            .map_err(storage_err)?;
+        Self::open_wrapped(path.as_ref(), options, |file| file)
+    }
+
+    /// [`EmbeddedStore::open`], with the file's redb backend wrapped by
+    /// `wrap`: for tests that lose the writes a machine had not synced when
+    /// its power went.
+    #[cfg(any(test, feature = "faults"))]
+    pub fn open_with_file_wrapper<B: redb::StorageBackend>(
+        path: impl AsRef<std::path::Path>,
+        options: EmbeddedOptions,
+        wrap: impl FnOnce(redb::backends::FileBackend) -> B,
+    ) -> StoreResult<EmbeddedStore> {
+        Self::open_wrapped(path.as_ref(), options, wrap)
+    }
+
+    fn open_wrapped<B: redb::StorageBackend>(
+        path: &std::path::Path,
+        options: EmbeddedOptions,
+        wrap: impl FnOnce(redb::backends::FileBackend) -> B,
+    ) -> StoreResult<EmbeddedStore> {
+        let logged = options.durability == Durability::Durable && options.commit_log;
+        let mut builder = Database::builder();
+        builder.set_cache_size(options.cache_bytes);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| storage_err(format!("{}: {e}", path.display())))?;
+        let file = wrap(redb::backends::FileBackend::new(file).map_err(storage_err)?);
         let log_path = wal::path_for(path);
-        let recovered = wal::recover(&db, &log_path)?;
-        if recovered.records > 0 {
-            tracing::info!(
-                records = recovered.records,
-                through = recovered.applied,
-                "replayed the commit log"
-            );
-        }
-        let wal = if options.durability == Durability::Durable && options.commit_log {
-            Some(wal::Wal::open(&log_path, recovered, wal::store_id(&db)?)?)
-        } else {
+        if !logged {
+            let db = builder.create_with_backend(file).map_err(storage_err)?;
+            log_recovery(wal::recover(&db, &log_path)?);
             // Everything the log held is in the file now.
-            match std::fs::remove_file(&log_path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(storage_err(format!("{}: {e}", log_path.display()))),
+            for region in wal::region_paths(&log_path) {
+                match std::fs::remove_file(&region) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(storage_err(format!("{}: {e}", region.display()))),
+                }
             }
-            None
-        };
-        EmbeddedStore::start(db, options, wal)
+            return EmbeddedStore::start(db, options, None);
+        }
+        // With a log, the store file's syncs run beside the writer: a
+        // checkpoint's commit returns before its pages are on disk, and the
+        // log keeps its records until they are (see `wal` and `deferred`).
+        let backend = deferred::DeferredSync::new(file).map_err(storage_err)?;
+        let syncs = backend.state();
+        let db = builder.create_with_backend(backend).map_err(storage_err)?;
+        let recovered = wal::recover(&db, &log_path)?;
+        log_recovery(recovered);
+        let wal = wal::Wal::open(&log_path, recovered, wal::store_id(&db)?, syncs)?;
+        EmbeddedStore::start(db, options, Some(wal))
     }
 
     /// Opens a store on any redb storage backend: `redb::backends::InMemoryBackend`

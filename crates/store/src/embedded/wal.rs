@@ -20,26 +20,36 @@
 //!    (`gate::SyncGate`), so nobody sees a write a crash could take back.
 //!
 //! Every so often ([`CHECKPOINT_BYTES`] of log or [`CHECKPOINT_AGE`]) a
-//! batch is committed durably by redb instead, writing the LSN it covers
-//! into the `system` table (`wal_applied`); that LSN is then in the file
-//! for good, and the log starts again at its beginning. Only durable
-//! commits write it: a crash takes the file back to its last durable
-//! commit, so nothing else could ever be read back.
+//! batch is committed durably by redb instead, writing the LSN of its own
+//! record into the `system` table (`wal_applied`). Only durable commits
+//! write it: a crash takes the file back to its last durable commit, so
+//! nothing else could ever be read back.
 //!
-//! The file starts with a header naming the store file it belongs to (a
+//! That commit returns before its pages are on disk: the store file's
+//! backend (`deferred`) syncs on a thread of its own, while the writer goes
+//! on (a checkpoint's sync took 6-8 ms of the writer's time before). So the
+//! log has two regions, two files (`<store>-log` and `<store>-log.1`): a
+//! checkpoint's record ends one region and the records after it start the
+//! other from its beginning. The next checkpoint waits until this one's
+//! sync is done, since until then a crash brings back the file of the
+//! checkpoint before, which needs every record of the region just left.
+//! When it switches back, that region's records are all in the file.
+//!
+//! Each file starts with a header naming the store file it belongs to (a
 //! random identity kept in the store's `system` table); recovery refuses a
 //! log of another store file rather than replay its records here.
 //!
 //! Recovery (at open): redb comes back at its last durable commit, whose
 //! `wal_applied` LSN says which records it holds; the records after it are
-//! replayed in one durable transaction. The log is read from its start while
-//! each record is whole (magic, length, CRC-32) and numbered one more than
-//! the one before; what follows (a torn write, or records of an earlier
-//! round, whose numbers are lower) is not part of it.
+//! replayed in one durable transaction. Each region is read from its start
+//! while each record is whole (magic, length, CRC-32) and numbered one more
+//! than the one before; what follows (a torn write, or records of an
+//! earlier round, whose numbers are lower) is not part of it. The records
+//! of both regions after the file's LSN must then run on without a hole.
 //!
 //! Architecture Invariant: a record is synced before its transaction
-//! commits, and the log is rewound only after a durable commit whose LSN
-//! covers every record in it.
+//! commits, and a region is written over only after a synced durable commit
+//! whose LSN covers every record in it.
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;
@@ -54,6 +64,7 @@ use redb::{Database, ReadableDatabase};
 
 use crate::StoreError;
 
+use super::deferred::SyncState;
 use super::logged::{self, corrupt};
 use super::storage_err;
 use super::tables::{STORE_ID, SYSTEM, WAL_APPLIED};
@@ -61,8 +72,9 @@ use super::tables::{STORE_ID, SYSTEM, WAL_APPLIED};
 /// Log bytes after which the next batch is committed durably by redb.
 ///
 /// A checkpoint holds the writer while redb writes every page the interval
-/// dirtied (about 1.6 bytes of pages per byte of log, measured) and syncs
-/// them: about 2.3 ms per MB of log here. For append-heavy work the bytes
+/// dirtied (about 1.6 bytes of pages per byte of log, measured); it used to
+/// hold it for their sync too (together about 2.3 ms per MB of log here),
+/// which now runs beside the writer (`deferred`). For append-heavy work the bytes
 /// per event barely depend on the interval, so short intervals cost little
 /// throughput and keep the stalls short: with 64 MB / 2 s the stalls were
 /// 50-150 ms and set the p99 of every latency bench. At 5,000 events/s the
@@ -97,23 +109,86 @@ pub(crate) fn path_for(store: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The files of the log at `log` (see [`path_for`]): its two regions.
+pub(crate) fn region_paths(log: &Path) -> [PathBuf; 2] {
+    let mut second = log.as_os_str().to_owned();
+    second.push(".1");
+    [log.to_owned(), PathBuf::from(second)]
+}
+
 /// The open commit log of a store.
 pub(crate) struct Wal {
-    file: File,
-    path: PathBuf,
+    /// The log's two files. Records go to one of them from its start; a
+    /// checkpoint switches to the other, which is written over only once
+    /// the checkpoint before is on disk (so a crash always finds every
+    /// record after the store file's LSN, in one region or spread over
+    /// both).
+    regions: [Region; 2],
+    /// The region records go to now.
+    current: usize,
     /// Where the next record goes.
     pos: u64,
     /// The end of the record written for the batch being committed.
     pending_end: Option<u64>,
-    /// How far the file is known to be allocated (written with zeros and
-    /// synced): records go below it. [`Grower`] moves it on.
-    allocated: u64,
-    grower: Grower,
     next_lsn: u64,
     last_checkpoint: Instant,
     /// The record buffer, kept between batches (a fresh one per batch costs
     /// page faults on every commit).
     scratch: Vec<u8>,
+    /// The store file's syncs, which run after its durable commits return.
+    syncs: Arc<SyncState>,
+    /// The sync (counted in `syncs`) of the last checkpoint: until it is
+    /// done, the region before it still holds records a crash would need.
+    checkpoint_sync: u64,
+}
+
+/// One file of the log.
+struct Region {
+    file: File,
+    path: PathBuf,
+    /// How far the file is known to be allocated (written with zeros and
+    /// synced): records go below it. [`Grower`] moves it on.
+    allocated: u64,
+    grower: Grower,
+}
+
+impl Region {
+    /// Opens (or creates) the region at `path` and writes its header.
+    fn open(path: &Path, store_id: u64) -> Result<Region, StoreError> {
+        let existed = path.exists();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| log_err(path, e))?;
+        if !existed {
+            // The new file's name must survive a crash as well as its bytes.
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                File::open(dir)
+                    .and_then(|d| d.sync_all())
+                    .map_err(|e| log_err(path, e))?;
+            }
+        }
+        file.write_all_at(&file_header(store_id), 0)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| log_err(path, e))?;
+        let allocated = file.metadata().map_err(|e| log_err(path, e))?.len();
+        let grower = Grower::start(
+            file.try_clone().map_err(|e| log_err(path, e))?,
+            path,
+            allocated,
+        );
+        // The first records need room: allocate it while the store starts.
+        grower.request(GROW);
+        Ok(Region {
+            file,
+            path: path.to_owned(),
+            allocated,
+            grower,
+        })
+    }
 }
 
 /// What recovery found and did, for the log line and the tests.
@@ -192,44 +267,31 @@ pub(crate) fn mark_applied(txn: &redb::WriteTransaction, lsn: u64) -> Result<(),
     Ok(())
 }
 
-/// Replays the log at `path` (if there is one) into `db`, durably. A log
-/// whose header names another store file than `db` is refused: its records
-/// are changes to that file, not this one (a file restored from a backup
-/// next to a newer log, or a log copied from elsewhere).
+/// Replays the log at `path` (both its regions, if there is one) into
+/// `db`, durably. A log whose header names another store file than `db` is
+/// refused: its records are changes to that file, not this one (a file
+/// restored from a backup next to a newer log, or a log copied from
+/// elsewhere).
 pub(crate) fn recover(db: &Database, path: &Path) -> Result<Recovered, StoreError> {
     let applied = applied_lsn(db)?;
-    let mut bytes = Vec::new();
-    match File::open(path) {
-        Ok(mut f) => {
-            f.read_to_end(&mut bytes).map_err(|e| log_err(path, e))?;
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Recovered {
-                records: 0,
-                applied,
-            });
-        }
-        Err(e) => return Err(log_err(path, e)),
+    let files = region_paths(path)
+        .map(|p| read_region(db, &p).map(|bytes| (p, bytes)))
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+    // Each region holds one run of consecutive records; the runs after the
+    // file's LSN continue each other.
+    let mut todo: Vec<(u64, &[u8])> = Vec::new();
+    for (_, bytes) in &files {
+        let start = if header_id(bytes).is_some() {
+            FILE_HEADER as usize
+        } else {
+            0
+        };
+        let records = bytes.get(start..).map(read_records).unwrap_or_default();
+        todo.extend(records.into_iter().filter(|(lsn, _)| *lsn > applied));
     }
-    let records = match header_id(&bytes) {
-        Some(log_id) => {
-            let this = store_id_if_any(db)?;
-            if this != Some(log_id) {
-                return Err(corrupt(format!(
-                    "{} belongs to another store file (log of store {log_id:016x}, this file is {}); \
-                     if this file was restored on purpose, move the log away",
-                    path.display(),
-                    this.map_or("a store that never had a log".to_owned(), |id| format!(
-                        "store {id:016x}"
-                    )),
-                )));
-            }
-            read_records(&bytes[FILE_HEADER as usize..])
-        }
-        None => read_records(&bytes),
-    };
-    let todo: Vec<_> = records.iter().filter(|(lsn, _)| *lsn > applied).collect();
-    let Some(&&(first, _)) = todo.first() else {
+    todo.sort_by_key(|(lsn, _)| *lsn);
+    let Some(&(first, _)) = todo.first() else {
         return Ok(Recovered {
             records: 0,
             applied,
@@ -239,6 +301,15 @@ pub(crate) fn recover(db: &Database, path: &Path) -> Result<Recovered, StoreErro
         return Err(corrupt(format!(
             "{} starts at record {first}, but the store file holds changes only through record {applied}",
             path.display()
+        )));
+    }
+    if let Some(w) = todo.windows(2).find(|w| w[1].0 != w[0].0 + 1) {
+        return Err(corrupt(format!(
+            "{} has no record {} between records {} and {}",
+            path.display(),
+            w[0].0 + 1,
+            w[0].0,
+            w[1].0
         )));
     }
     let mut txn = db.begin_write().map_err(storage_err)?;
@@ -256,6 +327,33 @@ pub(crate) fn recover(db: &Database, path: &Path) -> Result<Recovered, StoreErro
         records: todo.len() as u64,
         applied: last,
     })
+}
+
+/// The bytes of one region of the log (empty if the file does not exist),
+/// after checking that its header, if it has one, names `db`'s file.
+fn read_region(db: &Database, path: &Path) -> Result<Vec<u8>, StoreError> {
+    let mut bytes = Vec::new();
+    match File::open(path) {
+        Ok(mut f) => {
+            f.read_to_end(&mut bytes).map_err(|e| log_err(path, e))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(bytes),
+        Err(e) => return Err(log_err(path, e)),
+    }
+    if let Some(log_id) = header_id(&bytes) {
+        let this = store_id_if_any(db)?;
+        if this != Some(log_id) {
+            return Err(corrupt(format!(
+                "{} belongs to another store file (log of store {log_id:016x}, this file is {}); \
+                 if this file was restored on purpose, move the log away",
+                path.display(),
+                this.map_or("a store that never had a log".to_owned(), |id| format!(
+                    "store {id:016x}"
+                )),
+            )));
+        }
+    }
+    Ok(bytes)
 }
 
 /// The log's records, from its start, while each is whole and numbered one
@@ -421,50 +519,31 @@ fn extend(file: &File, from: u64, to: u64) -> std::io::Result<()> {
 
 impl Wal {
     /// Opens the log at `path` for writing, after [`recover`] made the store
-    /// file hold every record in it: writing starts again at its beginning,
-    /// after a header naming the store file `store_id`.
+    /// file hold every record in it: writing starts again at the beginning
+    /// of its first region, after a header naming the store file
+    /// `store_id`. `syncs` follows the store file's syncs; the ones asked
+    /// for so far (recovery's commit, the identity's) are waited for first.
     pub(crate) fn open(
         path: &Path,
         recovered: Recovered,
         store_id: u64,
+        syncs: Arc<SyncState>,
     ) -> Result<Wal, StoreError> {
-        let existed = path.exists();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| log_err(path, e))?;
-        if !existed {
-            // The new file's name must survive a crash as well as its bytes.
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                File::open(dir)
-                    .and_then(|d| d.sync_all())
-                    .map_err(|e| log_err(path, e))?;
-            }
-        }
-        file.write_all_at(&file_header(store_id), 0)
-            .and_then(|()| file.sync_all())
-            .map_err(|e| log_err(path, e))?;
-        let allocated = file.metadata().map_err(|e| log_err(path, e))?.len();
-        let grower = Grower::start(
-            file.try_clone().map_err(|e| log_err(path, e))?,
-            path,
-            allocated,
-        );
-        // The first records need room: allocate it while the store starts.
-        grower.request(GROW);
+        syncs.wait_all().map_err(StoreError::Storage)?;
+        let [first, second] = region_paths(path);
         Ok(Wal {
-            file,
-            path: path.to_owned(),
+            regions: [
+                Region::open(&first, store_id)?,
+                Region::open(&second, store_id)?,
+            ],
+            current: 0,
             pos: FILE_HEADER,
             pending_end: None,
-            allocated,
-            grower,
             next_lsn: recovered.applied + 1,
             last_checkpoint: Instant::now(),
             scratch: Vec::new(),
+            syncs,
+            checkpoint_sync: 0,
         })
     }
 
@@ -474,8 +553,23 @@ impl Wal {
     }
 
     /// Whether the next batch should be committed durably by redb.
+    /// It is once the log has [`CHECKPOINT_BYTES`] or is [`CHECKPOINT_AGE`]
+    /// old, and the last checkpoint is on disk (the next one switches to
+    /// the region it made free).
     pub(crate) fn checkpoint_due(&self) -> bool {
-        self.pos >= CHECKPOINT_BYTES || self.last_checkpoint.elapsed() >= CHECKPOINT_AGE
+        (self.pos >= CHECKPOINT_BYTES || self.last_checkpoint.elapsed() >= CHECKPOINT_AGE)
+            && self.syncs.synced() >= self.checkpoint_sync
+    }
+
+    /// Why the store file's last sync failed, if it did: the store must stop,
+    /// since no checkpoint can complete.
+    pub(crate) fn sync_failure(&self) -> Option<String> {
+        self.syncs.failure()
+    }
+
+    /// The region the next record goes to.
+    pub(crate) fn region(&self) -> usize {
+        self.current
     }
 
     /// A buffer for the next record: room for its header, then the
@@ -508,14 +602,15 @@ impl Wal {
         let crc = checksum(&record[4..16], &record[HEADER..]);
         record[16..20].copy_from_slice(&crc.to_le_bytes());
         let end = self.pos + record.len() as u64;
-        if end + GROW / 2 > self.allocated {
+        let region = &mut self.regions[self.current];
+        if end + GROW / 2 > region.allocated {
             // Less than half a step left: have the next step allocated in
             // the background, and wait only if this record needs it now.
-            self.grower.request(end + GROW / 2);
-            self.allocated = if end > self.allocated {
-                self.grower.wait_for(end)?
+            region.grower.request(end + GROW / 2);
+            region.allocated = if end > region.allocated {
+                region.grower.wait_for(end)?
             } else {
-                self.grower.ready()
+                region.grower.ready()
             };
         }
         let written = if crate::faults::hit(crate::faults::LOG_APPEND) {
@@ -523,10 +618,10 @@ impl Wal {
                 "injected by fault point store::log_append",
             ))
         } else {
-            self.file.write_all_at(&record, self.pos)
+            region.file.write_all_at(&record, self.pos)
         };
         self.scratch = record;
-        written.map_err(|e| log_err(&self.path, e))?;
+        written.map_err(|e| log_err(&region.path, e))?;
         self.pending_end = Some(end);
         Ok(())
     }
@@ -540,9 +635,10 @@ impl Wal {
         }
     }
 
-    /// A second handle on the file, for the thread that syncs it.
-    pub(crate) fn sync_handle(&self) -> Result<File, StoreError> {
-        self.file.try_clone().map_err(|e| log_err(&self.path, e))
+    /// Second handles on the regions' files, for the thread that syncs them.
+    pub(crate) fn sync_handles(&self) -> Result<[File; 2], StoreError> {
+        let handle = |r: &Region| r.file.try_clone().map_err(|e| log_err(&r.path, e));
+        Ok([handle(&self.regions[0])?, handle(&self.regions[1])?])
     }
 
     /// Takes back the record just appended, whose transaction then failed to
@@ -550,16 +646,22 @@ impl Wal {
     /// before it.
     pub(crate) fn retract(&mut self) -> Result<(), StoreError> {
         self.pending_end = None;
-        self.file
+        let region = &self.regions[self.current];
+        region
+            .file
             .write_all_at(&[0u8; HEADER], self.pos)
-            .and_then(|()| self.file.sync_data())
-            .map_err(|e| log_err(&self.path, e))
+            .and_then(|()| region.file.sync_data())
+            .map_err(|e| log_err(&region.path, e))
     }
 
-    /// A batch numbered [`Wal::next_lsn`] was committed durably by redb:
-    /// every record is in the store file, and the log starts again.
+    /// The batch whose record was just appended was committed durably by
+    /// redb (its LSN marked applied): once that commit's sync is done, every
+    /// record so far is in the store file. Records go to the other region
+    /// from now on; the next checkpoint waits for this one's sync, since the
+    /// records in this region are needed until then.
     pub(crate) fn checkpointed(&mut self) {
-        self.next_lsn += 1;
+        self.checkpoint_sync = self.syncs.requested();
+        self.current ^= 1;
         self.pos = FILE_HEADER;
         self.last_checkpoint = Instant::now();
     }
@@ -642,6 +744,48 @@ mod tests {
     }
 
     #[test]
+    fn recovery_reads_both_regions_in_order_and_refuses_a_hole_between_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("s.redb")).unwrap();
+        let log = dir.path().join("s.redb-log");
+        let [first, second] = region_paths(&log);
+        // Records 1-3 in the second region, then a checkpoint whose sync
+        // did not finish (the file holds nothing), then 4-5 in the first,
+        // written over a record of an earlier round.
+        std::fs::write(
+            &second,
+            [put_record(1, "a"), put_record(2, "b"), put_record(3, "c")].concat(),
+        )
+        .unwrap();
+        std::fs::write(
+            &first,
+            [put_record(4, "d"), put_record(5, "e"), put_record(1, "old")].concat(),
+        )
+        .unwrap();
+        assert_eq!(
+            recover(&db, &log).unwrap(),
+            Recovered {
+                records: 5,
+                applied: 5
+            }
+        );
+        assert_eq!(system_keys(&db), ["a", "b", "c", "d", "e", WAL_APPLIED]);
+
+        // A record missing between the regions: nothing is replayed.
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        let log = dir.path().join("t.redb-log");
+        let [first, second] = region_paths(&log);
+        std::fs::write(&second, [put_record(1, "a"), put_record(2, "b")].concat()).unwrap();
+        std::fs::write(&first, put_record(4, "d")).unwrap();
+        let e = recover(&db, &log).unwrap_err().to_string();
+        assert!(e.contains("has no record 3 between records 2 and 4"), "{e}");
+        assert!(
+            system_value(&db, WAL_APPLIED).unwrap().is_none(),
+            "nothing replayed"
+        );
+    }
+
+    #[test]
     fn reads_whole_consecutive_records_and_stops_at_the_first_that_is_not() {
         let mut log = [record(7, b"a"), record(8, b"bb"), record(9, b"")].concat();
         let whole = log.clone();
@@ -668,7 +812,7 @@ mod tests {
     fn records_land_in_space_allocated_ahead_of_them_across_growth_steps() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.redb-log");
-        let mut wal = Wal::open(&path, Recovered::default(), 7).unwrap();
+        let mut wal = Wal::open(&path, Recovered::default(), 7, Arc::default()).unwrap();
         // 2.5 growth steps of records, each one a different byte.
         let n = (GROW * 5 / 2 / 65_536) as usize;
         for i in 0..n {
@@ -694,6 +838,47 @@ mod tests {
             assert_eq!(*lsn, i as u64 + 1);
             assert!(payload.iter().all(|b| *b == i as u8), "record {lsn}");
         }
+    }
+
+    #[test]
+    fn a_checkpoint_switches_regions_and_the_next_waits_for_its_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb-log");
+        let syncs = Arc::new(SyncState::default());
+        let mut wal = Wal::open(&path, Recovered::default(), 7, syncs.clone()).unwrap();
+        let append = |wal: &mut Wal| {
+            let mut rec = wal.record_buffer();
+            rec.extend_from_slice(b"changes");
+            wal.append(rec).unwrap();
+            wal.appended();
+        };
+        append(&mut wal);
+        assert!(!wal.checkpoint_due(), "young and small");
+        std::thread::sleep(CHECKPOINT_AGE);
+        assert!(wal.checkpoint_due());
+        // The checkpoint's record, then its durable commit asks for a sync.
+        append(&mut wal);
+        syncs.ask();
+        wal.checkpointed();
+        assert_eq!(wal.region(), 1);
+        append(&mut wal);
+        std::thread::sleep(CHECKPOINT_AGE);
+        assert!(
+            !wal.checkpoint_due(),
+            "the first region holds records a crash needs until the sync is done"
+        );
+        syncs.finish();
+        assert!(wal.checkpoint_due());
+        drop(wal);
+        let [first, second] = region_paths(&path).map(|p| std::fs::read(p).unwrap());
+        let lsns = |bytes: &[u8]| -> Vec<u64> {
+            assert_eq!(header_id(bytes), Some(7));
+            read_records(&bytes[FILE_HEADER as usize..])
+                .iter()
+                .map(|(lsn, _)| *lsn)
+                .collect()
+        };
+        assert_eq!((lsns(&first), lsns(&second)), (vec![1, 2], vec![3]));
     }
 
     #[test]

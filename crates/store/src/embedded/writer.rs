@@ -218,8 +218,8 @@ fn stopped() -> StoreError {
 }
 
 fn run(db: &Database, shared: &Arc<Shared>, mut wal: Option<Wal>, rx: Receiver<Message>) {
-    let syncer = match wal.as_ref().map(Wal::sync_handle) {
-        Some(Ok(file)) => Some(Syncer::start(file, shared.clone())),
+    let syncer = match wal.as_ref().map(Wal::sync_handles) {
+        Some(Ok(files)) => Some(Syncer::start(files, shared.clone())),
         Some(Err(e)) => {
             shared.fail(e.to_string());
             None
@@ -259,13 +259,12 @@ fn run(db: &Database, shared: &Arc<Shared>, mut wal: Option<Wal>, rx: Receiver<M
 }
 
 /// Commits an otherwise empty transaction durably, so that the store file
-/// holds every record of the commit log.
-fn checkpoint(db: &Database, wal: &mut Wal) -> Result<(), StoreError> {
+/// holds every record of the commit log (once its sync, which closing the
+/// database waits for, is done).
+fn checkpoint(db: &Database, wal: &Wal) -> Result<(), StoreError> {
     let txn = db.begin_write().map_err(storage_err)?;
-    mark_applied(&txn, wal.next_lsn())?;
-    txn.commit().map_err(storage_err)?;
-    wal.checkpointed();
-    Ok(())
+    mark_applied(&txn, wal.next_lsn() - 1)?;
+    txn.commit().map_err(storage_err)
 }
 
 /// How many operations are worth a short wait before committing. The callers
@@ -330,6 +329,9 @@ fn commit_batch(
     syncer: Option<&Syncer>,
     batch: Vec<Box<dyn Job>>,
 ) -> Result<(), String> {
+    if let Some(reason) = wal.as_ref().and_then(|w| w.sync_failure()) {
+        return Err(fail_all(batch, StoreError::Storage(reason)));
+    }
     let mut txn = match db.begin_write() {
         Ok(t) => t,
         Err(e) => return Err(fail_all(batch, storage_err(e))),
@@ -345,8 +347,8 @@ fn commit_batch(
         return Err(fail_all(batch, storage_err(e)));
     }
     let log = match wal.as_deref_mut() {
-        Some(wal) if !checkpoint => OpLog::appending_to(true, wal.record_buffer()),
-        _ => OpLog::appending_to(false, Vec::new()),
+        Some(wal) => OpLog::appending_to(true, wal.record_buffer()),
+        None => OpLog::appending_to(false, Vec::new()),
     };
     let mut replies = Vec::with_capacity(batch.len());
     let n = batch.len();
@@ -383,28 +385,27 @@ fn commit_batch(
     let mut lsn = None;
     if let Some(wal) = wal.as_deref_mut() {
         let logged = (|| {
-            let record = log.into_bytes();
             if checkpoint {
                 // Only a durable commit needs the LSN: a crash takes the
                 // file back to its last durable commit, so the value a
-                // commit without durability wrote is never read.
+                // commit without durability wrote is never read. The
+                // checkpoint's batch is logged like any other: its commit
+                // is on disk only once its sync, which runs beside the
+                // writer, is done.
                 mark_applied(&txn, wal.next_lsn())?;
-                wal.recycle(record);
-            } else {
-                wal.append(record)?;
             }
-            Ok::<_, StoreError>(())
+            wal.append(log.into_bytes())
         })();
         if let Err(e) = logged {
             drop(txn);
             return Err(fail_replies(replies, e));
         }
         // Readers that see this commit wait until its record is synced.
-        lsn = Some(wal.next_lsn());
+        lsn = Some((wal.next_lsn(), wal.region()));
         shared.gate.committing(wal.next_lsn());
     }
     if let Err(e) = txn.commit() {
-        if let Some(wal) = wal.filter(|_| !checkpoint)
+        if let Some(wal) = wal
             && let Err(retract) = wal.retract()
         {
             tracing::error!(error = %retract, "a batch whose commit failed could not be taken out of the commit log; it will be replayed at the next open");
@@ -412,10 +413,9 @@ fn commit_batch(
         return Err(fail_replies(replies, storage_err(e)));
     }
     if let Some(wal) = wal {
+        wal.appended();
         if checkpoint {
             wal.checkpointed();
-        } else {
-            wal.appended();
         }
     }
     let (run_us, commit_us) = (
@@ -444,8 +444,9 @@ struct Done {
     replies: Vec<Box<dyn Reply>>,
     catalog: Vec<CatalogChange>,
     stream_written: bool,
-    /// The batch's commit-log record, if it wrote one.
-    lsn: Option<u64>,
+    /// The batch's commit-log record, if it wrote one: its LSN and the
+    /// log region it is in.
+    lsn: Option<(u64, usize)>,
 }
 
 impl Done {
@@ -498,11 +499,11 @@ struct Syncer {
 }
 
 impl Syncer {
-    fn start(file: std::fs::File, shared: Arc<Shared>) -> Syncer {
+    fn start(files: [std::fs::File; 2], shared: Arc<Shared>) -> Syncer {
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("postbox-store-sync".to_owned())
-            .spawn(move || sync_loop(&file, &shared, &rx))
+            .spawn(move || sync_loop(&files, &shared, &rx))
             .expect("spawn the commit log's sync thread");
         Syncer { tx, thread }
     }
@@ -522,15 +523,26 @@ impl Syncer {
     }
 }
 
-fn sync_loop(file: &std::fs::File, shared: &Shared, rx: &Receiver<Done>) {
+/// `files` are the log's regions: a group whose records span a checkpoint
+/// has some in each, and both are synced.
+fn sync_loop(files: &[std::fs::File; 2], shared: &Shared, rx: &Receiver<Done>) {
     while let Ok(first) = rx.recv() {
         let mut group = vec![first];
         group.extend(rx.try_iter());
-        let newest = group.iter().filter_map(|d| d.lsn).max();
+        let newest = group.iter().filter_map(|d| d.lsn).map(|(lsn, _)| lsn).max();
+        let mut regions = [false; 2];
+        group
+            .iter()
+            .filter_map(|d| d.lsn)
+            .for_each(|(_, region)| regions[region] = true);
         let synced = match (shared.failure(), newest) {
             (Some(reason), _) => Err(refused(&reason)),
             (None, None) => Ok(()),
-            (None, Some(lsn)) => sync_log(file)
+            (None, Some(lsn)) => files
+                .iter()
+                .zip(regions)
+                .filter(|(_, written)| *written)
+                .try_for_each(|(file, _)| sync_log(file))
                 .map(|()| shared.gate.synced(lsn))
                 .map_err(|e| StoreError::Storage(format!("commit log sync: {e}"))),
         };
