@@ -9,7 +9,10 @@
 //! the sync before it finished, so the file never holds a later commit's
 //! bytes before an earlier commit is on disk. A crash while a sync is in
 //! flight is therefore the same as a crash inside redb's own commit: the
-//! file comes back at the commit before, or at this one.
+//! file comes back at the commit before, or at this one. Commits without
+//! durability write nothing to the file, so they never wait; a transaction
+//! that grows the file does (redb resizes it and syncs the new length at
+//! once), and then the writer stands still as it did before.
 //!
 //! So a durable commit is durable only once [`SyncState::synced`] has
 //! passed the sync it asked for; the commit log keeps every record until
@@ -40,6 +43,7 @@ struct Counts {
     /// The failed sync; every later write and sync reports it, and no sync
     /// after it finishes.
     failed: Option<String>,
+    /// The backend is closing: the thread ends once nothing is asked of it.
     stopping: bool,
 }
 
@@ -113,7 +117,7 @@ impl<B: StorageBackend> DeferredSync<B> {
         let thread = {
             let (file, state) = (file.clone(), state.clone());
             std::thread::Builder::new()
-                .name("postbox-store-checkpoint-sync".to_owned())
+                .name("postbox-ckpt-sync".to_owned())
                 .spawn(move || run(&*file, &state))?
         };
         Ok(DeferredSync {
