@@ -196,16 +196,18 @@ pub(crate) struct WriterCounters {
 /// What the writer has done since the store was opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WriterStats {
-    /// Transactions committed (each one fsync when durable).
+    /// Transactions committed (with a commit log, each one a log record;
+    /// without one, each one fsync when durable).
     pub commits: u64,
     /// Operations (requests and submitted closures) in those commits.
     pub operations: u64,
     /// Microseconds the writer spent running operations (reading, checking
     /// conditions, encoding, inserting into the B-trees) of those commits.
     pub run_us: u64,
-    /// Microseconds the writer spent in redb's commit of them: writing the
-    /// dirty pages and the fsync. What is left of the wall time, the writer
-    /// was waiting for work.
+    /// Microseconds the writer spent committing them: the log record's
+    /// write and redb's commit (a checkpoint's: writing the dirty pages; the
+    /// fsync, without a commit log). What is left of the wall time, the
+    /// writer was waiting for work.
     pub commit_us: u64,
 }
 

@@ -29,8 +29,9 @@
 //! backend (`deferred`) syncs on a thread of its own, while the writer goes
 //! on (a checkpoint's sync took 6-8 ms of the writer's time before). So the
 //! log has two regions, two files (`<store>-log` and `<store>-log.1`): a
-//! checkpoint's record ends one region and the records after it start the
-//! other from its beginning. The next checkpoint waits until this one's
+//! checkpoint's record ends one region, which the writer syncs before the
+//! checkpoint commits (so no later record can reach the disk before it),
+//! and the records after it start the other from its beginning. The next checkpoint waits until this one's
 //! sync is done, since until then a crash brings back the file of the
 //! checkpoint before, which needs every record of the region just left.
 //! When it switches back, that region's records are all in the file.
@@ -47,9 +48,10 @@
 //! earlier round, whose numbers are lower) is not part of it. The records
 //! of both regions after the file's LSN must then run on without a hole.
 //!
-//! Architecture Invariant: a record is synced before its transaction
-//! commits, and a region is written over only after a synced durable commit
-//! whose LSN covers every record in it.
+//! Architecture Invariant: a batch is answered, and readers see it, only
+//! after its record is synced; the last region is synced before a record
+//! goes to the other one; and a region is written over only after a synced
+//! durable commit whose LSN covers every record in it.
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;
@@ -641,16 +643,40 @@ impl Wal {
         Ok([handle(&self.regions[0])?, handle(&self.regions[1])?])
     }
 
-    /// Takes back the record just appended, whose transaction then failed to
-    /// commit: its header is overwritten with zeros, so recovery ends the log
-    /// before it.
+    /// Takes back the record just appended (if one was), whose transaction
+    /// then failed to commit: its header is overwritten with zeros, so
+    /// recovery ends the log before it.
     pub(crate) fn retract(&mut self) -> Result<(), StoreError> {
-        self.pending_end = None;
+        if self.pending_end.take().is_none() {
+            return Ok(());
+        }
         let region = &self.regions[self.current];
         region
             .file
             .write_all_at(&[0u8; HEADER], self.pos)
             .and_then(|()| region.file.sync_data())
+            .map_err(|e| log_err(&region.path, e))
+    }
+
+    /// Syncs the region records go to now, on the caller's thread. A
+    /// checkpoint does this before its commit, with its own record
+    /// appended: the records after it go to the other region, and none of
+    /// them may reach the disk before every record of this one (the sync
+    /// thread syncs a group's regions one after the other, and the kernel
+    /// writes pages back in any order), or a crash could leave a hole
+    /// between the regions. The store file is not being synced then (the
+    /// last checkpoint's sync is done), so this sync is a short one.
+    pub(crate) fn seal(&self) -> Result<(), StoreError> {
+        let region = &self.regions[self.current];
+        if crate::faults::hit(crate::faults::LOG_SYNC) {
+            return Err(log_err(
+                &region.path,
+                std::io::Error::other("injected by fault point store::log_sync"),
+            ));
+        }
+        region
+            .file
+            .sync_data()
             .map_err(|e| log_err(&region.path, e))
     }
 

@@ -393,11 +393,16 @@ fn commit_batch(
                 // is on disk only once its sync, which runs beside the
                 // writer, is done.
                 mark_applied(&txn, wal.next_lsn())?;
+                wal.append(log.into_bytes())?;
+                return wal.seal();
             }
             wal.append(log.into_bytes())
         })();
         if let Err(e) = logged {
             drop(txn);
+            if let Err(retract) = wal.retract() {
+                tracing::error!(error = %retract, "a checkpoint whose log sync failed could not be taken out of the commit log; it will be replayed at the next open");
+            }
             return Err(fail_replies(replies, e));
         }
         // Readers that see this commit wait until its record is synced.
