@@ -38,7 +38,11 @@
 //!
 //! Each file starts with a header naming the store file it belongs to (a
 //! random identity kept in the store's `system` table); recovery refuses a
-//! log of another store file rather than replay its records here.
+//! log of another store file rather than replay its records here. The
+//! header also holds an epoch drawn at each open, which every record's
+//! checksum covers: the records an earlier open left in a region (after a
+//! crash, some of them beyond a torn one) can never be read as this
+//! open's.
 //!
 //! Recovery (at open): redb comes back at its last durable commit, whose
 //! `wal_applied` LSN says which records it holds; the records after it are
@@ -95,13 +99,18 @@ pub(crate) const CHECKPOINT_AGE: Duration = Duration::from_millis(125);
 const GROW: u64 = 8 << 20;
 
 const MAGIC: u32 = 0x5042_4c47; // "PBLG"
-/// The file's header: magic, format version, the store file's identity.
-/// Logs written before it existed start with a record instead, and are
-/// still read (once, at the open that replays them).
+/// The file's header: magic, format version, the store file's identity,
+/// and (from version 2) the epoch: a random number drawn at each open,
+/// which every record's checksum covers, so a record an earlier open left
+/// in the file never reads as part of this one's log (a new record can end
+/// exactly where an old one starts). Logs of version 1 (no epoch) and logs
+/// written before the header existed (starting with a record) are still
+/// read, once, at the open that replays them.
 const FILE_MAGIC: u32 = 0x5042_4c48; // "PBLH"
-const FILE_VERSION: u32 = 1;
-const FILE_HEADER: u64 = 16;
-/// magic, payload length, LSN, CRC-32 of (length, LSN, payload).
+const FILE_VERSION: u32 = 2;
+const FILE_HEADER: u64 = 24;
+const FILE_HEADER_V1: usize = 16;
+/// magic, payload length, LSN, CRC-32 of (the epoch, length, LSN, payload).
 const HEADER: usize = 4 + 4 + 8 + 4;
 
 /// The path of the commit log of the store file at `store`.
@@ -142,6 +151,8 @@ pub(crate) struct Wal {
     /// The sync (counted in `syncs`) of the last checkpoint: until it is
     /// done, the region before it still holds records a crash would need.
     checkpoint_sync: u64,
+    /// This open's epoch, which every record's checksum covers.
+    epoch: u64,
 }
 
 /// One file of the log.
@@ -156,7 +167,7 @@ struct Region {
 
 impl Region {
     /// Opens (or creates) the region at `path` and writes its header.
-    fn open(path: &Path, store_id: u64) -> Result<Region, StoreError> {
+    fn open(path: &Path, store_id: u64, epoch: u64) -> Result<Region, StoreError> {
         let existed = path.exists();
         let file = OpenOptions::new()
             .read(true)
@@ -173,7 +184,7 @@ impl Region {
                     .map_err(|e| log_err(path, e))?;
             }
         }
-        file.write_all_at(&file_header(store_id), 0)
+        file.write_all_at(&file_header(store_id, epoch), 0)
             .and_then(|()| file.sync_all())
             .map_err(|e| log_err(path, e))?;
         let allocated = file.metadata().map_err(|e| log_err(path, e))?.len();
@@ -223,11 +234,7 @@ pub(crate) fn store_id(db: &Database) -> Result<u64, StoreError> {
     if let Some(id) = store_id_if_any(db)? {
         return Ok(id);
     }
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).map_err(|e| {
-        StoreError::Storage(format!("no random bytes for the store's identity: {e}"))
-    })?;
-    let id = u64::from_le_bytes(bytes);
+    let id = random_u64("the store's identity")?;
     let txn = db.begin_write().map_err(storage_err)?;
     txn.open_table(SYSTEM)
         .map_err(storage_err)?
@@ -237,26 +244,68 @@ pub(crate) fn store_id(db: &Database) -> Result<u64, StoreError> {
     Ok(id)
 }
 
+/// A random number, for `what`.
+fn random_u64(what: &str) -> Result<u64, StoreError> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| StoreError::Storage(format!("no random bytes for {what}: {e}")))?;
+    Ok(u64::from_le_bytes(bytes))
+}
+
 /// The store file's identity, if it has one yet.
 fn store_id_if_any(db: &Database) -> Result<Option<u64>, StoreError> {
     system_value(db, STORE_ID)
 }
 
-/// The log's header for the store file `store_id`.
-fn file_header(store_id: u64) -> [u8; FILE_HEADER as usize] {
+/// The log's header for the store file `store_id`, written at an open
+/// whose records carry `epoch`.
+fn file_header(store_id: u64, epoch: u64) -> [u8; FILE_HEADER as usize] {
     let mut header = [0u8; FILE_HEADER as usize];
     header[0..4].copy_from_slice(&FILE_MAGIC.to_le_bytes());
     header[4..8].copy_from_slice(&FILE_VERSION.to_le_bytes());
     header[8..16].copy_from_slice(&store_id.to_le_bytes());
+    header[16..24].copy_from_slice(&epoch.to_le_bytes());
     header
 }
 
-/// The store identity in a log's header, if it has one.
-fn header_id(bytes: &[u8]) -> Option<u64> {
-    let header = bytes.get(..FILE_HEADER as usize)?;
-    let word = |i: usize| u32::from_le_bytes(header[i..i + 4].try_into().expect("4 bytes"));
-    (word(0) == FILE_MAGIC && word(4) == FILE_VERSION)
-        .then(|| u64::from_le_bytes(header[8..16].try_into().expect("8 bytes")))
+/// What a log file's header says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LogHeader {
+    store_id: u64,
+    /// The epoch its records' checksums cover (none in version 1).
+    epoch: Option<u64>,
+    /// Where its records start.
+    len: usize,
+}
+
+/// A log's header, if it has one.
+fn header_of(bytes: &[u8]) -> Option<LogHeader> {
+    let u32_at = |i: usize| Some(u32::from_le_bytes(bytes.get(i..i + 4)?.try_into().ok()?));
+    let u64_at = |i: usize| Some(u64::from_le_bytes(bytes.get(i..i + 8)?.try_into().ok()?));
+    if u32_at(0)? != FILE_MAGIC {
+        return None;
+    }
+    match u32_at(4)? {
+        1 => Some(LogHeader {
+            store_id: u64_at(8)?,
+            epoch: None,
+            len: FILE_HEADER_V1,
+        }),
+        FILE_VERSION => Some(LogHeader {
+            store_id: u64_at(8)?,
+            epoch: Some(u64_at(16)?),
+            len: FILE_HEADER as usize,
+        }),
+        _ => None,
+    }
+}
+
+/// A region's records: after its header, read with its epoch.
+fn region_records(bytes: &[u8]) -> Vec<(u64, &[u8])> {
+    match header_of(bytes) {
+        Some(h) => read_records(&bytes[h.len..], h.epoch),
+        None => read_records(bytes, None),
+    }
 }
 
 /// Records in `txn` that the file holds every record through `lsn`. Not
@@ -284,12 +333,7 @@ pub(crate) fn recover(db: &Database, path: &Path) -> Result<Recovered, StoreErro
     // file's LSN continue each other.
     let mut todo: Vec<(u64, &[u8])> = Vec::new();
     for (_, bytes) in &files {
-        let start = if header_id(bytes).is_some() {
-            FILE_HEADER as usize
-        } else {
-            0
-        };
-        let records = bytes.get(start..).map(read_records).unwrap_or_default();
+        let records = region_records(bytes);
         todo.extend(records.into_iter().filter(|(lsn, _)| *lsn > applied));
     }
     todo.sort_by_key(|(lsn, _)| *lsn);
@@ -342,7 +386,10 @@ fn read_region(db: &Database, path: &Path) -> Result<Vec<u8>, StoreError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(bytes),
         Err(e) => return Err(log_err(path, e)),
     }
-    if let Some(log_id) = header_id(&bytes) {
+    if let Some(LogHeader {
+        store_id: log_id, ..
+    }) = header_of(&bytes)
+    {
         let this = store_id_if_any(db)?;
         if this != Some(log_id) {
             return Err(corrupt(format!(
@@ -358,9 +405,10 @@ fn read_region(db: &Database, path: &Path) -> Result<Vec<u8>, StoreError> {
     Ok(bytes)
 }
 
-/// The log's records, from its start, while each is whole and numbered one
-/// more than the one before.
-fn read_records(mut bytes: &[u8]) -> Vec<(u64, &[u8])> {
+/// The log's records, from its start, while each is whole (its checksum
+/// covering `epoch`, if its file has one) and numbered one more than the
+/// one before.
+fn read_records(mut bytes: &[u8], epoch: Option<u64>) -> Vec<(u64, &[u8])> {
     let mut out: Vec<(u64, &[u8])> = Vec::new();
     while bytes.len() >= HEADER {
         let (header, rest) = bytes.split_at(HEADER);
@@ -371,7 +419,7 @@ fn read_records(mut bytes: &[u8]) -> Vec<(u64, &[u8])> {
             break;
         }
         let payload = &rest[..len];
-        if checksum(&header[4..16], payload) != crc {
+        if checksum(epoch, &header[4..16], payload) != crc {
             break;
         }
         if out.last().is_some_and(|(prev, _)| lsn != prev + 1) {
@@ -383,8 +431,11 @@ fn read_records(mut bytes: &[u8]) -> Vec<(u64, &[u8])> {
     out
 }
 
-fn checksum(len_and_lsn: &[u8], payload: &[u8]) -> u32 {
+fn checksum(epoch: Option<u64>, len_and_lsn: &[u8], payload: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
+    if let Some(epoch) = epoch {
+        h.update(&epoch.to_le_bytes());
+    }
     h.update(len_and_lsn);
     h.update(payload);
     h.finalize()
@@ -532,12 +583,14 @@ impl Wal {
         syncs: Arc<SyncState>,
     ) -> Result<Wal, StoreError> {
         syncs.wait_all().map_err(StoreError::Storage)?;
+        let epoch = random_u64("the commit log's epoch")?;
         let [first, second] = region_paths(path);
         Ok(Wal {
             regions: [
-                Region::open(&first, store_id)?,
-                Region::open(&second, store_id)?,
+                Region::open(&first, store_id, epoch)?,
+                Region::open(&second, store_id, epoch)?,
             ],
+            epoch,
             current: 0,
             pos: FILE_HEADER,
             pending_end: None,
@@ -601,7 +654,7 @@ impl Wal {
         record[0..4].copy_from_slice(&MAGIC.to_le_bytes());
         record[4..8].copy_from_slice(&len.to_le_bytes());
         record[8..16].copy_from_slice(&lsn.to_le_bytes());
-        let crc = checksum(&record[4..16], &record[HEADER..]);
+        let crc = checksum(Some(self.epoch), &record[4..16], &record[HEADER..]);
         record[16..20].copy_from_slice(&crc.to_le_bytes());
         let end = self.pos + record.len() as u64;
         let region = &mut self.regions[self.current];
@@ -697,12 +750,17 @@ impl Wal {
 mod tests {
     use super::*;
 
+    /// A record of a log without an epoch (headerless or version 1).
     fn record(lsn: u64, payload: &[u8]) -> Vec<u8> {
+        record_in(None, lsn, payload)
+    }
+
+    fn record_in(epoch: Option<u64>, lsn: u64, payload: &[u8]) -> Vec<u8> {
         let mut r = Vec::new();
         r.extend_from_slice(&MAGIC.to_le_bytes());
         r.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         r.extend_from_slice(&lsn.to_le_bytes());
-        let crc = checksum(&r[4..16], payload);
+        let crc = checksum(epoch, &r[4..16], payload);
         r.extend_from_slice(&crc.to_le_bytes());
         r.extend_from_slice(payload);
         r
@@ -710,13 +768,17 @@ mod tests {
 
     /// A log record putting `key` -> 1 in the store's `system` table.
     fn put_record(lsn: u64, key: &str) -> Vec<u8> {
+        put_record_in(None, lsn, key)
+    }
+
+    fn put_record_in(epoch: Option<u64>, lsn: u64, key: &str) -> Vec<u8> {
         // The encoding of `OpLog`: PUT, table code 2 (`system`), key, value.
         let mut payload = vec![1u8, 2];
         payload.extend_from_slice(&(key.len() as u32).to_le_bytes());
         payload.extend_from_slice(key.as_bytes());
         payload.extend_from_slice(&8u32.to_le_bytes());
         payload.extend_from_slice(&1u64.to_le_bytes());
-        record(lsn, &payload)
+        record_in(epoch, lsn, &payload)
     }
 
     fn system_keys(db: &Database) -> Vec<String> {
@@ -812,26 +874,58 @@ mod tests {
     }
 
     #[test]
+    fn a_record_an_earlier_open_left_behind_is_not_read_as_part_of_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb");
+        let db = Database::create(&path).unwrap();
+        let id = store_id(&db).unwrap();
+        let log = dir.path().join("s.redb-log");
+        // This open (epoch 2) wrote record 1; an earlier one (epoch 1) left
+        // a whole record 2 right after where the new record 1 ends.
+        std::fs::write(
+            &log,
+            [
+                file_header(id, 2).to_vec(),
+                put_record_in(Some(2), 1, "a"),
+                put_record_in(Some(1), 2, "stale"),
+            ]
+            .concat(),
+        )
+        .unwrap();
+        assert_eq!(recover(&db, &log).unwrap().records, 1);
+        assert_eq!(system_keys(&db), ["a", STORE_ID, WAL_APPLIED]);
+
+        // A log of version 1 (no epoch) is still read.
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        let id = store_id(&db).unwrap();
+        let log = dir.path().join("t.redb-log");
+        let mut v1 = file_header(id, 0)[..FILE_HEADER_V1].to_vec();
+        v1[4..8].copy_from_slice(&1u32.to_le_bytes());
+        std::fs::write(&log, [v1, put_record(1, "a"), put_record(2, "b")].concat()).unwrap();
+        assert_eq!(recover(&db, &log).unwrap().records, 2);
+    }
+
+    #[test]
     fn reads_whole_consecutive_records_and_stops_at_the_first_that_is_not() {
         let mut log = [record(7, b"a"), record(8, b"bb"), record(9, b"")].concat();
         let whole = log.clone();
         assert_eq!(
-            read_records(&whole),
+            read_records(&whole, None),
             vec![(7, &b"a"[..]), (8, &b"bb"[..]), (9, &b""[..])]
         );
         // A torn last record.
         log.extend_from_slice(&record(10, b"cc")[..HEADER + 1]);
-        assert_eq!(read_records(&log).len(), 3);
+        assert_eq!(read_records(&log, None).len(), 3);
         // A flipped payload byte ends the log there.
         let mut flipped = whole.clone();
         flipped[HEADER] ^= 1;
-        assert!(read_records(&flipped).is_empty());
+        assert!(read_records(&flipped, None).is_empty());
         // A record of an earlier round after the current ones.
         let stale = [record(7, b"a"), record(8, b"b"), record(3, b"old")].concat();
-        assert_eq!(read_records(&stale).len(), 2);
+        assert_eq!(read_records(&stale, None).len(), 2);
         // Zeros (the preallocated tail) are not a record.
         let zeros = [record(1, b"x"), vec![0; 64]].concat();
-        assert_eq!(read_records(&zeros).len(), 1);
+        assert_eq!(read_records(&zeros, None).len(), 1);
     }
 
     #[test]
@@ -857,8 +951,8 @@ mod tests {
             "{} {end}",
             bytes.len()
         );
-        assert_eq!(header_id(&bytes), Some(7));
-        let records = read_records(&bytes[FILE_HEADER as usize..]);
+        assert_eq!(header_of(&bytes).map(|h| h.store_id), Some(7));
+        let records = region_records(&bytes);
         assert_eq!(records.len(), n);
         for (i, (lsn, payload)) in records.iter().enumerate() {
             assert_eq!(*lsn, i as u64 + 1);
@@ -898,11 +992,8 @@ mod tests {
         drop(wal);
         let [first, second] = region_paths(&path).map(|p| std::fs::read(p).unwrap());
         let lsns = |bytes: &[u8]| -> Vec<u64> {
-            assert_eq!(header_id(bytes), Some(7));
-            read_records(&bytes[FILE_HEADER as usize..])
-                .iter()
-                .map(|(lsn, _)| *lsn)
-                .collect()
+            assert_eq!(header_of(bytes).map(|h| h.store_id), Some(7));
+            region_records(bytes).iter().map(|(lsn, _)| *lsn).collect()
         };
         assert_eq!((lsns(&first), lsns(&second)), (vec![1, 2], vec![3]));
     }
@@ -935,7 +1026,11 @@ mod tests {
         // The other store's log: its header, then record 1.
         std::fs::write(
             &log,
-            [file_header(other_id).to_vec(), put_record(1, "a")].concat(),
+            [
+                file_header(other_id, 9).to_vec(),
+                put_record_in(Some(9), 1, "a"),
+            ]
+            .concat(),
         )
         .unwrap();
         let e = recover(&mine, &log).unwrap_err().to_string();
