@@ -31,10 +31,11 @@
 //! log has two regions, two files (`<store>-log` and `<store>-log.1`): a
 //! checkpoint's record ends one region, which the writer syncs before the
 //! checkpoint commits (so no later record can reach the disk before it),
-//! and the records after it start the other from its beginning. The next checkpoint waits until this one's
-//! sync is done, since until then a crash brings back the file of the
-//! checkpoint before, which needs every record of the region just left.
-//! When it switches back, that region's records are all in the file.
+//! and the records after it start the other from its beginning. The next
+//! checkpoint waits until this one's sync is done, since until then a crash
+//! brings back the file of the checkpoint before, which needs every record
+//! of the region just left. When it switches back, that region's records
+//! are all in the file.
 //!
 //! Each file starts with a header naming the store file it belongs to (a
 //! random identity kept in the store's `system` table); recovery refuses a
@@ -80,8 +81,8 @@ use super::tables::{STORE_ID, SYSTEM, WAL_APPLIED};
 /// A checkpoint holds the writer while redb writes every page the interval
 /// dirtied (about 1.6 bytes of pages per byte of log, measured); it used to
 /// hold it for their sync too (together about 2.3 ms per MB of log here),
-/// which now runs beside the writer (`deferred`). For append-heavy work the bytes
-/// per event barely depend on the interval, so short intervals cost little
+/// which now runs beside the writer (`deferred`). For append-heavy work the
+/// bytes per event barely depend on the interval, so short intervals cost little
 /// throughput and keep the stalls short: with 64 MB / 2 s the stalls were
 /// 50-150 ms and set the p99 of every latency bench. At 5,000 events/s the
 /// age decides: 250 ms gave a median p99 of ~21 ms against ~35 ms for
@@ -325,14 +326,14 @@ pub(crate) fn mark_applied(txn: &redb::WriteTransaction, lsn: u64) -> Result<(),
 /// elsewhere).
 pub(crate) fn recover(db: &Database, path: &Path) -> Result<Recovered, StoreError> {
     let applied = applied_lsn(db)?;
-    let files = region_paths(path)
-        .map(|p| read_region(db, &p).map(|bytes| (p, bytes)))
+    let regions = region_paths(path)
+        .map(|p| read_region(db, &p))
         .into_iter()
         .collect::<Result<Vec<_>, _>>()?;
     // Each region holds one run of consecutive records; the runs after the
     // file's LSN continue each other.
     let mut todo: Vec<(u64, &[u8])> = Vec::new();
-    for (_, bytes) in &files {
+    for bytes in &regions {
         let records = region_records(bytes);
         todo.extend(records.into_iter().filter(|(lsn, _)| *lsn > applied));
     }
@@ -439,6 +440,17 @@ fn checksum(epoch: Option<u64>, len_and_lsn: &[u8], payload: &[u8]) -> u32 {
     h.update(len_and_lsn);
     h.update(payload);
     h.finalize()
+}
+
+/// Syncs a region of the log (`fdatasync`: its length does not change), at
+/// the fault point [`crate::faults::LOG_SYNC`].
+pub(crate) fn sync_log(file: &File) -> std::io::Result<()> {
+    if crate::faults::hit(crate::faults::LOG_SYNC) {
+        return Err(std::io::Error::other(
+            "injected by fault point store::log_sync",
+        ));
+    }
+    file.sync_data()
 }
 
 fn log_err(path: &Path, e: std::io::Error) -> StoreError {
@@ -721,16 +733,7 @@ impl Wal {
     /// last checkpoint's sync is done), so this sync is a short one.
     pub(crate) fn seal(&self) -> Result<(), StoreError> {
         let region = &self.regions[self.current];
-        if crate::faults::hit(crate::faults::LOG_SYNC) {
-            return Err(log_err(
-                &region.path,
-                std::io::Error::other("injected by fault point store::log_sync"),
-            ));
-        }
-        region
-            .file
-            .sync_data()
-            .map_err(|e| log_err(&region.path, e))
+        sync_log(&region.file).map_err(|e| log_err(&region.path, e))
     }
 
     /// The batch whose record was just appended was committed durably by

@@ -34,7 +34,7 @@ use crate::StoreError;
 use super::catalog::CatalogChange;
 use super::context::WriteContext;
 use super::logged::OpLog;
-use super::wal::{Wal, mark_applied};
+use super::wal::{Wal, mark_applied, sync_log};
 use super::{Durability, Shared, storage_err};
 
 /// Most operations committed in one transaction.
@@ -393,10 +393,12 @@ fn commit_batch(
                 // is on disk only once its sync, which runs beside the
                 // writer, is done.
                 mark_applied(&txn, wal.next_lsn())?;
-                wal.append(log.into_bytes())?;
-                return wal.seal();
             }
-            wal.append(log.into_bytes())
+            wal.append(log.into_bytes())?;
+            if checkpoint {
+                wal.seal()?;
+            }
+            Ok::<_, StoreError>(())
         })();
         if let Err(e) = logged {
             drop(txn);
@@ -562,15 +564,6 @@ fn sync_loop(files: &[std::fs::File; 2], shared: &Shared, rx: &Receiver<Done>) {
             }
         }
     }
-}
-
-fn sync_log(file: &std::fs::File) -> std::io::Result<()> {
-    if crate::faults::hit(crate::faults::LOG_SYNC) {
-        return Err(std::io::Error::other(
-            "injected by fault point store::log_sync",
-        ));
-    }
-    file.sync_data()
 }
 
 /// Runs every job of a batch in `txn`, collecting their answers. A storage
