@@ -125,10 +125,10 @@ async fn open(dir: &std::path::Path, name: &str) -> Arc<EmbeddedStore> {
 
 /// The store's page cache: `POSTBOX_BENCH_CACHE_MB`, else the default.
 fn cache_bytes() -> usize {
-    std::env::var("POSTBOX_BENCH_CACHE_MB")
-        .ok()
-        .and_then(|s| s.parse::<usize>().ok())
-        .map_or(postbox_store::embedded::DEFAULT_CACHE_BYTES, |mb| mb << 20)
+    env_or(
+        "POSTBOX_BENCH_CACHE_MB",
+        postbox_store::embedded::DEFAULT_CACHE_BYTES >> 20,
+    ) << 20
 }
 
 /// A durable store; `commit_log: false` makes every commit a durable redb
@@ -485,9 +485,7 @@ fn main() {
         println!("emit benchmark: durable (fsync) commits, 1 KB payloads, one extra write per emit, {secs} s per scenario, 2 tokio workers");
         let catalog = Catalog::from_toml(CATALOG, "bench").unwrap();
         let mut group = EngineOptions::default();
-        if let Some(d) = std::env::var("POSTBOX_BENCH_DEPTH").ok().and_then(|s| s.parse().ok()) {
-            group.pipeline_depth = d;
-        }
+        group.pipeline_depth = env_or("POSTBOX_BENCH_DEPTH", group.pipeline_depth);
         // POSTBOX_BENCH_ONLY=verify: fill a log quickly (no fsync; POSTBOX_BENCH_FILL events per
         // emitter, 64 emitters), break one event's time down, and print the verify lines
         // POSTBOX_BENCH_RUNS times (for profiling).
