@@ -1,43 +1,57 @@
-//! A redb storage backend whose `sync_data` runs on a thread of its own.
-//! The store wraps redb's `FileBackend` in it when it has a commit log.
+//! A redb storage backend whose writes and syncs run on a thread of their
+//! own. The store wraps redb's `FileBackend` in it when it has a commit log.
 //!
-//! redb's durable commit writes the commit's pages and its header, then
-//! syncs. With this backend that sync is handed to the backend's thread and
-//! the commit returns while the disk works; the writer goes on with the next
-//! batch instead of waiting several milliseconds. Order is kept: any later
-//! `write` or `set_len` (a later commit's pages, the next header) waits until
-//! the sync before it finished, so the file never holds a later commit's
-//! bytes before an earlier commit is on disk. A crash while a sync is in
-//! flight is therefore the same as a crash inside redb's own commit: the
-//! file comes back at the commit before, or at this one.
+//! redb's durable commit (a checkpoint) writes every page the commits since
+//! the last one dirtied, then its header, then syncs. With this backend
+//! each `write` copies its page into a queue and `sync_data` queues a sync;
+//! the backend's thread applies them to the file in the order they were
+//! asked for, and the commit returns while the page cache and the disk work.
+//! The writer goes on with the next batch instead of spending several
+//! milliseconds in `pwrite` and `fdatasync`.
 //!
-//! Commits without durability keep their pages in redb's write buffer, so
-//! they do not wait, but whatever writes to the file does while a sync is
-//! in flight: a transaction that grows the file (redb resizes it and syncs
-//! the new length at once), redb's evictions when its write buffer is over
-//! budget, and a reader that misses the cache while committed pages are
-//! buffered (redb then writes some of them out first). Those wait as the
-//! writer used to wait for every checkpoint; with the store within its
-//! cache (1 GiB by default) the first is the only one the benchmarks hit.
+//! Order is kept because the thread does one thing at a time, in order: a
+//! later commit's pages reach the file only after the sync before them has
+//! finished, so the file never holds a later commit's bytes before an
+//! earlier commit is on disk. A crash with work queued is therefore the same
+//! as a crash inside redb's own commit: the file comes back at the commit
+//! before, or at this one.
+//!
+//! What still waits: `set_len` (a transaction that grows the file) waits
+//! until the queue is done, a `read` of a page whose write is still queued
+//! (a miss in redb's cache) waits for that write, and a write waits while
+//! [`MAX_QUEUED`] bytes of writes are queued.
 //!
 //! So a durable commit is durable only once [`SyncState::synced`] has
 //! passed the sync it asked for; the commit log keeps every record until
 //! then (see `wal`).
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::ops::Bound;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use redb::{BackendError, StorageBackend};
 
 /// What redb's backend I/O methods return (without its experimental API).
 type BackendIoError = std::io::Error;
 
-/// Progress of the syncs asked of a [`DeferredSync`] backend.
+/// Bytes of page writes the queue holds before a `write` waits: more than
+/// a checkpoint of the default 16 MB of log writes (about 1.6 bytes of
+/// pages per byte of log).
+pub(crate) const MAX_QUEUED: usize = 64 << 20;
+
+/// Progress of the writes and syncs asked of a [`DeferredSync`] backend.
 #[derive(Default)]
 pub(crate) struct SyncState {
     inner: Mutex<Counts>,
     changed: Condvar,
+}
+
+/// One thing asked of the backend's thread.
+enum Op {
+    Write(u64, Vec<u8>),
+    /// The `n`-th sync asked for.
+    Sync(u64),
 }
 
 #[derive(Default)]
@@ -46,34 +60,49 @@ struct Counts {
     requested: u64,
     /// Syncs finished: every write before the `done`-th request is on disk.
     done: u64,
-    /// The failed sync; every later write and sync reports it, and no sync
-    /// after it finishes.
+    /// What the thread has still to do, in order.
+    queue: VecDeque<Op>,
+    /// Bytes of the writes in `queue`.
+    queued_bytes: usize,
+    /// The thread is working on something it took from the queue.
+    busy: bool,
+    /// The range of the write the thread is applying, if it is one.
+    writing: Option<(u64, usize)>,
+    /// The failed write or sync; every later write and sync reports it, and
+    /// nothing after it reaches the file.
     failed: Option<String>,
     /// The backend is closing: the thread ends once nothing is asked of it.
     stopping: bool,
+}
+
+impl Counts {
+    fn idle(&self) -> bool {
+        self.queue.is_empty() && !self.busy
+    }
 }
 
 impl SyncState {
     /// The number of syncs asked for so far: once [`SyncState::synced`]
     /// reaches it, every write made before it is on disk.
     pub(crate) fn requested(&self) -> u64 {
-        self.inner.lock().unwrap().requested
+        self.lock().requested
     }
 
     /// The number of syncs finished.
     pub(crate) fn synced(&self) -> u64 {
-        self.inner.lock().unwrap().done
+        self.lock().done
     }
 
-    /// Why a sync failed, if one did.
+    /// Why a write or sync failed, if one did.
     pub(crate) fn failure(&self) -> Option<String> {
-        self.inner.lock().unwrap().failed.clone()
+        self.lock().failed.clone()
     }
 
-    /// Waits until every sync asked for so far has finished.
+    /// Waits until everything asked so far has reached the file (and every
+    /// sync asked for has finished).
     pub(crate) fn wait_all(&self) -> Result<(), String> {
-        let mut counts = self.inner.lock().unwrap();
-        while counts.done < counts.requested && counts.failed.is_none() {
+        let mut counts = self.lock();
+        while !counts.idle() && counts.failed.is_none() {
             counts = self.changed.wait(counts).unwrap();
         }
         match &counts.failed {
@@ -81,25 +110,29 @@ impl SyncState {
             None => Ok(()),
         }
     }
+
+    fn lock(&self) -> MutexGuard<'_, Counts> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 #[cfg(test)]
 impl SyncState {
     /// A sync is asked for, as the backend's `sync_data` does.
     pub(crate) fn ask(&self) {
-        self.inner.lock().unwrap().requested += 1;
+        self.lock().requested += 1;
     }
 
     /// Every sync asked for finishes, as the backend's thread does.
     pub(crate) fn finish(&self) {
-        let mut counts = self.inner.lock().unwrap();
+        let mut counts = self.lock();
         counts.done = counts.requested;
         self.changed.notify_all();
     }
 }
 
-/// A storage backend (redb's `FileBackend`, in a store) whose syncs run
-/// on a thread of their own.
+/// A storage backend (redb's `FileBackend`, in a store) whose writes and
+/// syncs run on a thread of their own.
 pub(crate) struct DeferredSync<B: StorageBackend> {
     file: Arc<B>,
     state: Arc<SyncState>,
@@ -138,36 +171,69 @@ impl<B: StorageBackend> DeferredSync<B> {
         self.state.clone()
     }
 
-    /// Waits for the syncs asked so far, so that a write may follow them.
+    /// Waits until the thread has done everything asked so far, so that the
+    /// file is as the calls so far left it.
     fn settle(&self) -> Result<(), BackendIoError> {
         self.state.wait_all().map_err(|e| io_err(&e))
     }
 }
 
-/// The sync thread: one `fdatasync` serves every sync asked for while the
-/// last one ran. After a failure it stops; the failure stays on record.
+/// The backend's thread: takes what is queued, in order, and applies it.
+/// A run of syncs with no write between them is one `fdatasync`. After a
+/// failure it stops; the failure stays on record and nothing queued after
+/// it reaches the file.
 fn run(file: &impl StorageBackend, state: &SyncState) {
-    let mut counts = state.inner.lock().unwrap();
+    let mut counts = state.lock();
     loop {
-        while counts.done == counts.requested && !counts.stopping {
+        while counts.queue.is_empty() && !counts.stopping {
             counts = state.changed.wait(counts).unwrap();
         }
-        if counts.done == counts.requested {
+        let Some(op) = counts.queue.pop_front() else {
             return;
-        }
-        let target = counts.requested;
-        drop(counts);
-        let result = if crate::faults::hit(crate::faults::CHECKPOINT_SYNC) {
-            Err(std::io::Error::other(
-                "injected by fault point store::checkpoint_sync",
-            ))
-        } else {
-            file.sync_data()
         };
-        counts = state.inner.lock().unwrap();
+        let mut synced = None;
+        let result = match op {
+            Op::Write(offset, data) => {
+                counts.busy = true;
+                counts.writing = Some((offset, data.len()));
+                drop(counts);
+                let r = file.write(offset, &data);
+                counts = state.lock();
+                counts.writing = None;
+                counts.queued_bytes -= data.len();
+                r.map_err(|e| format!("store file write: {e}"))
+            }
+            Op::Sync(mut n) => {
+                while let Some(Op::Sync(next)) = counts.queue.front() {
+                    n = *next;
+                    counts.queue.pop_front();
+                }
+                counts.busy = true;
+                drop(counts);
+                let r = if crate::faults::hit(crate::faults::CHECKPOINT_SYNC) {
+                    Err(std::io::Error::other(
+                        "injected by fault point store::checkpoint_sync",
+                    ))
+                } else {
+                    file.sync_data()
+                };
+                counts = state.lock();
+                synced = Some(n);
+                r.map_err(|e| format!("store file sync: {e}"))
+            }
+        };
+        counts.busy = false;
         match result {
-            Ok(()) => counts.done = target,
-            Err(e) => counts.failed = Some(format!("store file sync: {e}")),
+            Ok(()) => {
+                if let Some(n) = synced {
+                    counts.done = n;
+                }
+            }
+            Err(e) => {
+                counts.failed = Some(e);
+                counts.queue.clear();
+                counts.queued_bytes = 0;
+            }
         }
         state.changed.notify_all();
         if counts.failed.is_some() {
@@ -182,6 +248,27 @@ impl<B: StorageBackend> StorageBackend for DeferredSync<B> {
     }
 
     fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), BackendIoError> {
+        // A page redb reads back may still be queued: wait for the writes
+        // that overlap it (not for the rest, nor for a sync). A write queued
+        // after this look is a later commit's, to pages no reader sees yet.
+        let end = offset + out.len() as u64;
+        let overlaps = |at: u64, len: usize| at < end && offset < at + len as u64;
+        let mut counts = self.state.lock();
+        loop {
+            if let Some(e) = &counts.failed {
+                return Err(io_err(e));
+            }
+            let queued = counts.writing.is_some_and(|(at, len)| overlaps(at, len))
+                || counts
+                    .queue
+                    .iter()
+                    .any(|op| matches!(op, Op::Write(at, data) if overlaps(*at, data.len())));
+            if !queued {
+                break;
+            }
+            counts = self.state.changed.wait(counts).unwrap();
+        }
+        drop(counts);
         self.file.read(offset, out)
     }
 
@@ -191,28 +278,43 @@ impl<B: StorageBackend> StorageBackend for DeferredSync<B> {
     }
 
     fn sync_data(&self) -> Result<(), BackendIoError> {
-        let mut counts = self.state.inner.lock().unwrap();
+        let mut counts = self.state.lock();
         if let Some(e) = &counts.failed {
             return Err(io_err(e));
         }
         counts.requested += 1;
+        let n = counts.requested;
+        counts.queue.push_back(Op::Sync(n));
         self.state.changed.notify_all();
         Ok(())
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), BackendIoError> {
-        self.settle()?;
-        self.file.write(offset, data)
+        let page = data.to_vec();
+        let mut counts = self.state.lock();
+        while counts.failed.is_none()
+            && counts.queued_bytes > 0
+            && counts.queued_bytes + page.len() > MAX_QUEUED
+        {
+            counts = self.state.changed.wait(counts).unwrap();
+        }
+        if let Some(e) = &counts.failed {
+            return Err(io_err(e));
+        }
+        counts.queued_bytes += page.len();
+        counts.queue.push_back(Op::Write(offset, page));
+        self.state.changed.notify_all();
+        Ok(())
     }
 
     fn close(&self) -> Result<(), BackendIoError> {
         let settled = self.settle();
-        self.state.inner.lock().unwrap().stopping = true;
+        self.state.lock().stopping = true;
         self.state.changed.notify_all();
         if let Some(thread) = self.thread.lock().unwrap().take() {
             let _ = thread.join();
         }
-        // Closed even after a failed sync: closing releases the file's locks.
+        // Closed even after a failure: closing releases the file's locks.
         let closed = self.file.close();
         settled.and(closed)
     }
@@ -314,49 +416,78 @@ mod tests {
         let backend = DeferredSync::new(Shared(disk.clone())).unwrap();
         backend.set_len(8192).unwrap();
         backend.write(0, &[1; 16]).unwrap();
+        backend.state().wait_all().unwrap();
         (disk, Arc::new(backend))
     }
 
     #[test]
-    fn a_sync_returns_at_once_and_the_next_write_waits_for_it() {
+    fn writes_and_syncs_return_at_once_and_reach_the_file_in_order() {
         let (disk, backend) = backend();
         let state = backend.state();
         backend.sync_data().unwrap();
+        backend.write(4096, &[2; 16]).unwrap();
         assert_eq!((state.requested(), state.synced()), (1, 0), "in flight");
-        let next = {
-            let backend = backend.clone();
-            std::thread::spawn(move || backend.write(4096, &[2; 16]))
-        };
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(
             disk.calls(),
             ["set_len 8192", "write 0"],
-            "a write after a sync waits until the sync is done"
+            "a write after a sync stays queued until the sync is done"
         );
         disk.open(true);
-        next.join().unwrap().unwrap();
+        state.wait_all().unwrap();
         assert_eq!(
             disk.calls(),
             ["set_len 8192", "write 0", "sync", "write 4096"]
         );
         assert_eq!(state.synced(), 1);
-        state.wait_all().unwrap();
     }
 
     #[test]
-    fn a_failed_sync_fails_every_later_write_and_sync() {
+    fn a_read_sees_a_queued_write_and_waits_for_nothing_else() {
+        let (disk, backend) = backend();
+        backend.sync_data().unwrap();
+        backend.write(4096, &[2; 16]).unwrap();
+        // The sync is held, so the write behind it is queued.
+        let mut out = [0; 16];
+        backend.read(0, &mut out).unwrap();
+        assert_eq!(out, [1; 16], "a page with no queued write is read at once");
+        let read = {
+            let backend = backend.clone();
+            std::thread::spawn(move || {
+                let mut out = [0; 16];
+                backend.read(4096, &mut out).map(|()| out)
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!read.is_finished(), "the read waits for the queued write");
+        disk.open(true);
+        assert_eq!(read.join().unwrap().unwrap(), [2; 16]);
+    }
+
+    #[test]
+    fn a_failed_sync_fails_every_later_call_and_drops_the_writes_behind_it() {
         let (disk, backend) = backend();
         let state = backend.state();
         backend.sync_data().unwrap();
+        backend.write(4096, &[2; 16]).unwrap();
         disk.open(false);
         let e = state.wait_all().unwrap_err();
         assert!(e.contains("the disk is gone"), "{e}");
         assert_eq!(state.synced(), 0, "the failed sync never counts as done");
         assert_eq!(state.failure(), Some(e.clone()));
-        for result in [backend.write(4096, &[2; 16]), backend.sync_data()] {
+        let mut out = [0; 16];
+        for result in [
+            backend.write(4096, &[3; 16]),
+            backend.sync_data(),
+            backend.read(0, &mut out),
+        ] {
             let e = result.unwrap_err().to_string();
             assert!(e.contains("the disk is gone"), "{e}");
         }
-        assert_eq!(disk.calls(), ["set_len 8192", "write 0", "sync"]);
+        assert_eq!(
+            disk.calls(),
+            ["set_len 8192", "write 0", "sync"],
+            "nothing queued after the failure reaches the file"
+        );
     }
 }

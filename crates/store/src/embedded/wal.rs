@@ -26,8 +26,9 @@
 //! nothing else could ever be read back.
 //!
 //! That commit returns before its pages are on disk: the store file's
-//! backend (`deferred`) syncs on a thread of its own, while the writer goes
-//! on (a checkpoint's sync took 6-8 ms of the writer's time before). So the
+//! backend (`deferred`) writes and syncs them on a thread of its own, while
+//! the writer goes on (a checkpoint's writes and sync took 10-20 ms of the
+//! writer's time before). So the
 //! log has two regions, two files (`<store>-log` and `<store>-log.1`): a
 //! checkpoint's record ends one region, which the writer syncs before the
 //! checkpoint commits (so no later record can reach the disk before it),
