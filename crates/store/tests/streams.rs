@@ -276,12 +276,24 @@ async fn delete_table_drops_its_stream_and_a_new_table_starts_afresh() {
     put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}}))
         .await
         .unwrap();
+    // Keeps the insert's image beside the stream.
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}}}),
+    )
+    .await
+    .unwrap();
     s.set_checkpoint("tbl", "r", 1).await.unwrap();
     s.delete_table("tbl").await.unwrap();
     create(&s, "tbl", None, Some("NEW_IMAGE")).await;
     assert_eq!(records(&s, "tbl").await, vec![]);
     assert_eq!(s.checkpoint("tbl", "r").await.unwrap(), None);
     assert_eq!(get(&s, "tbl", json!({"pk": {"S": "a"}})).await, None);
+    let path = s.dir.path().join("store.redb");
+    let TestStore { store, dir, .. } = s;
+    drop(store);
+    assert_eq!(saved_images(&path), [], "dropped with the table");
+    drop(dir);
 }
 
 #[tokio::test]
@@ -311,4 +323,121 @@ async fn reading_can_start_inside_one_commits_records() {
         let expected: Vec<_> = all[after + 1..].iter().take(2).cloned().collect();
         assert_eq!(from, expected, "after record {after}");
     }
+}
+
+/// Rows of the store file's `stream_images` table: the images kept for
+/// insert records whose items changed after them.
+fn saved_images(path: &std::path::Path) -> Vec<(u32, u64)> {
+    use redb::{ReadableDatabase, ReadableTable};
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_read().unwrap();
+    let def: redb::TableDefinition<(u32, u64), &[u8]> = redb::TableDefinition::new("stream_images");
+    match txn.open_table(def) {
+        Ok(t) => t.iter().unwrap().map(|r| r.unwrap().0.value()).collect(),
+        Err(redb::TableError::TableDoesNotExist(_)) => Vec::new(),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[tokio::test]
+async fn an_inserts_record_keeps_its_image_whatever_happens_to_the_item_after() {
+    // An insert's record refers to its item's row rather than copying it;
+    // every later change of the item must leave the record as it was.
+    let s = open_with_table(None).await;
+    for k in ["a", "b", "c", "d"] {
+        put(
+            &s,
+            json!({"TableName": "tbl", "Item": {"pk": {"S": k}, "v": {"N": "1"}}}),
+        )
+        .await
+        .unwrap();
+    }
+    update(
+        &s,
+        json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "SET v = :v",
+        "ExpressionAttributeValues": {":v": {"N": "2"}}}),
+    )
+    .await
+    .unwrap();
+    delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "b"}}}))
+        .await
+        .unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "c"}, "v": {"N": "3"}}}),
+    )
+    .await
+    .unwrap();
+    // A second change of "a": its insert's image was kept by the first.
+    update(
+        &s,
+        json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "SET v = :v",
+        "ExpressionAttributeValues": {":v": {"N": "4"}}}),
+    )
+    .await
+    .unwrap();
+    let expected = |rs: &[StreamRecord]| {
+        let one = |k: &str| Some(item(json!({"pk": {"S": k}, "v": {"N": "1"}})));
+        assert_eq!(
+            rs.iter().map(|r| r.new_image.clone()).collect::<Vec<_>>(),
+            [
+                one("a"),
+                one("b"),
+                one("c"),
+                one("d"),
+                Some(item(json!({"pk": {"S": "a"}, "v": {"N": "2"}}))),
+                None,
+                Some(item(json!({"pk": {"S": "c"}, "v": {"N": "3"}}))),
+                Some(item(json!({"pk": {"S": "a"}, "v": {"N": "4"}}))),
+            ]
+        );
+        assert_eq!(rs[5].old_image, one("b"));
+    };
+    expected(&records(&s, "tbl").await);
+    // The same after a reopen, which replays the commit log.
+    let path = s.dir.path().join("store.redb");
+    let TestStore { store, clock, dir } = s;
+    drop(store);
+    let reopened = EmbeddedStore::open(&path, options(clock.clone())).unwrap();
+    expected(&records(&reopened, "tbl").await);
+    drop(reopened);
+    assert_eq!(
+        saved_images(&path),
+        [(1, 1), (1, 2), (1, 3)],
+        "one image for each insert whose item changed; none for d"
+    );
+    drop(dir);
+}
+
+#[tokio::test]
+async fn trimming_a_record_drops_the_image_kept_for_it() {
+    let s = open_with_table(None).await;
+    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}}))
+        .await
+        .unwrap();
+    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "b"}}}))
+        .await
+        .unwrap();
+    delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}}))
+        .await
+        .unwrap();
+    s.clock.advance_ms(25 * 3600 * 1000);
+    s.sweep_now().await.unwrap();
+    assert_eq!(records(&s, "tbl").await, vec![], "all three trimmed");
+    // "b"'s insert record is gone, so changing it keeps nothing.
+    delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "b"}}}))
+        .await
+        .unwrap();
+    let rs = records(&s, "tbl").await;
+    assert_eq!(events(&rs), [EventName::Remove]);
+    assert_eq!(
+        rs[0].old_image,
+        Some(item(json!({"pk": {"S": "b"}}))),
+        "the old image of a trimmed insert's item is still the item"
+    );
+    let path = s.dir.path().join("store.redb");
+    let TestStore { store, dir, .. } = s;
+    drop(store);
+    assert_eq!(saved_images(&path), [], "trimmed with its record");
+    drop(dir);
 }

@@ -99,6 +99,11 @@ async fn the_sweeper_deletes_expired_items_with_marked_remove_records() {
     assert_eq!(removes[0].keys, item(json!({"pk": {"S": "a"}})));
     assert!(removes[0].old_image.is_some());
     assert_eq!(
+        rs[0].new_image,
+        Some(item(expiring("a", NOW_S + 10)["Item"].clone())),
+        "the insert's record still holds the item the sweeper removed"
+    );
+    assert_eq!(
         s.describe_table("tbl").await.unwrap().item_count,
         1,
         "the item is really deleted"

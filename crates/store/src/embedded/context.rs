@@ -23,9 +23,9 @@ use crate::api::{CreateTableInput, StreamRecord};
 use super::catalog::{Catalog, CatalogChange, TableMeta, not_found};
 use super::logged::{LoggedTable as Table, OpLog, TableOpener};
 use super::tables::{
-    CHECKPOINTS, ITEMS, META, NEXT_TABLE_ID, STREAM, STREAM_HEADS, SYSTEM, TTL_INDEX,
+    CHECKPOINTS, ITEMS, META, NEXT_TABLE_ID, STREAM, STREAM_HEADS, STREAM_IMAGES, SYSTEM, TTL_INDEX,
 };
-use super::{keys, storage_err, stream, ttl, validate};
+use super::{keys, row, storage_err, stream, ttl, validate};
 
 /// The table in `cell`, opened from `def` if this is its first use.
 fn opened<'c, 't, K: Key + 'static, V: Value + 'static>(
@@ -87,6 +87,7 @@ lazy_tables! {
     items, items_mut, ITEMS, &'static [u8], &'static [u8];
     ttl_index, ttl_index_mut, TTL_INDEX, (u32, u64, &'static [u8]), ();
     stream, stream_mut, STREAM, (u32, u64), &'static [u8];
+    stream_images, stream_images_mut, STREAM_IMAGES, (u32, u64), &'static [u8];
     heads, heads_mut, STREAM_HEADS, u32, (u64, u64);
     checkpoints, checkpoints_mut, CHECKPOINTS, (u32, &'static str), u64;
     meta, meta_mut, META, &'static str, &'static str;
@@ -98,6 +99,8 @@ struct Change {
     meta: Arc<TableMeta>,
     key: Vec<u8>,
     old: Option<Item>,
+    /// The stream record that refers to `old`'s row (see `row`).
+    old_referred_by: Option<u64>,
     new: Option<Item>,
     /// `new` encoded, when the caller already did it.
     new_bytes: Option<Vec<u8>>,
@@ -111,6 +114,8 @@ pub(crate) struct Current {
     pub stored: Option<Item>,
     /// The stored item has expired (TTL): requests see no item.
     pub expired: bool,
+    /// The stream record that refers to the stored item's row (see `row`).
+    pub referred_by: Option<u64>,
 }
 
 impl Current {
@@ -249,7 +254,14 @@ impl<'t> WriteContext<'t> {
     ) -> Result<Vec<StreamRecord>, StoreError> {
         let meta = self.table(table)?;
         self.flush_pending()?;
-        stream::read_blocks(&**self.tables.stream()?, meta.id, after, limit)
+        let (items, images) = (self.tables.items()?, self.tables.stream_images()?);
+        stream::read_blocks(
+            &**self.tables.stream()?,
+            meta.id,
+            after,
+            limit,
+            &mut stream::resolver(&meta, Some(&**items), Some(&**images)),
+        )
     }
 
     /// Reader `reader`'s checkpoint on `table`'s stream.
@@ -306,22 +318,31 @@ impl<'t> WriteContext<'t> {
 
     /// The item under `key`, seeing this operation's staged changes first.
     pub(crate) fn current(&self, meta: &TableMeta, key: &[u8]) -> Result<Current, StoreError> {
-        let stored = match self
+        // A change staged by this operation is not written yet, so no
+        // record refers to it.
+        let (stored, referred_by) = match self
             .staged
             .iter()
             .rev()
             .find(|c| c.meta.id == meta.id && c.key == key)
         {
-            Some(change) => change.new.clone(),
+            Some(change) => (change.new.clone(), None),
             None => match self.tables.items()?.get(key).map_err(storage_err)? {
-                Some(bytes) => Some(decode_item(bytes.value())?),
-                None => None,
+                Some(bytes) => {
+                    let (referred_by, item) = row::split(bytes.value());
+                    (Some(decode_item(item)?), referred_by)
+                }
+                None => (None, None),
             },
         };
         let expired = stored
             .as_ref()
             .is_some_and(|item| ttl::is_expired(meta, item, self.now_ms));
-        Ok(Current { stored, expired })
+        Ok(Current {
+            stored,
+            expired,
+            referred_by,
+        })
     }
 
     /// Stages the change of `key` from `current` to `new`. An expired item
@@ -346,28 +367,31 @@ impl<'t> WriteContext<'t> {
         new: Option<Item>,
         new_bytes: Option<Vec<u8>>,
     ) {
-        let old = match current {
+        let (old, old_referred_by) = match current {
             Current {
                 stored: Some(stored),
                 expired: true,
+                referred_by,
             } => {
                 self.staged.push(Change {
                     meta: meta.clone(),
                     key: key.clone(),
                     old: Some(stored),
+                    old_referred_by: referred_by,
                     new: None,
                     new_bytes: None,
                     ttl_removal: true,
                 });
-                None
+                (None, None)
             }
-            current => current.stored,
+            current => (current.stored, current.referred_by),
         };
         let new_bytes = new_bytes.filter(|_| new.is_some());
         self.staged.push(Change {
             meta: meta.clone(),
             key,
             old,
+            old_referred_by,
             new,
             new_bytes,
             ttl_removal: false,
@@ -381,12 +405,14 @@ impl<'t> WriteContext<'t> {
         if let Current {
             stored: Some(stored),
             expired: true,
+            referred_by,
         } = current
         {
             self.staged.push(Change {
                 meta: meta.clone(),
                 key,
                 old: Some(stored),
+                old_referred_by: referred_by,
                 new: None,
                 new_bytes: None,
                 ttl_removal: true,
@@ -438,6 +464,9 @@ impl<'t> WriteContext<'t> {
         t.stream_mut()?
             .delete_range((id, 0)..=(id, u64::MAX))
             .map_err(storage_err)?;
+        t.stream_images_mut()?
+            .delete_range((id, 0)..=(id, u64::MAX))
+            .map_err(storage_err)?;
         t.checkpoints_mut()?
             .delete_range((id, "")..(id + 1, ""))
             .map_err(storage_err)?;
@@ -480,7 +509,9 @@ impl<'t> WriteContext<'t> {
                 .map_err(storage_err)?
             {
                 let (k, v) = row.map_err(storage_err)?;
-                if let Some(at) = ttl::expires_at(&updated, &decode_item(v.value())?) {
+                if let Some(at) =
+                    ttl::expires_at(&updated, &decode_item(row::item_bytes(v.value()))?)
+                {
                     entries.push((at, k.value().to_vec()));
                 }
             }
@@ -531,6 +562,11 @@ impl<'t> WriteContext<'t> {
         }
         if let Some(&(_, last)) = doomed.last() {
             self.heads.get_mut(&id).expect("loaded by head()").1 = last;
+            // The images saved for the records just trimmed.
+            self.tables
+                .stream_images_mut()?
+                .delete_range((id, 0)..=(id, last))
+                .map_err(storage_err)?;
         }
         Ok(removed)
     }
@@ -587,6 +623,7 @@ impl<'t> WriteContext<'t> {
             meta,
             key,
             old,
+            old_referred_by,
             new,
             new_bytes,
             ttl_removal,
@@ -599,7 +636,32 @@ impl<'t> WriteContext<'t> {
         let new_bytes = new
             .as_ref()
             .map(|item| new_bytes.unwrap_or_else(|| encode_item(item)));
+        // A record still retained refers to the old row: keep its image.
+        if let (Some(seq), Some(old)) = (old_referred_by, &old)
+            && seq > self.head(meta.id)?.1
+        {
+            self.tables
+                .stream_images_mut()?
+                .insert((meta.id, seq), encode_item(old).as_slice())
+                .map_err(storage_err)?;
+        }
+        // This change's record, if the table has a stream, and whether it
+        // refers to the new row instead of copying it.
+        let record_seq = match meta.stream_view_type {
+            Some(_) => Some(self.head(meta.id)?.0 + 1),
+            None => None,
+        };
+        let by_ref = meta
+            .stream_view_type
+            .is_some_and(|view| stream::refers_to_row(view, old.as_ref(), new.as_ref()));
         match &new_bytes {
+            Some(bytes) if by_ref => {
+                let seq = record_seq.expect("a table with a stream");
+                self.tables
+                    .items_mut()?
+                    .insert(key.as_slice(), row::referred(seq, bytes).as_slice())
+                    .map_err(storage_err)?;
+            }
             Some(bytes) => {
                 self.tables
                     .items_mut()?
@@ -642,8 +704,9 @@ impl<'t> WriteContext<'t> {
                 new_image,
                 ttl_removal,
                 self.now_ms,
+                by_ref,
             );
-            let sequence_number = self.head(meta.id)?.0 + 1;
+            let sequence_number = record_seq.expect("a table with a stream");
             self.heads.get_mut(&meta.id).expect("loaded by head()").0 = sequence_number;
             let (_, block) = self
                 .pending

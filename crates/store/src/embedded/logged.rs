@@ -236,6 +236,7 @@ tables! {
     5 => STREAM,
     6 => STREAM_HEADS,
     7 => CHECKPOINTS,
+    8 => STREAM_IMAGES,
     16 => QUEUE_QUEUES,
     17 => QUEUE_SYSTEM,
     18 => QUEUE_PAYLOADS,

@@ -71,6 +71,7 @@ mod idempotency;
 mod keys;
 mod logged;
 mod read_ops;
+mod row;
 mod stream;
 mod tables;
 mod ttl;
@@ -490,7 +491,7 @@ impl EmbeddedStore {
         {
             let (_, v) = row.map_err(storage_err)?;
             count += 1;
-            size += v.value().len() as u64;
+            size += row::item_bytes(v.value()).len() as u64;
         }
         Ok((count, size))
     }

@@ -22,7 +22,7 @@ use crate::api::*;
 
 use super::catalog::{Catalog, TableMeta};
 use super::tables::ITEMS;
-use super::{keys, storage_err, ttl, validate};
+use super::{keys, row, storage_err, ttl, validate};
 
 /// The items table as a snapshot sees it.
 type ItemsTable = ReadOnlyTable<&'static [u8], &'static [u8]>;
@@ -47,7 +47,7 @@ fn get_live(
     let Some(bytes) = table.get(key).map_err(storage_err)? else {
         return Ok(None);
     };
-    let item = decode_item(bytes.value())?;
+    let item = decode_item(row::item_bytes(bytes.value()))?;
     Ok((!ttl::is_expired(meta, &item, now_ms)).then_some(item))
 }
 
@@ -465,7 +465,7 @@ fn run_page_encoded(
     let mut sort_text = AttributeValue::S(String::new());
     for row in iter.by_ref() {
         let (_, value) = row.map_err(storage_err)?;
-        let bytes = value.value();
+        let bytes = row::item_bytes(value.value());
         // One walk: checks the bytes, sizes the item and finds the two
         // attributes the page needs (the last of a repeated name, as
         // decoding keeps).
@@ -772,7 +772,7 @@ fn run_page(
     };
     for row in iter.by_ref() {
         let (_, value) = row.map_err(storage_err)?;
-        let item = decode_item(value.value())?;
+        let item = decode_item(row::item_bytes(value.value()))?;
         if ttl::is_expired(&page.meta, &item, now_ms) || !in_scope(&item) {
             continue;
         }

@@ -8,9 +8,10 @@
 //! |----------------|---------------------------------------|-------------------------------|
 //! | `meta`         | table name                            | JSON of [`TableMeta`]         |
 //! | `system`       | counter name (`next_table_id`)        | u64                           |
-//! | `items`        | id BE ‖ partition key ‖ sort key      | `encode_item` bytes           |
+//! | `items`        | id BE ‖ partition key ‖ sort key      | the row (`row`): `encode_item` bytes |
 //! | `ttl_index`    | (id, expires_at seconds, item key)    | ()                            |
 //! | `stream`       | (id, first sequence of the block)     | one commit's records (`stream`) |
+//! | `stream_images`| (id, sequence of a record)            | the item image the record referred to |
 //! | `stream_heads` | id                                    | (last sequence, trimmed through) |
 //! | `checkpoints`  | (id, reader name)                     | sequence number               |
 //! | `postbox_queue_*` | the queues' rows (see `postbox_queue`) |                             |
@@ -31,6 +32,11 @@ pub(crate) const TTL_INDEX: TableDefinition<(u32, u64, &[u8]), ()> =
     TableDefinition::new("ttl_index");
 /// (table id, first sequence number) -> a block of one commit's records.
 pub(crate) const STREAM: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("stream");
+/// (table id, sequence number) -> the image (`encode_item` bytes) of the
+/// item an insert record referred to, saved when that item changed, so the
+/// record still reads as the item was (see `row`).
+pub(crate) const STREAM_IMAGES: TableDefinition<(u32, u64), &[u8]> =
+    TableDefinition::new("stream_images");
 /// Table id -> (last assigned sequence number, sequence trimmed through).
 /// Kept apart from the records so sequence numbers never restart, even when
 /// retention has trimmed every record.
