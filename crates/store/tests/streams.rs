@@ -20,22 +20,32 @@ fn events(rs: &[StreamRecord]) -> Vec<EventName> {
     rs.iter().map(|r| r.event_name).collect()
 }
 
+/// Puts `{pk: k, v: n}` into `tbl`.
+async fn put_v(s: &EmbeddedStore, k: &str, n: u32) {
+    put(
+        s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": k}, "v": {"N": n.to_string()}}}),
+    )
+    .await
+    .unwrap();
+}
+
+/// Sets `v` of item `k` of `tbl` to `n`.
+async fn set_v(s: &EmbeddedStore, k: &str, n: u32) {
+    update(
+        s,
+        json!({"TableName": "tbl", "Key": {"pk": {"S": k}}, "UpdateExpression": "SET v = :v",
+        "ExpressionAttributeValues": {":v": {"N": n.to_string()}}}),
+    )
+    .await
+    .unwrap();
+}
+
 #[tokio::test]
 async fn insert_modify_remove_with_both_images() {
     let s = open_with_table(None).await;
-    put(
-        &s,
-        json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}}}),
-    )
-    .await
-    .unwrap();
-    update(
-        &s,
-        json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "SET v = :v",
-        "ExpressionAttributeValues": {":v": {"N": "2"}}}),
-    )
-    .await
-    .unwrap();
+    put_v(&s, "a", 1).await;
+    set_v(&s, "a", 2).await;
     delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}}))
         .await
         .unwrap();
@@ -277,12 +287,7 @@ async fn delete_table_drops_its_stream_and_a_new_table_starts_afresh() {
         .await
         .unwrap();
     // Keeps the insert's image beside the stream.
-    put(
-        &s,
-        json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"N": "1"}}}),
-    )
-    .await
-    .unwrap();
+    put_v(&s, "a", 1).await;
     s.set_checkpoint("tbl", "r", 1).await.unwrap();
     s.delete_table("tbl").await.unwrap();
     create(&s, "tbl", None, Some("NEW_IMAGE")).await;
@@ -345,37 +350,15 @@ async fn an_inserts_record_keeps_its_image_whatever_happens_to_the_item_after() 
     // every later change of the item must leave the record as it was.
     let s = open_with_table(None).await;
     for k in ["a", "b", "c", "d"] {
-        put(
-            &s,
-            json!({"TableName": "tbl", "Item": {"pk": {"S": k}, "v": {"N": "1"}}}),
-        )
-        .await
-        .unwrap();
+        put_v(&s, k, 1).await;
     }
-    update(
-        &s,
-        json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "SET v = :v",
-        "ExpressionAttributeValues": {":v": {"N": "2"}}}),
-    )
-    .await
-    .unwrap();
+    set_v(&s, "a", 2).await;
     delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "b"}}}))
         .await
         .unwrap();
-    put(
-        &s,
-        json!({"TableName": "tbl", "Item": {"pk": {"S": "c"}, "v": {"N": "3"}}}),
-    )
-    .await
-    .unwrap();
+    put_v(&s, "c", 3).await;
     // A second change of "a": its insert's image was kept by the first.
-    update(
-        &s,
-        json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "SET v = :v",
-        "ExpressionAttributeValues": {":v": {"N": "4"}}}),
-    )
-    .await
-    .unwrap();
+    set_v(&s, "a", 4).await;
     let expected = |rs: &[StreamRecord]| {
         let one = |k: &str| Some(item(json!({"pk": {"S": k}, "v": {"N": "1"}})));
         assert_eq!(
