@@ -76,8 +76,9 @@ struct Counts {
 }
 
 impl Counts {
+    /// Nothing queued or in hand, and every sync asked for finished.
     fn idle(&self) -> bool {
-        self.queue.is_empty() && !self.busy
+        self.queue.is_empty() && !self.busy && self.done == self.requested
     }
 }
 
