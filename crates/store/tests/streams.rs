@@ -424,3 +424,33 @@ async fn trimming_a_record_drops_the_image_kept_for_it() {
     assert_eq!(saved_images(&path), [], "trimmed with its record");
     drop(dir);
 }
+
+#[tokio::test]
+async fn one_operation_that_inserts_then_changes_an_item_keeps_every_image() {
+    // A hook operation's later changes of a key see the insert it staged,
+    // which is written (and marked for its record) only when it succeeds.
+    let s = open_with_table(None).await;
+    let v = |n: u32| item(json!({"pk": {"S": "a"}, "v": {"N": n.to_string()}}));
+    s.submit(move |ctx| {
+        ctx.put_item("tbl", v(1))?;
+        ctx.put_item("tbl", v(1))?; // changes nothing: no record
+        ctx.put_item("tbl", v(2))?;
+        ctx.put_item("tbl", v(3))?;
+        ctx.delete_item("tbl", &item(json!({"pk": {"S": "a"}})))?;
+        Ok(())
+    })
+    .await
+    .unwrap();
+    let rs = records(&s, "tbl").await;
+    assert_eq!(
+        rs.iter()
+            .map(|r| (r.event_name, r.new_image.clone(), r.old_image.clone()))
+            .collect::<Vec<_>>(),
+        [
+            (EventName::Insert, Some(v(1)), None),
+            (EventName::Modify, Some(v(2)), Some(v(1))),
+            (EventName::Modify, Some(v(3)), Some(v(2))),
+            (EventName::Remove, None, Some(v(3))),
+        ]
+    );
+}

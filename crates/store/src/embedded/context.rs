@@ -318,8 +318,8 @@ impl<'t> WriteContext<'t> {
 
     /// The item under `key`, seeing this operation's staged changes first.
     pub(crate) fn current(&self, meta: &TableMeta, key: &[u8]) -> Result<Current, StoreError> {
-        // A change staged by this operation is not written yet, so no
-        // record refers to it.
+        // A change staged by this operation is not written yet; if it will
+        // be a marked row, `end_op` tells the later change when it writes it.
         let (stored, referred_by) = match self
             .staged
             .iter()
@@ -594,8 +594,26 @@ impl<'t> WriteContext<'t> {
         }
         let changes = std::mem::take(&mut self.op_catalog);
         self.batch_catalog.extend(changes);
-        for change in staged {
-            self.apply(change)?;
+        // Rows this operation marked for their insert records: a later
+        // change of the same key in this operation staged its old item
+        // before the row was written, so it learns the mark here.
+        let mut marked: Vec<(u32, Vec<u8>, u64)> = Vec::new();
+        for mut change in staged {
+            if change.old.is_some()
+                && change.old_referred_by.is_none()
+                && let Some(i) = marked
+                    .iter()
+                    .rposition(|(id, key, _)| *id == change.meta.id && *key == change.key)
+            {
+                change.old_referred_by = Some(marked[i].2);
+                // A change that writes nothing leaves the row marked.
+                if change.old != change.new {
+                    marked.swap_remove(i);
+                }
+            }
+            if let Some(mark) = self.apply(change)? {
+                marked.push(mark);
+            }
         }
         Ok(())
     }
@@ -618,7 +636,9 @@ impl<'t> WriteContext<'t> {
         })
     }
 
-    fn apply(&mut self, change: Change) -> Result<(), StoreError> {
+    /// Writes one change; returns (table id, key, record) when it wrote a
+    /// row that its insert record refers to.
+    fn apply(&mut self, change: Change) -> Result<Option<(u32, Vec<u8>, u64)>, StoreError> {
         let Change {
             meta,
             key,
@@ -630,7 +650,7 @@ impl<'t> WriteContext<'t> {
         } = change;
         if old == new {
             // DynamoDB writes no stream record for a write that changes nothing.
-            return Ok(());
+            return Ok(None);
         }
         self.touched.set(true);
         let new_bytes = new
@@ -715,7 +735,7 @@ impl<'t> WriteContext<'t> {
             stream::block_append(block, &record);
             self.stream_written = true;
         }
-        Ok(())
+        Ok(record_seq.filter(|_| by_ref).map(|seq| (meta.id, key, seq)))
     }
 
     /// Writes the stream records gathered so far as one block per table.
