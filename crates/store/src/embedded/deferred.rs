@@ -104,7 +104,7 @@ impl SyncState {
     pub(crate) fn wait_all(&self) -> Result<(), String> {
         let mut counts = self.lock();
         while !counts.idle() && counts.failed.is_none() {
-            counts = self.changed.wait(counts).unwrap();
+            counts = self.changed.wait(counts).unwrap_or_else(|p| p.into_inner());
         }
         match &counts.failed {
             Some(e) => Err(e.clone()),
@@ -184,10 +184,14 @@ impl<B: StorageBackend> DeferredSync<B> {
 /// failure it stops; the failure stays on record and nothing queued after
 /// it reaches the file.
 fn run(file: &impl StorageBackend, state: &SyncState) {
+    let _watch = Watch(state);
     let mut counts = state.lock();
     loop {
         while counts.queue.is_empty() && !counts.stopping {
-            counts = state.changed.wait(counts).unwrap();
+            counts = state
+                .changed
+                .wait(counts)
+                .unwrap_or_else(|p| p.into_inner());
         }
         let Some(op) = counts.queue.pop_front() else {
             return;
@@ -243,6 +247,26 @@ fn run(file: &impl StorageBackend, state: &SyncState) {
     }
 }
 
+/// Records a panic of the backend's thread as a failure, so that nothing
+/// waits for it for ever.
+struct Watch<'a>(&'a SyncState);
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut counts = self.0.lock();
+            counts
+                .failed
+                .get_or_insert_with(|| "the store file's write thread panicked".to_owned());
+            counts.busy = false;
+            counts.writing = None;
+            counts.queue.clear();
+            counts.queued_bytes = 0;
+            self.0.changed.notify_all();
+        }
+    }
+}
+
 impl<B: StorageBackend> StorageBackend for DeferredSync<B> {
     fn len(&self) -> Result<u64, BackendIoError> {
         self.file.len()
@@ -267,7 +291,11 @@ impl<B: StorageBackend> StorageBackend for DeferredSync<B> {
             if !queued {
                 break;
             }
-            counts = self.state.changed.wait(counts).unwrap();
+            counts = self
+                .state
+                .changed
+                .wait(counts)
+                .unwrap_or_else(|p| p.into_inner());
         }
         drop(counts);
         self.file.read(offset, out)
@@ -297,7 +325,11 @@ impl<B: StorageBackend> StorageBackend for DeferredSync<B> {
             && counts.queued_bytes > 0
             && counts.queued_bytes + page.len() > MAX_QUEUED
         {
-            counts = self.state.changed.wait(counts).unwrap();
+            counts = self
+                .state
+                .changed
+                .wait(counts)
+                .unwrap_or_else(|p| p.into_inner());
         }
         if let Some(e) = &counts.failed {
             return Err(io_err(e));
@@ -444,7 +476,7 @@ mod tests {
     }
 
     #[test]
-    fn a_read_sees_a_queued_write_and_waits_for_nothing_else() {
+    fn a_read_waits_only_for_a_queued_write_of_its_own_page() {
         let (disk, backend) = backend();
         backend.sync_data().unwrap();
         backend.write(4096, &[2; 16]).unwrap();
@@ -490,5 +522,42 @@ mod tests {
             ["set_len 8192", "write 0", "sync"],
             "nothing queued after the failure reaches the file"
         );
+    }
+
+    /// A backend whose writes panic.
+    #[derive(Debug, Default)]
+    struct Panicky(InMemoryBackend);
+
+    impl StorageBackend for Panicky {
+        fn len(&self) -> Result<u64, BackendIoError> {
+            self.0.len()
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), BackendIoError> {
+            self.0.read(offset, out)
+        }
+        fn set_len(&self, len: u64) -> Result<(), BackendIoError> {
+            self.0.set_len(len)
+        }
+        fn sync_data(&self) -> Result<(), BackendIoError> {
+            Ok(())
+        }
+        fn write(&self, _: u64, _: &[u8]) -> Result<(), BackendIoError> {
+            panic!("a write that panics");
+        }
+    }
+
+    #[test]
+    fn a_panic_of_the_thread_is_a_failure_nothing_waits_for_for_ever() {
+        let backend = DeferredSync::new(Panicky::default()).unwrap();
+        backend.write(0, &[1; 16]).unwrap();
+        let state = backend.state();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(state.wait_all()));
+        let e = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("wait_all returned")
+            .unwrap_err();
+        assert!(e.contains("panicked"), "{e}");
+        assert!(backend.sync_data().is_err());
     }
 }

@@ -274,6 +274,24 @@ pub(crate) fn head(txn: &ReadTransaction, id: u32) -> Result<(u64, u64), StoreEr
         .map_or((0, 0), |g| g.value()))
 }
 
+/// The commit time of the oldest record `id`'s stream retains, read from
+/// its block without decoding a record (so without resolving an image).
+pub(crate) fn oldest_time(txn: &ReadTransaction, id: u32) -> Result<Option<u64>, StoreError> {
+    let (_, trimmed) = head(txn, id)?;
+    let Some(table) = open_optional(txn, STREAM)? else {
+        return Ok(None);
+    };
+    // Trimming removes whole blocks, so the oldest retained block starts
+    // right after the trimmed sequence.
+    let first = table
+        .range((id, trimmed.saturating_add(1))..=(id, u64::MAX))
+        .map_err(storage_err)?
+        .next()
+        .transpose()
+        .map_err(storage_err)?;
+    Ok(first.map(|(k, v)| block_time_and_len(k.value().1, v.value()).0))
+}
+
 /// Up to `limit` records of `meta`'s stream after sequence `after`, from a
 /// snapshot.
 pub(crate) fn read(

@@ -161,11 +161,7 @@ fn oldest_record_before(
     cutoff_ms: u64,
 ) -> Result<bool, StoreError> {
     let txn = inner.db.begin_read().map_err(storage_err)?;
-    let (_, trimmed) = super::stream::head(&txn, meta.id)?;
-    let oldest = super::stream::read(&txn, meta, trimmed, 1)?;
-    Ok(oldest
-        .first()
-        .is_some_and(|r| r.approximate_creation_time_ms < cutoff_ms))
+    Ok(super::stream::oldest_time(&txn, meta.id)?.is_some_and(|at| at < cutoff_ms))
 }
 
 #[cfg(test)]
