@@ -99,8 +99,6 @@ struct Change {
     meta: Arc<TableMeta>,
     key: Vec<u8>,
     old: Option<Item>,
-    /// The stream record that refers to `old`'s row (see `row`).
-    old_referred_by: Option<u64>,
     new: Option<Item>,
     /// `new` encoded, when the caller already did it.
     new_bytes: Option<Vec<u8>>,
@@ -114,8 +112,6 @@ pub(crate) struct Current {
     pub stored: Option<Item>,
     /// The stored item has expired (TTL): requests see no item.
     pub expired: bool,
-    /// The stream record that refers to the stored item's row (see `row`).
-    pub referred_by: Option<u64>,
 }
 
 impl Current {
@@ -318,31 +314,22 @@ impl<'t> WriteContext<'t> {
 
     /// The item under `key`, seeing this operation's staged changes first.
     pub(crate) fn current(&self, meta: &TableMeta, key: &[u8]) -> Result<Current, StoreError> {
-        // A change staged by this operation is not written yet; if it will
-        // be a marked row, `end_op` tells the later change when it writes it.
-        let (stored, referred_by) = match self
+        let stored = match self
             .staged
             .iter()
             .rev()
             .find(|c| c.meta.id == meta.id && c.key == key)
         {
-            Some(change) => (change.new.clone(), None),
+            Some(change) => change.new.clone(),
             None => match self.tables.items()?.get(key).map_err(storage_err)? {
-                Some(bytes) => {
-                    let (referred_by, item) = row::split(bytes.value());
-                    (Some(decode_item(item)?), referred_by)
-                }
-                None => (None, None),
+                Some(bytes) => Some(decode_item(row::item_bytes(bytes.value()))?),
+                None => None,
             },
         };
         let expired = stored
             .as_ref()
             .is_some_and(|item| ttl::is_expired(meta, item, self.now_ms));
-        Ok(Current {
-            stored,
-            expired,
-            referred_by,
-        })
+        Ok(Current { stored, expired })
     }
 
     /// Stages the change of `key` from `current` to `new`. An expired item
@@ -367,31 +354,28 @@ impl<'t> WriteContext<'t> {
         new: Option<Item>,
         new_bytes: Option<Vec<u8>>,
     ) {
-        let (old, old_referred_by) = match current {
+        let old = match current {
             Current {
                 stored: Some(stored),
                 expired: true,
-                referred_by,
             } => {
                 self.staged.push(Change {
                     meta: meta.clone(),
                     key: key.clone(),
                     old: Some(stored),
-                    old_referred_by: referred_by,
                     new: None,
                     new_bytes: None,
                     ttl_removal: true,
                 });
-                (None, None)
+                None
             }
-            current => (current.stored, current.referred_by),
+            current => current.stored,
         };
         let new_bytes = new_bytes.filter(|_| new.is_some());
         self.staged.push(Change {
             meta: meta.clone(),
             key,
             old,
-            old_referred_by,
             new,
             new_bytes,
             ttl_removal: false,
@@ -405,14 +389,12 @@ impl<'t> WriteContext<'t> {
         if let Current {
             stored: Some(stored),
             expired: true,
-            referred_by,
         } = current
         {
             self.staged.push(Change {
                 meta: meta.clone(),
                 key,
                 old: Some(stored),
-                old_referred_by: referred_by,
                 new: None,
                 new_bytes: None,
                 ttl_removal: true,
@@ -594,26 +576,8 @@ impl<'t> WriteContext<'t> {
         }
         let changes = std::mem::take(&mut self.op_catalog);
         self.batch_catalog.extend(changes);
-        // Rows this operation marked for their insert records: a later
-        // change of the same key in this operation staged its old item
-        // before the row was written, so it learns the mark here.
-        let mut marked: Vec<(u32, Vec<u8>, u64)> = Vec::new();
-        for mut change in staged {
-            if change.old.is_some()
-                && change.old_referred_by.is_none()
-                && let Some(i) = marked
-                    .iter()
-                    .rposition(|(id, key, _)| *id == change.meta.id && *key == change.key)
-            {
-                change.old_referred_by = Some(marked[i].2);
-                // A change that writes nothing leaves the row marked.
-                if change.old != change.new {
-                    marked.swap_remove(i);
-                }
-            }
-            if let Some(mark) = self.apply(change)? {
-                marked.push(mark);
-            }
+        for change in staged {
+            self.apply(change)?;
         }
         Ok(())
     }
@@ -636,35 +600,23 @@ impl<'t> WriteContext<'t> {
         })
     }
 
-    /// Writes one change; returns (table id, key, record) when it wrote a
-    /// row that its insert record refers to.
-    fn apply(&mut self, change: Change) -> Result<Option<(u32, Vec<u8>, u64)>, StoreError> {
+    fn apply(&mut self, change: Change) -> Result<(), StoreError> {
         let Change {
             meta,
             key,
             old,
-            old_referred_by,
             new,
             new_bytes,
             ttl_removal,
         } = change;
         if old == new {
             // DynamoDB writes no stream record for a write that changes nothing.
-            return Ok(None);
+            return Ok(());
         }
         self.touched.set(true);
         let new_bytes = new
             .as_ref()
             .map(|item| new_bytes.unwrap_or_else(|| encode_item(item)));
-        // A record still retained refers to the old row: keep its image.
-        if let (Some(seq), Some(old)) = (old_referred_by, &old)
-            && seq > self.head(meta.id)?.1
-        {
-            self.tables
-                .stream_images_mut()?
-                .insert((meta.id, seq), encode_item(old).as_slice())
-                .map_err(storage_err)?;
-        }
         // This change's record, if the table has a stream, and whether it
         // refers to the new row instead of copying it.
         let record_seq = match meta.stream_view_type {
@@ -674,26 +626,29 @@ impl<'t> WriteContext<'t> {
         let by_ref = meta
             .stream_view_type
             .is_some_and(|view| stream::refers_to_row(view, old.as_ref(), new.as_ref()));
-        match &new_bytes {
-            Some(bytes) if by_ref => {
-                let seq = record_seq.expect("a table with a stream");
-                self.tables
-                    .items_mut()?
-                    .insert(key.as_slice(), row::referred(seq, bytes).as_slice())
-                    .map_err(storage_err)?;
-            }
-            Some(bytes) => {
-                self.tables
-                    .items_mut()?
-                    .insert(key.as_slice(), bytes.as_slice())
-                    .map_err(storage_err)?;
-            }
-            None => {
-                self.tables
-                    .items_mut()?
-                    .remove(key.as_slice())
-                    .map_err(storage_err)?;
-            }
+        let marked = match (&new_bytes, record_seq) {
+            (Some(bytes), Some(seq)) if by_ref => Some(row::referred(seq, bytes)),
+            _ => None,
+        };
+        let items = self.tables.items_mut()?;
+        let replaced = match marked.as_deref().or(new_bytes.as_deref()) {
+            Some(value) => items.insert(key.as_slice(), value),
+            None => items.remove(key.as_slice()),
+        }
+        .map_err(storage_err)?
+        .and_then(|old_row| match row::split(old_row.value()) {
+            (Some(seq), image) => Some((seq, image.to_vec())),
+            (None, _) => None,
+        });
+        // The row just replaced was one a retained insert record refers to:
+        // keep its image for that record.
+        if let Some((seq, image)) = replaced
+            && seq > self.head(meta.id)?.1
+        {
+            self.tables
+                .stream_images_mut()?
+                .insert((meta.id, seq), image.as_slice())
+                .map_err(storage_err)?;
         }
         if meta.ttl_attribute.is_some() {
             let was = old.as_ref().and_then(|i| ttl::expires_at(&meta, i));
@@ -735,7 +690,7 @@ impl<'t> WriteContext<'t> {
             stream::block_append(block, &record);
             self.stream_written = true;
         }
-        Ok(record_seq.filter(|_| by_ref).map(|seq| (meta.id, key, seq)))
+        Ok(())
     }
 
     /// Writes the stream records gathered so far as one block per table.

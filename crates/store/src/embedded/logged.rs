@@ -15,7 +15,7 @@ use std::borrow::Borrow;
 use std::cell::RefCell;
 use std::ops::{Bound, Deref, RangeBounds};
 
-use redb::{Key, Table, TableDefinition, TableHandle, Value, WriteTransaction};
+use redb::{AccessGuard, Key, Table, TableDefinition, TableHandle, Value, WriteTransaction};
 
 use crate::StoreError;
 
@@ -153,31 +153,31 @@ impl<'t, K: Key + 'static, V: Value + 'static> Deref for LoggedTable<'t, K, V> {
 }
 
 impl<K: Key + 'static, V: Value + 'static> LoggedTable<'_, K, V> {
-    /// `Table::insert`, logged. The old value is not returned: no caller
-    /// needs it.
+    /// `Table::insert`, logged; returns the value it replaced, as redb does.
     pub fn insert<'k, 'v>(
         &mut self,
         key: impl Borrow<K::SelfType<'k>>,
         value: impl Borrow<V::SelfType<'v>>,
-    ) -> Result<(), redb::StorageError> {
-        self.table.insert(key.borrow(), value.borrow())?;
+    ) -> Result<Option<AccessGuard<'_, V>>, redb::StorageError> {
+        let old = self.table.insert(key.borrow(), value.borrow())?;
         self.log.put(
             self.code,
             K::as_bytes(key.borrow()).as_ref(),
             V::as_bytes(value.borrow()).as_ref(),
         );
-        Ok(())
+        Ok(old)
     }
 
-    /// `Table::remove`, logged (whether or not the key was there).
+    /// `Table::remove`, logged (whether or not the key was there); returns
+    /// the value it removed, as redb does.
     pub fn remove<'a>(
         &mut self,
         key: impl Borrow<K::SelfType<'a>>,
-    ) -> Result<(), redb::StorageError> {
-        self.table.remove(key.borrow())?;
+    ) -> Result<Option<AccessGuard<'_, V>>, redb::StorageError> {
+        let old = self.table.remove(key.borrow())?;
         self.log
             .delete(self.code, K::as_bytes(key.borrow()).as_ref());
-        Ok(())
+        Ok(old)
     }
 
     /// Removes every row whose key is in `range`, logged as one change.

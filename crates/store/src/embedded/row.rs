@@ -8,8 +8,7 @@
 //! before references existed read as they always did.
 //!
 //! The marker stays until the item next changes; the writer then saves the
-//! item's image for that record (`tables::STREAM_IMAGES`) before it writes
-//! the new row.
+//! image the replaced row held for that record (`tables::STREAM_IMAGES`).
 
 /// The first byte of a row whose insert record refers to it.
 const BY_REF: u8 = 0;

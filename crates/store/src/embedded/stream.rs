@@ -15,7 +15,8 @@
 //! An insert's record does not copy the new item: it refers to the item's
 //! row (flag 8), which the writer marks with the record's sequence number
 //! (`row`). The item is the same bytes until it next changes, and the
-//! change first saves it for the record (`tables::STREAM_IMAGES`), so a
+//! change saves the replaced row's image for the record
+//! (`tables::STREAM_IMAGES`), so a
 //! reader gets the image from the row while the mark is the record's and
 //! from the saved copy after. A table's inserts then write their items once
 //! instead of twice (about 1.3 KB per event of the engine's log).
