@@ -477,10 +477,8 @@ impl EmbeddedStore {
     /// Item count and size of a table, counted from a snapshot.
     fn table_stats(&self, meta: &Meta) -> StoreResult<(u64, u64)> {
         let txn = self.snapshot()?;
-        let items = match txn.open_table(tables::ITEMS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok((0, 0)),
-            Err(e) => return Err(storage_err(e)),
+        let Some(items) = tables::open_if_present(&txn, tables::ITEMS)? else {
+            return Ok((0, 0));
         };
         let prefix = keys::table_prefix(meta.id);
         let end = keys::prefix_end(&prefix);
@@ -500,10 +498,8 @@ impl EmbeddedStore {
 /// Reads every table's metadata from the file.
 fn load_tables(db: &Database) -> StoreResult<Vec<Meta>> {
     let txn = db.begin_read().map_err(storage_err)?;
-    let meta = match txn.open_table(tables::META) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-        Err(e) => return Err(storage_err(e)),
+    let Some(meta) = tables::open_if_present(&txn, tables::META)? else {
+        return Ok(Vec::new());
     };
     let mut out = Vec::new();
     for row in meta.iter().map_err(storage_err)? {
@@ -715,10 +711,8 @@ impl ChangeStreams for EmbeddedStore {
     async fn checkpoint(&self, table_name: &str, reader: &str) -> StoreResult<Option<u64>> {
         let meta = self.catalog().get(table_name)?;
         let txn = self.snapshot()?;
-        let table = match txn.open_table(tables::CHECKPOINTS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(storage_err(e)),
+        let Some(table) = tables::open_if_present(&txn, tables::CHECKPOINTS)? else {
+            return Ok(None);
         };
         Ok(table
             .get((meta.id, reader))

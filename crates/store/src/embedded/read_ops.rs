@@ -21,7 +21,7 @@ use crate::StoreError;
 use crate::api::*;
 
 use super::catalog::{Catalog, TableMeta};
-use super::tables::ITEMS;
+use super::tables::{ITEMS, open_if_present};
 use super::{keys, row, storage_err, ttl, validate};
 
 /// The items table as a snapshot sees it.
@@ -29,11 +29,7 @@ type ItemsTable = ReadOnlyTable<&'static [u8], &'static [u8]>;
 
 /// Opens the items table of a snapshot (absent in a brand-new file).
 fn items(txn: &ReadTransaction) -> Result<Option<ItemsTable>, StoreError> {
-    match txn.open_table(ITEMS) {
-        Ok(t) => Ok(Some(t)),
-        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
-        Err(e) => Err(storage_err(e)),
-    }
+    open_if_present(txn, ITEMS)
 }
 
 /// The live item stored under `key`.

@@ -30,7 +30,7 @@ use crate::api::{EventName, StreamRecord, StreamViewType};
 use super::catalog::TableMeta;
 use super::keys;
 use super::storage_err;
-use super::tables::{STREAM, STREAM_HEADS, STREAM_IMAGES};
+use super::tables::{STREAM, STREAM_HEADS, STREAM_IMAGES, open_if_present};
 use super::{row, tables::ITEMS};
 
 /// The record for a change from `old` to `new` (at least one present and the
@@ -264,10 +264,8 @@ pub(crate) fn decode(
 
 /// (last sequence number, sequence trimmed through) of table `id`'s stream.
 pub(crate) fn head(txn: &ReadTransaction, id: u32) -> Result<(u64, u64), StoreError> {
-    let heads = match txn.open_table(STREAM_HEADS) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok((0, 0)),
-        Err(e) => return Err(storage_err(e)),
+    let Some(heads) = open_if_present(txn, STREAM_HEADS)? else {
+        return Ok((0, 0));
     };
     Ok(heads
         .get(id)
@@ -279,7 +277,7 @@ pub(crate) fn head(txn: &ReadTransaction, id: u32) -> Result<(u64, u64), StoreEr
 /// its block without decoding a record (so without resolving an image).
 pub(crate) fn oldest_time(txn: &ReadTransaction, id: u32) -> Result<Option<u64>, StoreError> {
     let (_, trimmed) = head(txn, id)?;
-    let Some(table) = open_optional(txn, STREAM)? else {
+    let Some(table) = open_if_present(txn, STREAM)? else {
         return Ok(None);
     };
     // Trimming removes whole blocks, so the oldest retained block starts
@@ -308,13 +306,11 @@ pub(crate) fn read(
             meta.name
         )));
     }
-    let stream = match txn.open_table(STREAM) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-        Err(e) => return Err(storage_err(e)),
+    let Some(stream) = open_if_present(txn, STREAM)? else {
+        return Ok(Vec::new());
     };
-    let items = open_optional(txn, ITEMS)?;
-    let images = open_optional(txn, STREAM_IMAGES)?;
+    let items = open_if_present(txn, ITEMS)?;
+    let images = open_if_present(txn, STREAM_IMAGES)?;
     read_blocks(
         &stream,
         meta.id,
@@ -322,17 +318,6 @@ pub(crate) fn read(
         limit,
         &mut resolver(meta, items.as_ref(), images.as_ref()),
     )
-}
-
-fn open_optional<K: redb::Key + 'static, V: redb::Value + 'static>(
-    txn: &ReadTransaction,
-    def: redb::TableDefinition<K, V>,
-) -> Result<Option<redb::ReadOnlyTable<K, V>>, StoreError> {
-    match txn.open_table(def) {
-        Ok(t) => Ok(Some(t)),
-        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
-        Err(e) => Err(storage_err(e)),
-    }
 }
 
 /// Finds the image of `meta`'s records that refer to their rows: the row

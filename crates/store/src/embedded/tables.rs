@@ -18,7 +18,24 @@
 //!
 //! [`TableMeta`]: super::catalog::TableMeta
 
-use redb::TableDefinition;
+use redb::{ReadOnlyTable, ReadTransaction, TableDefinition};
+
+use crate::StoreError;
+
+use super::storage_err;
+
+/// Opens `def` in a snapshot; None when the file has never had the table
+/// (a brand-new file, or a table no write has created yet).
+pub(crate) fn open_if_present<K: redb::Key + 'static, V: redb::Value + 'static>(
+    txn: &ReadTransaction,
+    def: TableDefinition<K, V>,
+) -> Result<Option<ReadOnlyTable<K, V>>, StoreError> {
+    match txn.open_table(def) {
+        Ok(t) => Ok(Some(t)),
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(storage_err(e)),
+    }
+}
 
 /// Table name -> JSON metadata.
 pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");

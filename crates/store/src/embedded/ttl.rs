@@ -99,10 +99,8 @@ fn expire_chunk(inner: &Inner, meta: &Arc<TableMeta>) -> Result<usize, StoreErro
     let now = now_ms / 1000;
     let due: Vec<Vec<u8>> = {
         let txn = inner.db.begin_read().map_err(storage_err)?;
-        let index = match txn.open_table(TTL_INDEX) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
-            Err(e) => return Err(storage_err(e)),
+        let Some(index) = super::tables::open_if_present(&txn, TTL_INDEX)? else {
+            return Ok(0);
         };
         let lo = (meta.id, now.saturating_sub(IGNORED_AFTER_SECS), &[][..]);
         let hi = (meta.id, now, &[][..]);

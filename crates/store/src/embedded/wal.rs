@@ -223,10 +223,8 @@ fn applied_lsn(db: &Database) -> Result<u64, StoreError> {
 /// The `system` table's value at `key`, if the table and the key exist.
 fn system_value(db: &Database, key: &str) -> Result<Option<u64>, StoreError> {
     let txn = db.begin_read().map_err(storage_err)?;
-    let table = match txn.open_table(SYSTEM) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-        Err(e) => return Err(storage_err(e)),
+    let Some(table) = super::tables::open_if_present(&txn, SYSTEM)? else {
+        return Ok(None);
     };
     Ok(table.get(key).map_err(storage_err)?.map(|g| g.value()))
 }
