@@ -80,6 +80,16 @@ impl Counts {
     fn idle(&self) -> bool {
         self.queue.is_empty() && !self.busy && self.done == self.requested
     }
+
+    /// Records the first failure and drops what is queued: none of it may
+    /// reach the file after a write or sync before it failed.
+    fn fail(&mut self, error: String) {
+        self.failed.get_or_insert(error);
+        self.queue.clear();
+        self.queued_bytes = 0;
+        self.busy = false;
+        self.writing = None;
+    }
 }
 
 impl SyncState {
@@ -104,7 +114,7 @@ impl SyncState {
     pub(crate) fn wait_all(&self) -> Result<(), String> {
         let mut counts = self.lock();
         while !counts.idle() && counts.failed.is_none() {
-            counts = self.changed.wait(counts).unwrap_or_else(|p| p.into_inner());
+            counts = self.wait(counts);
         }
         match &counts.failed {
             Some(e) => Err(e.clone()),
@@ -114,6 +124,11 @@ impl SyncState {
 
     fn lock(&self) -> MutexGuard<'_, Counts> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits for the next change of the counts.
+    fn wait<'a>(&self, counts: MutexGuard<'a, Counts>) -> MutexGuard<'a, Counts> {
+        self.changed.wait(counts).unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -188,10 +203,7 @@ fn run(file: &impl StorageBackend, state: &SyncState) {
     let mut counts = state.lock();
     loop {
         while counts.queue.is_empty() && !counts.stopping {
-            counts = state
-                .changed
-                .wait(counts)
-                .unwrap_or_else(|p| p.into_inner());
+            counts = state.wait(counts);
         }
         let Some(op) = counts.queue.pop_front() else {
             return;
@@ -234,11 +246,7 @@ fn run(file: &impl StorageBackend, state: &SyncState) {
                     counts.done = n;
                 }
             }
-            Err(e) => {
-                counts.failed = Some(e);
-                counts.queue.clear();
-                counts.queued_bytes = 0;
-            }
+            Err(e) => counts.fail(e),
         }
         state.changed.notify_all();
         if counts.failed.is_some() {
@@ -254,14 +262,9 @@ struct Watch<'a>(&'a SyncState);
 impl Drop for Watch<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            let mut counts = self.0.lock();
-            counts
-                .failed
-                .get_or_insert_with(|| "the store file's write thread panicked".to_owned());
-            counts.busy = false;
-            counts.writing = None;
-            counts.queue.clear();
-            counts.queued_bytes = 0;
+            self.0
+                .lock()
+                .fail("the store file's write thread panicked".to_owned());
             self.0.changed.notify_all();
         }
     }
@@ -291,11 +294,7 @@ impl<B: StorageBackend> StorageBackend for DeferredSync<B> {
             if !queued {
                 break;
             }
-            counts = self
-                .state
-                .changed
-                .wait(counts)
-                .unwrap_or_else(|p| p.into_inner());
+            counts = self.state.wait(counts);
         }
         drop(counts);
         self.file.read(offset, out)
@@ -325,11 +324,7 @@ impl<B: StorageBackend> StorageBackend for DeferredSync<B> {
             && counts.queued_bytes > 0
             && counts.queued_bytes + page.len() > MAX_QUEUED
         {
-            counts = self
-                .state
-                .changed
-                .wait(counts)
-                .unwrap_or_else(|p| p.into_inner());
+            counts = self.state.wait(counts);
         }
         if let Some(e) = &counts.failed {
             return Err(io_err(e));
@@ -453,12 +448,19 @@ mod tests {
         (disk, Arc::new(backend))
     }
 
-    #[test]
-    fn writes_and_syncs_return_at_once_and_reach_the_file_in_order() {
+    /// [`backend`] with a sync held at the disk and a write of page 4096
+    /// queued behind it.
+    fn held() -> (Arc<Disk>, Arc<DeferredSync<Shared>>) {
         let (disk, backend) = backend();
-        let state = backend.state();
         backend.sync_data().unwrap();
         backend.write(4096, &[2; 16]).unwrap();
+        (disk, backend)
+    }
+
+    #[test]
+    fn writes_and_syncs_return_at_once_and_reach_the_file_in_order() {
+        let (disk, backend) = held();
+        let state = backend.state();
         assert_eq!((state.requested(), state.synced()), (1, 0), "in flight");
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(
@@ -477,10 +479,7 @@ mod tests {
 
     #[test]
     fn a_read_waits_only_for_a_queued_write_of_its_own_page() {
-        let (disk, backend) = backend();
-        backend.sync_data().unwrap();
-        backend.write(4096, &[2; 16]).unwrap();
-        // The sync is held, so the write behind it is queued.
+        let (disk, backend) = held();
         let mut out = [0; 16];
         backend.read(0, &mut out).unwrap();
         assert_eq!(out, [1; 16], "a page with no queued write is read at once");
@@ -499,10 +498,8 @@ mod tests {
 
     #[test]
     fn a_failed_sync_fails_every_later_call_and_drops_the_writes_behind_it() {
-        let (disk, backend) = backend();
+        let (disk, backend) = held();
         let state = backend.state();
-        backend.sync_data().unwrap();
-        backend.write(4096, &[2; 16]).unwrap();
         disk.open(false);
         let e = state.wait_all().unwrap_err();
         assert!(e.contains("the disk is gone"), "{e}");
