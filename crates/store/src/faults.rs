@@ -103,3 +103,15 @@ mod imp {
 }
 
 pub use imp::*;
+
+/// An I/O step's fault point `name`: with `Stop` armed, the error the step
+/// returns in place of doing its I/O.
+pub fn io_fault(name: &str) -> std::io::Result<()> {
+    if hit(name) {
+        Err(std::io::Error::other(format!(
+            "injected by fault point {name}"
+        )))
+    } else {
+        Ok(())
+    }
+}

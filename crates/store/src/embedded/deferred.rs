@@ -227,13 +227,8 @@ fn run(file: &impl StorageBackend, state: &SyncState) {
                 }
                 counts.busy = true;
                 drop(counts);
-                let r = if crate::faults::hit(crate::faults::CHECKPOINT_SYNC) {
-                    Err(std::io::Error::other(
-                        "injected by fault point store::checkpoint_sync",
-                    ))
-                } else {
-                    file.sync_data()
-                };
+                let r = crate::faults::io_fault(crate::faults::CHECKPOINT_SYNC)
+                    .and_then(|()| file.sync_data());
                 counts = state.lock();
                 synced = Some(n);
                 r.map_err(|e| format!("store file sync: {e}"))

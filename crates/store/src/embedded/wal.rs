@@ -444,11 +444,7 @@ fn checksum(epoch: Option<u64>, len_and_lsn: &[u8], payload: &[u8]) -> u32 {
 /// Syncs a region of the log (`fdatasync`: its length does not change), at
 /// the fault point [`crate::faults::LOG_SYNC`].
 pub(crate) fn sync_log(file: &File) -> std::io::Result<()> {
-    if crate::faults::hit(crate::faults::LOG_SYNC) {
-        return Err(std::io::Error::other(
-            "injected by fault point store::log_sync",
-        ));
-    }
+    crate::faults::io_fault(crate::faults::LOG_SYNC)?;
     file.sync_data()
 }
 
@@ -679,13 +675,8 @@ impl Wal {
                 region.grower.ready()
             };
         }
-        let written = if crate::faults::hit(crate::faults::LOG_APPEND) {
-            Err(std::io::Error::other(
-                "injected by fault point store::log_append",
-            ))
-        } else {
-            region.file.write_all_at(&record, self.pos)
-        };
+        let written = crate::faults::io_fault(crate::faults::LOG_APPEND)
+            .and_then(|()| region.file.write_all_at(&record, self.pos));
         self.scratch = record;
         written.map_err(|e| log_err(&region.path, e))?;
         self.pending_end = Some(end);
