@@ -20,6 +20,13 @@ fn events(rs: &[StreamRecord]) -> Vec<EventName> {
     rs.iter().map(|r| r.event_name).collect()
 }
 
+/// Puts `{pk: k}` into `tbl`.
+async fn put_pk(s: &EmbeddedStore, k: &str) {
+    put(s, json!({"TableName": "tbl", "Item": {"pk": {"S": k}}}))
+        .await
+        .unwrap();
+}
+
 /// Puts `{pk: k, v: n}` into `tbl`.
 async fn put_v(s: &EmbeddedStore, k: &str, n: u32) {
     put(
@@ -221,9 +228,7 @@ async fn waiting_wakes_on_commit_and_times_out_otherwise() {
     });
     tokio::time::sleep(Duration::from_millis(20)).await;
     let started = std::time::Instant::now();
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}}))
-        .await
-        .unwrap();
+    put_pk(&s, "a").await;
     assert!(waiter.await.unwrap().unwrap());
     assert!(
         started.elapsed() < Duration::from_secs(2),
@@ -240,25 +245,10 @@ async fn waiting_wakes_on_commit_and_times_out_otherwise() {
 #[tokio::test]
 async fn retention_trims_old_records_and_reading_before_them_is_an_error() {
     let s = open_with_table(None).await;
-    put(
-        &s,
-        json!({"TableName": "tbl", "Item": {"pk": {"S": "old1"}}}),
-    )
-    .await
-    .unwrap();
-    put(
-        &s,
-        json!({"TableName": "tbl", "Item": {"pk": {"S": "old2"}}}),
-    )
-    .await
-    .unwrap();
+    put_pk(&s, "old1").await;
+    put_pk(&s, "old2").await;
     s.clock.advance_ms(25 * 3600 * 1000);
-    put(
-        &s,
-        json!({"TableName": "tbl", "Item": {"pk": {"S": "new"}}}),
-    )
-    .await
-    .unwrap();
+    put_pk(&s, "new").await;
     s.sweep_now().await.unwrap();
     let rs = records(&s, "tbl").await;
     assert_eq!(rs.len(), 1);
@@ -283,9 +273,7 @@ async fn retention_trims_old_records_and_reading_before_them_is_an_error() {
 #[tokio::test]
 async fn delete_table_drops_its_stream_and_a_new_table_starts_afresh() {
     let s = open_with_table(None).await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}}))
-        .await
-        .unwrap();
+    put_pk(&s, "a").await;
     // Keeps the insert's image beside the stream.
     put_v(&s, "a", 1).await;
     s.set_checkpoint("tbl", "r", 1).await.unwrap();
@@ -294,11 +282,7 @@ async fn delete_table_drops_its_stream_and_a_new_table_starts_afresh() {
     assert_eq!(records(&s, "tbl").await, vec![]);
     assert_eq!(s.checkpoint("tbl", "r").await.unwrap(), None);
     assert_eq!(get(&s, "tbl", json!({"pk": {"S": "a"}})).await, None);
-    let path = s.dir.path().join("store.redb");
-    let TestStore { store, dir, .. } = s;
-    drop(store);
-    assert_eq!(saved_images(&path), [], "dropped with the table");
-    drop(dir);
+    assert_eq!(saved_images_at_close(s), [], "dropped with the table");
 }
 
 #[tokio::test]
@@ -308,12 +292,7 @@ async fn reading_can_start_inside_one_commits_records() {
         .map(|i| json!({"Put": {"TableName": "tbl", "Item": {"pk": {"S": format!("k{i}")}}}}))
         .collect();
     transact(&s, json!(actions)).await.unwrap();
-    put(
-        &s,
-        json!({"TableName": "tbl", "Item": {"pk": {"S": "later"}}}),
-    )
-    .await
-    .unwrap();
+    put_pk(&s, "later").await;
     let all = records(&s, "tbl").await;
     assert_eq!(all.len(), 6);
     assert!(
@@ -342,6 +321,16 @@ fn saved_images(path: &std::path::Path) -> Vec<(u32, u64)> {
         Err(redb::TableError::TableDoesNotExist(_)) => Vec::new(),
         Err(e) => panic!("{e}"),
     }
+}
+
+/// Closes the store and reads [`saved_images`] of its file.
+fn saved_images_at_close(s: TestStore) -> Vec<(u32, u64)> {
+    let path = s.dir.path().join("store.redb");
+    let TestStore { store, dir, .. } = s;
+    drop(store);
+    let saved = saved_images(&path);
+    drop(dir);
+    saved
 }
 
 #[tokio::test]
@@ -395,12 +384,8 @@ async fn an_inserts_record_keeps_its_image_whatever_happens_to_the_item_after() 
 #[tokio::test]
 async fn trimming_a_record_drops_the_image_kept_for_it() {
     let s = open_with_table(None).await;
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}}}))
-        .await
-        .unwrap();
-    put(&s, json!({"TableName": "tbl", "Item": {"pk": {"S": "b"}}}))
-        .await
-        .unwrap();
+    put_pk(&s, "a").await;
+    put_pk(&s, "b").await;
     delete(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}}))
         .await
         .unwrap();
@@ -418,11 +403,7 @@ async fn trimming_a_record_drops_the_image_kept_for_it() {
         Some(item(json!({"pk": {"S": "b"}}))),
         "the old image of a trimmed insert's item is still the item"
     );
-    let path = s.dir.path().join("store.redb");
-    let TestStore { store, dir, .. } = s;
-    drop(store);
-    assert_eq!(saved_images(&path), [], "trimmed with its record");
-    drop(dir);
+    assert_eq!(saved_images_at_close(s), [], "trimmed with its record");
 }
 
 #[tokio::test]
