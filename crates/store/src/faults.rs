@@ -6,9 +6,9 @@
 //! point by name; when the code reaches it, the point takes its action. The
 //! points are named where they are: `worker::*` in the worker,
 //! `relay::after_enqueue_before_checkpoint` in the relay,
-//! `emit::after_commit_before_return` in the engine, [`LOG_APPEND`] and
-//! [`LOG_SYNC`] in the store's commit log, [`CHECKPOINT_SYNC`] in its
-//! checkpoints.
+//! `emit::after_commit_before_return` in the engine, [`LOG_APPEND`],
+//! [`LOG_SYNC`] and [`GROUP_SYNC`] in the store's commit log,
+//! [`CHECKPOINT_SYNC`] in its checkpoints.
 
 /// The write of a batch's commit-log record fails (as on a full disk):
 /// with `Stop`, the write returns an I/O error.
@@ -16,6 +16,10 @@ pub const LOG_APPEND: &str = "store::log_append";
 /// The `fdatasync` of the commit log fails: with `Stop`, the sync returns
 /// an I/O error.
 pub const LOG_SYNC: &str = "store::log_sync";
+/// The sync thread's `fdatasync` of the commit log for a group of batches
+/// (not a checkpoint's, which runs on the writer), before [`LOG_SYNC`]:
+/// `Hold` stalls the syncs that answer writes while the writer goes on.
+pub const GROUP_SYNC: &str = "store::group_sync";
 /// The `fdatasync` of the store file after a checkpoint (on its own
 /// thread) fails: with `Stop`, the sync returns an I/O error.
 pub const CHECKPOINT_SYNC: &str = "store::checkpoint_sync";
@@ -28,6 +32,9 @@ pub enum Action {
     /// Make the step fail as if the process had stopped there: the worker
     /// abandons the message (no further writes, no delete).
     Stop,
+    /// Stall the step (as a slow disk would) until the point is disarmed,
+    /// then let it go on as if nothing had happened.
+    Hold,
 }
 
 #[cfg(any(test, feature = "faults"))]
@@ -47,39 +54,56 @@ mod imp {
             .insert(name.to_owned(), action);
     }
 
+    /// Disarms point `name`.
+    pub fn disarm(name: &str) {
+        if let Some(armed) = ARMED.lock().unwrap().as_mut() {
+            armed.remove(name);
+        }
+    }
+
     /// Disarms every point.
     pub fn clear() {
         *ARMED.lock().unwrap() = None;
     }
 
-    /// Arms points from `POSTBOX_FAULTS` (`name=kill,name=stop`), for child
-    /// processes of crash tests.
+    /// Arms points from `POSTBOX_FAULTS` (`name=kill,name=stop,name=hold`),
+    /// for child processes of crash tests.
     pub fn arm_from_env() {
         let Ok(spec) = std::env::var("POSTBOX_FAULTS") else {
             return;
         };
         for part in spec.split(',').filter(|p| !p.is_empty()) {
             let (name, action) = part.split_once('=').unwrap_or((part, "kill"));
-            let action = if action == "stop" {
-                Action::Stop
-            } else {
-                Action::Kill
+            let action = match action {
+                "stop" => Action::Stop,
+                "hold" => Action::Hold,
+                _ => Action::Kill,
             };
             arm(name, action);
         }
     }
 
-    /// The action armed at `name`, taken here: Kill never returns; Stop
-    /// returns `true` (the caller abandons the step).
-    pub fn hit(name: &str) -> bool {
-        let action = ARMED
+    fn armed(name: &str) -> Option<Action> {
+        ARMED
             .lock()
             .unwrap()
             .as_ref()
-            .and_then(|m| m.get(name).copied());
-        match action {
+            .and_then(|m| m.get(name).copied())
+    }
+
+    /// The action armed at `name`, taken here: Kill never returns; Stop
+    /// returns `true` (the caller abandons the step); Hold returns `false`
+    /// once the point is disarmed.
+    pub fn hit(name: &str) -> bool {
+        match armed(name) {
             None => false,
             Some(Action::Stop) => true,
+            Some(Action::Hold) => {
+                while armed(name) == Some(Action::Hold) {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                false
+            }
             Some(Action::Kill) => {
                 tracing::warn!(point = name, "fault point: killing the process");
                 let pid = std::process::id().to_string();

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use common::*;
 use postbox_store::embedded::{Durability, EmbeddedStore, ManualClock};
 use postbox_store::faults::{self, Action};
-use postbox_store::{ItemStore, StoreError};
+use postbox_store::{ChangeStreams, ItemStore, StoreError};
 use serde_json::json;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -367,4 +367,66 @@ impl redb::StorageBackend for Synced {
     ) -> Result<(), redb::BackendError> {
         self.file.unlock_range(start, end)
     }
+}
+
+/// A committed-stream read (the relay's) sees a commit whose log record is
+/// not synced yet; the ordinary read, the durable head and `wait_synced`
+/// wait for that sync.
+// Four threads: reads blocked at the gate hold one each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_committed_stream_read_does_not_wait_for_the_sync() {
+    let _serial = SERIAL.lock().await;
+    let (_dir, _path, store) = with_one_put().await;
+    let head = store.committed_stream_head("tbl").await.unwrap();
+    assert_eq!(store.stream_head("tbl").await.unwrap(), head);
+
+    faults::arm(faults::GROUP_SYNC, Action::Hold);
+    let put = {
+        let store = store.clone();
+        tokio::spawn(async move { put_key(&store, "held").await })
+    };
+    let committed = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let woke = store
+                .wait_for_committed_records("tbl", head, std::time::Duration::from_secs(10))
+                .await?;
+            Ok::<_, StoreError>((woke, store.read_committed_stream("tbl", head, 10).await?))
+        })
+    };
+    for _ in 0..1000 {
+        if committed.is_finished() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let read_early = committed.is_finished();
+    let blocked = [
+        {
+            let store = store.clone();
+            tokio::spawn(async move { store.read_stream("tbl", head, 10).await.map(|r| r.len()) })
+        },
+        {
+            let store = store.clone();
+            tokio::spawn(async move { store.wait_synced().await.map(|()| 0) })
+        },
+    ];
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let waited = blocked.iter().all(|t| !t.is_finished()) && !put.is_finished();
+    faults::disarm(faults::GROUP_SYNC);
+
+    assert!(read_early, "the committed read waited for the sync");
+    let (woke, read) = committed.await.unwrap().unwrap();
+    assert!(woke, "no commit woke the committed-records wait");
+    assert_eq!(read.len(), 1, "the committed read missed the unsynced put");
+    assert_eq!(read[0].sequence_number, head + 1);
+    assert!(
+        waited,
+        "a read or the put finished before the record's sync"
+    );
+    put.await.unwrap().unwrap();
+    let [durable, synced] = blocked;
+    assert_eq!(durable.await.unwrap().unwrap(), 1);
+    synced.await.unwrap().unwrap();
+    assert_eq!(store.stream_head("tbl").await.unwrap(), head + 1);
 }

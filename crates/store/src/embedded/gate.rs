@@ -25,6 +25,9 @@ pub(crate) struct SyncGate {
     failed: AtomicBool,
     lock: Mutex<()>,
     changed: Condvar,
+    /// `synced`, for async waiters ([`SyncGate::wait_for`]); also bumped
+    /// when the log fails, so they wake to the failure.
+    synced_watch: tokio::sync::watch::Sender<u64>,
 }
 
 impl SyncGate {
@@ -36,6 +39,7 @@ impl SyncGate {
             failed: AtomicBool::new(false),
             lock: Mutex::new(()),
             changed: Condvar::new(),
+            synced_watch: tokio::sync::watch::channel(0).0,
         }
     }
 
@@ -54,6 +58,11 @@ impl SyncGate {
         let _guard = self.lock.lock().expect("gate lock");
         self.synced.fetch_max(lsn, Ordering::AcqRel);
         self.changed.notify_all();
+        self.synced_watch.send_if_modified(|at| {
+            let moved = lsn > *at;
+            *at = (*at).max(lsn);
+            moved
+        });
     }
 
     /// The log can no longer be synced: waiting readers get an error.
@@ -61,6 +70,32 @@ impl SyncGate {
         let _guard = self.lock.lock().expect("gate lock");
         self.failed.store(true, Ordering::Release);
         self.changed.notify_all();
+        self.synced_watch.send_modify(|_| {});
+    }
+
+    /// The LSN of the newest commit redb publishes or has published: every
+    /// commit a snapshot taken before this call holds is at or below it.
+    /// While the writer runs a batch, the batch before it.
+    pub(crate) fn visible(&self) -> u64 {
+        self.visible.load(Ordering::Acquire)
+    }
+
+    /// Waits, without holding a thread, until every record through `lsn`
+    /// is synced.
+    pub(crate) async fn wait_for(&self, lsn: u64) -> Result<(), StoreError> {
+        let mut synced = self.synced_watch.subscribe();
+        loop {
+            // What was waited for is durable even if a later sync failed.
+            if *synced.borrow_and_update() >= lsn {
+                return Ok(());
+            }
+            if self.failed.load(Ordering::Acquire) {
+                return Err(failed());
+            }
+            if synced.changed().await.is_err() {
+                return Err(failed());
+            }
+        }
     }
 
     /// Waits until every commit a snapshot taken before this call can hold
@@ -73,14 +108,16 @@ impl SyncGate {
         let mut guard = self.lock.lock().expect("gate lock");
         while self.synced.load(Ordering::Acquire) < target {
             if self.failed.load(Ordering::Acquire) {
-                return Err(StoreError::Storage(
-                    "the store stopped after its commit log could not be synced".to_owned(),
-                ));
+                return Err(failed());
             }
             guard = self.changed.wait(guard).expect("gate lock");
         }
         Ok(())
     }
+}
+
+fn failed() -> StoreError {
+    StoreError::Storage("the store stopped after its commit log could not be synced".to_owned())
 }
 
 #[cfg(test)]

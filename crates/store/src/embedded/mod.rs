@@ -175,8 +175,12 @@ pub(crate) struct Shared {
     pub(crate) catalog: Catalog,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) options: EmbeddedOptions,
-    /// Bumped after every commit that wrote a stream record.
+    /// Bumped after every commit that wrote a stream record, once it is
+    /// durable (with a commit log, once its record is synced).
     pub(crate) commits: watch::Sender<u64>,
+    /// Bumped as soon as redb publishes such a commit, before its sync: it
+    /// wakes [`EmbeddedStore::wait_for_committed_records`].
+    pub(crate) committed: watch::Sender<u64>,
     failure: Mutex<Option<String>>,
     tokens: idempotency::Tokens,
     /// Counters of the writer, for [`EmbeddedStore::writer_stats`].
@@ -365,11 +369,13 @@ impl EmbeddedStore {
     ) -> StoreResult<EmbeddedStore> {
         let tables = load_tables(&db)?;
         let (commits, _) = watch::channel(0);
+        let (committed, _) = watch::channel(0);
         let shared = Arc::new(Shared {
             catalog: Catalog::new(tables),
             clock: options.clock.clone(),
             options: options.clone(),
             commits,
+            committed,
             failure: Mutex::new(None),
             tokens: idempotency::Tokens::default(),
             stats: WriterCounters::default(),
@@ -427,6 +433,66 @@ impl EmbeddedStore {
         self.inner().writer.submit_unsynced(op).await
     }
 
+    /// [`ChangeStreams::read_stream`] as of the last commit, whether or not
+    /// the commit log has synced it yet: the reader does not wait out the
+    /// sync of what it reads. A crash before that sync loses the records it
+    /// read. Only for a reader whose every effect is a later write to this
+    /// store (the relay enqueuing into this store's queues and moving its
+    /// checkpoint): the log orders that write after the records, so a crash
+    /// loses both or neither. Anything done outside the store on what was
+    /// read waits for its sync first ([`EmbeddedStore::wait_synced`]; the
+    /// queues' early receive waits for the commits a send was made after).
+    pub async fn read_committed_stream(
+        &self,
+        table_name: &str,
+        after: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<StreamRecord>> {
+        let meta = self.stream_meta(table_name)?;
+        stream::read(&self.committed_snapshot()?, &meta, after, limit)
+    }
+
+    /// [`ChangeStreams::stream_head`] as of the last commit, synced or not
+    /// (see [`EmbeddedStore::read_committed_stream`]).
+    pub async fn committed_stream_head(&self, table_name: &str) -> StoreResult<u64> {
+        let meta = self.stream_meta(table_name)?;
+        Ok(stream::head(&self.committed_snapshot()?, meta.id)?.0)
+    }
+
+    /// [`ChangeStreams::wait_for_records`], woken by a commit rather than
+    /// by its sync (see [`EmbeddedStore::read_committed_stream`]).
+    pub async fn wait_for_committed_records(
+        &self,
+        table_name: &str,
+        after: u64,
+        timeout: Duration,
+    ) -> StoreResult<bool> {
+        let meta = self.stream_meta(table_name)?;
+        let commits = self.inner().shared.committed.subscribe();
+        self.wait_for_head(&meta, after, timeout, commits, || self.committed_snapshot())
+            .await
+    }
+
+    /// Waits until every commit made so far is durable: what a reader of
+    /// [`EmbeddedStore::read_committed_stream`] does before acting outside
+    /// the store on what it read.
+    pub async fn wait_synced(&self) -> StoreResult<()> {
+        self.wait_synced_to(self.committed_mark()).await
+    }
+
+    /// A mark of every commit made so far, for
+    /// [`EmbeddedStore::wait_synced_to`]. Inside an operation (on the
+    /// writer), every commit before the operation's own.
+    pub fn committed_mark(&self) -> u64 {
+        self.inner().shared.gate.visible()
+    }
+
+    /// Waits until the commits `mark` covers are durable (at once without
+    /// a commit log, whose commits are durable when made).
+    pub async fn wait_synced_to(&self, mark: u64) -> StoreResult<()> {
+        self.inner().shared.gate.wait_for(mark).await
+    }
+
     /// How many commits and operations the writer has done: operations per
     /// commit is the group-commit factor.
     pub fn writer_stats(&self) -> WriterStats {
@@ -454,6 +520,41 @@ impl EmbeddedStore {
         let txn = self.inner().db.begin_read().map_err(storage_err)?;
         self.inner().shared.gate.wait()?;
         Ok(txn)
+    }
+
+    /// A read snapshot of the last commit, durable or not (see
+    /// [`EmbeddedStore::read_committed_stream`]).
+    fn committed_snapshot(&self) -> StoreResult<ReadTransaction> {
+        if let Some(reason) = self.inner().shared.failure() {
+            return Err(StoreError::Storage(format!(
+                "the store stopped after a storage failure: {reason}"
+            )));
+        }
+        self.inner().db.begin_read().map_err(storage_err)
+    }
+
+    /// Waits (without polling) until `snapshot` shows a record of `meta`'s
+    /// stream after `after`, `commits` changing at each commit that wrote
+    /// one, or until `timeout` passes; returns whether one is there.
+    async fn wait_for_head(
+        &self,
+        meta: &Meta,
+        after: u64,
+        timeout: Duration,
+        mut commits: watch::Receiver<u64>,
+        snapshot: impl Fn() -> StoreResult<ReadTransaction>,
+    ) -> StoreResult<bool> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if stream::head(&snapshot()?, meta.id)?.0 > after {
+                return Ok(true);
+            }
+            match tokio::time::timeout_at(deadline, commits.changed()).await {
+                Ok(Ok(())) => continue,
+                Ok(Err(_)) => return Err(StoreError::Storage("the store is closing".to_owned())),
+                Err(_) => return Ok(false),
+            }
+        }
     }
 
     fn now_ms(&self) -> u64 {
@@ -694,18 +795,9 @@ impl ChangeStreams for EmbeddedStore {
         let meta = self.stream_meta(table_name)?;
         // Subscribe before looking, so a commit between the look and the wait
         // still wakes us.
-        let mut commits = self.inner().shared.commits.subscribe();
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if stream::head(&self.snapshot()?, meta.id)?.0 > after {
-                return Ok(true);
-            }
-            match tokio::time::timeout_at(deadline, commits.changed()).await {
-                Ok(Ok(())) => continue,
-                Ok(Err(_)) => return Err(StoreError::Storage("the store is closing".to_owned())),
-                Err(_) => return Ok(false),
-            }
-        }
+        let commits = self.inner().shared.commits.subscribe();
+        self.wait_for_head(&meta, after, timeout, commits, || self.snapshot())
+            .await
     }
 
     async fn checkpoint(&self, table_name: &str, reader: &str) -> StoreResult<Option<u64>> {

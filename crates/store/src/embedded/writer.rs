@@ -425,6 +425,9 @@ fn commit_batch(
             wal.checkpointed();
         }
     }
+    if finished.stream_written {
+        shared.committed.send_modify(|n| *n += 1);
+    }
     let (run_us, commit_us) = (
         (t1 - t0).as_micros() as u64,
         t1.elapsed().as_micros() as u64,
@@ -549,7 +552,10 @@ fn sync_loop(files: &[std::fs::File; 2], shared: &Shared, rx: &Receiver<Done>) {
                 .iter()
                 .zip(regions)
                 .filter(|(_, written)| *written)
-                .try_for_each(|(file, _)| sync_log(file))
+                .try_for_each(|(file, _)| {
+                    crate::faults::io_fault(crate::faults::GROUP_SYNC)?;
+                    sync_log(file)
+                })
                 .map(|()| shared.gate.synced(lsn))
                 .map_err(|e| StoreError::Storage(format!("commit log sync: {e}"))),
         };
