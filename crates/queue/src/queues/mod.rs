@@ -25,6 +25,7 @@ mod send;
 mod settle;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
 
@@ -85,6 +86,12 @@ pub(crate) struct QueueHandle {
     /// (not all at once: a herd of waiters would all race for one message).
     pub arrivals: Notify,
     pub counters: Counters,
+    /// The newest `EmbeddedStore::committed_mark` a send into this queue
+    /// was made after. A sender inside a write operation (the relay) may
+    /// have read commits not yet synced; a receive answered before its own
+    /// sync waits until this mark is synced, so no consumer acts on a
+    /// message whose cause a crash could still take back.
+    pub sources: AtomicU64,
 }
 
 pub(crate) struct QueueShared {
@@ -222,7 +229,8 @@ impl Queues {
     ) -> Result<QueueResult<Vec<crate::message::SendResult>>, StoreError> {
         let PreparedSend { handle, messages } = prepared;
         let messages = messages.into_iter().map(Ok).collect();
-        Ok(send::commit(ctx, &handle, messages)?
+        let mark = self.inner.store.committed_mark();
+        Ok(send::commit(ctx, &handle, messages, mark)?
             .map(|results| results.into_iter().map(|r| r.expect("all valid")).collect()))
     }
 }
@@ -400,6 +408,7 @@ pub(crate) fn new_handle(record: QueueRecord, core: QueueCore) -> QueueHandle {
         }),
         arrivals: Notify::new(),
         counters: Counters::default(),
+        sources: AtomicU64::new(0),
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use postbox_store::embedded::WriteContext;
@@ -116,7 +117,14 @@ impl Queues {
                     receive_in(&inner, ctx, &h, max, vt * 1000, attempt)
                 };
                 let got = if options.answer_before_sync {
-                    self.inner.submit_unsynced(receive).await?
+                    let got = self.inner.submit_unsynced(receive).await?;
+                    if !got.is_empty() {
+                        // What sent these messages may have read commits
+                        // not yet synced (see `QueueHandle::sources`).
+                        let mark = handle.sources.load(Ordering::Acquire);
+                        self.inner.store.wait_synced_to(mark).await?;
+                    }
+                    got
                 } else {
                     self.inner.submit(receive).await?
                 };

@@ -2,6 +2,7 @@
 //! deduplication and enqueueing inside the commit.
 
 use postbox_store::embedded::WriteContext;
+use std::sync::atomic::Ordering;
 
 use crate::core::DedupEntry;
 use crate::core::{DEDUP_WINDOW_MS, dedup_key};
@@ -47,8 +48,9 @@ impl Queues {
     ) -> QueueResult<Vec<QueueResult<SendResult>>> {
         let handle = self.inner.handle(queue)?;
         let prepared = prepare(&handle, messages);
+        let store = self.inner.store.clone();
         self.inner
-            .submit(move |ctx| commit(ctx, &handle, prepared))
+            .submit(move |ctx| commit(ctx, &handle, prepared, store.committed_mark()))
             .await
     }
 }
@@ -163,10 +165,13 @@ fn check_id(name: &str, id: &str) -> QueueResult<()> {
 
 /// Enqueues prepared messages inside a commit: a deduplicated one answers
 /// with the original's id and sequence number and is not enqueued again.
+/// `mark` is the store's `committed_mark` inside this operation (see
+/// `QueueHandle::sources`).
 pub(crate) fn commit(
     ctx: &mut WriteContext<'_>,
     handle: &QueueHandle,
     prepared: Vec<QueueResult<Prepared>>,
+    mark: u64,
 ) -> StorageResult<QueueResult<Vec<QueueResult<SendResult>>>> {
     let now = ctx.now_ms();
     let mut tables = Tables::open(ctx.transaction())?;
@@ -224,6 +229,7 @@ pub(crate) fn commit(
     }
     drop(shared);
     if enqueued > 0 {
+        handle.sources.fetch_max(mark, Ordering::Release);
         Counters::add(&handle.counters.sent, enqueued);
         // One receive takes up to ten; a receive that leaves more behind
         // wakes the next waiter (see `receive`).
