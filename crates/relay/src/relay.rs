@@ -539,7 +539,7 @@ impl Runner {
         loop {
             // Keep a commit in flight only while more records are waiting.
             if let Some(f) = inflight.take() {
-                if stopped(stop) || self.store.stream_head(&table).await? <= after {
+                if stopped(stop) || self.store.committed_stream_head(&table).await? <= after {
                     self.finish_commit(f).await?;
                 } else {
                     *inflight = Some(f);
@@ -554,7 +554,7 @@ impl Runner {
                 true
             } else {
                 tokio::select! {
-                    r = self.store.wait_for_records(&table, after, tick) => r?,
+                    r = self.store.wait_for_committed_records(&table, after, tick) => r?,
                     _ = stop.changed() => continue,
                 }
             };
@@ -574,7 +574,7 @@ impl Runner {
             }
             let records = match self
                 .store
-                .read_stream(&table, after, self.options.max_records_per_commit)
+                .read_committed_stream(&table, after, self.options.max_records_per_commit)
                 .await
             {
                 Err(StoreError::TrimmedData(_)) => {
@@ -700,7 +700,7 @@ impl Runner {
                 let outcome = std::mem::replace(&mut p.outcome, Outcome::Filtered);
                 commit.add_outcome(i, p.seq, outcome, None);
             }
-            let started = self.begin_commit(&planned, commit, token)?;
+            let started = self.begin_commit(&planned, commit, token).await?;
             let to = started.to;
             if let Some(previous) = inflight.replace(started) {
                 self.finish_commit(previous).await?;
@@ -832,12 +832,17 @@ impl Runner {
     /// Writes log lines, then commits the enqueues, dead letters and the
     /// checkpoint move in one store operation fenced by the lease.
     async fn commit(&self, planned: &[Planned], c: Commit, token: u64) -> Result<u64, RelayError> {
-        let started = self.begin_commit(planned, c, token)?;
+        let started = self.begin_commit(planned, c, token).await?;
         self.finish_commit(started).await
     }
 
     /// Writes the log lines and hands the commit to the store's writer.
-    fn begin_commit(
+    ///
+    /// The records were read before their commit was synced
+    /// (`read_committed_stream`): the commit below is logged after them, so
+    /// a crash loses the two together. A log line leaves the store at once,
+    /// so it waits for the records' sync first.
+    async fn begin_commit(
         &self,
         planned: &[Planned],
         mut c: Commit,
@@ -854,7 +859,10 @@ impl Runner {
                 dead: Vec::new(),
             });
         }
-        append_logs(&c.logs)?;
+        if !c.logs.is_empty() {
+            self.store.wait_synced().await?;
+            append_logs(&c.logs)?;
+        }
         let dlq = self.spec.dead_letter_queue.clone();
         let now = self.options.clock.now_ms();
         let dead: Vec<QueueMessage> = c
