@@ -536,6 +536,8 @@ impl EmbeddedStore {
     /// Waits (without polling) until `snapshot` shows a record of `meta`'s
     /// stream after `after`, `commits` changing at each commit that wrote
     /// one, or until `timeout` passes; returns whether one is there.
+    /// `commits` is subscribed before the first look, so a commit between
+    /// the look and the wait still wakes it.
     async fn wait_for_head(
         &self,
         meta: &Meta,
@@ -793,8 +795,6 @@ impl ChangeStreams for EmbeddedStore {
         timeout: Duration,
     ) -> StoreResult<bool> {
         let meta = self.stream_meta(table_name)?;
-        // Subscribe before looking, so a commit between the look and the wait
-        // still wakes us.
         let commits = self.inner().shared.commits.subscribe();
         self.wait_for_head(&meta, after, timeout, commits, || self.snapshot())
             .await
