@@ -7,11 +7,11 @@
 //! snapshot first and then waits until every commit it might hold is
 //! synced: the writer announces a commit's LSN ([`SyncGate::committing`])
 //! before redb publishes it, so a snapshot holds no commit newer than what
-//! the reader reads from the gate afterwards. The wait is at most one sync,
-//! and none when the log is idle.
+//! the reader reads from the gate afterwards ([`SyncGate::visible`]). The
+//! wait is at most one sync, none when the log is idle, and asynchronous:
+//! a waiting reader holds no runtime thread.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
 
 use crate::StoreError;
 
@@ -23,10 +23,8 @@ pub(crate) struct SyncGate {
     /// Every record up to this LSN is synced.
     synced: AtomicU64,
     failed: AtomicBool,
-    lock: Mutex<()>,
-    changed: Condvar,
-    /// `synced`, for async waiters ([`SyncGate::wait_for`]); also bumped
-    /// when the log fails, so they wake to the failure.
+    /// `synced`, for waiters ([`SyncGate::wait_for`]); also bumped when the
+    /// log fails, so they wake to the failure.
     synced_watch: tokio::sync::watch::Sender<u64>,
 }
 
@@ -37,8 +35,6 @@ impl SyncGate {
             visible: AtomicU64::new(0),
             synced: AtomicU64::new(0),
             failed: AtomicBool::new(false),
-            lock: Mutex::new(()),
-            changed: Condvar::new(),
             synced_watch: tokio::sync::watch::channel(0).0,
         }
     }
@@ -55,9 +51,7 @@ impl SyncGate {
 
     /// Every record through `lsn` is on disk.
     pub(crate) fn synced(&self, lsn: u64) {
-        let _guard = self.lock.lock().expect("gate lock");
         self.synced.fetch_max(lsn, Ordering::AcqRel);
-        self.changed.notify_all();
         self.synced_watch.send_if_modified(|at| {
             let moved = lsn > *at;
             *at = (*at).max(lsn);
@@ -67,9 +61,7 @@ impl SyncGate {
 
     /// The log can no longer be synced: waiting readers get an error.
     pub(crate) fn fail(&self) {
-        let _guard = self.lock.lock().expect("gate lock");
         self.failed.store(true, Ordering::Release);
-        self.changed.notify_all();
         self.synced_watch.send_modify(|_| {});
     }
 
@@ -80,9 +72,11 @@ impl SyncGate {
         self.visible.load(Ordering::Acquire)
     }
 
-    /// Waits, without holding a thread, until every record through `lsn`
-    /// is synced.
+    /// Waits until every record through `lsn` is synced.
     pub(crate) async fn wait_for(&self, lsn: u64) -> Result<(), StoreError> {
+        if self.synced.load(Ordering::Acquire) >= lsn {
+            return Ok(());
+        }
         let mut synced = self.synced_watch.subscribe();
         loop {
             // What was waited for is durable even if a later sync failed.
@@ -97,23 +91,6 @@ impl SyncGate {
             }
         }
     }
-
-    /// Waits until every commit a snapshot taken before this call can hold
-    /// is synced.
-    pub(crate) fn wait(&self) -> Result<(), StoreError> {
-        let target = self.visible.load(Ordering::Acquire);
-        if self.synced.load(Ordering::Acquire) >= target {
-            return Ok(());
-        }
-        let mut guard = self.lock.lock().expect("gate lock");
-        while self.synced.load(Ordering::Acquire) < target {
-            if self.failed.load(Ordering::Acquire) {
-                return Err(failed());
-            }
-            guard = self.changed.wait(guard).expect("gate lock");
-        }
-        Ok(())
-    }
 }
 
 fn failed() -> StoreError {
@@ -126,33 +103,44 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    #[test]
-    fn a_reader_waits_for_the_sync_of_what_it_can_see() {
+    #[tokio::test]
+    async fn a_reader_waits_for_the_sync_of_what_it_can_see() {
         let gate = Arc::new(SyncGate::new(true));
-        gate.wait().unwrap();
+        gate.wait_for(gate.visible()).await.unwrap();
         gate.committing(3);
         let reader = {
             let gate = gate.clone();
-            std::thread::spawn(move || gate.wait())
+            tokio::spawn(async move { gate.wait_for(gate.visible()).await })
         };
-        std::thread::sleep(Duration::from_millis(50));
+        tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!reader.is_finished(), "read before record 3 was synced");
         gate.synced(2);
-        std::thread::sleep(Duration::from_millis(20));
+        tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!reader.is_finished(), "read before record 3 was synced");
         gate.synced(3);
-        reader.join().unwrap().unwrap();
+        reader.await.unwrap().unwrap();
     }
 
-    #[test]
-    fn a_failed_sync_ends_the_wait_with_an_error() {
+    #[tokio::test]
+    async fn a_failed_sync_ends_the_wait_with_an_error() {
         let gate = Arc::new(SyncGate::new(true));
         gate.committing(1);
         let reader = {
             let gate = gate.clone();
-            std::thread::spawn(move || gate.wait())
+            tokio::spawn(async move { gate.wait_for(1).await })
         };
+        tokio::task::yield_now().await;
         gate.fail();
-        assert!(reader.join().unwrap().is_err());
+        assert!(reader.await.unwrap().is_err());
+    }
+
+    #[tokio::test]
+    async fn what_was_synced_before_a_failure_stays_readable() {
+        let gate = SyncGate::new(true);
+        gate.committing(2);
+        gate.synced(1);
+        gate.fail();
+        gate.wait_for(1).await.unwrap();
+        assert!(gate.wait_for(2).await.is_err());
     }
 }

@@ -469,7 +469,7 @@ impl EmbeddedStore {
     ) -> StoreResult<bool> {
         let meta = self.stream_meta(table_name)?;
         let commits = self.inner().shared.committed.subscribe();
-        self.wait_for_head(&meta, after, timeout, commits, || self.committed_snapshot())
+        self.wait_for_head(&meta, after, timeout, commits, false)
             .await
     }
 
@@ -515,11 +515,23 @@ impl EmbeddedStore {
             .map_err(|e| StoreError::Storage(format!("the sweep task failed: {e}")))?
     }
 
-    /// A read snapshot of the last commit, once that commit is durable.
-    fn snapshot(&self) -> StoreResult<ReadTransaction> {
+    /// A read snapshot of the last commit, once that commit is durable. The
+    /// wait for the sync is asynchronous: no runtime thread stands still.
+    async fn snapshot(&self) -> StoreResult<ReadTransaction> {
         let txn = self.inner().db.begin_read().map_err(storage_err)?;
-        self.inner().shared.gate.wait()?;
+        let gate = &self.inner().shared.gate;
+        gate.wait_for(gate.visible()).await?;
         Ok(txn)
+    }
+
+    /// [`EmbeddedStore::snapshot`], or with `synced` false
+    /// [`EmbeddedStore::committed_snapshot`].
+    async fn snapshot_of(&self, synced: bool) -> StoreResult<ReadTransaction> {
+        if synced {
+            self.snapshot().await
+        } else {
+            self.committed_snapshot()
+        }
     }
 
     /// A read snapshot of the last commit, durable or not (see
@@ -534,8 +546,9 @@ impl EmbeddedStore {
     }
 
     /// Waits (without polling) until `snapshot` shows a record of `meta`'s
-    /// stream after `after`, `commits` changing at each commit that wrote
-    /// one, or until `timeout` passes; returns whether one is there.
+    /// stream after `after` (synced, or only committed), `commits` changing
+    /// at each commit that wrote one, or until `timeout` passes; returns
+    /// whether one is there.
     /// `commits` is subscribed before the first look, so a commit between
     /// the look and the wait still wakes it.
     async fn wait_for_head(
@@ -544,11 +557,11 @@ impl EmbeddedStore {
         after: u64,
         timeout: Duration,
         mut commits: watch::Receiver<u64>,
-        snapshot: impl Fn() -> StoreResult<ReadTransaction>,
+        synced: bool,
     ) -> StoreResult<bool> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            if stream::head(&snapshot()?, meta.id)?.0 > after {
+            if stream::head(&self.snapshot_of(synced).await?, meta.id)?.0 > after {
                 return Ok(true);
             }
             match tokio::time::timeout_at(deadline, commits.changed()).await {
@@ -578,8 +591,8 @@ impl EmbeddedStore {
     }
 
     /// Item count and size of a table, counted from a snapshot.
-    fn table_stats(&self, meta: &Meta) -> StoreResult<(u64, u64)> {
-        let txn = self.snapshot()?;
+    async fn table_stats(&self, meta: &Meta) -> StoreResult<(u64, u64)> {
+        let txn = self.snapshot().await?;
         let Some(items) = tables::open_if_present(&txn, tables::ITEMS)? else {
             return Ok((0, 0));
         };
@@ -624,13 +637,13 @@ impl ItemStore for EmbeddedStore {
 
     async fn describe_table(&self, table_name: &str) -> StoreResult<TableDescription> {
         let meta = self.catalog().get(table_name)?;
-        let (count, size) = self.table_stats(&meta)?;
+        let (count, size) = self.table_stats(&meta).await?;
         Ok(meta.describe("ACTIVE", count, size))
     }
 
     async fn delete_table(&self, table_name: &str) -> StoreResult<TableDescription> {
         let meta = self.catalog().get(table_name)?;
-        let (count, size) = self.table_stats(&meta)?;
+        let (count, size) = self.table_stats(&meta).await?;
         let name = table_name.to_owned();
         let meta = self
             .submit(move |ctx| {
@@ -687,7 +700,12 @@ impl ItemStore for EmbeddedStore {
     }
 
     async fn get_item(&self, input: GetItemInput) -> StoreResult<GetItemOutput> {
-        read_ops::get_item(&self.snapshot()?, self.catalog(), self.now_ms(), input)
+        read_ops::get_item(
+            &self.snapshot().await?,
+            self.catalog(),
+            self.now_ms(),
+            input,
+        )
     }
 
     async fn put_item(&self, input: PutItemInput) -> StoreResult<WriteOutput> {
@@ -711,21 +729,41 @@ impl ItemStore for EmbeddedStore {
     }
 
     async fn query(&self, input: QueryInput) -> StoreResult<QueryOutput> {
-        read_ops::query(&self.snapshot()?, self.catalog(), self.now_ms(), input)
+        read_ops::query(
+            &self.snapshot().await?,
+            self.catalog(),
+            self.now_ms(),
+            input,
+        )
     }
 
     /// Reads the stored bytes straight from the snapshot: no item is built
     /// except to answer a filter or projection (see `read_ops`).
     async fn query_encoded(&self, input: QueryInput) -> StoreResult<EncodedQueryOutput> {
-        read_ops::query_encoded(&self.snapshot()?, self.catalog(), self.now_ms(), input)
+        read_ops::query_encoded(
+            &self.snapshot().await?,
+            self.catalog(),
+            self.now_ms(),
+            input,
+        )
     }
 
     async fn scan(&self, input: ScanInput) -> StoreResult<QueryOutput> {
-        read_ops::scan(&self.snapshot()?, self.catalog(), self.now_ms(), input)
+        read_ops::scan(
+            &self.snapshot().await?,
+            self.catalog(),
+            self.now_ms(),
+            input,
+        )
     }
 
     async fn batch_get_item(&self, input: BatchGetItemInput) -> StoreResult<BatchGetItemOutput> {
-        read_ops::batch_get_item(&self.snapshot()?, self.catalog(), self.now_ms(), input)
+        read_ops::batch_get_item(
+            &self.snapshot().await?,
+            self.catalog(),
+            self.now_ms(),
+            input,
+        )
     }
 
     async fn batch_write_item(
@@ -768,7 +806,12 @@ impl ItemStore for EmbeddedStore {
         &self,
         input: TransactGetItemsInput,
     ) -> StoreResult<TransactGetItemsOutput> {
-        read_ops::transact_get_items(&self.snapshot()?, self.catalog(), self.now_ms(), input)
+        read_ops::transact_get_items(
+            &self.snapshot().await?,
+            self.catalog(),
+            self.now_ms(),
+            input,
+        )
     }
 }
 
@@ -780,12 +823,12 @@ impl ChangeStreams for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<Vec<StreamRecord>> {
         let meta = self.stream_meta(table_name)?;
-        stream::read(&self.snapshot()?, &meta, after, limit)
+        stream::read(&self.snapshot().await?, &meta, after, limit)
     }
 
     async fn stream_head(&self, table_name: &str) -> StoreResult<u64> {
         let meta = self.stream_meta(table_name)?;
-        Ok(stream::head(&self.snapshot()?, meta.id)?.0)
+        Ok(stream::head(&self.snapshot().await?, meta.id)?.0)
     }
 
     async fn wait_for_records(
@@ -796,13 +839,13 @@ impl ChangeStreams for EmbeddedStore {
     ) -> StoreResult<bool> {
         let meta = self.stream_meta(table_name)?;
         let commits = self.inner().shared.commits.subscribe();
-        self.wait_for_head(&meta, after, timeout, commits, || self.snapshot())
+        self.wait_for_head(&meta, after, timeout, commits, true)
             .await
     }
 
     async fn checkpoint(&self, table_name: &str, reader: &str) -> StoreResult<Option<u64>> {
         let meta = self.catalog().get(table_name)?;
-        let txn = self.snapshot()?;
+        let txn = self.snapshot().await?;
         let Some(table) = tables::open_if_present(&txn, tables::CHECKPOINTS)? else {
             return Ok(None);
         };
