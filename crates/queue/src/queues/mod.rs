@@ -91,7 +91,7 @@ pub(crate) struct QueueHandle {
     /// have read commits not yet synced; a receive answered before its own
     /// sync waits until this mark is synced, so no consumer acts on a
     /// message whose cause a crash could still take back.
-    pub sources: AtomicU64,
+    pub sent_after: AtomicU64,
 }
 
 pub(crate) struct QueueShared {
@@ -408,7 +408,7 @@ pub(crate) fn new_handle(record: QueueRecord, core: QueueCore) -> QueueHandle {
         }),
         arrivals: Notify::new(),
         counters: Counters::default(),
-        sources: AtomicU64::new(0),
+        sent_after: AtomicU64::new(0),
     }
 }
 

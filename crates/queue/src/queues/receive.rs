@@ -120,8 +120,8 @@ impl Queues {
                     let got = self.inner.submit_unsynced(receive).await?;
                     if !got.is_empty() {
                         // What sent these messages may have read commits
-                        // not yet synced (see `QueueHandle::sources`).
-                        let mark = handle.sources.load(Ordering::Acquire);
+                        // not yet synced (see `QueueHandle::sent_after`).
+                        let mark = handle.sent_after.load(Ordering::Acquire);
                         self.inner.store.wait_synced_to(mark).await?;
                     }
                     got
@@ -260,6 +260,10 @@ fn receive_in(
             )?;
         }
         drop(target);
+        // The messages keep what they were sent after (see
+        // `QueueHandle::sent_after`).
+        let mark = handle.sent_after.load(Ordering::Acquire);
+        dlq.sent_after.fetch_max(mark, Ordering::Release);
         Counters::add(&handle.counters.dead_lettered, r.dead_lettered.len());
         dlq.wake(r.dead_lettered.len());
     }

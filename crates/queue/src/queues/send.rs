@@ -166,7 +166,7 @@ fn check_id(name: &str, id: &str) -> QueueResult<()> {
 /// Enqueues prepared messages inside a commit: a deduplicated one answers
 /// with the original's id and sequence number and is not enqueued again.
 /// `mark` is the store's `committed_mark` inside this operation (see
-/// `QueueHandle::sources`).
+/// `QueueHandle::sent_after`).
 pub(crate) fn commit(
     ctx: &mut WriteContext<'_>,
     handle: &QueueHandle,
@@ -229,7 +229,7 @@ pub(crate) fn commit(
     }
     drop(shared);
     if enqueued > 0 {
-        handle.sources.fetch_max(mark, Ordering::Release);
+        handle.sent_after.fetch_max(mark, Ordering::Release);
         Counters::add(&handle.counters.sent, enqueued);
         // One receive takes up to ten; a receive that leaves more behind
         // wakes the next waiter (see `receive`).
