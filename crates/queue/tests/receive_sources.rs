@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use postbox_queue::{NewMessage, Queues, QueuesOptions, ReceiveOptions};
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
-use postbox_store::faults::{self, Action};
+use postbox_store::faults;
 
 fn early() -> ReceiveOptions {
     ReceiveOptions {
@@ -25,12 +25,13 @@ fn early() -> ReceiveOptions {
     }
 }
 
-/// Enqueues `body` into `q` inside a write operation answered at its commit.
-async fn send_in(store: &EmbeddedStore, queues: &Queues, body: &str) {
-    let (queues, body) = (queues.clone(), body.to_owned());
+/// Enqueues `body` into `queue` inside a write operation answered at its
+/// commit.
+async fn send_in(store: &EmbeddedStore, queues: &Queues, queue: &str, body: &str) {
+    let (queues, queue, body) = (queues.clone(), queue.to_owned(), body.to_owned());
     store
         .submit_unsynced(move |ctx| {
-            let sent = queues.send_in(ctx, "q", vec![NewMessage::new(body)])?;
+            let sent = queues.send_in(ctx, &queue, vec![NewMessage::new(body)])?;
             assert!(sent.is_ok(), "{sent:?}");
             Ok(())
         })
@@ -45,29 +46,22 @@ async fn an_early_receive_waits_for_what_its_messages_were_sent_after() {
     let queues = Queues::open(store.clone(), QueuesOptions::default())
         .await
         .unwrap();
-    for q in ["q", "cause"] {
+    for q in ["q", "cause", "parked"] {
         queues.create_queue(q, common::attrs(&[])).await.unwrap();
     }
 
-    faults::arm(faults::GROUP_SYNC, Action::Hold);
+    let held = faults::hold(faults::GROUP_SYNC);
     // A commit whose sync is held (standing for the event the relay read),
     // then a send made after it.
-    let commits = store.writer_stats().commits;
-    let cause = {
-        let queues = queues.clone();
-        tokio::spawn(async move { queues.send("cause", NewMessage::new("c")).await })
-    };
-    while store.writer_stats().commits == commits {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    send_in(&store, &queues, "m1").await;
+    let cause = send_unsynced_cause(&store, &queues, "c").await;
+    send_in(&store, &queues, "q", "m1").await;
     let receive = {
         let queues = queues.clone();
         tokio::spawn(async move { queues.receive("q", early()).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     let received_while_held = receive.is_finished();
-    faults::disarm(faults::GROUP_SYNC);
+    drop(held);
 
     assert!(
         !received_while_held,
@@ -79,8 +73,8 @@ async fn an_early_receive_waits_for_what_its_messages_were_sent_after() {
 
     // Everything before the send is synced: the receive is answered while
     // its own sync, and the send's, are held.
-    faults::arm(faults::GROUP_SYNC, Action::Hold);
-    send_in(&store, &queues, "m2").await;
+    let held = faults::hold(faults::GROUP_SYNC);
+    send_in(&store, &queues, "q", "m2").await;
     let receive = {
         let queues = queues.clone();
         tokio::spawn(async move { queues.receive("q", early()).await })
@@ -93,10 +87,63 @@ async fn an_early_receive_waits_for_what_its_messages_were_sent_after() {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    faults::disarm(faults::GROUP_SYNC);
+    drop(held);
     assert!(
         answered_while_held,
         "the receive waited for its own sync or the send's"
     );
     assert_eq!(common::bodies(&receive.await.unwrap().unwrap()), ["m2"]);
+
+    // A message moved to another queue keeps what it was sent after.
+    store.wait_synced().await.unwrap();
+    let held = faults::hold(faults::GROUP_SYNC);
+    let cause = send_unsynced_cause(&store, &queues, "c2").await;
+    send_in(&store, &queues, "parked", "m3").await;
+    let moved = {
+        let queues = queues.clone();
+        tokio::spawn(async move { queues.move_messages("parked", Some("q"), None).await })
+    };
+    for _ in 0..1000 {
+        if queues.stats("q").unwrap().visible == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let moved_while_held = queues.stats("q").unwrap().visible == 1;
+    let receive = {
+        let queues = queues.clone();
+        tokio::spawn(async move { queues.receive("q", early()).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let received_while_held = receive.is_finished();
+    drop(held);
+    assert!(moved_while_held, "the move did not commit");
+    assert!(
+        !received_while_held,
+        "a moved message was handed out before the commit it was sent after was synced"
+    );
+    assert_eq!(common::bodies(&receive.await.unwrap().unwrap()), ["m3"]);
+    assert_eq!(moved.await.unwrap().unwrap(), 1);
+    cause.await.unwrap().unwrap();
+}
+
+/// Sends `body` to queue `cause` and returns once its commit is made; the
+/// task answers when the commit is synced.
+async fn send_unsynced_cause(
+    store: &EmbeddedStore,
+    queues: &Queues,
+    body: &str,
+) -> tokio::task::JoinHandle<postbox_queue::QueueResult<postbox_queue::SendResult>> {
+    let commits = store.writer_stats().commits;
+    let cause = {
+        let (queues, body) = (queues.clone(), body.to_owned());
+        tokio::spawn(async move { queues.send("cause", NewMessage::new(body)).await })
+    };
+    for _ in 0..1000 {
+        if store.writer_stats().commits > commits {
+            return cause;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the send to cause never committed");
 }

@@ -61,6 +61,24 @@ mod imp {
         }
     }
 
+    /// Arms `name` with [`Action::Hold`] until the guard is dropped, so a
+    /// test that panics while holding a step still lets it go (and does not
+    /// hang on closing the store).
+    pub fn hold(name: &str) -> Held {
+        arm(name, Action::Hold);
+        Held(name.to_owned())
+    }
+
+    /// See [`hold`].
+    #[must_use = "the point is disarmed when the guard is dropped"]
+    pub struct Held(String);
+
+    impl Drop for Held {
+        fn drop(&mut self) {
+            disarm(&self.0);
+        }
+    }
+
     /// Disarms every point.
     pub fn clear() {
         *ARMED.lock().unwrap() = None;

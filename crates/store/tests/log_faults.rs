@@ -372,7 +372,6 @@ impl redb::StorageBackend for Synced {
 /// A committed-stream read (the relay's) sees a commit whose log record is
 /// not synced yet; the ordinary read, the durable head and `wait_synced`
 /// wait for that sync.
-// Four threads: reads blocked at the gate hold one each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_committed_stream_read_does_not_wait_for_the_sync() {
     let _serial = SERIAL.lock().await;
@@ -380,7 +379,7 @@ async fn a_committed_stream_read_does_not_wait_for_the_sync() {
     let head = store.committed_stream_head("tbl").await.unwrap();
     assert_eq!(store.stream_head("tbl").await.unwrap(), head);
 
-    faults::arm(faults::GROUP_SYNC, Action::Hold);
+    let held = faults::hold(faults::GROUP_SYNC);
     let put = {
         let store = store.clone();
         tokio::spawn(async move { put_key(&store, "held").await })
@@ -413,7 +412,7 @@ async fn a_committed_stream_read_does_not_wait_for_the_sync() {
     ];
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let waited = blocked.iter().all(|t| !t.is_finished()) && !put.is_finished();
-    faults::disarm(faults::GROUP_SYNC);
+    drop(held);
 
     assert!(read_early, "the committed read waited for the sync");
     let (woke, read) = committed.await.unwrap().unwrap();
