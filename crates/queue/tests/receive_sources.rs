@@ -55,12 +55,7 @@ async fn an_early_receive_waits_for_what_its_messages_were_sent_after() {
     // then a send made after it.
     let cause = send_unsynced_cause(&store, &queues, "c").await;
     send_in(&store, &queues, "q", "m1").await;
-    let receive = {
-        let queues = queues.clone();
-        tokio::spawn(async move { queues.receive("q", early()).await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let received_while_held = receive.is_finished();
+    let (receive, received_while_held) = early_receive_from_q(&queues).await;
     drop(held);
 
     assert!(
@@ -110,12 +105,7 @@ async fn an_early_receive_waits_for_what_its_messages_were_sent_after() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let moved_while_held = queues.stats("q").unwrap().visible == 1;
-    let receive = {
-        let queues = queues.clone();
-        tokio::spawn(async move { queues.receive("q", early()).await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let received_while_held = receive.is_finished();
+    let (receive, received_while_held) = early_receive_from_q(&queues).await;
     drop(held);
     assert!(moved_while_held, "the move did not commit");
     assert!(
@@ -146,4 +136,21 @@ async fn send_unsynced_cause(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("the send to cause never committed");
+}
+
+/// Starts an early receive from `q` and says, 300 ms later, whether it has
+/// answered.
+async fn early_receive_from_q(
+    queues: &Queues,
+) -> (
+    tokio::task::JoinHandle<postbox_queue::QueueResult<Vec<postbox_queue::ReceivedMessage>>>,
+    bool,
+) {
+    let receive = {
+        let queues = queues.clone();
+        tokio::spawn(async move { queues.receive("q", early()).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let answered = receive.is_finished();
+    (receive, answered)
 }
