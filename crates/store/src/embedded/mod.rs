@@ -467,10 +467,7 @@ impl EmbeddedStore {
         after: u64,
         timeout: Duration,
     ) -> StoreResult<bool> {
-        let meta = self.stream_meta(table_name)?;
-        let commits = self.inner().shared.committed.subscribe();
-        self.wait_for_head(&meta, after, timeout, commits, false)
-            .await
+        self.wait_for_head(table_name, after, timeout, false).await
     }
 
     /// Waits until every commit made so far is durable: what a reader of
@@ -545,20 +542,25 @@ impl EmbeddedStore {
         self.inner().db.begin_read().map_err(storage_err)
     }
 
-    /// Waits (without polling) until `snapshot` shows a record of `meta`'s
-    /// stream after `after` (synced, or only committed), `commits` changing
-    /// at each commit that wrote one, or until `timeout` passes; returns
-    /// whether one is there.
-    /// `commits` is subscribed before the first look, so a commit between
-    /// the look and the wait still wakes it.
+    /// Waits (without polling) until `table_name`'s stream has a record
+    /// after `after`, synced (woken by `commits`) or only committed (woken by
+    /// `committed`), or until `timeout` passes; returns whether one is
+    /// there. The wake-ups are subscribed before the first look, so a commit
+    /// between the look and the wait still wakes it.
     async fn wait_for_head(
         &self,
-        meta: &Meta,
+        table_name: &str,
         after: u64,
         timeout: Duration,
-        mut commits: watch::Receiver<u64>,
         synced: bool,
     ) -> StoreResult<bool> {
+        let meta = self.stream_meta(table_name)?;
+        let shared = &self.inner().shared;
+        let mut commits = if synced {
+            shared.commits.subscribe()
+        } else {
+            shared.committed.subscribe()
+        };
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             if stream::head(&self.snapshot_of(synced).await?, meta.id)?.0 > after {
@@ -837,10 +839,7 @@ impl ChangeStreams for EmbeddedStore {
         after: u64,
         timeout: Duration,
     ) -> StoreResult<bool> {
-        let meta = self.stream_meta(table_name)?;
-        let commits = self.inner().shared.commits.subscribe();
-        self.wait_for_head(&meta, after, timeout, commits, true)
-            .await
+        self.wait_for_head(table_name, after, timeout, true).await
     }
 
     async fn checkpoint(&self, table_name: &str, reader: &str) -> StoreResult<Option<u64>> {
