@@ -25,7 +25,7 @@ mod send;
 mod settle;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
 
@@ -123,6 +123,13 @@ impl QueueHandle {
         for _ in 0..n.min(10) {
             self.arrivals.notify_one();
         }
+    }
+
+    /// Messages moved here from `source` keep what they were sent after
+    /// (see [`QueueHandle::sent_after`]).
+    pub fn moved_from(&self, source: &QueueHandle) {
+        let mark = source.sent_after.load(Ordering::Acquire);
+        self.sent_after.fetch_max(mark, Ordering::Release);
     }
 
     /// Wakes every waiting receive (the queue changed for all of them).

@@ -342,9 +342,7 @@ fn move_in(
             state,
         )?;
         drop(shared);
-        // The message keeps what it was sent after (see `QueueHandle::sent_after`).
-        let mark = source.sent_after.load(Ordering::Acquire);
-        target.sent_after.fetch_max(mark, Ordering::Release);
+        target.moved_from(source);
         target.wake(1);
     }
     Counters::add(&source.counters.moved, moved);

@@ -260,10 +260,7 @@ fn receive_in(
             )?;
         }
         drop(target);
-        // The messages keep what they were sent after (see
-        // `QueueHandle::sent_after`).
-        let mark = handle.sent_after.load(Ordering::Acquire);
-        dlq.sent_after.fetch_max(mark, Ordering::Release);
+        dlq.moved_from(handle);
         Counters::add(&handle.counters.dead_lettered, r.dead_lettered.len());
         dlq.wake(r.dead_lettered.len());
     }
