@@ -79,6 +79,16 @@ pub trait ItemStore: Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<WriteOutput>> + Send {
         self.update_item(input)
     }
+    /// [`ItemStore::put_item`] answered as early as
+    /// [`ItemStore::update_item_unsynced`], on the same terms: the worker's
+    /// first claim of an event, whose durability its completion implies.
+    /// The default is `put_item`.
+    fn put_item_unsynced(
+        &self,
+        input: PutItemInput,
+    ) -> impl Future<Output = StoreResult<WriteOutput>> + Send {
+        self.put_item(input)
+    }
     fn delete_item(
         &self,
         input: DeleteItemInput,

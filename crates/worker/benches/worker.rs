@@ -463,7 +463,12 @@ fn main() {
     println!(
         "throughput (queue filled first, then drained; median of {runs} runs, baseline and batched alternating):"
     );
-    for subs in [1, 4].into_iter().filter(|_| only != "latency") {
+    // POSTBOX_BENCH_SUBS=1 or 4 runs one subscription count.
+    let only_subs = env_or("POSTBOX_BENCH_SUBS", 0);
+    for subs in [1, 4]
+        .into_iter()
+        .filter(|s| only != "latency" && (only_subs == 0 || only_subs == *s))
+    {
         let mut runs_of: [Vec<Drained>; 2] = Default::default();
         for _ in 0..runs {
             for (i, batch) in [false, true].into_iter().enumerate() {

@@ -10,8 +10,9 @@
 //! | poison message | `POISON` | `<received ms, 20 digits>#<message id>` |
 //!
 //! Every transition is ONE conditional write (or one transaction): the claim
-//! is an UpdateItem conditioned on [`CLAIM_CONDITION`]; everything after it
-//! is conditioned on [`FENCE_CONDITION`], and completion commits the
+//! is a Put on `attribute_not_exists(pk)` when there is no row yet, and an
+//! UpdateItem conditioned on [`CLAIM_CONDITION`] over one that may be
+//! claimed again; everything after it is conditioned on [`FENCE_CONDITION`], and completion commits the
 //! handler's writes in the same TransactWriteItems, so they happen exactly
 //! once or not at all. Written against [`ItemStore`], so it runs unchanged
 //! on DynamoDB.
@@ -132,9 +133,51 @@ impl<S: ItemStore> Inbox<S> {
         Ok(out.item.as_ref().map(claim::from_item).transpose()?)
     }
 
-    /// Tries to claim `target` at `now_ms` with `lease`: one UpdateItem
-    /// conditioned on [`CLAIM_CONDITION`].
+    /// Tries to claim `target` at `now_ms` with `lease`.
+    ///
+    /// The first claim of an event (nearly every claim: the rest follow a
+    /// crash, a failure or a lease taken over) is a Put of the whole new
+    /// row on `attribute_not_exists(pk)`. Only when a row is there, and
+    /// [`claim::decide`] finds it may be claimed, does the claim take the
+    /// UpdateItem conditioned on [`CLAIM_CONDITION`], which keeps the row's
+    /// attempts and history. Both are conditional, so a row that changes in
+    /// between is still claimed at most once. The Put costs the store about
+    /// half what the UpdateItem does: no row to decode, no 12 actions to
+    /// apply, one short condition to compile.
     pub async fn claim(
+        &self,
+        target: &ClaimTarget,
+        lease: &Lease,
+        now_ms: u64,
+        max_attempts: u32,
+    ) -> WorkerResult<ClaimOutcome> {
+        let fresh = claim::claimed(None, target, lease, now_ms, self.retention_ms);
+        let put = PutItemInput {
+            table_name: self.table.clone(),
+            item: claim::to_item(&fresh),
+            condition_expression: Some("attribute_not_exists(pk)".into()),
+            return_values_on_condition_check_failure: ReturnValuesOnConditionCheckFailure::AllOld,
+            ..Default::default()
+        };
+        // Answered before it is durable where the store can, as the
+        // UpdateItem below.
+        match self.store.put_item_unsynced(put).await {
+            Ok(_) => return Ok(ClaimOutcome::Claimed(fresh)),
+            Err(StoreError::ConditionalCheckFailed { item }) => {
+                let row = item.as_ref().map(claim::from_item).transpose()?;
+                match claim::decide(row.as_ref(), now_ms, max_attempts) {
+                    Decision::Claim => {}
+                    d => return Ok(ClaimOutcome::Refused(d, row)),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.reclaim(target, lease, now_ms, max_attempts).await
+    }
+
+    /// Claims `target` over an existing row: one UpdateItem conditioned on
+    /// [`CLAIM_CONDITION`].
+    async fn reclaim(
         &self,
         target: &ClaimTarget,
         lease: &Lease,

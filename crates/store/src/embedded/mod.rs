@@ -725,6 +725,11 @@ impl ItemStore for EmbeddedStore {
         self.submit_unsynced(move |ctx| plan.run(ctx)).await
     }
 
+    async fn put_item_unsynced(&self, input: PutItemInput) -> StoreResult<WriteOutput> {
+        let plan = write_ops::SingleWrite::put(self.catalog(), input)?;
+        self.submit_unsynced(move |ctx| plan.run(ctx)).await
+    }
+
     async fn delete_item(&self, input: DeleteItemInput) -> StoreResult<WriteOutput> {
         let plan = write_ops::SingleWrite::delete(self.catalog(), input)?;
         self.submit(move |ctx| plan.run(ctx)).await
