@@ -17,7 +17,10 @@ pub use codec::{
 };
 pub use key::{encode_partition_key, encode_sort_key};
 pub use number::{MAX_DIGITS, Number};
-pub use value::{AttributeType, AttributeValue, Item, item_from_json, item_size, item_to_json};
+pub use value::{
+    AttributeType, AttributeValue, Item, item_from_json, item_size, item_to_json,
+    scalar_item_from_json_text,
+};
 
 /// DynamoDB's limit on the size of one item.
 pub const MAX_ITEM_SIZE: usize = 400 * 1024;

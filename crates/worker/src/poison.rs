@@ -6,7 +6,7 @@
 //! body and the reason, and deleted at once.
 
 use postbox_engine::Envelope;
-use postbox_item::{AttributeValue, Item, item_from_json};
+use postbox_item::{AttributeValue, Item, item_from_json, scalar_item_from_json_text};
 
 /// pk of the global poison partition.
 pub const POISON_PK: &str = "POISON";
@@ -17,10 +17,16 @@ pub const MAX_KEPT_BODY: usize = 256 * 1024;
 /// Turns a message body (the raw NewImage of an event row, in DynamoDB
 /// JSON, as the default events pipe sends it) back into an envelope.
 pub fn parse_body(body: &str) -> Result<Envelope, String> {
-    let json: serde_json::Value =
-        serde_json::from_str(body).map_err(|e| format!("body is not JSON: {e}"))?;
-    let image =
-        item_from_json(&json).map_err(|e| format!("body is not a DynamoDB JSON item: {e}"))?;
+    // An event row holds S and N values only; anything else, and every
+    // error, is read again the long way for its answer.
+    let image = match scalar_item_from_json_text(body) {
+        Some(image) => image,
+        None => {
+            let json: serde_json::Value =
+                serde_json::from_str(body).map_err(|e| format!("body is not JSON: {e}"))?;
+            item_from_json(&json).map_err(|e| format!("body is not a DynamoDB JSON item: {e}"))?
+        }
+    };
     let (envelope, _hash) = postbox_engine::layout::envelope_of(&image)
         .map_err(|e| format!("body is not an event row: {}", e.0))?;
     Ok(envelope)
