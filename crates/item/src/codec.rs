@@ -12,7 +12,9 @@ use crate::{AttributeType, AttributeValue, Item, ItemError, Number};
 
 /// Encodes an item.
 pub fn encode_item(item: &Item) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64);
+    // Room for the names and values and a few bytes of lengths and tags
+    // each: one allocation for nearly every item instead of a few regrowths.
+    let mut out = Vec::with_capacity(crate::item_size(item) + 4 * item.len() + 8);
     write_item(item, &mut out);
     out
 }

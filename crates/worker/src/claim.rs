@@ -386,10 +386,12 @@ pub fn backoff_seconds(base_ms: u64, attempts: u32) -> i64 {
 
 /// The row as a store item.
 pub fn to_item(row: &ClaimRow) -> Item {
-    let mut item = row.key.item_key();
-    let mut s = |k: &str, v: &str| {
-        item.insert(k.to_owned(), AttributeValue::s(v));
-    };
+    // Gathered first and built in one go: a BTreeMap made from a list sorts
+    // it once instead of searching the tree for each of 14-18 inserts.
+    let mut pairs: Vec<(String, AttributeValue)> = Vec::with_capacity(18);
+    pairs.push((attr::PK.to_owned(), AttributeValue::S(row.key.pk())));
+    pairs.push((attr::SK.to_owned(), AttributeValue::s(CLAIM_SK)));
+    let mut s = |k: &str, v: &str| pairs.push((k.to_owned(), AttributeValue::s(v)));
     s(attr::STATUS, row.status.as_str());
     s(attr::LEASE_OWNER, &row.lease_owner);
     s(attr::LEASE_TOKEN, &row.lease_token);
@@ -399,9 +401,7 @@ pub fn to_item(row: &ClaimRow) -> Item {
     if let Some(e) = &row.last_error {
         s(attr::LAST_ERROR, e);
     }
-    let mut n = |k: &str, v: u64| {
-        item.insert(k.to_owned(), AttributeValue::n(v as i64));
-    };
+    let mut n = |k: &str, v: u64| pairs.push((k.to_owned(), AttributeValue::n(v as i64)));
     n(attr::SEQ, row.seq);
     n(attr::LEASE_EXPIRES_AT, row.lease_expires_at);
     n(attr::ATTEMPTS, u64::from(row.attempts));
@@ -414,7 +414,7 @@ pub fn to_item(row: &ClaimRow) -> Item {
     if let Some(t) = row.last_failure_at {
         n(attr::LAST_FAILURE_AT, t);
     }
-    item
+    pairs.into_iter().collect()
 }
 
 /// A stored claim row that cannot be decoded.
