@@ -17,8 +17,8 @@ pub const MAX_KEPT_BODY: usize = 256 * 1024;
 /// Turns a message body (the raw NewImage of an event row, in DynamoDB
 /// JSON, as the default events pipe sends it) back into an envelope.
 pub fn parse_body(body: &str) -> Result<Envelope, String> {
-    // An event row holds S and N values only; anything else, and every
-    // error, is read again the long way for its answer.
+    // An event row holds S, N and NULL values only; anything else, and
+    // every error, is read again the long way for its answer.
     let image = match scalar_item_from_json_text(body) {
         Some(image) => image,
         None => {
@@ -65,6 +65,32 @@ mod tests {
                 .unwrap_err()
                 .contains("not an event row")
         );
+    }
+
+    #[test]
+    fn an_event_row_is_read_straight_from_its_text() {
+        // As the relay's events pipe sends it: the row's NewImage, with no
+        // cause (a NULL) and with one.
+        for causation_id in [None, Some("01JDQ4Z8Y3")] {
+            let f = postbox_engine::chain::EnvelopeFields {
+                actor: "user:1",
+                causation_id,
+                correlation_id: "corr",
+                id: "01JDQ4Z8Y3V5X7W9T1R3P5N7M9",
+                occurred_at: "2026-11-29T19:20:08.123Z",
+                payload: r#"{"n":1}"#,
+                seq: 7,
+                tenant: "t-1",
+                event_type: "ORDER_PLACED",
+            };
+            let row = postbox_engine::layout::event_item(&f, "ab".repeat(32));
+            let body = postbox_item::item_to_json(&row).to_string();
+            assert_eq!(scalar_item_from_json_text(&body), Some(row), "{body}");
+            assert_eq!(
+                parse_body(&body).unwrap().causation_id.as_deref(),
+                causation_id
+            );
+        }
     }
 
     #[test]
