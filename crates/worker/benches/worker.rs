@@ -53,8 +53,10 @@ use postbox_worker::{CompletionHook, Handler, Worker, WorkerOptions, handler};
 
 const QUEUE: &str = "postbox-events.fifo";
 const TENANTS: usize = 50;
-/// Receive loops of the batched path in the latency scenario.
-const LOOPS: usize = 4;
+/// Receive loops of the batched path (`POSTBOX_BENCH_LOOPS`, default 4).
+fn loops() -> usize {
+    env_or("POSTBOX_BENCH_LOOPS", 4usize).max(1)
+}
 /// Longest a scenario may take before it is reported as not drained.
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -203,7 +205,7 @@ impl Running {
 
 /// Starts the worker the way `postbox serve` runs it: long-polling
 /// `Worker::run` loops. The baseline: `tasks` loops, one batch each.
-/// Batched: LOOPS loops sharing the same number of batches in flight.
+/// Batched: `loops()` loops sharing the same number of batches in flight.
 async fn start_worker(
     store: &Arc<EmbeddedStore>,
     queues: &Queues,
@@ -222,13 +224,13 @@ async fn start_worker(
             lease: Duration::from_secs(10),
             batch,
             on_completed: hook,
-            batches_in_flight: if batch { tasks.div_ceil(LOOPS) } else { 1 },
+            batches_in_flight: if batch { tasks.div_ceil(loops()) } else { 1 },
             ..WorkerOptions::default()
         },
     )
     .await
     .unwrap();
-    let loops = if batch { LOOPS.min(tasks) } else { tasks };
+    let loops = if batch { loops().min(tasks) } else { tasks };
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let loops = (0..loops)
         .map(|_| {
