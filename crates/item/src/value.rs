@@ -303,9 +303,10 @@ pub fn item_from_json(v: &Value) -> Result<Item, ItemError> {
 }
 
 /// [`item_from_json`] of JSON text, for an item of `S`, `N`, `BOOL` and
-/// `NULL` values only (an event row, a claim row), read straight from the text without the
-/// `serde_json::Value` tree in between: about a fifth of a worker's CPU
-/// went to that tree when every message body was parsed through it.
+/// `NULL` values only (an event row, a claim row), read straight from the
+/// text without the `serde_json::Value` tree in between: about a fifth of
+/// a worker's CPU went to that tree when every message body was parsed
+/// through it.
 ///
 /// `None` for anything else, text that is no such item included; the caller
 /// then parses it with [`item_from_json`], which gives the answer or the

@@ -12,10 +12,10 @@
 //! Every transition is ONE conditional write (or one transaction): the claim
 //! is a Put on `attribute_not_exists(pk)` when there is no row yet, and an
 //! UpdateItem conditioned on [`CLAIM_CONDITION`] over one that may be
-//! claimed again; everything after it is conditioned on [`FENCE_CONDITION`], and completion commits the
-//! handler's writes in the same TransactWriteItems, so they happen exactly
-//! once or not at all. Written against [`ItemStore`], so it runs unchanged
-//! on DynamoDB.
+//! claimed again; everything after it is conditioned on
+//! [`FENCE_CONDITION`], and completion commits the handler's writes in the
+//! same TransactWriteItems, so they happen exactly once or not at all.
+//! Written against [`ItemStore`], so it runs unchanged on DynamoDB.
 
 use std::sync::Arc;
 
