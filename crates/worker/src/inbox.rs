@@ -10,9 +10,10 @@
 //! | poison message | `POISON` | `<received ms, 20 digits>#<message id>` |
 //!
 //! Every transition is ONE conditional write (or one transaction): the claim
-//! is a Put on `attribute_not_exists(pk)` when there is no row yet, and an
-//! UpdateItem conditioned on [`CLAIM_CONDITION`] over one that may be
-//! claimed again; everything after it is conditioned on
+//! is a Put on `attribute_not_exists(pk)` when there is no row yet, and,
+//! when that Put is refused by a row that may be claimed again, an
+//! UpdateItem conditioned on [`CLAIM_CONDITION`] (a second request, only on
+//! a retry or a takeover); everything after it is conditioned on
 //! [`FENCE_CONDITION`], and completion commits the handler's writes in the
 //! same TransactWriteItems, so they happen exactly once or not at all.
 //! Written against [`ItemStore`], so it runs unchanged on DynamoDB.
@@ -133,7 +134,8 @@ impl<S: ItemStore> Inbox<S> {
         Ok(out.item.as_ref().map(claim::from_item).transpose()?)
     }
 
-    /// Tries to claim `target` at `now_ms` with `lease`.
+    /// Tries to claim `target` at `now_ms` with `lease`: one conditional
+    /// write, or two when a row is there.
     ///
     /// The first claim of an event (nearly every claim: the rest follow a
     /// crash, a failure or a lease taken over) is a Put of the whole new
@@ -164,10 +166,13 @@ impl<S: ItemStore> Inbox<S> {
         match self.store.put_item_unsynced(put).await {
             Ok(_) => return Ok(ClaimOutcome::Claimed(fresh)),
             Err(StoreError::ConditionalCheckFailed { item }) => {
-                let row = item.as_ref().map(claim::from_item).transpose()?;
-                match claim::decide(row.as_ref(), now_ms, max_attempts) {
-                    Decision::Claim => {}
-                    d => return Ok(ClaimOutcome::Refused(d, row)),
+                // A row that does not decode is left to the UpdateItem, which
+                // rewrites the fields a claim sets, as it always has.
+                if let Some(Ok(row)) = item.as_ref().map(claim::from_item) {
+                    match claim::decide(Some(&row), now_ms, max_attempts) {
+                        Decision::Claim => {}
+                        d => return Ok(ClaimOutcome::Refused(d, Some(row))),
+                    }
                 }
             }
             Err(e) => return Err(e.into()),
@@ -175,9 +180,12 @@ impl<S: ItemStore> Inbox<S> {
         self.reclaim(target, lease, now_ms, max_attempts).await
     }
 
-    /// Claims `target` over an existing row: one UpdateItem conditioned on
-    /// [`CLAIM_CONDITION`].
-    async fn reclaim(
+    /// Claims `target` with the UpdateItem conditioned on
+    /// [`CLAIM_CONDITION`] alone, without the Put first: what
+    /// [`Inbox::claim`] does over a row that may be claimed again. Public so
+    /// that tests check the store's condition itself, which `claim` only
+    /// reaches once [`claim::decide`] has agreed.
+    pub async fn reclaim(
         &self,
         target: &ClaimTarget,
         lease: &Lease,
