@@ -467,6 +467,10 @@ fn main() {
     );
     // POSTBOX_BENCH_SUBS=1 or 4 runs one subscription count.
     let only_subs = env_or("POSTBOX_BENCH_SUBS", 0);
+    assert!(
+        [0, 1, 4].contains(&only_subs),
+        "POSTBOX_BENCH_SUBS must be 1 or 4 (the counts the bench runs), not {only_subs}"
+    );
     for subs in [1, 4]
         .into_iter()
         .filter(|s| only != "latency" && (only_subs == 0 || only_subs == *s))

@@ -12,9 +12,10 @@
 //!                        └── terminal error, or the last attempt ──▶ DEAD
 //! ```
 //!
-//! [`may_claim`] is the exact predicate of the one conditional write that
-//! takes a claim ([`CLAIM_CONDITION`]); the inbox tests check that the two
-//! agree on the store. Every other transition is written as the whole row
+//! [`may_claim`] is the exact predicate of [`CLAIM_CONDITION`], the
+//! conditional write that claims a row already there (a first claim is a
+//! Put on "absent"); the inbox tests check that the two agree on the store,
+//! through `Inbox::reclaim` and through the whole claim. Every other transition is written as the whole row
 //! computed here, conditioned on [`FENCE_CONDITION`] (still PENDING with MY
 //! lease token), so a worker whose lease was taken over cannot move the row.
 //!
@@ -387,7 +388,7 @@ pub fn backoff_seconds(base_ms: u64, attempts: u32) -> i64 {
 /// The row as a store item.
 pub fn to_item(row: &ClaimRow) -> Item {
     // Gathered first and built in one go: a BTreeMap made from a list sorts
-    // it once instead of searching the tree for each of 14-18 inserts.
+    // it once instead of searching the tree for each of 14-17 inserts.
     let mut pairs: Vec<(String, AttributeValue)> = Vec::with_capacity(18);
     pairs.push((attr::PK.to_owned(), AttributeValue::S(row.key.pk())));
     pairs.push((attr::SK.to_owned(), AttributeValue::s(CLAIM_SK)));

@@ -46,10 +46,10 @@
 //! A batch that changed nothing is not committed at all: its answers rest
 //! on state earlier commits already made durable. The exception is asked
 //! for by name ([`EmbeddedStore::submit_unsynced`],
-//! `ItemStore::update_item_unsynced`): answered at the commit, before the
-//! commit log's fsync, for writes that a later synced write makes durable
-//! and whose loss in a crash only makes work happen again (an in-process
-//! worker's receive and claim).
+//! `ItemStore::update_item_unsynced`, `ItemStore::put_item_unsynced`):
+//! answered at the commit, before the commit log's fsync, for writes that a
+//! later synced write makes durable and whose loss in a crash only makes
+//! work happen again (an in-process worker's receive and claim).
 //!
 //! # Known differences from DynamoDB
 //!
