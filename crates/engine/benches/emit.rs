@@ -486,6 +486,7 @@ fn main() {
         let catalog = Catalog::from_toml(CATALOG, "bench").unwrap();
         let mut group = EngineOptions::default();
         group.pipeline_depth = env_or("POSTBOX_BENCH_DEPTH", group.pipeline_depth);
+        group.max_batch_events = env_or("POSTBOX_BENCH_BATCH", group.max_batch_events);
         // POSTBOX_BENCH_ONLY=verify: fill a log quickly (no fsync; POSTBOX_BENCH_FILL events per
         // emitter, 64 emitters), break one event's time down, and print the verify lines
         // POSTBOX_BENCH_RUNS times (for profiling).

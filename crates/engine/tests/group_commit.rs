@@ -132,8 +132,10 @@ async fn one_callers_failed_condition_does_not_sink_the_batch() {
     assert_eq!(rows.len(), 3 + 37);
     assert_contiguous(&rows);
     let stats = engine.stats();
+    // 40 emits in transactions of at most 16 (the default cap): three, each
+    // committed again without the caller whose write failed.
     assert!(
-        stats.transactions - before <= 4,
+        stats.transactions - before <= 6,
         "the 37 emits shared transactions: {stats:?}"
     );
     assert_eq!(stats.condition_failures, 3);
