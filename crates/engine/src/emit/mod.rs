@@ -84,7 +84,7 @@ pub struct EngineOptions {
     /// actions and 4 MB); 16 by default. Small transactions keep several of
     /// a tenant's in flight at once, so the store's writer runs one while
     /// the commit log syncs another, instead of idling through each sync:
-    /// one tenant's emit went from 24-36k to 29-40k events/s in six
+    /// one tenant's emit went from 24-36k to 31-37k events/s in six
     /// alternating rounds against 99, and from 34-45k to 52-58k in three
     /// rounds of a faster window, with less CPU per event
     /// (`POSTBOX_BENCH_BATCH`, `benches/emit.rs`). With `pipeline_depth`
