@@ -516,8 +516,7 @@ impl EmbeddedStore {
     /// wait for the sync is asynchronous: no runtime thread stands still.
     async fn snapshot(&self) -> StoreResult<ReadTransaction> {
         let txn = self.inner().db.begin_read().map_err(storage_err)?;
-        let gate = &self.inner().shared.gate;
-        gate.wait_for(gate.visible()).await?;
+        self.wait_synced().await?;
         Ok(txn)
     }
 
