@@ -15,9 +15,10 @@
 //! [`may_claim`] is the exact predicate of [`CLAIM_CONDITION`], the
 //! conditional write that claims a row already there (a first claim is a
 //! Put on "absent"); the inbox tests check that the two agree on the store,
-//! through `Inbox::reclaim` and through the whole claim. Every other transition is written as the whole row
-//! computed here, conditioned on [`FENCE_CONDITION`] (still PENDING with MY
-//! lease token), so a worker whose lease was taken over cannot move the row.
+//! through `Inbox::reclaim` and through the whole claim. Every other
+//! transition is written as the whole row computed here, conditioned on
+//! [`FENCE_CONDITION`] (still PENDING with MY lease token), so a worker
+//! whose lease was taken over cannot move the row.
 //!
 //! Why not `attribute_not_exists(pk)` alone: then a worker that crashed after
 //! claiming, or a handler that failed once, would leave a row that refuses
@@ -160,10 +161,16 @@ impl ClaimKey {
 
     /// The claim row's primary key.
     pub fn item_key(&self) -> Item {
-        Item::from([
+        Item::from(self.key_attributes())
+    }
+
+    /// The primary key's attributes, for [`ClaimKey::item_key`] and
+    /// [`to_item`].
+    fn key_attributes(&self) -> [(String, AttributeValue); 2] {
+        [
             (attr::PK.to_owned(), AttributeValue::S(self.pk())),
             (attr::SK.to_owned(), AttributeValue::s(CLAIM_SK)),
-        ])
+        ]
     }
 }
 
@@ -390,8 +397,7 @@ pub fn to_item(row: &ClaimRow) -> Item {
     // Gathered first and built in one go: a BTreeMap made from a list sorts
     // it once instead of searching the tree for each of 14-17 inserts.
     let mut pairs: Vec<(String, AttributeValue)> = Vec::with_capacity(18);
-    pairs.push((attr::PK.to_owned(), AttributeValue::S(row.key.pk())));
-    pairs.push((attr::SK.to_owned(), AttributeValue::s(CLAIM_SK)));
+    pairs.extend(row.key.key_attributes());
     let mut s = |k: &str, v: &str| pairs.push((k.to_owned(), AttributeValue::s(v)));
     s(attr::STATUS, row.status.as_str());
     s(attr::LEASE_OWNER, &row.lease_owner);
