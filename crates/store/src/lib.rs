@@ -70,9 +70,9 @@ pub trait ItemStore: Send + Sync + 'static {
     /// commit log's sync), and a crash in between loses it although its
     /// caller saw it succeed. Every later write is ordered after it, so
     /// once one of them is durable this one is too. The worker's claims over
-    /// an existing row use it: a lost claim means the handler runs again, as after an expired
-    /// lease, and a completion (durable) implies its claim. The default is
-    /// `update_item`.
+    /// an existing row use it: a lost claim means the handler runs again, as
+    /// after an expired lease, and a completion (durable) implies its claim.
+    /// The default is `update_item`.
     fn update_item_unsynced(
         &self,
         input: UpdateItemInput,
