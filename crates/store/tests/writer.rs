@@ -177,3 +177,52 @@ async fn a_batch_that_changes_nothing_is_not_committed() {
         .unwrap();
     assert_eq!(s.writer_stats().commits, before.commits + 1);
 }
+
+/// `WriteContext::on_commit` runs once the batch has committed, whatever
+/// its operation returned (an operation's raw writes commit with the
+/// batch), before the operation's caller is answered; a batch that fails
+/// drops it unrun.
+#[tokio::test]
+async fn commit_hooks_run_when_the_batch_commits_and_never_when_it_fails() {
+    let s = open_with_table(None).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
+    let hooked = |tx: &tokio::sync::mpsc::UnboundedSender<&'static str>, what| {
+        let tx = tx.clone();
+        move || {
+            let _ = tx.send(what);
+        }
+    };
+    let hook = hooked(&tx, "ok");
+    s.submit(move |ctx| {
+        ctx.put_item(
+            "tbl",
+            postbox_item::item_from_json(&json!({"pk": {"S": "a"}})).unwrap(),
+        )?;
+        ctx.on_commit(hook);
+        Ok(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(rx.try_recv().ok(), Some("ok"), "ran before the answer");
+
+    let hook = hooked(&tx, "refused op");
+    let r: Result<(), _> = s
+        .submit(move |ctx| {
+            ctx.on_commit(hook);
+            Err(StoreError::validation("refused"))
+        })
+        .await;
+    check_err(r, "ValidationException", "refused");
+    assert_eq!(rx.try_recv().ok(), Some("refused op"));
+
+    let hook = hooked(&tx, "failed batch");
+    let r: Result<(), _> = s
+        .submit(move |ctx| {
+            ctx.on_commit(hook);
+            Err(StoreError::Storage("simulated I/O error".into()))
+        })
+        .await;
+    check_err(r, "InternalServerError", "");
+    drop(tx);
+    assert_eq!(rx.recv().await, None, "a failed batch ran its hook");
+}

@@ -145,7 +145,12 @@ pub struct WriteContext<'t> {
     /// committed, so it costs no fsync. A `Cell` because handing out the raw
     /// transaction (`&self`) counts as writing.
     touched: std::cell::Cell<bool>,
+    /// What runs once the batch has committed ([`WriteContext::on_commit`]).
+    on_commit: Vec<CommitHook>,
 }
+
+/// A callback run on the writer thread once its batch has committed.
+pub(crate) type CommitHook = Box<dyn FnOnce() + Send>;
 
 /// What a finished batch hands back to the writer.
 pub(crate) struct Finished {
@@ -155,6 +160,8 @@ pub(crate) struct Finished {
     pub stream_written: bool,
     /// Whether anything at all was written (else the commit is skipped).
     pub touched: bool,
+    /// The callbacks registered with [`WriteContext::on_commit`].
+    pub on_commit: Vec<CommitHook>,
 }
 
 impl<'t> WriteContext<'t> {
@@ -177,6 +184,7 @@ impl<'t> WriteContext<'t> {
             pending: HashMap::new(),
             stream_written: false,
             touched: std::cell::Cell::new(false),
+            on_commit: Vec::new(),
         })
     }
 
@@ -298,6 +306,18 @@ impl<'t> WriteContext<'t> {
     pub fn transaction(&self) -> TableOpener<'t> {
         self.touched.set(true);
         self.opener
+    }
+
+    /// Runs `hook` on the writer thread once this batch has committed,
+    /// before the commit log has synced it (a store without a commit log:
+    /// once the commit is durable), and drops it unrun if the batch fails.
+    /// It runs whatever this operation returns: it is for an operation's raw
+    /// writes ([`WriteContext::transaction`]), which are not staged, and
+    /// commit with the batch. Keep it short (the writer waits for it), and
+    /// act outside the store only on what is synced (see
+    /// [`EmbeddedStore::submit_unsynced`](super::EmbeddedStore::submit_unsynced)).
+    pub fn on_commit(&mut self, hook: impl FnOnce() + Send + 'static) {
+        self.on_commit.push(Box::new(hook));
     }
 
     // ---- what the built-in operations use ----
@@ -597,6 +617,7 @@ impl<'t> WriteContext<'t> {
             catalog: self.batch_catalog,
             stream_written: self.stream_written,
             touched: self.touched.get(),
+            on_commit: self.on_commit,
         })
     }
 

@@ -378,6 +378,7 @@ fn commit_batch(
             catalog: Vec::new(),
             stream_written: false,
             lsn: None,
+            on_commit: finished.on_commit,
         };
         done.finish(shared, syncer);
         return Ok(());
@@ -444,6 +445,7 @@ fn commit_batch(
         catalog: finished.catalog,
         stream_written: finished.stream_written,
         lsn,
+        on_commit: finished.on_commit,
     };
     done.finish(shared, syncer);
     Ok(())
@@ -457,6 +459,8 @@ struct Done {
     /// The batch's commit-log record, if it wrote one: its LSN and the
     /// log region it is in.
     lsn: Option<(u64, usize)>,
+    /// Run as soon as the batch has committed (`WriteContext::on_commit`).
+    on_commit: Vec<super::context::CommitHook>,
 }
 
 impl Done {
@@ -464,8 +468,11 @@ impl Done {
     /// thread, which publishes it once its record (and every earlier one)
     /// is synced.
     /// The answers of operations submitted unsynced leave now (the batch
-    /// has committed).
+    /// has committed), and its commit hooks run.
     fn finish(mut self, shared: &Shared, syncer: Option<&Syncer>) {
+        std::mem::take(&mut self.on_commit)
+            .into_iter()
+            .for_each(|hook| hook());
         match syncer {
             Some(syncer) => {
                 if self.replies.iter().any(|r| r.unsynced()) {
