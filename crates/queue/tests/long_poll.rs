@@ -81,3 +81,105 @@ async fn deleting_the_queue_ends_a_wait() {
         .unwrap();
     assert!(r.is_err());
 }
+
+/// A long poll of an in-process consumer (`answer_before_sync`), which a
+/// send can hand messages to inside its own commit.
+fn parked(seconds: i64) -> ReceiveOptions {
+    ReceiveOptions {
+        answer_before_sync: true,
+        ..wait(seconds)
+    }
+}
+
+/// Lets a spawned poll reach its wait.
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
+#[tokio::test]
+async fn a_send_hands_its_messages_to_a_parked_poll_in_its_own_commit() {
+    let e = env().await;
+    fifo(&e.queues, "f.fifo").await;
+    let q = e.queues.clone();
+    let waiter = tokio::spawn(async move { q.receive("f.fifo", parked(20)).await.unwrap() });
+    settle().await;
+    let commits = e.store.writer_stats().commits;
+    let sent = e
+        .queues
+        .send_batch(
+            "f.fifo",
+            ["a1", "a2", "b1"]
+                .iter()
+                .map(|b| grouped(b, &b[..1]))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    assert!(sent.iter().all(Result::is_ok), "{sent:?}");
+    let got = waiter.await.unwrap();
+    assert_eq!(bodies(&got), ["a1", "a2", "b1"]);
+    assert_eq!(
+        e.store.writer_stats().commits - commits,
+        1,
+        "the send and the receive took more than one commit"
+    );
+    // Handed out as a receive hands out: in flight, receipts valid.
+    assert!(
+        e.queues
+            .receive("f.fifo", recv(10, None))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    for m in &got {
+        e.queues.delete("f.fifo", &m.receipt_handle).await.unwrap();
+    }
+    let stats = e.queues.stats("f.fifo").unwrap();
+    assert_eq!((stats.visible, stats.in_flight), (0, 0), "{stats:?}");
+}
+
+#[tokio::test]
+async fn a_dropped_parked_poll_is_handed_nothing() {
+    let e = env().await;
+    e.queues.create_queue("q", attrs(&[])).await.unwrap();
+    let q = e.queues.clone();
+    let waiter = tokio::spawn(async move { q.receive("q", parked(20)).await });
+    settle().await;
+    waiter.abort();
+    let _ = waiter.await;
+    e.queues.send("q", NewMessage::new("m")).await.unwrap();
+    assert_eq!(
+        bodies(&e.queues.receive("q", recv(10, None)).await.unwrap()),
+        ["m"],
+        "the message went to a poll that no longer waits"
+    );
+}
+
+#[tokio::test]
+async fn parked_polls_are_handed_messages_oldest_first_ten_each() {
+    let e = env().await;
+    e.queues.create_queue("q", attrs(&[])).await.unwrap();
+    let mut waiters = Vec::new();
+    for _ in 0..2 {
+        let q = e.queues.clone();
+        waiters.push(tokio::spawn(async move {
+            q.receive("q", parked(20)).await.unwrap()
+        }));
+        settle().await;
+    }
+    for batch in 0..2 {
+        let messages = (0..10)
+            .map(|i| NewMessage::new(format!("m{}", batch * 10 + i)))
+            .collect();
+        e.queues.send_batch("q", messages).await.unwrap();
+    }
+    let second = waiters.pop().unwrap().await.unwrap();
+    let first = waiters.pop().unwrap().await.unwrap();
+    let names = |from: usize| {
+        (from..from + 10)
+            .map(|i| format!("m{i}"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(bodies(&first), names(0));
+    assert_eq!(bodies(&second), names(10));
+}

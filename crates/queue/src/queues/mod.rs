@@ -92,6 +92,11 @@ pub(crate) struct QueueHandle {
     /// sync waits until this mark is synced, so no consumer acts on a
     /// message whose cause a crash could still take back.
     pub sent_after: AtomicU64,
+    /// In-process long polls a send hands messages to inside its own
+    /// commit (see `receive::hand_off`), oldest first.
+    pub parked: Mutex<std::collections::VecDeque<receive::Parked>>,
+    /// The id of the next long poll parked here.
+    pub next_park: AtomicU64,
 }
 
 pub(crate) struct QueueShared {
@@ -237,7 +242,7 @@ impl Queues {
         let PreparedSend { handle, messages } = prepared;
         let messages = messages.into_iter().map(Ok).collect();
         let mark = self.inner.store.committed_mark();
-        Ok(send::commit(ctx, &handle, messages, mark)?
+        Ok(send::commit(&self.inner, ctx, &handle, messages, mark)?
             .map(|results| results.into_iter().map(|r| r.expect("all valid")).collect()))
     }
 }
@@ -416,6 +421,8 @@ pub(crate) fn new_handle(record: QueueRecord, core: QueueCore) -> QueueHandle {
         arrivals: Notify::new(),
         counters: Counters::default(),
         sent_after: AtomicU64::new(0),
+        parked: Mutex::new(std::collections::VecDeque::new()),
+        next_park: AtomicU64::new(0),
     }
 }
 

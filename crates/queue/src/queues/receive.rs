@@ -1,6 +1,10 @@
 //! ReceiveMessage: handing out messages inside a commit, redriving those
 //! received too often, and long polling that sleeps until a send wakes it
-//! (or a hidden message becomes visible), never polling in a loop.
+//! (or a hidden message becomes visible), never polling in a loop. A long
+//! poll of a consumer in the store's own process
+//! (`ReceiveOptions::answer_before_sync`) parks instead, and the next send
+//! hands it messages inside the send's own commit (`hand_off`): the send
+//! and the receive cost one writer round trip, not two.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -8,6 +12,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use postbox_store::embedded::WriteContext;
+use tokio::sync::oneshot;
 
 use crate::core::MessageState;
 use crate::digest::Receipt;
@@ -39,7 +44,8 @@ pub struct ReceiveOptions {
     /// than after their visibility timeout; that is harmless only when
     /// whoever held them died in the same crash. Never set it on behalf of
     /// a consumer in another process (the SQS endpoint does not), which
-    /// would then hold messages someone else can receive.
+    /// would then hold messages someone else can receive. Such a receive's
+    /// long poll may be handed its messages inside a send's commit.
     pub answer_before_sync: bool,
 }
 
@@ -91,6 +97,9 @@ impl Queues {
                 return self.inner.messages(&handle, again);
             }
         }
+        // Only an in-process consumer's poll waits where a send can hand it
+        // messages: the send's commit is not synced when it is answered.
+        let park = options.answer_before_sync && attempt.is_none();
         loop {
             // Registered before looking, so a send between the look and the
             // wait still wakes us.
@@ -117,24 +126,12 @@ impl Queues {
                     receive_in(&inner, ctx, &h, max, vt * 1000, attempt)
                 };
                 let got = if options.answer_before_sync {
-                    let got = self.inner.submit_unsynced(receive).await?;
-                    if !got.is_empty() {
-                        // What sent these messages may have read commits
-                        // not yet synced (see `QueueHandle::sent_after`).
-                        let mark = handle.sent_after.load(Ordering::Acquire);
-                        self.inner.store.wait_synced_to(mark).await?;
-                    }
-                    got
+                    self.inner.submit_unsynced(receive).await?
                 } else {
                     self.inner.submit(receive).await?
                 };
                 if !got.is_empty() {
-                    // Wake-ups are one per ten arrivals: a receive that
-                    // leaves ready messages behind passes its wake-up on.
-                    if handle.lock().core.has_ready(self.inner.now()) {
-                        handle.wake(1);
-                    }
-                    return self.inner.messages(&handle, got);
+                    return self.answer(&handle, got, options.answer_before_sync).await;
                 }
                 // Someone else took them: wait like an empty queue (never
                 // retry at once, which could spin).
@@ -152,12 +149,169 @@ impl Queues {
                 }
                 return Ok(Vec::new());
             }
+            if !park {
+                tokio::select! {
+                    _ = &mut notified => {}
+                    _ = tokio::time::sleep_until(until) => {}
+                }
+                continue;
+            }
+            // An in-process consumer parks, so that a send can hand it
+            // messages inside the send's own commit (`hand_off`): one
+            // writer round trip fewer between a send and its consumer.
+            let parked = Unpark::park(&handle, max, vt * 1000);
+            let mut answer = parked.answer;
             tokio::select! {
+                got = &mut answer => {
+                    if let Ok(got) = got {
+                        return self.answer(&handle, got, true).await;
+                    }
+                }
                 _ = &mut notified => {}
                 _ = tokio::time::sleep_until(until) => {}
             }
+            if !parked.guard.unpark() {
+                // A send took this poll: its commit answers it (or, if the
+                // commit failed, drops the answer) without waiting on us.
+                if let Ok(got) = answer.await {
+                    return self.answer(&handle, got, true).await;
+                }
+            }
         }
     }
+
+    /// The messages a receive got. One answered before its sync waits
+    /// until what the messages were sent after is synced.
+    async fn answer(
+        &self,
+        handle: &QueueHandle,
+        got: Vec<Handed>,
+        before_sync: bool,
+    ) -> QueueResult<Vec<ReceivedMessage>> {
+        if before_sync {
+            // What sent these messages may have read commits not yet
+            // synced (see `QueueHandle::sent_after`).
+            let mark = handle.sent_after.load(Ordering::Acquire);
+            self.inner.store.wait_synced_to(mark).await?;
+        }
+        // Wake-ups are one per ten arrivals: a receive that leaves ready
+        // messages behind passes its wake-up on.
+        if handle.lock().core.has_ready(self.inner.now()) {
+            handle.wake(1);
+        }
+        self.inner.messages(handle, got)
+    }
+}
+
+/// A long poll parked on a queue, waiting for a send to hand it messages.
+pub(crate) struct Parked {
+    id: u64,
+    max: usize,
+    visibility_ms: u64,
+    answer: oneshot::Sender<Vec<Handed>>,
+}
+
+/// A parked poll's place in the queue's list, taken out when the poll
+/// stops waiting (or is dropped) unless a send took it first.
+struct Unpark<'h> {
+    handle: &'h QueueHandle,
+    id: u64,
+}
+
+struct ParkedPoll<'h> {
+    guard: Unpark<'h>,
+    answer: oneshot::Receiver<Vec<Handed>>,
+}
+
+impl<'h> Unpark<'h> {
+    fn park(handle: &'h QueueHandle, max: usize, visibility_ms: u64) -> ParkedPoll<'h> {
+        let id = handle.next_park.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        handle
+            .parked
+            .lock()
+            .expect("parked polls lock")
+            .push_back(Parked {
+                id,
+                max,
+                visibility_ms,
+                answer: tx,
+            });
+        ParkedPoll {
+            guard: Unpark { handle, id },
+            answer: rx,
+        }
+    }
+
+    /// Takes the poll out of the list; false if a send had taken it.
+    fn unpark(&self) -> bool {
+        let mut parked = self.handle.parked.lock().expect("parked polls lock");
+        match parked.iter().position(|p| p.id == self.id) {
+            Some(at) => {
+                parked.remove(at);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Drop for Unpark<'_> {
+    fn drop(&mut self) {
+        self.unpark();
+    }
+}
+
+/// Inside a send's commit, after its messages are in: hands ready messages
+/// to the polls parked on `handle`, oldest first, as a receive of theirs
+/// in this same commit would, and answers each once the commit is made.
+/// Returns how many messages were handed out.
+pub(super) fn hand_off(
+    inner: &Arc<Inner>,
+    ctx: &mut WriteContext<'_>,
+    handle: &QueueHandle,
+) -> StorageResult<usize> {
+    let mut handed = 0;
+    loop {
+        let next = {
+            let mut parked = handle.parked.lock().expect("parked polls lock");
+            // A poll dropped before it could unpark is skipped.
+            while parked.front().is_some_and(|p| p.answer.is_closed()) {
+                parked.pop_front();
+            }
+            parked.pop_front()
+        };
+        let Some(poll) = next else { break };
+        if !handle.lock().core.has_ready(ctx.now_ms()) {
+            handle
+                .parked
+                .lock()
+                .expect("parked polls lock")
+                .push_front(poll);
+            break;
+        }
+        match receive_in(inner, ctx, handle, poll.max, poll.visibility_ms, None)? {
+            Ok(got) if !got.is_empty() => {
+                handed += got.len();
+                let answer = poll.answer;
+                ctx.on_commit(move || {
+                    let _ = answer.send(got);
+                });
+            }
+            Ok(_) => {
+                // Ready messages whose groups are all in flight.
+                handle
+                    .parked
+                    .lock()
+                    .expect("parked polls lock")
+                    .push_front(poll);
+                break;
+            }
+            // The queue was deleted: the poll, woken, finds out itself.
+            Err(_) => break,
+        }
+    }
+    Ok(handed)
 }
 
 fn bounded(name: &str, v: i64, min: i64, max: i64) -> QueueResult<u64> {

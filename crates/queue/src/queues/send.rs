@@ -2,6 +2,7 @@
 //! deduplication and enqueueing inside the commit.
 
 use postbox_store::embedded::WriteContext;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::core::DedupEntry;
@@ -15,7 +16,8 @@ use crate::message::{NewMessage, SendResult};
 use crate::stats::Counters;
 use crate::storage::{Payload, StorageResult, Tables};
 
-use super::{QueueHandle, Queues, insert_message, remember_dedup};
+use super::receive::hand_off;
+use super::{Inner, QueueHandle, Queues, insert_message, remember_dedup};
 
 /// Longest MessageGroupId and MessageDeduplicationId.
 const MAX_ID_LEN: usize = 128;
@@ -48,9 +50,12 @@ impl Queues {
     ) -> QueueResult<Vec<QueueResult<SendResult>>> {
         let handle = self.inner.handle(queue)?;
         let prepared = prepare(&handle, messages);
-        let store = self.inner.store.clone();
+        let inner = self.inner.clone();
         self.inner
-            .submit(move |ctx| commit(ctx, &handle, prepared, store.committed_mark()))
+            .submit(move |ctx| {
+                let mark = inner.store.committed_mark();
+                commit(&inner, ctx, &handle, prepared, mark)
+            })
             .await
     }
 }
@@ -166,8 +171,10 @@ fn check_id(name: &str, id: &str) -> QueueResult<()> {
 /// Enqueues prepared messages inside a commit: a deduplicated one answers
 /// with the original's id and sequence number and is not enqueued again.
 /// `mark` is the store's `committed_mark` inside this operation (see
-/// `QueueHandle::sent_after`).
+/// `QueueHandle::sent_after`). Long polls parked on the queue get the
+/// messages in the same commit (`receive::hand_off`); the rest wake waiters.
 pub(crate) fn commit(
+    inner: &Arc<Inner>,
     ctx: &mut WriteContext<'_>,
     handle: &QueueHandle,
     prepared: Vec<QueueResult<Prepared>>,
@@ -227,13 +234,15 @@ pub(crate) fn commit(
         enqueued += 1;
         out.push(Ok(answer));
     }
+    drop(tables);
     drop(shared);
     if enqueued > 0 {
         handle.sent_after.fetch_max(mark, Ordering::Release);
         Counters::add(&handle.counters.sent, enqueued);
+        let handed = hand_off(inner, ctx, handle)?;
         // One receive takes up to ten; a receive that leaves more behind
         // wakes the next waiter (see `receive`).
-        handle.wake(enqueued.div_ceil(10));
+        handle.wake(enqueued.saturating_sub(handed).div_ceil(10));
     }
     Ok(Ok(out))
 }
