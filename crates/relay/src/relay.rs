@@ -20,7 +20,10 @@
 //! unit of durability, so throughput does not pay one fsync per 10 records.
 //! One commit is kept in flight while the next records are planned; it is
 //! queued to the writer before the next one, whose checkpoint check makes
-//! it write nothing if this one failed.
+//! it write nothing if this one failed. A commit is answered once it is
+//! made, not once the commit log has synced it
+//! (`EmbeddedStore::submit_unsynced`): a crash that takes it back takes its
+//! checkpoint move too.
 //!
 //! # Failures
 //!
@@ -74,7 +77,10 @@ pub struct RelayOptions {
     /// "Now" for record ages; pass the store's clock.
     pub clock: Arc<dyn Clock>,
     /// Called after each delivery commit with the pipe's name and the
-    /// checkpoint it moved to (benchmarks measure lag with it).
+    /// checkpoint it moved to (benchmarks measure lag with it). The commit
+    /// is made but may not be synced yet: a crash of the machine (not of
+    /// the process alone) can take it back, and the relay then delivers
+    /// those records again.
     pub on_commit: Option<CommitHook>,
 }
 
@@ -650,7 +656,7 @@ impl Runner {
     /// returns the new checkpoint. When every batch passes its pre-check the
     /// commit is only started and left in `inflight` (the previous one is
     /// finished after it was started), so planning the next records overlaps
-    /// this commit's fsync. Its checkpoint check makes it write nothing if
+    /// this commit. Its checkpoint check makes it write nothing if
     /// the one before it failed.
     async fn relay(
         &self,
@@ -956,7 +962,12 @@ impl Runner {
                 failed_sends: failed,
             })
         };
-        let task = async move { store.submit(op).await };
+        // Answered at its commit, before the commit log syncs it: every
+        // effect of a delivery is in this store (log-file lines were
+        // written and synced above), and what a crash takes back it takes
+        // back together with the checkpoint, so the relay sends it again.
+        // The relay moves on to the next records without waiting out a sync.
+        let task = async move { store.submit_unsynced(op).await };
         // Poll once now: that queues the operation to the writer, so commits
         // reach the writer in the order they were begun (the next one checks
         // the checkpoint this one moves).

@@ -87,5 +87,38 @@ async fn queues_are_fed_before_the_sync_and_log_files_after_it() {
     assert_eq!(logged(&log), 2);
     let bodies = drain(&env.queues, "jobs").await;
     assert_eq!(bodies.len(), 2);
+
+    // Nor does a delivery wait for the sync of the one before it: three
+    // puts in a row, each relayed while every sync is held.
+    let held = faults::hold(faults::GROUP_SYNC);
+    let mut puts = Vec::new();
+    let mut relayed_while_held = 0;
+    for id in ["j3", "j4", "j5"] {
+        let store = env.store.clone();
+        puts.push(tokio::spawn(
+            async move { put(&store, "jobs", job(id)).await },
+        ));
+        let want = 3 + relayed_while_held;
+        for _ in 0..500 {
+            if env.queues.stats("jobs").unwrap().sent == want {
+                relayed_while_held += 1;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if relayed_while_held + 2 < want {
+            break;
+        }
+    }
+    drop(held);
+    assert_eq!(
+        relayed_while_held, 3,
+        "a delivery waited for the sync of the delivery before it"
+    );
+    for p in puts {
+        p.await.unwrap();
+    }
+    caught_up(&relay).await;
+    assert_eq!(drain(&env.queues, "jobs").await.len(), 3);
     relay.shutdown().await;
 }
