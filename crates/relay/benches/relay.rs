@@ -7,7 +7,9 @@
 //!    then move the checkpoint: two commits per 10 records);
 //! 2. lag: a producer commits a steady 10,000 records/s for a few seconds
 //!    while the relay runs; lag is from the producer's commit returning to
-//!    the relay's commit (enqueue + checkpoint) returning, p50/p99/max.
+//!    the relay's commit (enqueue + checkpoint) returning, p50/p99/max. A
+//!    delivery is answered at its commit, before the commit log's sync
+//!    (the relay's own effects are all in the store).
 //!
 //! `cargo bench -p postbox-relay --bench relay` (env `RELAY_BENCH_RECORDS`,
 //! `RELAY_BENCH_SECONDS` to change the sizes).

@@ -39,6 +39,9 @@
 //!   are NOT staged: validate first, write last, never fail after writing;
 //! - returning `StoreError::Storage` (or panicking) fails the whole batch
 //!   and stops the store;
+//! - [`WriteContext::on_commit`] leaves a callback that runs on the writer
+//!   once the batch has committed (before the log's sync), whatever the
+//!   closure returned, and never if the batch fails;
 //! - the closure must be quick and must not block: the whole batch waits.
 //!
 //! Architecture Invariant: a write is acknowledged only after the commit
@@ -49,7 +52,8 @@
 //! `ItemStore::update_item_unsynced`, `ItemStore::put_item_unsynced`):
 //! answered at the commit, before the commit log's fsync, for writes that a
 //! later synced write makes durable and whose loss in a crash only makes
-//! work happen again (an in-process worker's receive and claim).
+//! work happen again (an in-process worker's receive and claim, and the
+//! relay's delivery into this store's queues).
 //!
 //! # Known differences from DynamoDB
 //!
