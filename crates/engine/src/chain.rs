@@ -109,22 +109,33 @@ pub fn to_hex(h: &Hash) -> String {
     s
 }
 
-/// Parses 64 hex characters.
+/// Parses 64 lowercase hex characters. One table lookup per character and
+/// one check at the end (verify parses every stored hash).
 pub fn from_hex(s: &str) -> Option<Hash> {
-    let b = s.as_bytes();
-    if b.len() != 64 {
-        return None;
-    }
-    let nib = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
+    const INVALID: u8 = 0x10;
+    const NIBBLES: [u8; 256] = {
+        let mut t = [INVALID; 256];
+        let mut c = 0;
+        while c < 10 {
+            t[b'0' as usize + c] = c as u8;
+            c += 1;
+        }
+        let mut c = 0;
+        while c < 6 {
+            t[b'a' as usize + c] = 10 + c as u8;
+            c += 1;
+        }
+        t
     };
+    let b: &[u8; 64] = s.as_bytes().try_into().ok()?;
     let mut out = [0u8; 32];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = nib(b[2 * i])? << 4 | nib(b[2 * i + 1])?;
+    let mut seen = 0;
+    for (o, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
+        let (hi, lo) = (NIBBLES[pair[0] as usize], NIBBLES[pair[1] as usize]);
+        seen |= hi | lo;
+        *o = hi << 4 | lo;
     }
-    Some(out)
+    (seen & INVALID == 0).then_some(out)
 }
 
 #[cfg(test)]
@@ -202,5 +213,26 @@ mod tests {
         let want: Hash = Sha256::digest(&bytes).into();
         assert_eq!(h, want);
         assert_eq!(from_hex(&to_hex(&h)), Some(h));
+    }
+
+    #[test]
+    fn hex_is_lowercase_and_exactly_64_characters() {
+        let h = link(&GENESIS, b"x");
+        let hex = to_hex(&h);
+        assert_eq!(from_hex(&hex), Some(h));
+        for bad in [
+            hex.to_uppercase(),
+            hex[1..].to_owned(),
+            format!("{hex}0"),
+            format!("g{}", &hex[1..]),
+            format!("{}/", &hex[..63]),
+            format!("{}:", &hex[..63]),
+            format!("{}`", &hex[..63]),
+        ] {
+            assert_eq!(from_hex(&bad), None, "{bad}");
+        }
+        let zeros = "0".repeat(64);
+        assert_eq!(from_hex(&zeros), Some([0; 32]));
+        assert_eq!(from_hex(&"f".repeat(64)), Some([0xff; 32]));
     }
 }
