@@ -282,15 +282,12 @@ pub(super) fn hand_off(
             parked.pop_front()
         };
         let Some(poll) = next else { break };
-        if !handle.lock().core.has_ready(ctx.now_ms()) {
-            handle
-                .parked
-                .lock()
-                .expect("parked polls lock")
-                .push_front(poll);
-            break;
-        }
-        match receive_in(inner, ctx, handle, poll.max, poll.visibility_ms, None)? {
+        let got = if handle.lock().core.has_ready(ctx.now_ms()) {
+            receive_in(inner, ctx, handle, poll.max, poll.visibility_ms, None)?
+        } else {
+            Ok(Vec::new())
+        };
+        match got {
             Ok(got) if !got.is_empty() => {
                 handed += got.len();
                 let answer = poll.answer;
@@ -299,7 +296,8 @@ pub(super) fn hand_off(
                 });
             }
             Ok(_) => {
-                // Ready messages whose groups are all in flight.
+                // Nothing is ready, or only messages of groups in flight:
+                // the poll keeps its place.
                 handle
                     .parked
                     .lock()
