@@ -183,3 +183,57 @@ async fn parked_polls_are_handed_messages_oldest_first_ten_each() {
     assert_eq!(bodies(&first), names(0));
     assert_eq!(bodies(&second), names(10));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_dropped_while_a_send_hands_it_messages_gives_them_back() {
+    let e = env().await;
+    e.queues.create_queue("q", attrs(&[])).await.unwrap();
+    let q = e.queues.clone();
+    let waiter = tokio::spawn(async move { q.receive("q", parked(20)).await });
+    settle().await;
+    // The send takes the poll; the rest of its batch takes a while, and the
+    // poll's consumer stops meanwhile (a worker told to stop).
+    let (queues, store) = (e.queues.clone(), e.store.clone());
+    let send = tokio::spawn(async move {
+        store
+            .submit(move |ctx| {
+                let sent = queues.send_in(ctx, "q", vec![NewMessage::new("m")])?;
+                assert!(sent.is_ok(), "{sent:?}");
+                std::thread::sleep(Duration::from_millis(300));
+                Ok(())
+            })
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    waiter.abort();
+    let _ = waiter.await;
+    send.await.unwrap().unwrap();
+    let got = e.queues.receive("q", wait(5)).await.unwrap();
+    let stats = e.queues.stats("q").unwrap();
+    assert_eq!(bodies(&got), ["m"], "left in flight with nobody: {stats:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_whose_hand_off_batch_fails_is_answered_by_the_store() {
+    let e = env().await;
+    e.queues.create_queue("q", attrs(&[])).await.unwrap();
+    let q = e.queues.clone();
+    let waiter = tokio::spawn(async move { q.receive("q", parked(20)).await });
+    settle().await;
+    let queues = e.queues.clone();
+    let failed: Result<(), _> = e
+        .store
+        .submit(move |ctx| {
+            let _ = queues.send_in(ctx, "q", vec![NewMessage::new("m")])?;
+            Err(postbox_store::StoreError::Storage(
+                "simulated I/O error".into(),
+            ))
+        })
+        .await;
+    assert!(failed.is_err());
+    let joined = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the poll was not answered");
+    let received = joined.expect("the poll panicked");
+    assert!(received.is_err(), "{received:?}");
+}

@@ -100,6 +100,9 @@ impl Queues {
         // Only an in-process consumer's poll waits where a send can hand it
         // messages: the send's commit is not synced when it is answered.
         let park = options.answer_before_sync && attempt.is_none();
+        // Set when a send took this poll and its batch failed: the next look
+        // goes to the store, which says what happened to it.
+        let mut ask_the_store = false;
         loop {
             // Registered before looking, so a send between the look and the
             // wait still wakes us.
@@ -118,7 +121,7 @@ impl Queues {
                     s.core.next_ready_after(now),
                 )
             };
-            if ready {
+            if ready || std::mem::take(&mut ask_the_store) {
                 let inner = self.inner.clone();
                 let h = handle.clone();
                 let attempt = attempt.clone();
@@ -161,20 +164,27 @@ impl Queues {
             // writer round trip fewer between a send and its consumer.
             let parked = Unpark::park(&handle, max, vt * 1000);
             let mut answer = parked.answer;
+            let mut answered = false;
             tokio::select! {
                 got = &mut answer => {
-                    if let Ok(got) = got {
-                        return self.answer(&handle, got, true).await;
+                    match got {
+                        Ok(got) => return self.answer(&handle, got, true).await,
+                        // The batch of the send that took this poll failed.
+                        Err(_) => {
+                            answered = true;
+                            ask_the_store = true;
+                        }
                     }
                 }
                 _ = &mut notified => {}
                 _ = tokio::time::sleep_until(until) => {}
             }
-            if !parked.guard.unpark() {
+            if !parked.guard.unpark() && !answered {
                 // A send took this poll: its commit answers it (or, if the
                 // commit failed, drops the answer) without waiting on us.
-                if let Ok(got) = answer.await {
-                    return self.answer(&handle, got, true).await;
+                match answer.await {
+                    Ok(got) => return self.answer(&handle, got, true).await,
+                    Err(_) => ask_the_store = true,
                 }
             }
         }
@@ -209,6 +219,9 @@ pub(crate) struct Parked {
     max: usize,
     visibility_ms: u64,
     answer: oneshot::Sender<Vec<Handed>>,
+    /// The poll's runtime: messages handed to a poll that is gone by the
+    /// commit are made visible again from a task on it.
+    runtime: tokio::runtime::Handle,
 }
 
 /// A parked poll's place in the queue's list, taken out when the poll
@@ -236,6 +249,7 @@ impl<'h> Unpark<'h> {
                 max,
                 visibility_ms,
                 answer: tx,
+                runtime: tokio::runtime::Handle::current(),
             });
         ParkedPoll {
             guard: Unpark { handle, id },
@@ -290,9 +304,17 @@ pub(super) fn hand_off(
         match got {
             Ok(got) if !got.is_empty() => {
                 handed += got.len();
-                let answer = poll.answer;
+                let (answer, runtime) = (poll.answer, poll.runtime);
+                let queues = Queues {
+                    inner: inner.clone(),
+                };
+                let (name, id) = (handle.name.clone(), handle.id);
                 ctx.on_commit(move || {
-                    let _ = answer.send(got);
+                    if let Err(got) = answer.send(got) {
+                        // The poll was dropped (its consumer stopped) after
+                        // this send took it: nobody holds these messages.
+                        runtime.spawn(release(queues, name, id, got));
+                    }
                 });
             }
             Ok(_) => {
@@ -446,6 +468,28 @@ fn repeat_attempt(
         }
     }
     Ok(Ok(if out.is_empty() { None } else { Some(out) }))
+}
+
+/// Makes messages handed to a poll that no longer waits visible again at
+/// once, as a consumer that gives them back does (their receive counts
+/// stay raised, as after any receive).
+async fn release(queues: Queues, queue: String, queue_id: u64, handed: Vec<Handed>) {
+    let entries: Vec<(String, i64)> = handed
+        .iter()
+        .map(|h| {
+            let receipt = Receipt {
+                queue_id,
+                seq: h.seq,
+                token: h.state.token,
+            };
+            (receipt.encode(), 0)
+        })
+        .collect();
+    for chunk in entries.chunks(10) {
+        if let Err(e) = queues.change_visibility_batch(&queue, chunk.to_vec()).await {
+            tracing::warn!(queue = %queue, error = %e, "messages handed to a long poll that had stopped stay hidden until their visibility timeout");
+        }
+    }
 }
 
 /// A message handed out inside a commit, turned into a [`ReceivedMessage`]
