@@ -241,8 +241,12 @@ pub(crate) fn commit(
         Counters::add(&handle.counters.sent, enqueued);
         let handed = hand_off(inner, ctx, handle)?;
         // One receive takes up to ten; a receive that leaves more behind
-        // wakes the next waiter (see `receive`).
-        handle.wake(enqueued.saturating_sub(handed).div_ceil(10));
+        // wakes the next waiter (see `receive`). A hand-off may have taken
+        // older messages rather than these: while any are ready, wake one.
+        let left = enqueued.saturating_sub(handed).div_ceil(10);
+        if handle.lock().core.has_ready(ctx.now_ms()) {
+            handle.wake(left.max(1));
+        }
     }
     Ok(Ok(out))
 }
