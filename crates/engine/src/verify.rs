@@ -19,7 +19,8 @@
 //! problem is reported with its seq. Each link is checked from the stored
 //! hash of the event before it, which is the hash a pass in order computes
 //! wherever the earlier links hold; so the links are independent, and a
-//! group of them is hashed at once in SIMD lanes ([`chain::hash_envelopes`]). After a clean run (or up to the event
+//! group of them is hashed at once in SIMD lanes
+//! ([`chain::hash_envelopes`]). After a clean run (or up to the event
 //! before the first problem) the checkpoint row `TENANT#<t>#VERIFIED` moves
 //! to the last verified seq and hash, so the next run reads only newer
 //! events; `full: true` ignores the checkpoint.
@@ -408,8 +409,6 @@ async fn stored_hash<S: ItemStore>(
         .and_then(|i| chain::from_hex(i.get("hash")?.as_s()?)))
 }
 
-/// Checks one row (encoded, as `query_encoded` gives it) after
-/// `prev_seq`/`prev_hash`; its hash, or the broken seq and problem.
 /// Rows checked, and their links hashed, together: enough for every
 /// SIMD lane of the hashing kernels (16 per wave, two waves on some CPUs)
 /// several times over.

@@ -310,7 +310,7 @@ impl<'t> WriteContext<'t> {
 
     /// Runs `hook` on the writer thread once this batch has committed,
     /// before the commit log has synced it (a store without a commit log:
-    /// once the commit is durable), and drops it unrun if the batch fails.
+    /// once redb's commit returns), and drops it unrun if the batch fails.
     /// It runs whatever this operation returns: it is for an operation's raw
     /// writes ([`WriteContext::transaction`]), which are not staged, and
     /// commit with the batch. Keep it short (the writer waits for it), and
