@@ -164,22 +164,21 @@ impl Queues {
             // writer round trip fewer between a send and its consumer.
             let parked = Unpark::park(&handle, max, vt * 1000);
             let mut answer = parked.answer;
-            let mut answered = false;
             tokio::select! {
-                got = &mut answer => {
-                    match got {
-                        Ok(got) => return self.answer(&handle, got, true).await,
-                        // The batch of the send that took this poll failed.
-                        Err(_) => {
-                            answered = true;
-                            ask_the_store = true;
-                        }
+                got = &mut answer => match got {
+                    Ok(got) => return self.answer(&handle, got, true).await,
+                    // The batch of the send that took this poll failed (the
+                    // send took it off the list, so there is no place to
+                    // give up).
+                    Err(_) => {
+                        ask_the_store = true;
+                        continue;
                     }
-                }
+                },
                 _ = &mut notified => {}
                 _ = tokio::time::sleep_until(until) => {}
             }
-            if !parked.guard.unpark() && !answered {
+            if !parked.guard.unpark() {
                 // A send took this poll: its commit answers it (or, if the
                 // commit failed, drops the answer) without waiting on us.
                 match answer.await {
