@@ -6,7 +6,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use postbox_queue::{NewMessage, ReceiveOptions};
+use postbox_queue::{NewMessage, QueueResult, Queues, ReceiveOptions, ReceivedMessage};
+use tokio::task::JoinHandle;
 
 fn wait(seconds: i64) -> ReceiveOptions {
     ReceiveOptions {
@@ -91,18 +92,19 @@ fn parked(seconds: i64) -> ReceiveOptions {
     }
 }
 
-/// Lets a spawned poll reach its wait.
-async fn settle() {
+/// Starts a parked poll on `queue` and lets it reach its wait.
+async fn park_on(queues: &Queues, queue: &str) -> JoinHandle<QueueResult<Vec<ReceivedMessage>>> {
+    let (q, queue) = (queues.clone(), queue.to_owned());
+    let waiter = tokio::spawn(async move { q.receive(&queue, parked(20)).await });
     tokio::time::sleep(Duration::from_millis(200)).await;
+    waiter
 }
 
 #[tokio::test]
 async fn a_send_hands_its_messages_to_a_parked_poll_in_its_own_commit() {
     let e = env().await;
     fifo(&e.queues, "f.fifo").await;
-    let q = e.queues.clone();
-    let waiter = tokio::spawn(async move { q.receive("f.fifo", parked(20)).await.unwrap() });
-    settle().await;
+    let waiter = park_on(&e.queues, "f.fifo").await;
     let commits = e.store.writer_stats().commits;
     let sent = e
         .queues
@@ -116,7 +118,7 @@ async fn a_send_hands_its_messages_to_a_parked_poll_in_its_own_commit() {
         .await
         .unwrap();
     assert!(sent.iter().all(Result::is_ok), "{sent:?}");
-    let got = waiter.await.unwrap();
+    let got = waiter.await.unwrap().unwrap();
     assert_eq!(bodies(&got), ["a1", "a2", "b1"]);
     assert_eq!(
         e.store.writer_stats().commits - commits,
@@ -142,9 +144,7 @@ async fn a_send_hands_its_messages_to_a_parked_poll_in_its_own_commit() {
 async fn a_dropped_parked_poll_is_handed_nothing() {
     let e = env().await;
     e.queues.create_queue("q", attrs(&[])).await.unwrap();
-    let q = e.queues.clone();
-    let waiter = tokio::spawn(async move { q.receive("q", parked(20)).await });
-    settle().await;
+    let waiter = park_on(&e.queues, "q").await;
     waiter.abort();
     let _ = waiter.await;
     e.queues.send("q", NewMessage::new("m")).await.unwrap();
@@ -161,11 +161,7 @@ async fn parked_polls_are_handed_messages_oldest_first_ten_each() {
     e.queues.create_queue("q", attrs(&[])).await.unwrap();
     let mut waiters = Vec::new();
     for _ in 0..2 {
-        let q = e.queues.clone();
-        waiters.push(tokio::spawn(async move {
-            q.receive("q", parked(20)).await.unwrap()
-        }));
-        settle().await;
+        waiters.push(park_on(&e.queues, "q").await);
     }
     for batch in 0..2 {
         let messages = (0..10)
@@ -173,8 +169,8 @@ async fn parked_polls_are_handed_messages_oldest_first_ten_each() {
             .collect();
         e.queues.send_batch("q", messages).await.unwrap();
     }
-    let second = waiters.pop().unwrap().await.unwrap();
-    let first = waiters.pop().unwrap().await.unwrap();
+    let second = waiters.pop().unwrap().await.unwrap().unwrap();
+    let first = waiters.pop().unwrap().await.unwrap().unwrap();
     let names = |from: usize| {
         (from..from + 10)
             .map(|i| format!("m{i}"))
@@ -188,9 +184,7 @@ async fn parked_polls_are_handed_messages_oldest_first_ten_each() {
 async fn a_poll_dropped_while_a_send_hands_it_messages_gives_them_back() {
     let e = env().await;
     e.queues.create_queue("q", attrs(&[])).await.unwrap();
-    let q = e.queues.clone();
-    let waiter = tokio::spawn(async move { q.receive("q", parked(20)).await });
-    settle().await;
+    let waiter = park_on(&e.queues, "q").await;
     // The send takes the poll; the rest of its batch takes a while, and the
     // poll's consumer stops meanwhile (a worker told to stop).
     let (queues, store) = (e.queues.clone(), e.store.clone());
@@ -217,9 +211,7 @@ async fn a_poll_dropped_while_a_send_hands_it_messages_gives_them_back() {
 async fn a_poll_whose_hand_off_batch_fails_is_answered_by_the_store() {
     let e = env().await;
     e.queues.create_queue("q", attrs(&[])).await.unwrap();
-    let q = e.queues.clone();
-    let waiter = tokio::spawn(async move { q.receive("q", parked(20)).await });
-    settle().await;
+    let waiter = park_on(&e.queues, "q").await;
     let queues = e.queues.clone();
     let failed: Result<(), _> = e
         .store
