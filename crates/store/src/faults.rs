@@ -109,13 +109,6 @@ mod imp {
             .and_then(|m| m.get(name).copied())
     }
 
-    /// Whether any action is armed at `name`: for a step that must first
-    /// reach the state the point names (the worker makes its completion
-    /// durable before `worker::after_complete_before_delete`).
-    pub fn is_armed(name: &str) -> bool {
-        armed(name).is_some()
-    }
-
     /// The action armed at `name`, taken here: Kill never returns; Stop
     /// returns `true` (the caller abandons the step); Hold returns `false`
     /// once the point is disarmed.
@@ -147,12 +140,6 @@ mod imp {
     /// Without the `faults` feature no point is ever armed.
     #[inline(always)]
     pub fn hit(_name: &str) -> bool {
-        false
-    }
-
-    /// Without the `faults` feature no point is ever armed.
-    #[inline(always)]
-    pub fn is_armed(_name: &str) -> bool {
         false
     }
 }

@@ -71,8 +71,7 @@ pub trait ItemStore: Send + Sync + 'static {
     /// caller saw it succeed. Every later write is ordered after it, so
     /// once one of them is durable this one is too. The worker's claims over
     /// an existing row use it: a lost claim means the handler runs again, as
-    /// after an expired lease, and a completion, once durable, implies its
-    /// claim.
+    /// after an expired lease, and a completion (durable) implies its claim.
     /// The default is `update_item`.
     fn update_item_unsynced(
         &self,
@@ -124,26 +123,6 @@ pub trait ItemStore: Send + Sync + 'static {
         &self,
         input: TransactWriteItemsInput,
     ) -> impl Future<Output = StoreResult<()>> + Send;
-    /// [`ItemStore::transact_write_items`] answered as early as
-    /// [`ItemStore::update_item_unsynced`], on the same terms: a crash
-    /// before it is durable loses it, with every write answered after it.
-    /// Whoever acts on it outside the store first awaits
-    /// [`ItemStore::synced`]. The worker's completions use it, so a tenant's
-    /// next event runs at the commit of the one before, not at its sync.
-    /// The default is `transact_write_items`.
-    fn transact_write_items_unsynced(
-        &self,
-        input: TransactWriteItemsInput,
-    ) -> impl Future<Output = StoreResult<()>> + Send {
-        self.transact_write_items(input)
-    }
-    /// Resolves once every write this store answered before the call is
-    /// durable (the call, not the first poll, fixes which writes: a caller
-    /// may await it later). Only the `_unsynced` writes are answered
-    /// before; the default, for backends without them, is ready at once.
-    fn synced(&self) -> impl Future<Output = StoreResult<()>> + Send + 'static {
-        std::future::ready(Ok(()))
-    }
     fn transact_get_items(
         &self,
         input: TransactGetItemsInput,

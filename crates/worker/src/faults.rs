@@ -15,7 +15,7 @@
 pub const AFTER_CLAIM: &str = "worker::after_claim";
 /// After the handler returned, before its completion commits.
 pub const AFTER_HANDLER_BEFORE_COMPLETE: &str = "worker::after_handler_before_complete";
-/// After the completion is durable, before the message is deleted.
+/// After the completion committed, before the message is deleted.
 pub const AFTER_COMPLETE_BEFORE_DELETE: &str = "worker::after_complete_before_delete";
 
 pub use postbox_store::faults::*;

@@ -284,13 +284,6 @@ impl<S: ItemStore> Inbox<S> {
     /// [`WorkerError::Fenced`] if the caller's lease was taken over, and with
     /// [`WorkerError::WriteRefused`] if a handler write's condition failed;
     /// either way nothing was written.
-    ///
-    /// Answered at the commit where the store can
-    /// ([`ItemStore::transact_write_items_unsynced`]), so the tenant's next
-    /// event does not wait out a sync. A crash before the sync loses the
-    /// completion with the handler's writes, and the handler runs again, as
-    /// after a crash just before the commit; what acts outside the store on
-    /// a completion first awaits [`ItemStore::synced`].
     pub async fn complete(
         &self,
         row: &ClaimRow,
@@ -301,7 +294,7 @@ impl<S: ItemStore> Inbox<S> {
         let described: Vec<String> = writes.iter().map(Write::describe).collect();
         let mut items = vec![self.fenced_put(row, &done)];
         items.extend(writes.into_iter().map(Write::into_transact));
-        self.transact_with(row, items, &described, true).await?;
+        self.transact(row, items, &described).await?;
         Ok(done)
     }
 
@@ -491,27 +484,11 @@ impl<S: ItemStore> Inbox<S> {
         items: Vec<TransactWriteItem>,
         described: &[String],
     ) -> WorkerResult<()> {
-        self.transact_with(row, items, described, false).await
-    }
-
-    /// [`Inbox::transact`], answered at the commit when `unsynced`.
-    async fn transact_with(
-        &self,
-        row: &ClaimRow,
-        items: Vec<TransactWriteItem>,
-        described: &[String],
-        unsynced: bool,
-    ) -> WorkerResult<()> {
         let input = TransactWriteItemsInput {
             transact_items: items,
             client_request_token: None,
         };
-        let result = if unsynced {
-            self.store.transact_write_items_unsynced(input).await
-        } else {
-            self.store.transact_write_items(input).await
-        };
-        match result {
+        match self.store.transact_write_items(input).await {
             Ok(()) => Ok(()),
             Err(StoreError::TransactionCanceled { reasons }) => {
                 if reasons.first().is_some_and(|r| r.code != "None") {

@@ -93,9 +93,8 @@ pub struct WorkerOptions {
     /// Off: claim, run, complete and delete one (event, subscription) at a
     /// time, which costs about three commits per message.
     pub batch: bool,
-    /// Called once each completion is durable, with the event and the
-    /// subscription (metrics; benchmarks measure latency with it). It runs
-    /// on a task of its own: the worker goes on at the completion's commit.
+    /// Called after each completion committed, with the event and the
+    /// subscription (metrics; benchmarks measure latency with it).
     pub on_completed: Option<CompletionHook>,
     /// Batches one [`Worker::run`] loop keeps in flight: above 1 it
     /// receives again as soon as a batch is handed to its own task, so each
@@ -597,7 +596,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
             }
             stopped = true;
             match outcome {
-                Outcome::Settled if !self.after_complete_before_delete().await => {
+                Outcome::Settled if !faults::hit(faults::AFTER_COMPLETE_BEFORE_DELETE) => {
                     settlement.delete.push(m.clone());
                     stopped = false;
                 }
@@ -697,7 +696,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
             };
             match outcome {
                 Outcome::Settled => {
-                    if self.after_complete_before_delete().await {
+                    if faults::hit(faults::AFTER_COMPLETE_BEFORE_DELETE) {
                         held = true;
                         continue;
                     }
@@ -892,16 +891,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                     Ok(_) => {
                         bump(&self.inner.counters.completed);
                         if let Some(hook) = &self.inner.options.on_completed {
-                            // The completion was answered at its commit; the
-                            // hook hears of it once it is durable, off the
-                            // tenant's path.
-                            let (synced, hook) = (self.inner.store.synced(), hook.clone());
-                            let (envelope, sub) = (envelope.clone(), sub.name.clone());
-                            tokio::spawn(async move {
-                                if synced.await.is_ok() {
-                                    hook(&envelope, &sub);
-                                }
-                            });
+                            hook(envelope, &sub.name);
                         }
                         self.mark_settled(envelope, &sub.name);
                         Ok(Outcome::Settled)
@@ -1138,16 +1128,6 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
 
     /// Records that `envelope` is settled for `sub`; its predecessors were
     /// checked before it ran, so every matching event up to it is settled.
-    /// The fault point [`faults::AFTER_COMPLETE_BEFORE_DELETE`], reached
-    /// once the message's completions are durable: they are answered at
-    /// their commit, and the point stands for "completed, not deleted".
-    async fn after_complete_before_delete(&self) -> bool {
-        if faults::is_armed(faults::AFTER_COMPLETE_BEFORE_DELETE) {
-            let _ = self.inner.store.synced().await;
-        }
-        faults::hit(faults::AFTER_COMPLETE_BEFORE_DELETE)
-    }
-
     fn mark_settled(&self, envelope: &Envelope, sub: &str) {
         let mut map = self.inner.settled_upto.lock().unwrap();
         let e = map

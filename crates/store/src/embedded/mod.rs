@@ -812,26 +812,6 @@ impl ItemStore for EmbeddedStore {
         Ok(())
     }
 
-    /// Answered at the commit. A request with a ClientRequestToken takes
-    /// the synced path: its token is recorded only once it is durable.
-    async fn transact_write_items_unsynced(
-        &self,
-        input: TransactWriteItemsInput,
-    ) -> StoreResult<()> {
-        if input.client_request_token.is_some() {
-            return self.transact_write_items(input).await;
-        }
-        let plan = write_ops::TransactWrite::compile(self.catalog(), input)?;
-        self.submit_unsynced(move |ctx| plan.run(ctx)).await
-    }
-
-    fn synced(&self) -> impl Future<Output = StoreResult<()>> + Send + 'static {
-        let shared = self.inner().shared.clone();
-        // Every commit answered so far is at or below this mark.
-        let mark = shared.gate.visible();
-        async move { shared.gate.wait_for(mark).await }
-    }
-
     async fn transact_get_items(
         &self,
         input: TransactGetItemsInput,
