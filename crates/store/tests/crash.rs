@@ -4,7 +4,9 @@
 //! random moment, reopens the file and checks that
 //! - every acknowledged write is present,
 //! - no transaction is partly visible (its 3 items carry one txn id: all or none),
-//! - replaying the change stream from the start gives exactly the items.
+//! - replaying the change stream from the start gives exactly the items,
+//! - each transaction acknowledged in the round, sent again with its
+//!   ClientRequestToken, is answered as a replay: success, nothing written.
 //!
 //! The child is this test binary re-executed on the ignored test
 //! `crash_child`, with the store path in `POSTBOX_CRASH_CHILD`.
@@ -61,11 +63,7 @@ fn crash_child() {
                                 .unwrap();
                             ack("put", &id);
                         } else {
-                            let actions: Vec<_> = (0..3)
-                                .map(|j| json!({"Put": {"TableName": "crash", "Item": {"pk": {"S": format!("txn#{id}#{j}")}, "txn": {"S": id}},
-                                    "ConditionExpression": "attribute_not_exists(pk)"}}))
-                                .collect();
-                            transact(&store, json!(actions)).await.unwrap();
+                            store.transact_write_items(txn_request(&id)).await.unwrap();
                             ack("txn", &id);
                         }
                     }
@@ -76,6 +74,16 @@ fn crash_child() {
             t.await.unwrap();
         }
     });
+}
+
+/// Transaction `id`: three new items, each conditioned on not existing yet,
+/// with `id` as its ClientRequestToken.
+fn txn_request(id: &str) -> postbox_store::api::TransactWriteItemsInput {
+    let actions: Vec<_> = (0..3)
+        .map(|j| json!({"Put": {"TableName": "crash", "Item": {"pk": {"S": format!("txn#{id}#{j}")}, "txn": {"S": id}},
+            "ConditionExpression": "attribute_not_exists(pk)"}}))
+        .collect();
+    req_of(json!({"TransactItems": actions, "ClientRequestToken": id}))
 }
 
 fn ack(kind: &str, id: &str) {
@@ -143,15 +151,19 @@ async fn crash_safety_under_sigkill() {
         }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
+        let mut this_round = Vec::new();
         for line in reader.join().unwrap() {
             let mut parts = line.split(' ').skip(1);
             match (parts.next(), parts.next()) {
                 (Some("put"), Some(id)) => acked_puts.insert(id.to_owned()),
-                (Some("txn"), Some(id)) => acked_txns.insert(id.to_owned()),
+                (Some("txn"), Some(id)) => {
+                    this_round.push(id.to_owned());
+                    acked_txns.insert(id.to_owned())
+                }
                 _ => panic!("unexpected child output {line}"),
             };
         }
-        check_after_crash(&path, &acked_puts, &acked_txns, round).await;
+        check_after_crash(&path, &acked_puts, &acked_txns, &this_round, round).await;
     }
     assert!(
         acked_txns.len() > ROUNDS as usize,
@@ -169,9 +181,17 @@ async fn check_after_crash(
     path: &std::path::Path,
     puts: &BTreeSet<String>,
     txns: &BTreeSet<String>,
+    this_round: &[String],
     round: u64,
 ) {
     let store = EmbeddedStore::open(path, durable()).unwrap();
+    // Their tokens committed with them: sent again, each is a replay (run
+    // again, its conditions would cancel it).
+    for id in this_round {
+        if let Err(e) = store.transact_write_items(txn_request(id)).await {
+            panic!("round {round}: transaction {id} sent again with its token: {e:?}");
+        }
+    }
     let mut items: BTreeMap<String, Item> = BTreeMap::new();
     let mut start: Option<Item> = None;
     loop {

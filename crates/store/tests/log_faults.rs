@@ -429,3 +429,53 @@ async fn a_committed_stream_read_does_not_wait_for_the_sync() {
     synced.await.unwrap().unwrap();
     assert_eq!(store.stream_head("tbl").await.unwrap(), head + 1);
 }
+
+/// A retry of a TransactWriteItems with its ClientRequestToken, sent while
+/// the first send is committed but not yet synced (so not yet answered), is
+/// a replay: the token is recorded in the transaction's own commit, not
+/// once its caller has the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_token_retried_before_the_first_answer_applies_once() {
+    let _serial = SERIAL.lock().await;
+    let (_dir, _path, store) = with_one_put().await;
+    let head = store.committed_stream_head("tbl").await.unwrap();
+    let add = || {
+        req_of::<postbox_store::api::TransactWriteItemsInput>(json!({
+            "ClientRequestToken": "tok-1", "TransactItems": [
+            {"Update": {"TableName": "tbl", "Key": {"pk": {"S": "c"}}, "UpdateExpression": "ADD n :one",
+                "ExpressionAttributeValues": {":one": {"N": "1"}}}}]}))
+    };
+
+    let held = faults::hold(faults::GROUP_SYNC);
+    let first = {
+        let store = store.clone();
+        tokio::spawn(async move { store.transact_write_items(add()).await })
+    };
+    let mut committed = false;
+    for _ in 0..1000 {
+        if !store
+            .read_committed_stream("tbl", head, 10)
+            .await
+            .unwrap()
+            .is_empty()
+        {
+            committed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let retry = {
+        let store = store.clone();
+        tokio::spawn(async move { store.transact_write_items(add()).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let first_waited = !first.is_finished();
+    drop(held);
+
+    assert!(committed, "the first send never committed");
+    assert!(first_waited, "the first send was answered before its sync");
+    first.await.unwrap().unwrap();
+    retry.await.unwrap().unwrap();
+    let c = get(&store, "tbl", json!({"pk": {"S": "c"}})).await.unwrap();
+    assert_eq!(c["n"], postbox_item::AttributeValue::n(1), "applied twice");
+}

@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use postbox_store::embedded::EmbeddedStore;
 use postbox_store::{ItemStore, StoreError};
 use serde_json::{Value, json};
 
@@ -240,6 +241,97 @@ async fn client_request_token_replays_once_and_refuses_another_request() {
         "IdempotentParameterMismatchException",
         "client token",
     );
+}
+
+/// A store with `tbl` holding the counter item `c` at 0, and the request
+/// that adds `by` to it under ClientRequestToken `token`.
+async fn counter() -> TestStore {
+    let s = open_with_table(None).await;
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "c"}, "n": {"N": "0"}}}),
+    )
+    .await
+    .unwrap();
+    s
+}
+
+fn add(token: &str, by: &str) -> postbox_store::api::TransactWriteItemsInput {
+    req_of(json!({"ClientRequestToken": token, "TransactItems": [
+        {"Update": {"TableName": "tbl", "Key": {"pk": {"S": "c"}}, "UpdateExpression": "ADD n :by",
+            "ExpressionAttributeValues": {":by": {"N": by}}}}]}))
+}
+
+async fn count(s: &EmbeddedStore) -> postbox_item::AttributeValue {
+    get(s, "tbl", json!({"pk": {"S": "c"}})).await.unwrap()["n"].clone()
+}
+
+#[tokio::test]
+async fn a_token_outlives_a_reopen_of_the_file() {
+    let s = counter().await;
+    s.transact_write_items(add("tok-1", "1")).await.unwrap();
+    let path = s.dir.path().join("store.redb");
+    let TestStore { store, clock, dir } = s;
+    drop(store);
+    let reopened = EmbeddedStore::open(&path, options(clock)).unwrap();
+    reopened
+        .transact_write_items(add("tok-1", "1"))
+        .await
+        .unwrap();
+    assert_eq!(count(&reopened).await, postbox_item::AttributeValue::n(1));
+    check_err(
+        reopened.transact_write_items(add("tok-1", "2")).await,
+        "IdempotentParameterMismatchException",
+        "client token",
+    );
+    drop(dir);
+}
+
+#[tokio::test]
+async fn a_token_is_forgotten_after_ten_minutes_and_counts_again_from_its_next_use() {
+    let s = counter().await;
+    s.transact_write_items(add("tok-1", "1")).await.unwrap();
+    s.transact_write_items(add("tok-2", "1")).await.unwrap();
+    s.clock.advance_ms(10 * 60 * 1000 - 1);
+    s.transact_write_items(add("tok-1", "1")).await.unwrap();
+    assert_eq!(
+        count(&s).await,
+        postbox_item::AttributeValue::n(2),
+        "still within the window"
+    );
+    s.clock.advance_ms(1);
+    // Both tokens are forgotten: tok-1 runs again (and is remembered anew,
+    // while the use of tok-3 forgets tok-2), tok-2 with another request too.
+    s.transact_write_items(add("tok-1", "1")).await.unwrap();
+    s.transact_write_items(add("tok-3", "1")).await.unwrap();
+    s.transact_write_items(add("tok-2", "5")).await.unwrap();
+    assert_eq!(count(&s).await, postbox_item::AttributeValue::n(9));
+    s.clock.advance_ms(5 * 60 * 1000);
+    s.transact_write_items(add("tok-1", "1")).await.unwrap();
+    s.transact_write_items(add("tok-2", "5")).await.unwrap();
+    check_err(
+        s.transact_write_items(add("tok-1", "2")).await,
+        "IdempotentParameterMismatchException",
+        "client token",
+    );
+    assert_eq!(
+        count(&s).await,
+        postbox_item::AttributeValue::n(9),
+        "remembered anew"
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_transaction_leaves_its_token_unused() {
+    let s = counter().await;
+    let refused = req_of::<postbox_store::api::TransactWriteItemsInput>(
+        json!({"ClientRequestToken": "tok-1", "TransactItems": [
+        {"Update": {"TableName": "tbl", "Key": {"pk": {"S": "c"}}, "UpdateExpression": "ADD n :by",
+            "ConditionExpression": "n > :by", "ExpressionAttributeValues": {":by": {"N": "1"}}}}]}),
+    );
+    assert!(s.transact_write_items(refused).await.is_err());
+    s.transact_write_items(add("tok-1", "1")).await.unwrap();
+    assert_eq!(count(&s).await, postbox_item::AttributeValue::n(1));
 }
 
 #[tokio::test]

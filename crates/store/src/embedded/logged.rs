@@ -237,6 +237,8 @@ tables! {
     6 => STREAM_HEADS,
     7 => CHECKPOINTS,
     8 => STREAM_IMAGES,
+    9 => CLIENT_TOKENS,
+    10 => CLIENT_TOKEN_TIMES,
     16 => QUEUE_QUEUES,
     17 => QUEUE_SYSTEM,
     18 => QUEUE_PAYLOADS,

@@ -186,7 +186,6 @@ pub(crate) struct Shared {
     /// wakes [`EmbeddedStore::wait_for_committed_records`].
     pub(crate) committed: watch::Sender<u64>,
     failure: Mutex<Option<String>>,
-    tokens: idempotency::Tokens,
     /// Counters of the writer, for [`EmbeddedStore::writer_stats`].
     pub(crate) stats: WriterCounters,
     /// Keeps readers from seeing commits whose log record is not synced.
@@ -381,7 +380,6 @@ impl EmbeddedStore {
             commits,
             committed,
             failure: Mutex::new(None),
-            tokens: idempotency::Tokens::default(),
             stats: WriterCounters::default(),
             gate: gate::SyncGate::new(wal.is_some()),
         });
@@ -785,31 +783,22 @@ impl ItemStore for EmbeddedStore {
     }
 
     async fn transact_write_items(&self, input: TransactWriteItemsInput) -> StoreResult<()> {
-        let token = match input.client_request_token.clone() {
+        let token = match &input.client_request_token {
             None => None,
-            Some(token) => {
-                let fingerprint =
-                    serde_json::to_string(&input.transact_items).expect("requests serialise");
-                match self
-                    .inner()
-                    .shared
-                    .tokens
-                    .check(&token, &fingerprint, self.now_ms())?
-                {
-                    idempotency::TokenUse::Replay => return Ok(()),
-                    idempotency::TokenUse::Fresh => Some((token, fingerprint)),
-                }
-            }
+            Some(token) => Some(idempotency::Token::new(token, &input.transact_items)?),
         };
         let plan = write_ops::TransactWrite::compile(self.catalog(), input)?;
-        self.submit(move |ctx| plan.run(ctx)).await?;
-        if let Some((token, fingerprint)) = token {
-            self.inner()
-                .shared
-                .tokens
-                .record(token, fingerprint, self.now_ms());
-        }
-        Ok(())
+        self.submit(move |ctx| {
+            let Some(token) = token else {
+                return plan.run(ctx);
+            };
+            if token.check(ctx)? == idempotency::TokenUse::Replay {
+                return Ok(());
+            }
+            plan.run(ctx)?;
+            token.record(ctx)
+        })
+        .await
     }
 
     async fn transact_get_items(

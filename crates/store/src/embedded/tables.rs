@@ -14,6 +14,8 @@
 //! | `stream_images`| (id, sequence of a record)            | the item image the record referred to |
 //! | `stream_heads` | id                                    | (last sequence, trimmed through) |
 //! | `checkpoints`  | (id, reader name)                     | sequence number               |
+//! | `client_tokens` | ClientRequestToken                   | (recorded at ms, SHA-256 of the request) |
+//! | `client_token_times` | (recorded at ms, token)         | ()                            |
 //! | `postbox_queue_*` | the queues' rows (see `postbox_queue`) |                             |
 //!
 //! [`TableMeta`]: super::catalog::TableMeta
@@ -62,6 +64,15 @@ pub(crate) const STREAM_HEADS: TableDefinition<u32, (u64, u64)> =
 /// (table id, reader name) -> checkpointed sequence number.
 pub(crate) const CHECKPOINTS: TableDefinition<(u32, &str), u64> =
     TableDefinition::new("checkpoints");
+
+/// ClientRequestToken -> (when it was recorded, ms; SHA-256 of its
+/// TransactWriteItems request): see `idempotency`.
+pub(crate) const CLIENT_TOKENS: TableDefinition<&str, (u64, &[u8])> =
+    TableDefinition::new("client_tokens");
+/// (when a token was recorded, ms; the token): the order in which tokens
+/// are forgotten once their ten minutes have passed.
+pub(crate) const CLIENT_TOKEN_TIMES: TableDefinition<(u64, &str), ()> =
+    TableDefinition::new("client_token_times");
 
 /// Key of the table-id counter in [`SYSTEM`].
 pub(crate) const NEXT_TABLE_ID: &str = "next_table_id";
