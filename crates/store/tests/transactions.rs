@@ -216,35 +216,18 @@ async fn updating_a_key_attribute_is_a_validation_error_reason() {
 
 #[tokio::test]
 async fn client_request_token_replays_once_and_refuses_another_request() {
-    let s = open_with_table(None).await;
-    put(
-        &s,
-        json!({"TableName": "tbl", "Item": {"pk": {"S": "c"}, "n": {"N": "0"}}}),
-    )
-    .await
-    .unwrap();
-    let add = |by: &str| {
-        req_of::<postbox_store::api::TransactWriteItemsInput>(
-            json!({"ClientRequestToken": "tok-1", "TransactItems": [
-            {"Update": {"TableName": "tbl", "Key": {"pk": {"S": "c"}}, "UpdateExpression": "ADD n :by",
-                "ExpressionAttributeValues": {":by": {"N": by}}}}]}),
-        )
-    };
-    s.transact_write_items(add("1")).await.unwrap();
-    s.transact_write_items(add("1")).await.unwrap();
-    assert_eq!(
-        get(&s, "tbl", json!({"pk": {"S": "c"}})).await.unwrap()["n"],
-        postbox_item::AttributeValue::n(1)
-    );
+    let s = counter().await;
+    s.transact_write_items(add("tok-1", "1")).await.unwrap();
+    s.transact_write_items(add("tok-1", "1")).await.unwrap();
+    assert_eq!(count(&s).await, postbox_item::AttributeValue::n(1));
     check_err(
-        s.transact_write_items(add("2")).await,
+        s.transact_write_items(add("tok-1", "2")).await,
         "IdempotentParameterMismatchException",
         "client token",
     );
 }
 
-/// A store with `tbl` holding the counter item `c` at 0, and the request
-/// that adds `by` to it under ClientRequestToken `token`.
+/// A store with `tbl` holding the counter item `c` at 0.
 async fn counter() -> TestStore {
     let s = open_with_table(None).await;
     put(
@@ -256,12 +239,14 @@ async fn counter() -> TestStore {
     s
 }
 
+/// The transaction that adds `by` to `c`, with ClientRequestToken `token`.
 fn add(token: &str, by: &str) -> postbox_store::api::TransactWriteItemsInput {
     req_of(json!({"ClientRequestToken": token, "TransactItems": [
         {"Update": {"TableName": "tbl", "Key": {"pk": {"S": "c"}}, "UpdateExpression": "ADD n :by",
             "ExpressionAttributeValues": {":by": {"N": by}}}}]}))
 }
 
+/// `c`'s counter.
 async fn count(s: &EmbeddedStore) -> postbox_item::AttributeValue {
     get(s, "tbl", json!({"pk": {"S": "c"}})).await.unwrap()["n"].clone()
 }
