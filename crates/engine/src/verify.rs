@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use postbox_item::{AttributeValue, Item};
 use postbox_store::api::{
-    EncodedQueryOutput, GetItemInput, PutItemInput, QueryInput, ScanInput, Values,
+    EncodedQueryOutput, GetItemInput, Names, PutItemInput, QueryInput, ScanInput, Values,
 };
 use postbox_store::{ItemStore, StoreError};
 use tokio::sync::mpsc;
@@ -632,37 +632,60 @@ async fn write_checkpoint<S: ItemStore>(
     Ok(())
 }
 
-/// Every tenant with a head row, found by scanning the events table (a
-/// full scan: fine for an operator's command, not for a hot path).
+/// A sort key after every sort key the events table's rows have (20-digit
+/// seqs, `HEAD`, `VERIFIED`): the largest one-character string.
+const PAST_EVERY_SK: &str = "\u{10FFFF}";
+
+/// Every tenant with a head row, in the events table's scan order.
+///
+/// The table is walked one partition at a time: a Scan of one item gives
+/// the next partition's key, and the next Scan starts after the last sort
+/// key that partition can have. So finding the tenants costs two or three
+/// one-item reads per tenant (its event, head and checkpoint partitions),
+/// not a read of every event in the log.
 pub async fn tenants<S: ItemStore>(store: &S, table: &str) -> Result<Vec<String>, StoreError> {
     let mut out = Vec::new();
     let mut start = None;
+    let mut last_pk: Option<String> = None;
     loop {
         let page = store
             .scan(ScanInput {
                 table_name: table.to_owned(),
-                filter_expression: Some("sk = :h".to_owned()),
-                expression_attribute_values: Some(Values::from([(
-                    ":h".to_owned(),
-                    AttributeValue::s(layout::HEAD_SK),
-                )])),
+                limit: Some(1),
+                projection_expression: Some("#pk, #sk".to_owned()),
+                expression_attribute_names: Some(Names::from([
+                    ("#pk".to_owned(), layout::PK.to_owned()),
+                    ("#sk".to_owned(), layout::SK.to_owned()),
+                ])),
                 exclusive_start_key: start.take(),
                 ..Default::default()
             })
             .await?;
-        for item in page.items.unwrap_or_default() {
-            if let Some(t) = item
-                .get(layout::PK)
-                .and_then(|v| v.as_s())
-                .and_then(layout::tenant_of_head_pk)
-            {
-                out.push(t.to_owned());
+        let first = page.items.unwrap_or_default().into_iter().next();
+        let Some(pk) = first
+            .as_ref()
+            .and_then(|item| item.get(layout::PK))
+            .and_then(|v| v.as_s())
+        else {
+            match page.last_evaluated_key {
+                Some(k) => {
+                    start = Some(k);
+                    continue;
+                }
+                None => return Ok(out),
             }
+        };
+        if last_pk.as_deref() == Some(pk) {
+            // A row sorting after PAST_EVERY_SK (not one Postbox writes):
+            // go on from it.
+            start = first;
+            continue;
         }
-        match page.last_evaluated_key {
-            Some(k) => start = Some(k),
-            None => return Ok(out),
+        if let Some(t) = layout::tenant_of_head_pk(pk) {
+            out.push(t.to_owned());
         }
+        last_pk = Some(pk.to_owned());
+        start = Some(layout::key(pk.to_owned(), PAST_EVERY_SK));
     }
 }
 
