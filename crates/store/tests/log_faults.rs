@@ -439,17 +439,10 @@ async fn a_token_retried_before_the_first_answer_applies_once() {
     let _serial = SERIAL.lock().await;
     let (_dir, _path, store) = with_one_put().await;
     let head = store.committed_stream_head("tbl").await.unwrap();
-    let add = || {
-        req_of::<postbox_store::api::TransactWriteItemsInput>(json!({
-            "ClientRequestToken": "tok-1", "TransactItems": [
-            {"Update": {"TableName": "tbl", "Key": {"pk": {"S": "c"}}, "UpdateExpression": "ADD n :one",
-                "ExpressionAttributeValues": {":one": {"N": "1"}}}}]}))
-    };
-
     let held = faults::hold(faults::GROUP_SYNC);
     let first = {
         let store = store.clone();
-        tokio::spawn(async move { store.transact_write_items(add()).await })
+        tokio::spawn(async move { store.transact_write_items(add("tok-1", "1")).await })
     };
     let mut committed = false;
     for _ in 0..1000 {
@@ -466,7 +459,7 @@ async fn a_token_retried_before_the_first_answer_applies_once() {
     }
     let retry = {
         let store = store.clone();
-        tokio::spawn(async move { store.transact_write_items(add()).await })
+        tokio::spawn(async move { store.transact_write_items(add("tok-1", "1")).await })
     };
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     let first_waited = !first.is_finished();

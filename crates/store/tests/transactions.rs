@@ -239,13 +239,6 @@ async fn counter() -> TestStore {
     s
 }
 
-/// The transaction that adds `by` to `c`, with ClientRequestToken `token`.
-fn add(token: &str, by: &str) -> postbox_store::api::TransactWriteItemsInput {
-    req_of(json!({"ClientRequestToken": token, "TransactItems": [
-        {"Update": {"TableName": "tbl", "Key": {"pk": {"S": "c"}}, "UpdateExpression": "ADD n :by",
-            "ExpressionAttributeValues": {":by": {"N": by}}}}]}))
-}
-
 /// `c`'s counter.
 async fn count(s: &EmbeddedStore) -> postbox_item::AttributeValue {
     get(s, "tbl", json!({"pk": {"S": "c"}})).await.unwrap()["n"].clone()

@@ -22,7 +22,7 @@ use super::storage_err;
 use super::tables::{CLIENT_TOKEN_TIMES, CLIENT_TOKENS};
 
 /// How long a token is remembered.
-pub(crate) const WINDOW_MS: u64 = 10 * 60 * 1000;
+const WINDOW_MS: u64 = 10 * 60 * 1000;
 /// Longest token DynamoDB accepts.
 const MAX_TOKEN_LEN: usize = 36;
 /// Expired tokens a transaction forgets, at most, so no request pays for a

@@ -138,3 +138,11 @@ pub async fn transact(store: &EmbeddedStore, items: Value) -> StoreResult<()> {
         .transact_write_items(req_of(json!({"TransactItems": items})))
         .await
 }
+
+/// The transaction that adds `by` to `n` of item `c` in `tbl`, with
+/// ClientRequestToken `token`.
+pub fn add(token: &str, by: &str) -> TransactWriteItemsInput {
+    req_of(json!({"ClientRequestToken": token, "TransactItems": [
+        {"Update": {"TableName": "tbl", "Key": {"pk": {"S": "c"}}, "UpdateExpression": "ADD n :by",
+            "ExpressionAttributeValues": {":by": {"N": by}}}}]}))
+}
