@@ -93,7 +93,7 @@ struct ServeArgs {
     catalog: Option<PathBuf>,
     /// Durable worker loops in this process, each with up to 8 batches in
     /// flight (0: leave the work to `postbox worker` processes).
-    #[arg(long, default_value_t = 4, env = "POSTBOX_WORKERS")]
+    #[arg(long, default_value_t = node::DEFAULT_WORKERS, env = "POSTBOX_WORKERS")]
     workers: usize,
     /// MiB of the store file's pages kept in memory (the rest is read from
     /// the OS page cache).

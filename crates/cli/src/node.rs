@@ -26,6 +26,8 @@ use tokio::sync::watch;
 
 /// The events table the engine writes.
 pub const EVENTS_TABLE: &str = "postbox_events";
+/// Durable worker loops `postbox serve` runs unless told otherwise.
+pub const DEFAULT_WORKERS: usize = 4;
 /// The dead-letter queue of the events queue.
 pub const EVENTS_DLQ: &str = "postbox-events-dlq.fifo";
 /// Receives of one message before the events queue moves it to its DLQ.

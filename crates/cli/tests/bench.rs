@@ -1,0 +1,92 @@
+//! `postbox bench`, shortened: the scenarios `--only` picks run on a real
+//! pipeline and report what they measured; bad arguments are refused
+//! before anything runs.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bench(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_postbox"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The leading number of a result such as "1234 completions/s ...".
+fn leading_number(text: &str) -> f64 {
+    text.split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no leading number in {text:?}"))
+}
+
+#[test]
+fn delivery_drains_a_relayed_backlog_for_one_and_four_subscriptions() {
+    let (code, out, err) = bench(&[
+        "--only",
+        "delivery",
+        "--events",
+        "300",
+        "--payload-bytes",
+        "64",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "stderr: {err}");
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows.len(), 2, "one row per subscription count: {out}");
+    for (row, subs) in rows.iter().zip([1, 4]) {
+        let scenario = row["scenario"].as_str().unwrap();
+        assert!(
+            scenario.contains(&format!("{subs} subscription")),
+            "{scenario}"
+        );
+        assert!(
+            leading_number(row["result"].as_str().unwrap()) > 0.0,
+            "{row}"
+        );
+        // The end-to-end rate counts the emit and relay too, so it is lower.
+        let baseline = row["baseline"].as_str().unwrap();
+        assert!(baseline.contains("counting the emit and relay"), "{row}");
+        assert!(
+            leading_number(baseline) <= leading_number(row["result"].as_str().unwrap()),
+            "{row}"
+        );
+    }
+}
+
+#[test]
+fn verify_alone_checks_the_one_tenant_log_and_reports_no_emit_rows() {
+    let (code, out, err) = bench(&["--only", "verify", "--secs", "1", "--json"]);
+    assert_eq!(code, 0, "stderr: {err}");
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows.len(), 1, "{out}");
+    let scenario = rows[0]["scenario"].as_str().unwrap();
+    let checked: u64 = scenario
+        .trim_start_matches("verify, ")
+        .trim_end_matches(" events")
+        .parse()
+        .unwrap_or_else(|_| panic!("{scenario}"));
+    assert!(checked > 0, "{scenario}");
+}
+
+#[test]
+fn bad_arguments_are_refused_before_anything_runs() {
+    for (args, wanted) in [
+        (&["--payload-bytes", "400000"][..], "400000"),
+        (&["--events", "0"][..], "0"),
+        (&["--secs", "0"][..], "0"),
+        (&["--only", "everything"][..], "everything"),
+    ] {
+        let (code, out, err) = bench(args);
+        assert_eq!(code, 2, "{args:?}: {out} {err}");
+        assert!(err.contains(wanted), "{args:?}: {err}");
+        assert!(!err.contains("bench: "), "{args:?} started running: {err}");
+    }
+}
