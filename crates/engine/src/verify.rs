@@ -633,7 +633,10 @@ async fn write_checkpoint<S: ItemStore>(
 }
 
 /// A sort key after every sort key the events table's rows have (20-digit
-/// seqs, `HEAD`, `VERIFIED`): the largest one-character string.
+/// seqs, `HEAD`, `VERIFIED`): the largest one-character string. A Scan
+/// from a key no item has continues after it on DynamoDB too: the
+/// conformance case `query-scan/scan-exclusive-start-key-of-no-item`
+/// checks it against DynamoDB Local.
 const PAST_EVERY_SK: &str = "\u{10FFFF}";
 
 /// Every tenant with a head row, in the events table's scan order.
