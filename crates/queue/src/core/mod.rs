@@ -39,7 +39,15 @@ pub struct MessageState {
     pub first_receive_at: u64,
     /// The token of the latest receive; only that receive's handle acts.
     pub token: u64,
+    /// When the latest receive handed it out (ms), which bounds how far its
+    /// visibility can be extended. Kept in memory only: 0 for a message
+    /// loaded from the file, whose extensions are then not bounded.
+    pub received_at: u64,
 }
+
+/// How long after a receive a message can stay hidden, whatever its
+/// visibility changes (SQS: 12 hours).
+pub const MAX_HIDDEN_AFTER_RECEIVE_MS: u64 = 43_200_000;
 
 impl MessageState {
     /// Received and its visibility timeout not yet over.
@@ -259,6 +267,7 @@ impl QueueCore {
                     state.receive_count += 1;
                     state.visible_at = now + visibility_ms;
                     state.token = token;
+                    state.received_at = now;
                     self.set_state(seq, state);
                     out.received.push((seq, state));
                 }
@@ -288,7 +297,8 @@ impl QueueCore {
     }
 
     /// Sets a received message's remaining visibility to `timeout_ms` from
-    /// `now`; returns its new state.
+    /// `now`; returns its new state. Refused when that would hide the
+    /// message for longer than 12 hours after the receive the handle is of.
     pub fn change_visibility(
         &mut self,
         receipt: &Receipt,
@@ -305,6 +315,17 @@ impl QueueCore {
         // ran out, as long as nobody received the message again.
         if meta.state.token != receipt.token || meta.state.receive_count == 0 {
             return Err(QueueError::MessageNotInflight);
+        }
+        // In whole seconds, as the API counts: a change within the
+        // receive's first second may still ask for the full 12 hours.
+        let received_at = meta.state.received_at;
+        let elapsed_s = now.saturating_sub(received_at) / 1000;
+        if received_at != 0 && elapsed_s + timeout_ms / 1000 > MAX_HIDDEN_AFTER_RECEIVE_MS / 1000 {
+            return Err(QueueError::invalid(format!(
+                "Value {} for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [{} seconds]",
+                timeout_ms / 1000,
+                MAX_HIDDEN_AFTER_RECEIVE_MS / 1000
+            )));
         }
         let mut state = meta.state;
         state.visible_at = now + timeout_ms;

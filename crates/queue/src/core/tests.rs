@@ -160,6 +160,58 @@ fn change_visibility_needs_a_message_in_flight() {
 }
 
 #[test]
+fn visibility_extends_to_twelve_hours_after_the_receive_and_no_further() {
+    const HOUR: u64 = 3_600_000;
+    let mut q = QueueCore::new(false, 1);
+    let seq = q.take_seq();
+    q.insert(seq, meta(None, 0, 0));
+    let received = 5_000;
+    q.receive(received, 1, VT, 1, None);
+    // An hour later, 11 hours more ends exactly 12 hours after the receive.
+    let s = q
+        .change_visibility(&receipt(1, 1), received + HOUR, 11 * HOUR)
+        .unwrap();
+    assert_eq!(s.visible_at, received + 12 * HOUR);
+    // A second further is refused, as SQS refuses it, and changes nothing.
+    let refused = q.change_visibility(&receipt(1, 1), received + HOUR + 1_000, 11 * HOUR);
+    match refused {
+        Err(QueueError::InvalidParameterValue(m)) => assert_eq!(
+            m,
+            "Value 39600 for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(q.get(1).unwrap().state.visible_at, received + 12 * HOUR);
+    // The next receive starts a new 12 hours.
+    let again = received + 12 * HOUR;
+    assert_eq!(seqs(&q.receive(again, 1, VT, 2, None)), vec![1]);
+    assert!(
+        q.change_visibility(&receipt(1, 2), again + HOUR, 11 * HOUR)
+            .is_ok()
+    );
+}
+
+#[test]
+fn a_message_loaded_in_flight_has_no_receive_time_to_bound_it() {
+    let mut q = QueueCore::new(false, 1);
+    let seq = q.take_seq();
+    // As the file gives it back: received once, the receive time not kept.
+    let mut m = meta(None, 0, 0);
+    m.state = MessageState {
+        visible_at: VT,
+        receive_count: 1,
+        first_receive_at: 0,
+        token: 7,
+        received_at: 0,
+    };
+    q.insert(seq, m);
+    assert!(
+        q.change_visibility(&receipt(1, 7), 20 * 3_600_000, 43_200_000)
+            .is_ok()
+    );
+}
+
+#[test]
 fn redrive_after_max_receive_count() {
     let mut q = fifo_with(&[("a", 2)]);
     for token in 1..=2 {

@@ -259,6 +259,9 @@ impl<'t> Tables<'t> {
                 receive_count,
                 first_receive_at,
                 token,
+                // Not stored: extensions of a message in flight across a
+                // reopen are not bounded.
+                received_at: 0,
             };
             out.push((
                 seq,
