@@ -271,8 +271,10 @@ async fn pipeline(
     crate::node::create_events_queues(&queues).await?;
     let catalog = catalog_with(subs);
     let engine = engine_on(&store, catalog.clone(), true).await?;
-    let emitted_at: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let done: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    // When each event's emit was called, by its order number (known before
+    // the emit, so a handler that runs before the emit returns still finds it).
+    let emitted_at: Arc<Mutex<HashMap<u64, Instant>>> = Arc::default();
+    let done: Arc<Mutex<Vec<Option<Duration>>>> = Arc::default();
     let mut handlers: HashMap<String, Handler> = HashMap::new();
     for i in 0..subs {
         let emitted_at = emitted_at.clone();
@@ -280,14 +282,14 @@ async fn pipeline(
         handlers.insert(
             format!("h{i}"),
             postbox_worker::handler(move |d| {
-                let since = emitted_at
-                    .lock()
-                    .expect("emit times")
-                    .get(&d.envelope.id)
-                    .map(|t| t.elapsed());
-                done.lock()
-                    .expect("completions")
-                    .push(since.unwrap_or_default());
+                let order = d.envelope.payload["order_id"]
+                    .as_str()
+                    .and_then(|n| n.parse::<u64>().ok());
+                let since = order.and_then(|n| {
+                    let at = emitted_at.lock().expect("emit times").get(&n).copied();
+                    at.map(|t| t.elapsed())
+                });
+                done.lock().expect("completions").push(since);
                 async move { Ok(Vec::new()) }
             }),
         );
@@ -377,18 +379,19 @@ async fn pipeline(
                 pending.push(tokio::spawn(async move {
                     let ctx =
                         Context::new(format!("t{}", i % 100), "bench").expect("valid context");
-                    let t = Instant::now();
-                    // The id is known only after commit: stamp with the start time.
-                    if let Ok(e) = engine.emit(&ctx, "ORDER_PLACED", p, w).await {
-                        emitted_at
-                            .lock()
-                            .expect("emit times")
-                            .insert(e.envelope.id, t);
-                    }
+                    emitted_at
+                        .lock()
+                        .expect("emit times")
+                        .insert(i as u64, Instant::now());
+                    engine.emit(&ctx, "ORDER_PLACED", p, w).await.map(|_| ())
                 }));
             }
             for p in pending {
-                let _ = p.await;
+                p.await
+                    .map_err(|e| Failure::from(e.to_string()))?
+                    .map_err(|e| {
+                        Failure::from(format!("an emit at the steady rate failed: {e}"))
+                    })?;
             }
             until(|| completed() >= n * subs).await?;
             delivered.end_to_end = (n * subs) as f64 / started.elapsed().as_secs_f64();
@@ -399,8 +402,10 @@ async fn pipeline(
         let _ = t.await;
     }
     relay.shutdown().await;
-    let mut lat = std::mem::take(&mut *done.lock().expect("completions"));
-    lat.retain(|d| !d.is_zero());
+    let mut lat: Vec<Duration> = std::mem::take(&mut *done.lock().expect("completions"))
+        .into_iter()
+        .flatten()
+        .collect();
     lat.sort();
     delivered.latencies = lat;
     Ok(delivered)

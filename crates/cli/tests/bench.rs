@@ -90,3 +90,23 @@ fn bad_arguments_are_refused_before_anything_runs() {
         assert!(!err.contains("bench: "), "{args:?} started running: {err}");
     }
 }
+
+#[test]
+fn latency_samples_every_completion_of_the_steady_load() {
+    let (code, out, err) = bench(&[
+        "--only",
+        "latency",
+        "--secs",
+        "1",
+        "--payload-bytes",
+        "16",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "stderr: {err}");
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows.len(), 1, "{out}");
+    let result = rows[0]["result"].as_str().unwrap();
+    // 5,000 events/s for one second, one subscription: one sample each.
+    assert!(result.ends_with("(5000 samples)"), "{result}");
+    assert!(result.starts_with("p50 "), "{result}");
+}
