@@ -220,8 +220,35 @@ enum Step {
 /// visibility changes for the held ones.
 #[derive(Default)]
 struct Settlement {
-    delete: Vec<ReceivedMessage>,
-    visibility: Vec<(ReceivedMessage, i64)>,
+    delete: Vec<Settle>,
+    visibility: Vec<(Settle, i64)>,
+}
+
+/// What settling a message needs of it, moved out of the message rather
+/// than cloned with its body and attributes.
+struct Settle {
+    message_id: String,
+    receipt_handle: String,
+}
+
+impl From<ReceivedMessage> for Settle {
+    fn from(m: ReceivedMessage) -> Settle {
+        Settle {
+            message_id: m.message_id,
+            receipt_handle: m.receipt_handle,
+        }
+    }
+}
+
+/// What becomes of one message of a batched group.
+#[derive(Clone, Copy)]
+enum Leave {
+    /// Settled: deleted.
+    Delete,
+    /// Held, or put back: visible again after this many seconds.
+    Visible(i64),
+    /// Left as it is (its visibility timeout brings it back).
+    Untouched,
 }
 
 /// What one batch did.
@@ -556,14 +583,19 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
             steps[i].push((s, step));
         }
 
-        let mut settlement = Settlement::default();
+        let mut leave = vec![Leave::Untouched; messages.len()];
         let mut error = None;
         let mut stopped = false;
-        for ((m, envelope), mine) in messages.iter().zip(&envelopes).zip(&mut steps) {
+        for (((m, envelope), mine), leave) in messages
+            .iter()
+            .zip(&envelopes)
+            .zip(&mut steps)
+            .zip(&mut leave)
+        {
             if stopped {
                 // Back to visible now; the FIFO queue hands it out only after
                 // the held message of its group is settled.
-                settlement.visibility.push((m.clone(), 0));
+                *leave = Leave::Visible(0);
                 continue;
             }
             let mut outcome = Outcome::Settled;
@@ -597,14 +629,20 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
             stopped = true;
             match outcome {
                 Outcome::Settled if !faults::hit(faults::AFTER_COMPLETE_BEFORE_DELETE) => {
-                    settlement.delete.push(m.clone());
+                    *leave = Leave::Delete;
                     stopped = false;
                 }
-                Outcome::Retry(seconds) => settlement.visibility.push((m.clone(), seconds)),
-                Outcome::Wait => settlement
-                    .visibility
-                    .push((m.clone(), self.inner.options.order_wait_seconds)),
+                Outcome::Retry(seconds) => *leave = Leave::Visible(seconds),
+                Outcome::Wait => *leave = Leave::Visible(self.inner.options.order_wait_seconds),
                 Outcome::Settled | Outcome::Abandon => {}
+            }
+        }
+        let mut settlement = Settlement::default();
+        for (m, leave) in messages.into_iter().zip(leave) {
+            match leave {
+                Leave::Delete => settlement.delete.push(m.into()),
+                Leave::Visible(seconds) => settlement.visibility.push((m.into(), seconds)),
+                Leave::Untouched => {}
             }
         }
         // Claims taken for events that did not get their turn.
@@ -641,7 +679,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                 Err(e) => vec![Err(e); chunk.len()],
             };
             for (m, r) in chunk.iter().zip(results) {
-                if self.settle(r, m) {
+                if self.settle(r, &m.message_id) {
                     bump(&self.inner.counters.deleted);
                     deleted += 1;
                 }
@@ -662,7 +700,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                 Err(e) => vec![Err(e); chunk.len()],
             };
             for ((m, _), r) in chunk.iter().zip(results) {
-                self.settle(r, m);
+                self.settle(r, &m.message_id);
             }
         }
         deleted
@@ -700,7 +738,10 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                         held = true;
                         continue;
                     }
-                    if self.settle(self.inner.queues.delete(queue, &m.receipt_handle).await, &m) {
+                    if self.settle(
+                        self.inner.queues.delete(queue, &m.receipt_handle).await,
+                        &m.message_id,
+                    ) {
                         bump(&self.inner.counters.deleted);
                         deleted += 1;
                     }
@@ -712,7 +753,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                         .queues
                         .change_visibility(queue, &m.receipt_handle, seconds)
                         .await;
-                    self.settle(r, &m);
+                    self.settle(r, &m.message_id);
                 }
                 Outcome::Wait => {
                     held = true;
@@ -722,7 +763,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                         .queues
                         .change_visibility(queue, &m.receipt_handle, wait)
                         .await;
-                    self.settle(r, &m);
+                    self.settle(r, &m.message_id);
                 }
                 Outcome::Abandon => held = true,
             }
@@ -735,11 +776,11 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
     /// visibility ran out and it was handed out again). Nothing is lost: the
     /// message comes back and its claims make the redelivery a no-op or a
     /// wait. Returns whether the call succeeded.
-    fn settle(&self, result: postbox_queue::QueueResult<()>, m: &ReceivedMessage) -> bool {
+    fn settle(&self, result: postbox_queue::QueueResult<()>, message_id: &str) -> bool {
         match result {
             Ok(()) => true,
             Err(e) => {
-                tracing::warn!(message_id = %m.message_id, error = %e, "the queue refused to settle a message; it will come back");
+                tracing::warn!(message_id, error = %e, "the queue refused to settle a message; it will come back");
                 bump(&self.inner.counters.settle_failures);
                 false
             }
