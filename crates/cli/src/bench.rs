@@ -203,6 +203,58 @@ fn rate_of(e: &Emitted) -> String {
     }
 }
 
+/// One emit scenario: `emitters` tasks over `tenants` for `secs`.
+struct EmitLoad<'a> {
+    name: &'static str,
+    tenants: usize,
+    emitters: usize,
+    secs: u64,
+    filler: &'a str,
+}
+
+impl EmitLoad<'_> {
+    /// Runs the load on a fresh store, with group commit or (the baseline)
+    /// one transaction per emit; gives back the store and the figures.
+    async fn run(
+        &self,
+        dir: &std::path::Path,
+        group_commit: bool,
+    ) -> Result<(EmbeddedStore, Emitted), Failure> {
+        let name = match group_commit {
+            true => self.name.to_owned(),
+            false => format!("{}-base", self.name),
+        };
+        let store = open(dir, &name).await?;
+        let catalog = Catalog::from_toml(CATALOG, "bench").expect("the bench catalog parses");
+        let engine = engine_on(&store, catalog, group_commit).await?;
+        let emitted =
+            emit_load(engine, self.tenants, self.emitters, self.secs, self.filler).await?;
+        Ok((store, emitted))
+    }
+
+    /// The table's row: the group-committed figures beside the baseline's.
+    fn row(&self, kb: &str, target: &'static str, e: &Emitted, base: &Emitted) -> Row {
+        let tenants = match self.tenants {
+            1 => "1 tenant".to_owned(),
+            n => format!("{n} tenants"),
+        };
+        Row {
+            scenario: format!(
+                "emit, {tenants}, {} emitters, {kb} + 1 write",
+                self.emitters
+            ),
+            value: format!(
+                "{} (p50 {:.2} ms, p99 {:.2} ms)",
+                rate_of(e),
+                pct(&e.latencies, 0.5),
+                pct(&e.latencies, 0.99)
+            ),
+            target,
+            baseline: format!("{}, one transaction per emit", rate_of(base)),
+        }
+    }
+}
+
 async fn engine_on(
     store: &EmbeddedStore,
     catalog: Catalog,
@@ -427,86 +479,33 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
     let mut one_tenant_log = None;
     if runs(Scenario::Emit) || runs(Scenario::Verify) {
         say("emit, one tenant, 64 emitters (and the one-transaction-per-emit baseline)");
-        let store = open(dir.path(), "emit1").await?;
-        let one = emit_load(
-            engine_on(&store, Catalog::from_toml(CATALOG, "bench").unwrap(), true).await?,
-            1,
-            64,
-            args.secs,
-            &filler,
-        )
-        .await?;
+        let setup = EmitLoad {
+            name: "emit1",
+            tenants: 1,
+            emitters: 64,
+            secs: args.secs,
+            filler: &filler,
+        };
+        let (store, one) = setup.run(dir.path(), true).await?;
         one_tenant_log = Some(store);
         if runs(Scenario::Emit) {
-            let base_store = open(dir.path(), "emit1-base").await?;
-            let base1 = emit_load(
-                engine_on(
-                    &base_store,
-                    Catalog::from_toml(CATALOG, "bench").unwrap(),
-                    false,
-                )
-                .await?,
-                1,
-                64,
-                args.secs,
-                &filler,
-            )
-            .await?;
-            rows.push(Row {
-                scenario: format!("emit, 1 tenant, 64 emitters, {kb} + 1 write"),
-                value: format!(
-                    "{} (p50 {:.2} ms, p99 {:.2} ms)",
-                    rate_of(&one),
-                    pct(&one.latencies, 0.5),
-                    pct(&one.latencies, 0.99)
-                ),
-                target: ">= 50,000 events/s",
-                baseline: format!("{}, one transaction per emit", rate_of(&base1)),
-            });
+            let (_, base) = setup.run(dir.path(), false).await?;
+            rows.push(setup.row(&kb, ">= 50,000 events/s", &one, &base));
         }
     }
 
     if runs(Scenario::Emit) {
         say("emit, 100 tenants, 200 emitters");
-        let store100 = open(dir.path(), "emit100").await?;
-        let many = emit_load(
-            engine_on(
-                &store100,
-                Catalog::from_toml(CATALOG, "bench").unwrap(),
-                true,
-            )
-            .await?,
-            100,
-            200,
-            args.secs,
-            &filler,
-        )
-        .await?;
-        let base_store100 = open(dir.path(), "emit100-base").await?;
-        let base100 = emit_load(
-            engine_on(
-                &base_store100,
-                Catalog::from_toml(CATALOG, "bench").unwrap(),
-                false,
-            )
-            .await?,
-            100,
-            200,
-            args.secs,
-            &filler,
-        )
-        .await?;
-        rows.push(Row {
-            scenario: format!("emit, 100 tenants, 200 emitters, {kb} + 1 write"),
-            value: format!(
-                "{} (p50 {:.2} ms, p99 {:.2} ms)",
-                rate_of(&many),
-                pct(&many.latencies, 0.5),
-                pct(&many.latencies, 0.99)
-            ),
-            target: ">= 80,000 events/s",
-            baseline: format!("{}, one transaction per emit", rate_of(&base100)),
-        });
+        let setup = EmitLoad {
+            name: "emit100",
+            tenants: 100,
+            emitters: 200,
+            secs: args.secs,
+            filler: &filler,
+        };
+        let (_, many) = setup.run(dir.path(), true).await?;
+        let (_, base) = setup.run(dir.path(), false).await?;
+        rows.push(setup.row(&kb, ">= 80,000 events/s", &many, &base));
     }
 
     if let Some(store) = one_tenant_log.filter(|_| runs(Scenario::Verify)) {
