@@ -48,7 +48,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use postbox_engine::catalog::{Catalog, Lane, Retry};
 use postbox_engine::glob::Glob;
@@ -467,6 +467,9 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
     /// different groups concurrently. A group whose message was not settled
     /// has its later messages put back untouched.
     pub async fn process_batch(&self, messages: Vec<ReceivedMessage>) -> WorkerResult<BatchReport> {
+        // The messages were received just before: their 12 hours of
+        // visibility at most count from about now.
+        let since = Instant::now();
         let received = messages.len();
         let mut groups: Vec<(String, Vec<ReceivedMessage>)> = Vec::new();
         for m in messages {
@@ -480,12 +483,12 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         let mut results = Vec::new();
         if groups.len() == 1 {
             let (_, ms) = groups.pop().unwrap_or_default();
-            results.push(self.run_group(ms).await);
+            results.push(self.run_group(ms, since).await);
         } else {
             let mut tasks = tokio::task::JoinSet::new();
             for (_, ms) in groups {
                 let w = self.clone();
-                tasks.spawn(async move { w.run_group(ms).await });
+                tasks.spawn(async move { w.run_group(ms, since).await });
             }
             while let Some(joined) = tasks.join_next().await {
                 match joined {
@@ -514,7 +517,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                 }
             }
         }
-        deleted += self.apply(settlement).await;
+        deleted += self.apply(settlement, since).await;
         match first_error {
             Some(e) => Err(e),
             None => Ok(BatchReport { received, deleted }),
@@ -528,6 +531,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
     async fn run_group(
         &self,
         messages: Vec<ReceivedMessage>,
+        received: Instant,
     ) -> WorkerResult<(usize, Settlement, Option<WorkerError>)> {
         if self.inner.options.batch
             && let Some(envelopes) = batchable(&messages)
@@ -535,7 +539,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
             let (settlement, error) = self.process_group_batched(messages, envelopes).await;
             return Ok((0, settlement, error));
         }
-        let deleted = self.process_group(messages).await?;
+        let deleted = self.process_group(messages, received).await?;
         Ok((deleted, Settlement::default(), None))
     }
 
@@ -669,7 +673,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
 
     /// Deletes and changes the visibility of a batch's messages, ten per
     /// call; returns how many were deleted.
-    async fn apply(&self, settlement: Settlement) -> usize {
+    async fn apply(&self, settlement: Settlement, received: Instant) -> usize {
         let queue = &self.inner.options.queue;
         let mut deleted = 0;
         for chunk in settlement.delete.chunks(10) {
@@ -688,7 +692,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         for chunk in settlement.visibility.chunks(10) {
             let entries = chunk
                 .iter()
-                .map(|(m, seconds)| (m.receipt_handle.clone(), *seconds))
+                .map(|(m, seconds)| (m.receipt_handle.clone(), hidden_for(*seconds, received)))
                 .collect();
             let results = match self
                 .inner
@@ -707,7 +711,11 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
     }
 
     /// One group's messages of a batch, in order; returns how many were deleted.
-    async fn process_group(&self, messages: Vec<ReceivedMessage>) -> WorkerResult<usize> {
+    async fn process_group(
+        &self,
+        messages: Vec<ReceivedMessage>,
+        received: Instant,
+    ) -> WorkerResult<usize> {
         let queue = &self.inner.options.queue;
         let mut deleted = 0;
         let mut held = false;
@@ -751,7 +759,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                     let r = self
                         .inner
                         .queues
-                        .change_visibility(queue, &m.receipt_handle, seconds)
+                        .change_visibility(queue, &m.receipt_handle, hidden_for(seconds, received))
                         .await;
                     self.settle(r, &m.message_id);
                 }
@@ -961,10 +969,10 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                     .settle_failure(&row, envelope, index, e.message(), e.kind())
                     .await?;
                 // A dependency that said when to come back is not asked sooner
-                // (at most the 12-hour visibility ceiling).
+                // (as far as the queue's 12 hours allow: `hidden_for`).
                 Ok(match (outcome, e.min_delay()) {
                     (Outcome::Retry(secs), Some(d)) => {
-                        Outcome::Retry(secs.max(d.as_secs().min(12 * 3600) as i64))
+                        Outcome::Retry(secs.max(d.as_secs().min(MAX_HIDDEN_SECONDS as u64) as i64))
                     }
                     (o, _) => o,
                 })
@@ -1301,6 +1309,24 @@ fn batchable(messages: &[ReceivedMessage]) -> Option<Vec<Envelope>> {
 }
 
 /// A fencing token no other lease ever had: 128 random bits.
+/// How long after its receive a queue keeps a message hidden at most (SQS:
+/// 12 hours, whatever visibility changes ask).
+const MAX_HIDDEN_SECONDS: i64 = 12 * 3600;
+
+/// Slack for the time between a receive and the start of its batch (a
+/// remote queue's answer on its way), so a cut wait is never refused.
+const RECEIVE_SLACK_SECONDS: i64 = 60;
+
+/// The visibility timeout to ask for `seconds` of waiting on a message
+/// received at about `received`: cut to what is left of the queue's 12
+/// hours, since a change past them is refused and the message would come
+/// back at the end of its lease instead.
+fn hidden_for(seconds: i64, received: Instant) -> i64 {
+    let left =
+        MAX_HIDDEN_SECONDS - received.elapsed().as_secs_f64().ceil() as i64 - RECEIVE_SLACK_SECONDS;
+    seconds.min(left).max(0)
+}
+
 fn new_token() -> String {
     format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
 }

@@ -94,6 +94,41 @@ async fn flaky_handler_succeeds_on_the_second_receive_without_a_dead_letter() {
 }
 
 #[tokio::test]
+async fn a_retry_after_longer_than_the_queue_allows_waits_as_long_as_it_can() {
+    // A slow dependency answers "come back in a day" after more than a
+    // second: the queue hides a message at most 12 hours after its receive,
+    // so the wait is cut to what is left rather than refused (which would
+    // bring the message back at the end of its lease, retried too soon).
+    let env = env(catalog(&durable("ship", "ORDER_*", 5))).await;
+    let slow = handler(|_| async {
+        tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+        Err(HandlerError::retry_after(
+            "rate limited",
+            std::time::Duration::from_secs(24 * 3600),
+        ))
+    });
+    let w = worker(&env, one("ship", slow), "w1").await;
+    let e = emit(&env, "acme", "ORDER_PLACED", 1).await;
+    pipe(&env, &e).await;
+
+    w.run_once().await.unwrap();
+    let row = w
+        .inbox()
+        .get(&ClaimKey::new(&e.id, "ship"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((row.status, row.attempts), (Status::Failed, 1));
+    assert_eq!(
+        w.stats().settle_failures,
+        0,
+        "the queue refused the message's new visibility"
+    );
+    let q = env.queues.stats(QUEUE).unwrap();
+    assert_eq!((q.visible, q.in_flight, q.deleted), (0, 1, 0));
+}
+
+#[tokio::test]
 async fn poison_message_is_recorded_and_deleted_without_blocking_its_group() {
     let env = env(catalog(&durable("ship", "ORDER_*", 5))).await;
     let log = Arc::new(Mutex::new(Vec::new()));
