@@ -317,10 +317,14 @@ impl QueueCore {
             return Err(QueueError::MessageNotInflight);
         }
         // In whole seconds, as the API counts: a change within the
-        // receive's first second may still ask for the full 12 hours.
+        // receive's first second may still ask for the full 12 hours. A
+        // timeout of 0 hides nothing and is always taken.
         let received_at = meta.state.received_at;
         let elapsed_s = now.saturating_sub(received_at) / 1000;
-        if received_at != 0 && elapsed_s + timeout_ms / 1000 > MAX_HIDDEN_AFTER_RECEIVE_MS / 1000 {
+        if received_at != 0
+            && timeout_ms > 0
+            && elapsed_s + timeout_ms / 1000 > MAX_HIDDEN_AFTER_RECEIVE_MS / 1000
+        {
             return Err(QueueError::invalid(format!(
                 "Value {} for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [{} seconds]",
                 timeout_ms / 1000,

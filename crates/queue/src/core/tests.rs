@@ -166,7 +166,8 @@ fn visibility_extends_to_twelve_hours_after_the_receive_and_no_further() {
     let seq = q.take_seq();
     q.insert(seq, meta(None, 0, 0));
     let received = 5_000;
-    q.receive(received, 1, VT, 1, None);
+    // Hidden for two hours: still in flight when extended an hour later.
+    q.receive(received, 1, 2 * HOUR, 1, None);
     // An hour later, 11 hours more ends exactly 12 hours after the receive.
     let s = q
         .change_visibility(&receipt(1, 1), received + HOUR, 11 * HOUR)
@@ -184,10 +185,19 @@ fn visibility_extends_to_twelve_hours_after_the_receive_and_no_further() {
     assert_eq!(q.get(1).unwrap().state.visible_at, received + 12 * HOUR);
     // The next receive starts a new 12 hours.
     let again = received + 12 * HOUR;
-    assert_eq!(seqs(&q.receive(again, 1, VT, 2, None)), vec![1]);
+    assert_eq!(seqs(&q.receive(again, 1, 2 * HOUR, 2, None)), vec![1]);
     assert!(
         q.change_visibility(&receipt(1, 2), again + HOUR, 11 * HOUR)
             .is_ok()
+    );
+    // Past its 12 hours, the latest handle may still make it visible now.
+    assert!(
+        q.change_visibility(&receipt(1, 2), again + 13 * HOUR, 0)
+            .is_ok()
+    );
+    assert!(
+        q.change_visibility(&receipt(1, 2), again + 13 * HOUR, 1_000)
+            .is_err()
     );
 }
 
