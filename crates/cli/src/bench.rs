@@ -632,7 +632,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
         println!(
-            "postbox bench: durable (fsync) commits, {} s per throughput scenario, {} CPU(s)",
+            "postbox bench: durable (fsync) commits, {} s per emit scenario and of the latency load, {} CPU(s)",
             args.secs,
             std::thread::available_parallelism().map_or(1, |n| n.get())
         );

@@ -75,7 +75,10 @@ fn verify_alone_checks_the_one_tenant_log_and_reports_no_emit_rows() {
 #[test]
 fn bad_arguments_are_refused_before_anything_runs() {
     for (args, wanted) in [
-        (&["--payload-bytes", "400000"][..], "'400000' for '--payload-bytes"),
+        (
+            &["--payload-bytes", "400000"][..],
+            "'400000' for '--payload-bytes",
+        ),
         (&["--events", "0"][..], "'0' for '--events"),
         (&["--secs", "601"][..], "'601' for '--secs"),
         (&["--only", "everything"][..], "'everything' for '--only"),
