@@ -54,6 +54,7 @@ use postbox_engine::catalog::{Catalog, Lane, Retry};
 use postbox_engine::glob::Glob;
 use postbox_engine::{Context, Envelope, layout};
 use postbox_item::AttributeValue;
+use postbox_queue::core::MAX_HIDDEN_AFTER_RECEIVE_MS;
 use postbox_queue::{QueueClient, ReceiveOptions, ReceivedMessage};
 use postbox_store::api::{GetItemInput, QueryInput, Values};
 use postbox_store::embedded::Clock;
@@ -1309,9 +1310,8 @@ fn batchable(messages: &[ReceivedMessage]) -> Option<Vec<Envelope>> {
 }
 
 /// A fencing token no other lease ever had: 128 random bits.
-/// How long after its receive a queue keeps a message hidden at most (SQS:
-/// 12 hours, whatever visibility changes ask).
-const MAX_HIDDEN_SECONDS: i64 = 12 * 3600;
+/// How long after its receive a queue keeps a message hidden at most.
+const MAX_HIDDEN_SECONDS: i64 = (MAX_HIDDEN_AFTER_RECEIVE_MS / 1000) as i64;
 
 /// Slack for the time between a receive and the start of its batch (a
 /// remote queue's answer on its way), so a cut wait is never refused.
