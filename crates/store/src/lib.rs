@@ -36,6 +36,15 @@ pub trait ItemStore: Send + Sync + 'static {
         &self,
         table_name: &str,
     ) -> impl Future<Output = StoreResult<TableDescription>> + Send;
+    /// The table's key schema: what a request check needs, without
+    /// DescribeTable's item count and size (which a backend may have to
+    /// count). ResourceNotFound if there is no such table.
+    fn key_schema(
+        &self,
+        table_name: &str,
+    ) -> impl Future<Output = StoreResult<Vec<api::KeySchemaElement>>> + Send {
+        async move { Ok(self.describe_table(table_name).await?.key_schema) }
+    }
     fn delete_table(
         &self,
         table_name: &str,

@@ -19,6 +19,9 @@ impl<S: ItemStore> ItemStore for QueryOnly<S> {
     async fn describe_table(&self, t: &str) -> StoreResult<TableDescription> {
         self.0.describe_table(t).await
     }
+    async fn key_schema(&self, t: &str) -> StoreResult<Vec<KeySchemaElement>> {
+        self.0.key_schema(t).await
+    }
     async fn delete_table(&self, t: &str) -> StoreResult<TableDescription> {
         self.0.delete_table(t).await
     }

@@ -263,7 +263,7 @@ impl<S: ItemStore> EngineBuilder<S> {
             return Err(StartError::Contract(violations));
         }
         let table = &self.options.events_table;
-        match self.store.describe_table(table).await {
+        match self.store.key_schema(table).await {
             Ok(_) => {}
             Err(StoreError::ResourceNotFound(_)) => match self
                 .store

@@ -59,10 +59,9 @@
 //!
 //! - Reads never return an item whose TTL has passed, even before the
 //!   sweeper deleted it (DynamoDB may return it for a while).
-//! - ClientRequestToken is remembered in memory only (ten minutes, lost on
-//!   restart).
-//! - ItemCount in DescribeTable is exact (counted from a snapshot), where
-//!   DynamoDB updates it about every six hours.
+//! - ItemCount in DescribeTable is exact (counted from a snapshot, on a
+//!   blocking thread), where DynamoDB updates it about every six hours. No
+//!   request check counts: they read the key schema from the catalog.
 //! - Legacy parameters (Expected, AttributesToGet, KeyConditions, ...) are
 //!   refused; the expression forms do the same and every client has them.
 
@@ -244,6 +243,9 @@ pub(crate) struct Inner {
 /// Owns the background threads; stopping them when the last handle goes.
 struct Running {
     inner: Arc<Inner>,
+    /// Item rows visited by range reads (Query, Scan, DescribeTable's
+    /// count): see [`EmbeddedStore::rows_ranged`].
+    rows_ranged: std::sync::atomic::AtomicU64,
     sweeper_stop: Mutex<Option<mpsc::Sender<()>>>,
     sweeper: Mutex<Option<JoinHandle<()>>>,
 }
@@ -396,6 +398,7 @@ impl EmbeddedStore {
         Ok(EmbeddedStore {
             running: Arc::new(Running {
                 inner,
+                rows_ranged: std::sync::atomic::AtomicU64::new(0),
                 sweeper_stop: Mutex::new(Some(stop_tx)),
                 sweeper: Mutex::new(Some(sweeper)),
             }),
@@ -404,6 +407,24 @@ impl EmbeddedStore {
 
     fn inner(&self) -> &Inner {
         &self.running.inner
+    }
+
+    /// How many item rows range reads have visited since the store opened:
+    /// every row a Query or Scan page examined and every row DescribeTable
+    /// or DeleteTable counted. Point reads (GetItem, the writer's condition
+    /// checks) do not count. Tests use it to show that a request's cost
+    /// does not grow with a table (an HTTP emit visits no row of the tables
+    /// it writes).
+    pub fn rows_ranged(&self) -> u64 {
+        self.running
+            .rows_ranged
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn count_ranged(&self, rows: u64) {
+        self.running
+            .rows_ranged
+            .fetch_add(rows, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Runs `op` inside the writer's next group commit and returns its result
@@ -593,25 +614,38 @@ impl EmbeddedStore {
         Ok(meta)
     }
 
-    /// Item count and size of a table, counted from a snapshot.
+    /// Item count and size of a table, counted from a snapshot on a
+    /// blocking thread (the count visits every row of the table, so it
+    /// must not hold a runtime thread). Only DescribeTable and DeleteTable
+    /// ask for it; request checks read the catalog ([`ItemStore::key_schema`]).
     async fn table_stats(&self, meta: &Meta) -> StoreResult<(u64, u64)> {
         let txn = self.snapshot().await?;
-        let Some(items) = tables::open_if_present(&txn, tables::ITEMS)? else {
-            return Ok((0, 0));
-        };
-        let prefix = keys::table_prefix(meta.id);
-        let end = keys::prefix_end(&prefix);
-        let (mut count, mut size) = (0, 0);
-        for row in items
-            .range(prefix.as_slice()..end.as_slice())
-            .map_err(storage_err)?
-        {
-            let (_, v) = row.map_err(storage_err)?;
-            count += 1;
-            size += row::item_bytes(v.value()).len() as u64;
-        }
+        let id = meta.id;
+        let (count, size) = tokio::task::spawn_blocking(move || count_rows(&txn, id))
+            .await
+            .map_err(storage_err)??;
+        self.count_ranged(count);
         Ok((count, size))
     }
+}
+
+/// Item count and size of table `id` in `txn`.
+fn count_rows(txn: &ReadTransaction, id: u32) -> StoreResult<(u64, u64)> {
+    let Some(items) = tables::open_if_present(txn, tables::ITEMS)? else {
+        return Ok((0, 0));
+    };
+    let prefix = keys::table_prefix(id);
+    let end = keys::prefix_end(&prefix);
+    let (mut count, mut size) = (0, 0);
+    for row in items
+        .range(prefix.as_slice()..end.as_slice())
+        .map_err(storage_err)?
+    {
+        let (_, v) = row.map_err(storage_err)?;
+        count += 1;
+        size += row::item_bytes(v.value()).len() as u64;
+    }
+    Ok((count, size))
 }
 
 /// Reads every table's metadata from the file.
@@ -642,6 +676,10 @@ impl ItemStore for EmbeddedStore {
         let meta = self.catalog().get(table_name)?;
         let (count, size) = self.table_stats(&meta).await?;
         Ok(meta.describe("ACTIVE", count, size))
+    }
+
+    async fn key_schema(&self, table_name: &str) -> StoreResult<Vec<KeySchemaElement>> {
+        Ok(self.catalog().get(table_name)?.key_schema())
     }
 
     async fn delete_table(&self, table_name: &str) -> StoreResult<TableDescription> {
@@ -737,32 +775,38 @@ impl ItemStore for EmbeddedStore {
     }
 
     async fn query(&self, input: QueryInput) -> StoreResult<QueryOutput> {
-        read_ops::query(
+        let out = read_ops::query(
             &self.snapshot().await?,
             self.catalog(),
             self.now_ms(),
             input,
-        )
+        )?;
+        self.count_ranged(out.scanned_count);
+        Ok(out)
     }
 
     /// Reads the stored bytes straight from the snapshot: no item is built
     /// except to answer a filter or projection (see `read_ops`).
     async fn query_encoded(&self, input: QueryInput) -> StoreResult<EncodedQueryOutput> {
-        read_ops::query_encoded(
+        let out = read_ops::query_encoded(
             &self.snapshot().await?,
             self.catalog(),
             self.now_ms(),
             input,
-        )
+        )?;
+        self.count_ranged(out.scanned_count);
+        Ok(out)
     }
 
     async fn scan(&self, input: ScanInput) -> StoreResult<QueryOutput> {
-        read_ops::scan(
+        let out = read_ops::scan(
             &self.snapshot().await?,
             self.catalog(),
             self.now_ms(),
             input,
-        )
+        )?;
+        self.count_ranged(out.scanned_count);
+        Ok(out)
     }
 
     async fn batch_get_item(&self, input: BatchGetItemInput) -> StoreResult<BatchGetItemOutput> {
