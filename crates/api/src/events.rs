@@ -10,8 +10,9 @@
 //!
 //! An `Idempotency-Key` header makes the emit safe to retry: the key's row
 //! is stored in the same transaction as the event and names its seq, so the
-//! same key with the same body answers the first event again (also when
-//! the first answer was lost after the commit), and with another body 409.
+//! same key with the same body answers the first event again, read from the
+//! log (also when the first answer was lost after the commit), and with
+//! another body 409. A keyed emit is one commit.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -161,8 +162,8 @@ pub(crate) async fn emit(
     let idem_index = writes.len();
     let now = postbox_engine::envelope::now_ms();
     let expires_at = now / 1000 + cfg.idempotency_ttl_secs;
-    // The key's row commits with the event and names its seq, so a retry
-    // finds the event even if the answer below is never stored.
+    // The key's row commits with the event and names its seq: a retry
+    // reads the answer back from the log, so nothing is written after.
     let record = idem_pk.clone().map(|pk| -> InlineHandler {
         let (table, body_hash) = (cfg.requests_table.clone(), body_hash.clone());
         Arc::new(move |env: &Envelope| {
@@ -178,15 +179,10 @@ pub(crate) async fn emit(
         .emit_recorded(&ctx, &req.event_type, req.payload, writes, record)
         .await;
     match emitted {
-        Ok(e) => {
-            let answer = json!({"event": e.envelope, "hash": e.hash});
-            if let Some(pk) = &idem_pk {
-                let mut row = request_row(pk, &body_hash, e.envelope.seq, expires_at);
-                row.insert("answer".into(), AttributeValue::s(answer.to_string()));
-                remember(&api, row).await?;
-            }
-            Ok((StatusCode::CREATED, Json(answer)))
-        }
+        Ok(e) => Ok((
+            StatusCode::CREATED,
+            Json(json!({"event": e.envelope, "hash": e.hash})),
+        )),
         Err(EmitError::ConditionalCheckFailed { index, .. })
             if idem_pk.is_some() && index == idem_index =>
         {
@@ -220,9 +216,10 @@ fn request_row(pk: &str, body_hash: &str, seq: u64, expires_at: u64) -> Item {
 }
 
 /// The answer of an earlier emit with this key: Some if the body is the
-/// same, 409 if it differs. The stored answer if there is one, else the
-/// event the row names, read from the log (the process stopped between
-/// the commit and storing the answer).
+/// same, 409 if it differs. The answer is the event the row names, read
+/// from the log: the row commits with the event, so a keyed emit costs one
+/// commit and its answer can never be lost. (Rows written by earlier
+/// versions may also hold the answer's text; it is used when present.)
 async fn remembered(
     api: &Api,
     tenant: &str,
@@ -268,18 +265,6 @@ async fn remembered(
         .map(|(_, answer)| answer))
 }
 
-async fn remember(api: &Api, row: Item) -> Result<(), ApiError> {
-    api.inner
-        .store
-        .put_item(postbox_store::api::PutItemInput {
-            table_name: api.inner.config.requests_table.clone(),
-            item: row,
-            ..Default::default()
-        })
-        .await?;
-    Ok(())
-}
-
 /// Postbox's own tables cannot be written through the API, and a write's
 /// partition key must be in the caller's namespace.
 async fn check_write(
@@ -311,10 +296,10 @@ async fn check_write(
             format!("writes[{index}] targets {table:?}, a table only Postbox writes"),
         ));
     }
-    let description = api
+    let key_schema = api
         .inner
         .store
-        .describe_table(table)
+        .key_schema(table)
         .await
         .map_err(|e| match e {
             StoreError::ResourceNotFound(_) => {
@@ -322,8 +307,7 @@ async fn check_write(
             }
             e => e.into(),
         })?;
-    let hash_key = description
-        .key_schema
+    let hash_key = key_schema
         .iter()
         .find(|k| k.key_type == KeyType::Hash)
         .map(|k| k.attribute_name.as_str())

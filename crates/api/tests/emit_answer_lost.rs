@@ -42,7 +42,7 @@ async fn a_retry_after_a_lost_answer_gets_the_committed_event_once() {
         "the retry answers the event as the log has it"
     );
     assert_eq!(orders(&env).await, 1);
-    // Once the answer is stored, later retries answer it too.
+    // Every later retry answers it too, read from the log again.
     let again = emit(&env, &env.acme, &key, order_emit("7", "acme")).await;
     assert_eq!((again.status, again.json()), (200, retried.json()));
 }
