@@ -56,11 +56,23 @@ pub(crate) async fn create_table<S: ItemStore>(
         Err(e) => return Err(e.into()),
     }
     if let Some(attribute) = spec.ttl {
-        let spec = TimeToLiveSpecification {
-            enabled: true,
-            attribute_name: attribute.to_owned(),
-        };
-        store.update_time_to_live(name, spec).await?;
+        // A restart finds TTL already on: enabling it again is an error.
+        match store.describe_time_to_live(name).await? {
+            Some(current) if current == attribute => {}
+            Some(current) => {
+                return Err(StoreError::validation(format!(
+                    "table {name} expires items by {current:?}, not {attribute:?}"
+                ))
+                .into());
+            }
+            None => {
+                let spec = TimeToLiveSpecification {
+                    enabled: true,
+                    attribute_name: attribute.to_owned(),
+                };
+                store.update_time_to_live(name, spec).await?;
+            }
+        }
     }
     Ok(())
 }

@@ -104,6 +104,16 @@ impl Server {
     }
 }
 
+impl Server {
+    /// Kills the process with SIGKILL (no shutdown at all) and waits for it.
+    pub fn kill(mut self) {
+        let child = self.child.as_mut().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        self.child = None;
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         if let Some(child) = &mut self.child {
