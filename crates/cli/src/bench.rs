@@ -14,7 +14,8 @@
 //! - latency: from the emit call to the completion's commit at a steady
 //!   5,000 events/s, the workers running throughout.
 //!
-//! `--only` runs some of them. The crates' own harnesses (`cargo bench -p
+//! `--only` runs some of them. `--http` measures keyed emits over HTTP
+//! against a `postbox serve` process instead (`bench_http`). The crates' own harnesses (`cargo bench -p
 //! postbox-store`, `-p postbox-queue`, `-p postbox-engine --bench emit`, `-p
 //! postbox-relay`, `-p postbox-worker`) measure each component in more
 //! detail, with `{"n": n}` payloads; this command measures the assembled
@@ -57,6 +58,29 @@ pub struct BenchArgs {
     /// Print the table as JSON.
     #[arg(long)]
     json: bool,
+    /// Measure keyed emits over HTTP against a `postbox serve` process
+    /// instead (started by the bench unless --endpoint names one).
+    #[arg(long)]
+    http: bool,
+    /// With --http: a running server (serving the built-in examples) to
+    /// drive instead of starting one.
+    #[arg(long, requires = "http")]
+    endpoint: Option<String>,
+    /// With --http --endpoint: its admin token (default: `<data>/admin-token`).
+    #[arg(long, requires = "endpoint", env = "POSTBOX_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// With --http --endpoint: the server's data directory, for its admin token.
+    #[arg(long, requires = "endpoint")]
+    data: Option<std::path::PathBuf>,
+    /// With --http: concurrent connections, each with one request in flight.
+    #[arg(long, default_value_t = 64, requires = "http", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    connections: u64,
+    /// With --http: the tenant counts to run, in order (repeatable).
+    #[arg(long = "tenants", requires = "http", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    tenants: Vec<u64>,
+    /// With --http: how many times to run the tenant counts, alternating.
+    #[arg(long, default_value_t = 1, requires = "http", value_parser = clap::value_parser!(u64).range(1..=100))]
+    runs: u64,
 }
 
 /// The scenarios `postbox bench` runs, in its table's order.
@@ -502,6 +526,30 @@ async fn pipeline(
 }
 
 pub async fn run(args: BenchArgs) -> Result<(), Failure> {
+    if args.http {
+        if !args.only.is_empty() {
+            return Err(Failure::new(
+                crate::http::EXIT_REFUSED,
+                "--only picks the in-process scenarios; --http runs its own",
+            ));
+        }
+        return crate::bench_http::run(crate::bench_http::HttpBench {
+            endpoint: args.endpoint,
+            token: args.token,
+            data: args.data,
+            connections: args.connections as usize,
+            tenants: if args.tenants.is_empty() {
+                vec![1, 100]
+            } else {
+                args.tenants.iter().map(|&t| t as usize).collect()
+            },
+            runs: args.runs as usize,
+            secs: args.secs,
+            payload_bytes: args.payload_bytes,
+            json: args.json,
+        })
+        .await;
+    }
     let dir =
         tempfile::tempdir().map_err(|e| Failure::from(format!("no temporary directory: {e}")))?;
     let say = |what: &str| eprintln!("bench: {what} ...");

@@ -4,6 +4,7 @@
 //! fresh clone starts a working store with no configuration.
 
 mod bench;
+mod bench_http;
 mod builtin;
 mod catalog;
 mod demo;

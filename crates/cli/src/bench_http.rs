@@ -1,0 +1,436 @@
+//! `postbox bench --http`: the emit a user's application makes, measured
+//! over real TCP connections against a `postbox serve` process.
+//!
+//! Each request is the README tour's payment: `POST /v1/events` with a
+//! PAYMENT_COMPLETED event carrying `--payload-bytes` of filler, a fresh
+//! Idempotency-Key and one Put of the same size into `shop`, spread over
+//! the tenants' tokens. `--connections` clients each keep one request in
+//! flight on a keep-alive connection for `--secs` seconds; every scenario
+//! (1 tenant, then 100 tenants, `--runs` times, alternating) runs against
+//! the same server, so its tables grow from run to run as a user's do.
+//!
+//! Without `--endpoint` the bench starts `postbox serve` itself, with the
+//! built-in examples (their catalog and the `shop` table) on an empty data
+//! directory and `--workers 0`: the relay runs, delivery is left out, so
+//! the figures are the emit path's (the delivery rows of `postbox bench`
+//! measure the workers). With `--endpoint` it drives a running server that
+//! serves the built-in examples, with the admin token from `--token` or
+//! `<data>/admin-token`.
+//!
+//! Per scenario: successful emits/s, p50 and p99 latency of the successful
+//! emits, the rate of the last tenth of the run against the first (growth
+//! must not slow it), non-2xx answers, and for a self-started server its
+//! CPU time per emit.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+
+use crate::http::Failure;
+
+/// What `--http` takes from `postbox bench`'s arguments.
+pub struct HttpBench {
+    pub endpoint: Option<String>,
+    pub token: Option<String>,
+    pub data: Option<PathBuf>,
+    pub connections: usize,
+    pub tenants: Vec<usize>,
+    pub runs: usize,
+    pub secs: u64,
+    pub payload_bytes: u32,
+    pub json: bool,
+}
+
+type HttpClient = Client<HttpConnector, Full<bytes::Bytes>>;
+
+/// A `postbox serve` child on a free port, stopped (SIGTERM) when dropped.
+struct Served {
+    child: Child,
+    base: String,
+    admin: String,
+}
+
+impl Served {
+    fn start(data: &Path) -> Result<Served, Failure> {
+        let exe = std::env::current_exe()
+            .map_err(|e| Failure::from(format!("cannot find the postbox binary: {e}")))?;
+        let log = std::fs::File::create(data.with_extension("log"))
+            .map_err(|e| Failure::from(format!("cannot create the server's log: {e}")))?;
+        let mut child = Command::new(exe)
+            .args(["serve", "--listen", "127.0.0.1:0", "--workers", "0", "--data"])
+            .arg(data)
+            .env("POSTBOX_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| Failure::from(format!("cannot start postbox serve: {e}")))?;
+        let mut line = String::new();
+        let read = BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .map_err(|e| Failure::from(format!("postbox serve said nothing: {e}")))?;
+        let base = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .filter(|_| read > 0)
+            .map(str::to_owned);
+        let Some(base) = base else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(data.with_extension("log")).unwrap_or_default();
+            return Err(Failure::from(format!(
+                "postbox serve did not start: {}",
+                log.trim()
+            )));
+        };
+        let admin = std::fs::read_to_string(data.join("admin-token"))
+            .map_err(|e| Failure::from(format!("no admin token in {}: {e}", data.display())))?
+            .trim()
+            .to_owned();
+        Ok(Served { child, base, admin })
+    }
+
+    /// User plus system CPU time the server has used so far (Linux only).
+    fn cpu(&self) -> Option<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // Fields after the command name, which is in parentheses.
+        let rest = stat.rsplit_once(')')?.1;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        // The kernel's USER_HZ is 100 on every Linux this runs on.
+        Some(Duration::from_millis(ticks * 10))
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// One request and its answer: status and body.
+async fn send(
+    client: &HttpClient,
+    req: hyper::Request<Full<bytes::Bytes>>,
+) -> Result<(u16, bytes::Bytes), String> {
+    let res = client.request(req).await.map_err(|e| e.to_string())?;
+    let status = res.status().as_u16();
+    let body = res
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((status, body))
+}
+
+/// Makes a tenant token with the admin token.
+async fn tenant_token(
+    client: &HttpClient,
+    base: &str,
+    admin: &str,
+    tenant: &str,
+) -> Result<String, Failure> {
+    let req = hyper::Request::post(format!("{base}/v1/tokens"))
+        .header("authorization", format!("Bearer {admin}"))
+        .header("content-type", "application/json")
+        .body(Full::new(
+            json!({"tenant": tenant, "subject": "bench"}).to_string().into(),
+        ))
+        .map_err(|e| Failure::from(e.to_string()))?;
+    let (status, body) = send(client, req)
+        .await
+        .map_err(|e| Failure::from(format!("cannot reach {base}: {e}")))?;
+    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    match v["token"].as_str() {
+        Some(t) if status == 201 => Ok(t.to_owned()),
+        _ => Err(Failure::from(format!(
+            "cannot create a token for tenant {tenant} ({status}): {}",
+            String::from_utf8_lossy(&body)
+        ))),
+    }
+}
+
+/// The README's payment for `tenant`, as a request body.
+fn payment(tenant: &str, id: &str, filler: &str) -> String {
+    json!({
+        "type": "PAYMENT_COMPLETED",
+        "payload": {"order_id": id, "amount": 100, "currency": "EUR", "buyer": "ada@example.com", "tag": "t", "note": filler},
+        "writes": [{"Put": {"TableName": "shop", "Item": {
+            "pk": {"S": format!("{tenant}#payment#{id}")},
+            "sk": {"S": "PAYMENT"},
+            "body": {"S": filler}
+        }}}]
+    })
+    .to_string()
+}
+
+/// What one scenario measured.
+pub struct Measured {
+    pub tenants: usize,
+    pub run: usize,
+    /// Successful emits per second over the whole run.
+    pub rate: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// Successful emits/s in the last tenth of the run over the first tenth.
+    pub last_over_first: f64,
+    pub non_2xx: usize,
+    pub first_error: Option<String>,
+    /// Server CPU per successful emit, if the bench started the server.
+    pub cpu_us_per_emit: Option<f64>,
+}
+
+/// Drives `connections` clients for `secs` against `base`, each request for
+/// a token of `tokens` taken round-robin.
+async fn load(
+    base: &str,
+    tokens: &[(String, String)],
+    connections: usize,
+    secs: u64,
+    filler: &str,
+) -> Result<(Vec<(Duration, Duration)>, usize, Option<String>), Failure> {
+    let client: HttpClient = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(connections)
+        .build_http();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(secs);
+    // Keys never repeat across runs against one server.
+    let run_id = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let tokens = Arc::new(tokens.to_vec());
+    let filler = Arc::new(filler.to_owned());
+    let mut tasks = Vec::with_capacity(connections);
+    for c in 0..connections {
+        let (client, tokens, filler) = (client.clone(), tokens.clone(), filler.clone());
+        let uri: hyper::Uri = format!("{base}/v1/events")
+            .parse()
+            .map_err(|e| Failure::from(format!("invalid endpoint {base}: {e}")))?;
+        tasks.push(tokio::spawn(async move {
+            // (completed at, latency) of each 2xx; count and first text of the others.
+            let mut done = Vec::new();
+            let (mut failed, mut first_error) = (0usize, None);
+            let mut n = 0usize;
+            while Instant::now() < deadline {
+                let (tenant, token) = &tokens[(c + n * connections) % tokens.len()];
+                let id = format!("{run_id}-{c}-{n}");
+                n += 1;
+                let req = hyper::Request::post(uri.clone())
+                    .header("authorization", format!("Bearer {token}"))
+                    .header("content-type", "application/json")
+                    .header("idempotency-key", format!("k-{id}"))
+                    .body(Full::new(payment(tenant, &id, &filler).into()))
+                    .expect("a valid request");
+                let sent = Instant::now();
+                match send(&client, req).await {
+                    Ok((status, _)) if (200..300).contains(&status) => {
+                        let now = Instant::now();
+                        done.push((now - started, now - sent));
+                    }
+                    Ok((status, body)) => {
+                        failed += 1;
+                        first_error.get_or_insert_with(|| {
+                            format!("{status}: {}", String::from_utf8_lossy(&body))
+                        });
+                    }
+                    Err(e) => {
+                        failed += 1;
+                        first_error.get_or_insert(e);
+                        // A refused connection would otherwise spin.
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            }
+            (done, failed, first_error)
+        }));
+    }
+    let (mut all, mut failed, mut first_error) = (Vec::new(), 0, None);
+    for t in tasks {
+        let (done, f, e) = t
+            .await
+            .map_err(|e| Failure::from(format!("a client task failed: {e}")))?;
+        all.extend(done);
+        failed += f;
+        if first_error.is_none() {
+            first_error = e;
+        }
+    }
+    Ok((all, failed, first_error))
+}
+
+fn pct(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1000.0
+}
+
+pub async fn run(b: HttpBench) -> Result<(), Failure> {
+    let dir =
+        tempfile::tempdir().map_err(|e| Failure::from(format!("no temporary directory: {e}")))?;
+    let served = match &b.endpoint {
+        Some(_) => None,
+        None => Some(Served::start(&dir.path().join("data"))?),
+    };
+    let (base, admin) = match (&served, &b.endpoint) {
+        (Some(s), _) => (s.base.clone(), s.admin.clone()),
+        (None, Some(e)) => {
+            let admin = match (&b.token, &b.data) {
+                (Some(t), _) => t.clone(),
+                (None, data) => {
+                    let file = data
+                        .clone()
+                        .unwrap_or_else(|| PathBuf::from("postbox-data"))
+                        .join("admin-token");
+                    std::fs::read_to_string(&file)
+                        .map_err(|err| {
+                            Failure::from(format!(
+                                "no admin token: pass --token or --data ({}: {err})",
+                                file.display()
+                            ))
+                        })?
+                        .trim()
+                        .to_owned()
+                }
+            };
+            (e.trim_end_matches('/').to_owned(), admin)
+        }
+        (None, None) => unreachable!("a server is started without --endpoint"),
+    };
+    let setup: HttpClient = Client::builder(TokioExecutor::new()).build_http();
+    let filler = "x".repeat(b.payload_bytes as usize);
+    let mut measured = Vec::new();
+    for run in 1..=b.runs {
+        for &tenants in &b.tenants {
+            eprintln!(
+                "bench: HTTP emit, {tenants} tenant(s), {} connections, {} s (run {run} of {}) ...",
+                b.connections, b.secs, b.runs
+            );
+            let mut tokens = Vec::with_capacity(tenants);
+            for t in 0..tenants {
+                let tenant = if tenants == 1 {
+                    "acme".to_owned()
+                } else {
+                    format!("t{t:03}")
+                };
+                let token = tenant_token(&setup, &base, &admin, &tenant).await?;
+                tokens.push((tenant, token));
+            }
+            let cpu_before = served.as_ref().and_then(Served::cpu);
+            let (mut done, non_2xx, first_error) =
+                load(&base, &tokens, b.connections, b.secs, &filler).await?;
+            let cpu = served
+                .as_ref()
+                .and_then(Served::cpu)
+                .zip(cpu_before)
+                .map(|(after, before)| after.saturating_sub(before));
+            if done.is_empty() {
+                return Err(Failure::from(format!(
+                    "no emit succeeded ({non_2xx} failed): {}",
+                    first_error.unwrap_or_default()
+                )));
+            }
+            let tenth = Duration::from_secs(b.secs).as_secs_f64() / 10.0;
+            let in_window = |lo: f64, hi: f64| {
+                done.iter()
+                    .filter(|(at, _)| (lo..hi).contains(&at.as_secs_f64()))
+                    .count() as f64
+            };
+            let first = in_window(0.0, tenth);
+            let last = in_window(9.0 * tenth, 10.0 * tenth + 1.0);
+            let ok = done.len();
+            let mut latencies: Vec<Duration> = done.drain(..).map(|(_, l)| l).collect();
+            latencies.sort_unstable();
+            measured.push(Measured {
+                tenants,
+                run,
+                rate: ok as f64 / b.secs as f64,
+                p50_ms: pct(&latencies, 0.5),
+                p99_ms: pct(&latencies, 0.99),
+                last_over_first: if first > 0.0 { last / first } else { 0.0 },
+                non_2xx,
+                first_error,
+                cpu_us_per_emit: cpu.map(|c| c.as_secs_f64() * 1e6 / ok as f64),
+            });
+        }
+    }
+    print(&b, &measured, served.is_some());
+    Ok(())
+}
+
+fn print(b: &HttpBench, measured: &[Measured], self_started: bool) {
+    let kb = if b.payload_bytes == 1000 {
+        "1 KB".to_owned()
+    } else {
+        format!("{} B", b.payload_bytes)
+    };
+    if b.json {
+        let rows: Vec<Value> = measured
+            .iter()
+            .map(|m| {
+                json!({
+                    "scenario": "http_emit",
+                    "tenants": m.tenants,
+                    "run": m.run,
+                    "connections": b.connections,
+                    "secs": b.secs,
+                    "payload_bytes": b.payload_bytes,
+                    "emits_per_sec": m.rate.round(),
+                    "p50_ms": m.p50_ms,
+                    "p99_ms": m.p99_ms,
+                    "last_over_first": m.last_over_first,
+                    "non_2xx": m.non_2xx,
+                    "first_error": m.first_error,
+                    "server_cpu_us_per_emit": m.cpu_us_per_emit,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+        return;
+    }
+    println!(
+        "postbox bench --http: keyed emits of a {kb} payload + one {kb} write over {} HTTP connections, {} s per run, {} CPU(s){}",
+        b.connections,
+        b.secs,
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        if self_started {
+            "; postbox serve --workers 0 started by the bench"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "{:<8} {:>4} {:>10} {:>9} {:>9} {:>11} {:>8} {:>13}",
+        "tenants", "run", "emits/s", "p50 ms", "p99 ms", "last/first", "non-2xx", "server us/emit"
+    );
+    for m in measured {
+        println!(
+            "{:<8} {:>4} {:>10.0} {:>9.2} {:>9.2} {:>11.2} {:>8} {:>13}",
+            m.tenants,
+            m.run,
+            m.rate,
+            m.p50_ms,
+            m.p99_ms,
+            m.last_over_first,
+            m.non_2xx,
+            m.cpu_us_per_emit
+                .map_or("-".to_owned(), |c| format!("{c:.0}"))
+        );
+        if let Some(e) = &m.first_error {
+            println!("         first failure: {}", e.chars().take(300).collect::<String>());
+        }
+    }
+}
