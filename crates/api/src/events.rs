@@ -5,8 +5,12 @@
 //! where each write is a TransactWriteItems entry in DynamoDB JSON
 //! (`{"Put": {...}}`, `{"Update": ...}`, `{"Delete": ...}`,
 //! `{"ConditionCheck": ...}`). Tenant data is namespaced: a write's partition
-//! key must be a string starting with `<tenant>#`, and Postbox's own tables
-//! cannot be written; anything else is another tenant's data and answers 404.
+//! key must be a string starting with `<tenant>#` (tenant names cannot
+//! contain `#`, so no name reaches into another's namespace, and every row
+//! the server's own code keeps in a writable table starts with its tenant
+//! too), and Postbox's own tables (`postbox_*`) and the application's
+//! reserved ones cannot be written; anything else is another tenant's data
+//! and answers 404.
 //!
 //! An `Idempotency-Key` header makes the emit safe to retry: the key's row
 //! is stored in the same transaction as the event and names its seq, so the
@@ -282,15 +286,17 @@ async fn check_write(
         )
     })?;
     let cfg = &api.inner.config;
-    if [
-        &cfg.events_table,
-        &cfg.inbox_table,
-        &cfg.tokens_table,
-        &cfg.requests_table,
-    ]
-    .iter()
-    .any(|t| t.as_str() == table)
-    {
+    let reserved = table.starts_with("postbox_")
+        || [
+            &cfg.events_table,
+            &cfg.inbox_table,
+            &cfg.tokens_table,
+            &cfg.requests_table,
+        ]
+        .into_iter()
+        .chain(&cfg.reserved_tables)
+        .any(|t| t.as_str() == table);
+    if reserved {
         return Err(ApiError::bad_request(
             "reserved_table",
             format!("writes[{index}] targets {table:?}, a table only Postbox writes"),

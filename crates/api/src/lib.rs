@@ -74,6 +74,11 @@ pub struct ApiConfig {
     pub max_body_bytes: usize,
     /// Most extra writes one emit may carry.
     pub max_writes: usize,
+    /// Tables of the application that only its own code writes (the
+    /// examples' jobs and job keys): an emit's extra writes may not target
+    /// them. Postbox's own tables (every name starting with `postbox_`, and
+    /// the tables above) are refused anyway.
+    pub reserved_tables: Vec<String>,
 }
 
 impl Default for ApiConfig {
@@ -87,6 +92,7 @@ impl Default for ApiConfig {
             idempotency_ttl_secs: 24 * 3600,
             max_body_bytes: 1024 * 1024,
             max_writes: 25,
+            reserved_tables: Vec::new(),
         }
     }
 }

@@ -67,7 +67,12 @@ pub struct BenchArgs {
     #[arg(long, requires = "http")]
     endpoint: Option<String>,
     /// With --http --endpoint: its admin token (default: `<data>/admin-token`).
-    #[arg(long, requires = "endpoint", env = "POSTBOX_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        requires = "endpoint",
+        env = "POSTBOX_TOKEN",
+        hide_env_values = true
+    )]
     token: Option<String>,
     /// With --http --endpoint: the server's data directory, for its admin token.
     #[arg(long, requires = "endpoint")]

@@ -65,7 +65,14 @@ impl Served {
         let log = std::fs::File::create(data.with_extension("log"))
             .map_err(|e| Failure::from(format!("cannot create the server's log: {e}")))?;
         let mut child = Command::new(exe)
-            .args(["serve", "--listen", "127.0.0.1:0", "--workers", "0", "--data"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--workers",
+                "0",
+                "--data",
+            ])
             .arg(data)
             .env("POSTBOX_LOG", "warn")
             .stdin(Stdio::null())
@@ -104,7 +111,8 @@ impl Served {
         // Fields after the command name, which is in parentheses.
         let rest = stat.rsplit_once(')')?.1;
         let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        let ticks: u64 =
+            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
         // The kernel's USER_HZ is 100 on every Linux this runs on.
         Some(Duration::from_millis(ticks * 10))
     }
@@ -147,7 +155,9 @@ async fn tenant_token(
         .header("authorization", format!("Bearer {admin}"))
         .header("content-type", "application/json")
         .body(Full::new(
-            json!({"tenant": tenant, "subject": "bench"}).to_string().into(),
+            json!({"tenant": tenant, "subject": "bench"})
+                .to_string()
+                .into(),
         ))
         .map_err(|e| Failure::from(e.to_string()))?;
     let (status, body) = send(client, req)
@@ -398,7 +408,10 @@ fn print(b: &HttpBench, measured: &[Measured], self_started: bool) {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).unwrap_or_default()
+        );
         return;
     }
     println!(
@@ -430,7 +443,10 @@ fn print(b: &HttpBench, measured: &[Measured], self_started: bool) {
                 .map_or("-".to_owned(), |c| format!("{c:.0}"))
         );
         if let Some(e) = &m.first_error {
-            println!("         first failure: {}", e.chars().take(300).collect::<String>());
+            println!(
+                "         first failure: {}",
+                e.chars().take(300).collect::<String>()
+            );
         }
     }
 }

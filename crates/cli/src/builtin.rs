@@ -48,6 +48,7 @@ pub fn application(data: &Path) -> (postbox_engine::Catalog, Handlers) {
             );
             tokio::spawn(async move { runner.run(stop).await })
         })),
+        reserved_tables: vec![reports::JOBS_TABLE.into(), reports::KEYS_TABLE.into()],
     };
     (payments::catalog(), handlers)
 }

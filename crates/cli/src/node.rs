@@ -53,6 +53,9 @@ pub struct Handlers {
     pub setup: Option<Box<dyn FnOnce(EmbeddedStore, Queues) -> SetupFuture + Send>>,
     /// Applications' own background tasks (a job runner), stopped with the node.
     pub background: Option<BackgroundFn>,
+    /// Applications' tables that only their code writes: no emit may carry
+    /// a write to them (Postbox's own `postbox_*` tables are refused anyway).
+    pub reserved_tables: Vec<String>,
 }
 
 /// What [`Handlers::routes`] holds: builds the applications' routes.
@@ -79,6 +82,7 @@ impl Handlers {
             pipes: None,
             setup: None,
             background: None,
+            reserved_tables: Vec::new(),
         }
     }
 }
@@ -279,7 +283,10 @@ impl Node {
         let api = Api::new(
             engine.clone(),
             queues.clone(),
-            ApiConfig::default(),
+            ApiConfig {
+                reserved_tables: std::mem::take(&mut handlers.reserved_tables),
+                ..ApiConfig::default()
+            },
             sources,
         )
         .await

@@ -18,8 +18,9 @@ use super::SHOP_TABLE;
 use super::external::External;
 
 /// One handler's effect row: subscription, handler reference, the row's pk
-/// prefix (followed by `<tenant>#<key>`), the payload field keying it, and
-/// the attribute counting its applications.
+/// kind (its pk is `<tenant>#<kind>#<key>`: the tenant first, so the row is
+/// in its tenant's namespace and no other tenant's name can reach it), the
+/// payload field keying it, and the attribute counting its applications.
 #[derive(Clone, Copy, Debug)]
 pub struct Effect {
     /// The subscription, as in the catalog.
@@ -28,7 +29,7 @@ pub struct Effect {
     pub handler: &'static str,
     /// What the effect is, for people.
     pub description: &'static str,
-    /// The row's pk prefix.
+    /// The row's kind, after the tenant in its pk.
     pub prefix: &'static str,
     /// The payload field that keys the row.
     pub key_field: &'static str,
@@ -76,7 +77,7 @@ impl Effect {
     /// The key of this effect's row for `event`.
     pub fn key(&self, event: &Envelope) -> Result<Item, HandlerError> {
         let value = field(event, self.key_field)?;
-        Ok(pk(format!("{}#{}#{value}", self.prefix, event.tenant)))
+        Ok(pk(format!("{}#{}#{value}", event.tenant, self.prefix)))
     }
 
     /// An UpdateItem on this effect's row: `set` (SET clauses over

@@ -132,7 +132,8 @@ pub async fn pay<S: ItemStore>(
     ctx: &Context,
     payment: &Payment,
 ) -> Result<Emitted, EmitError> {
-    let row = handlers::pk(format!("PAYMENT#{}#{}", ctx.tenant(), payment.order_id));
+    // Tenant first: the row is in the tenant's namespace of the table.
+    let row = handlers::pk(format!("{}#PAYMENT#{}", ctx.tenant(), payment.order_id));
     let mut item = row;
     item.insert("amount".into(), AttributeValue::n(payment.amount));
     item.insert("currency".into(), AttributeValue::s(&payment.currency));
