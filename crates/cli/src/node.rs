@@ -291,6 +291,8 @@ impl Node {
             store,
             queues: Some(queues),
             test_clock: options.test_clock,
+            // Unchanged until `serve` gets its --wire-auth flag.
+            auth: postbox_server::WireAuth::None,
         };
         let mut router = postbox_server::app(services).merge(api.router());
         if let Some(routes) = handlers.routes {
