@@ -28,12 +28,20 @@ CLOCK_PATH = "/_postbox/test/clock"
 
 
 class Endpoint:
-    def __init__(self, name: str, url: str, capabilities: set[str] | None = None):
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        capabilities: set[str] | None = None,
+        credentials: tuple[str, str] | None = None,
+    ):
         self.name = name
         self.url = url.rstrip("/")
         self.capabilities = set(capabilities or ())
-        session = wire.session()
+        session = wire.session(credentials)
         self.sqs = session.client("sqs", endpoint_url=self.url, config=CONFIG)
+        if credentials:
+            wire.vary_signatures(self.sqs)
         protocol = self.sqs.meta.service_model.protocol
         if protocol != "json":
             raise SystemExit(
