@@ -1,6 +1,7 @@
 """One endpoint under test: a boto3 SQS client on one URL, and its optional test clock.
 
-The client is an ordinary boto3 low-level client with dummy credentials in us-east-1, so
+The client is an ordinary boto3 low-level client in us-east-1, with dummy credentials (or,
+for a target that checks signatures, its access key), so
 requests use SQS's JSON protocol (``X-Amz-Target: AmazonSQS.<Action>``, content type
 ``application/x-amz-json-1.0``): botocore's SQS model declares only that protocol, and
 ``Endpoint`` refuses to run if an older botocore would fall back to the query protocol.
