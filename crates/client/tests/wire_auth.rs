@@ -495,6 +495,67 @@ async fn postbox_tables_and_queues_are_refused_even_to_an_admin_key() {
 }
 
 #[tokio::test]
+async fn the_streams_of_hidden_tables_are_refused_and_unlisted() {
+    use base64::Engine as _;
+    let s = server().await;
+    let admin = || Signing::With(s.credentials(), now());
+    // postbox_events has a stream the admin key may read.
+    let streams = call(
+        &s,
+        "DynamoDBStreams_20120810.ListStreams",
+        json!({}),
+        admin(),
+    )
+    .await;
+    let listed: Vec<&str> = streams.1["Streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["TableName"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["postbox_events"], "{streams:?}");
+    let arn = streams.1["Streams"][0]["StreamArn"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let described = call(
+        &s,
+        "DynamoDBStreams_20120810.DescribeStream",
+        json!({"StreamArn": arn}),
+        admin(),
+    )
+    .await;
+    assert_eq!(described.0, 200, "{described:?}");
+    // A hidden table's stream, named by ARN or by a forged iterator.
+    let forged_arn = arn.replace("postbox_events", "postbox_tokens");
+    for (target, body) in [
+        (
+            "DynamoDBStreams_20120810.DescribeStream",
+            json!({"StreamArn": forged_arn}),
+        ),
+        (
+            "DynamoDBStreams_20120810.GetShardIterator",
+            json!({"StreamArn": forged_arn, "ShardId": "shardId-00000000000000000000-00000000", "ShardIteratorType": "TRIM_HORIZON"}),
+        ),
+        (
+            "DynamoDBStreams_20120810.GetRecords",
+            json!({"ShardIterator": base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("0|postbox_tokens")}),
+        ),
+        (
+            "DynamoDBStreams_20120810.ListStreams",
+            json!({"TableName": "postbox_access_keys"}),
+        ),
+    ] {
+        let answer = call(&s, target, body, admin()).await;
+        assert_eq!(
+            code(&answer),
+            "AccessDeniedException",
+            "{target}: {answer:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_signature_for_the_wrong_service_is_refused() {
     let s = server().await;
     // Signed as `dynamodb` but sent to SQS: the scope must say `sqs`.

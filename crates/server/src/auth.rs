@@ -43,12 +43,13 @@ pub const MAX_REMEMBERED_SIGNATURES: usize = 1_000_000;
 /// The only signing algorithm accepted.
 const ALGORITHM: &str = "AWS4-HMAC-SHA256";
 
-/// How the wire endpoints authenticate requests.
-#[derive(Clone, Default)]
+/// How the wire endpoints authenticate requests. No default: whoever
+/// builds a server says which.
+#[derive(Clone)]
 pub enum WireAuth {
-    /// Every request is accepted, signed or not, as DynamoDB Local does.
-    /// Only for a loopback listener or tests.
-    #[default]
+    /// Every request is accepted, signed or not, and Postbox's own tables
+    /// are not guarded, as DynamoDB Local does. Only for a loopback
+    /// listener or tests.
     None,
     /// AWS Signature Version 4 with a Postbox access key.
     SigV4(SigV4),
