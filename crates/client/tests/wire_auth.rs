@@ -581,3 +581,65 @@ async fn a_signature_for_the_wrong_service_is_refused() {
     let answer = send(req).await;
     assert_eq!(code(&answer), "InvalidSignatureException", "{answer:?}");
 }
+
+#[tokio::test]
+async fn malformed_authorization_headers_are_refused_without_effect() {
+    let s = server().await;
+    let date = postbox_amz_date(now());
+    let scope = format!(
+        "{}/{}/us-east-1/dynamodb/aws4_request",
+        s.key.id,
+        &date[..8]
+    );
+    let sig = "0".repeat(64);
+    let cases = [
+        ("Bearer abc".to_owned(), "IncompleteSignatureException"),
+        (
+            format!("AWS4-HMAC-SHA256 Credential={scope}, Signature={sig}"),
+            "IncompleteSignatureException",
+        ),
+        (
+            // The host is not signed.
+            format!(
+                "AWS4-HMAC-SHA256 Credential={scope}, SignedHeaders=x-amz-date;x-amz-target, Signature={sig}"
+            ),
+            "IncompleteSignatureException",
+        ),
+        (
+            // A header name no request can carry.
+            format!(
+                "AWS4-HMAC-SHA256 Credential={scope}, SignedHeaders=bad name;host;x-amz-date;x-amz-target, Signature={sig}"
+            ),
+            "InvalidSignatureException",
+        ),
+        (
+            format!(
+                "AWS4-HMAC-SHA256 Credential={scope}, SignedHeaders=host;x-amz-date;x-amz-target, Signature={sig}"
+            ),
+            "InvalidSignatureException",
+        ),
+    ];
+    for (authorization, expected) in cases {
+        let body = json!({"TableName": "orders", "Item": {"id": {"S": "forged"}}});
+        let req = Request::builder()
+            .method(Method::POST)
+            .uri(format!("{}/", s.url))
+            .header("content-type", "application/x-amz-json-1.0")
+            .header("x-amz-target", "DynamoDB_20120810.PutItem")
+            .header("x-amz-date", &date)
+            .header("authorization", &authorization)
+            .body(Full::new(Bytes::from(body.to_string())))
+            .unwrap();
+        let answer = send(req).await;
+        assert_eq!(answer.0, 400, "{authorization}: {answer:?}");
+        assert_eq!(code(&answer), expected, "{authorization}: {answer:?}");
+    }
+    nothing_was_written(&s).await;
+}
+
+/// `YYYYMMDDTHHMMSSZ` of `t`.
+fn postbox_amz_date(t: SystemTime) -> String {
+    postbox_server::auth::format_amz_date(
+        t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs(),
+    )
+}

@@ -462,7 +462,7 @@ fn decode_hex(text: &str) -> Option<[u8; 32]> {
 
 /// Seconds since the epoch of an ISO-8601 basic UTC date-time,
 /// `YYYYMMDDTHHMMSSZ`.
-pub(crate) fn parse_amz_date(text: &str) -> Option<u64> {
+pub fn parse_amz_date(text: &str) -> Option<u64> {
     let b = text.as_bytes();
     if b.len() != 16 || b[8] != b'T' || b[15] != b'Z' {
         return None;
@@ -484,7 +484,7 @@ pub(crate) fn parse_amz_date(text: &str) -> Option<u64> {
 }
 
 /// `YYYYMMDDTHHMMSSZ` of seconds since the epoch.
-pub(crate) fn format_amz_date(secs: u64) -> String {
+pub fn format_amz_date(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (y, m, d) = civil_from_days(days);
