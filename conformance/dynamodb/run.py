@@ -24,6 +24,7 @@ from common.bootstrap import ensure_boto3  # noqa: E402
 
 ensure_boto3()
 
+from common import wire as common_wire  # noqa: E402
 from common.known import covering, load_known  # noqa: E402
 from common.report import load_selected, perturber, print_outcome, show_step, unreachable  # noqa: E402
 from harness.corpus import load_corpus  # noqa: E402
@@ -48,7 +49,7 @@ def main() -> int:
     known = load_known(Path(args.known))
     runner = Runner(
         Endpoint("reference", args.reference),
-        Endpoint("target", args.target),
+        Endpoint("target", args.target, common_wire.target_credentials(args.target_key_file)),
         perturb=perturber(args.perturb or os.environ.get("CONFORMANCE_PERTURB")),
     )
     if unreachable((runner.reference, runner.target), "ListTables"):
@@ -96,6 +97,11 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reference", help="endpoint URL of the reference (DynamoDB Local)")
     parser.add_argument("--target", help="endpoint URL of the implementation under test")
+    parser.add_argument(
+        "--target-key-file",
+        help="the target's access key, a file of AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=... lines "
+        "(postbox serve's <data>/admin-access-key; default: $CONFORMANCE_TARGET_KEY_FILE, else dummy credentials)",
+    )
     parser.add_argument("--cases", default=str(HERE / "cases"), help="directory of case files (default: %(default)s)")
     parser.add_argument(
         "--filter",

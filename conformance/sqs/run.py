@@ -27,6 +27,7 @@ from common.bootstrap import ensure_boto3  # noqa: E402
 
 ensure_boto3()
 
+from common import wire  # noqa: E402
 from common.known import covering, load_known  # noqa: E402
 from common.outcome import ABSENT, walk_difference  # noqa: E402
 from common.report import clip, load_selected, perturber, print_outcome, show_step, unreachable  # noqa: E402
@@ -51,7 +52,12 @@ def main() -> int:
 
     known = load_known(Path(args.known))
     reference = Endpoint("reference", args.reference, set(args.reference_capability or ()))
-    target = Endpoint("target", args.target, set(args.target_capability or ()))
+    target = Endpoint(
+        "target",
+        args.target,
+        set(args.target_capability or ()),
+        wire.target_credentials(args.target_key_file) if not args.reference_only else None,
+    )
     runner = Runner(reference, target, perturb=perturber(args.perturb or os.environ.get("CONFORMANCE_PERTURB")))
     if unreachable((reference, target), "SQS ListQueues"):
         return 2
@@ -120,6 +126,11 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reference", help="endpoint URL of the reference (an SQS-compatible server)")
     parser.add_argument("--target", help="endpoint URL of the implementation under test (postbox serve)")
+    parser.add_argument(
+        "--target-key-file",
+        help="the target's access key, a file of AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=... lines "
+        "(postbox serve's <data>/admin-access-key; default: $CONFORMANCE_TARGET_KEY_FILE, else dummy credentials)",
+    )
     parser.add_argument("--reference-only", action="store_true",
                         help="run the reference against itself (the harness's own sanity check)")
     parser.add_argument("--cases", default=str(HERE / "cases"), help="directory of case files (default: %(default)s)")

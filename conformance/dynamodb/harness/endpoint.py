@@ -1,6 +1,7 @@
 """One endpoint under test: a DynamoDB client and a DynamoDB Streams client on one URL.
 
-The clients are ordinary boto3 low-level clients with dummy credentials, set up as
+The clients are ordinary boto3 low-level clients with dummy credentials (or, for a target that
+checks signatures, its access key), set up as
 ``common.wire`` sets up both suites' clients: client-side parameter validation and retries are
 off, so the server, not the SDK, is what is tested.
 """
@@ -21,12 +22,15 @@ CONFIG = common_wire.client_config(read_timeout=30, max_pool_connections=32)
 
 
 class Endpoint:
-    def __init__(self, name: str, url: str):
+    def __init__(self, name: str, url: str, credentials: tuple[str, str] | None = None):
         self.name = name
         self.url = url
-        session = common_wire.session()
+        session = common_wire.session(credentials)
         self.ddb = session.client("dynamodb", endpoint_url=url, config=CONFIG)
         self.streams = session.client("dynamodbstreams", endpoint_url=url, config=CONFIG)
+        if credentials:
+            common_wire.vary_signatures(self.ddb)
+            common_wire.vary_signatures(self.streams)
 
     # Raw calls -------------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """One endpoint under test: a boto3 SQS client on one URL, and its optional test clock.
 
-The client is an ordinary boto3 low-level client with dummy credentials in us-east-1, so
+The client is an ordinary boto3 low-level client in us-east-1, with dummy credentials (or,
+for a target that checks signatures, its access key), so
 requests use SQS's JSON protocol (``X-Amz-Target: AmazonSQS.<Action>``, content type
 ``application/x-amz-json-1.0``): botocore's SQS model declares only that protocol, and
 ``Endpoint`` refuses to run if an older botocore would fall back to the query protocol.
@@ -28,12 +29,20 @@ CLOCK_PATH = "/_postbox/test/clock"
 
 
 class Endpoint:
-    def __init__(self, name: str, url: str, capabilities: set[str] | None = None):
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        capabilities: set[str] | None = None,
+        credentials: tuple[str, str] | None = None,
+    ):
         self.name = name
         self.url = url.rstrip("/")
         self.capabilities = set(capabilities or ())
-        session = wire.session()
+        session = wire.session(credentials)
         self.sqs = session.client("sqs", endpoint_url=self.url, config=CONFIG)
+        if credentials:
+            wire.vary_signatures(self.sqs)
         protocol = self.sqs.meta.service_model.protocol
         if protocol != "json":
             raise SystemExit(

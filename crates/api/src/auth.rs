@@ -223,10 +223,15 @@ pub(crate) struct CreateToken {
     subject: Option<String>,
     #[serde(default)]
     admin: bool,
+    /// An access key for the AWS wire protocols instead of an API token.
+    #[serde(default)]
+    aws: bool,
 }
 
 /// `POST /v1/tokens` (admin): `{"tenant": "acme", "subject": "billing"}` or
-/// `{"admin": true, "subject": "ops"}`; answers the token, once.
+/// `{"admin": true, "subject": "ops"}`; answers the token, once. With
+/// `"aws": true` (admin only, for now), an access key for the wire
+/// protocols instead: `{"access_key_id", "secret_access_key"}`, once.
 pub(crate) async fn create_token(
     State(api): State<Api>,
     caller: Caller,
@@ -249,6 +254,28 @@ pub(crate) async fn create_token(
         }
         (t, _) => t,
     };
+    if req.aws {
+        if let Some(t) = tenant {
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                format!(
+                    "tenant-scoped wire access keys are not supported yet (asked for tenant {t:?}): create an admin access key (\"admin\": true), or an API token for the tenant"
+                ),
+            ));
+        }
+        let key = postbox_server::create_access_key(api.inner.store.as_ref(), None)
+            .await
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e))?;
+        tracing::info!(key = %key.id, subject = ?req.subject, "admin access key created");
+        return Ok((
+            StatusCode::CREATED,
+            Json(json!({
+                "access_key_id": key.id,
+                "secret_access_key": key.secret,
+                "admin": true,
+            })),
+        ));
+    }
     let subject = req.subject.unwrap_or_else(|| match tenant {
         Some(t) => format!("token:{t}"),
         None => "admin".into(),

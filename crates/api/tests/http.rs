@@ -444,3 +444,50 @@ async fn the_openapi_document_lists_exactly_the_routes() {
         );
     }
 }
+
+#[tokio::test]
+async fn access_keys_for_the_wire_are_admin_only_and_shown_once() {
+    let env = env().await;
+    let body = r#"{"aws": true, "admin": true}"#;
+    // Only an admin token may ask.
+    let a = call(&env, "POST", "/v1/tokens", Some(&env.acme), &[], body).await;
+    assert_eq!(a.status, 403, "{}", a.text);
+    let a = call(&env, "POST", "/v1/tokens", Some(&env.admin), &[], body).await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    let key = a.json();
+    let id = key["access_key_id"].as_str().unwrap();
+    let secret = key["secret_access_key"].as_str().unwrap();
+    assert!(id.starts_with("AKIA") && id.len() == 20, "{id}");
+    assert!(
+        id[4..]
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || (b'2'..=b'7').contains(&b))
+    );
+    assert_eq!(secret.len(), 40);
+    assert!(
+        postbox_server::auth::access_key_exists(&env.store, id)
+            .await
+            .unwrap()
+    );
+    // A tenant-scoped key is refused, and nothing is stored.
+    let a = call(
+        &env,
+        "POST",
+        "/v1/tokens",
+        Some(&env.admin),
+        &[],
+        r#"{"aws": true, "tenant": "acme"}"#,
+    )
+    .await;
+    assert_eq!(a.status, 400, "{}", a.text);
+    assert!(a.text.contains("not supported yet"), "{}", a.text);
+    let keys = env
+        .store
+        .scan(postbox_store::api::ScanInput {
+            table_name: postbox_server::auth::ACCESS_KEYS_TABLE.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(keys.items.unwrap_or_default().len(), 1);
+}

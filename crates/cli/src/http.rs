@@ -195,3 +195,66 @@ impl Api {
         Ok(())
     }
 }
+
+/// An endpoint for the wire protocols at `url`, signing with the access
+/// key in `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`, or else the one
+/// `postbox serve` wrote to `<data>/admin-access-key`; unsigned when there
+/// is neither (a server run with `--wire-auth none`).
+pub fn wire_endpoint(
+    url: &str,
+    data: &std::path::Path,
+) -> Result<postbox_client::Endpoint, Failure> {
+    use postbox_client::{Credentials, Endpoint, EndpointOptions};
+    let credentials = match Credentials::from_env() {
+        Some(c) => Some(c),
+        None => {
+            let path = data.join("admin-access-key");
+            match std::fs::read_to_string(&path) {
+                Ok(text) => Some(Credentials::parse_file(&text).ok_or_else(|| {
+                    Failure::new(
+                        EXIT_REFUSED,
+                        format!(
+                            "{} holds no AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=... lines",
+                            path.display()
+                        ),
+                    )
+                })?),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => {
+                    return Err(Failure::new(
+                        EXIT_REFUSED,
+                        format!("cannot read {}: {e}", path.display()),
+                    ));
+                }
+            }
+        }
+    };
+    Endpoint::with_options(
+        url,
+        EndpointOptions {
+            credentials,
+            ..EndpointOptions::default()
+        },
+    )
+    .map_err(|e| Failure::new(EXIT_REFUSED, e.to_string()))
+}
+
+/// `message`, with what to do when it is the server refusing the request's
+/// signature.
+pub fn explain_wire_error(message: String, endpoint: &postbox_client::Endpoint) -> String {
+    if message.contains("MissingAuthenticationToken") && !endpoint.signs() {
+        format!(
+            "{message}: the server requires signed requests and no access key was found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or pass --data with the server's data directory (its admin-access-key file)"
+        )
+    } else if message.contains("UnrecognizedClient") {
+        format!(
+            "{message}: the access key is not one this server issued (check AWS_ACCESS_KEY_ID, or --data)"
+        )
+    } else if message.contains("InvalidSignature") {
+        format!(
+            "{message}: check AWS_SECRET_ACCESS_KEY (or the admin-access-key file) and this machine's clock"
+        )
+    } else {
+        message
+    }
+}

@@ -103,6 +103,42 @@ struct ServeArgs {
     /// Let `POST /_postbox/test/clock` move time forward (conformance tests only).
     #[arg(long)]
     test_clock: bool,
+    /// How the DynamoDB, DynamoDB Streams and SQS endpoints authenticate:
+    /// `sigv4` (AWS Signature Version 4 with an access key Postbox issued,
+    /// such as `<data>/admin-access-key`) or `none` (any request, signed or
+    /// not, as DynamoDB Local does; only on a loopback address).
+    #[arg(long, value_enum, default_value_t = WireAuthMode::Sigv4, env = "POSTBOX_WIRE_AUTH")]
+    wire_auth: WireAuthMode,
+    /// Serve the wire endpoints on this address instead of --listen (which
+    /// then serves only the HTTP API); `off` serves them nowhere.
+    #[arg(long, env = "POSTBOX_WIRE_LISTEN", value_parser = parse_wire_listen)]
+    wire_listen: Option<WireListen>,
+    /// Serve no wire endpoints (same as `--wire-listen off`).
+    #[arg(long, conflicts_with = "wire_listen")]
+    no_wire: bool,
+}
+
+/// `--wire-auth`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum WireAuthMode {
+    Sigv4,
+    None,
+}
+
+/// `--wire-listen`.
+#[derive(Clone, Copy)]
+enum WireListen {
+    Off,
+    At(SocketAddr),
+}
+
+fn parse_wire_listen(text: &str) -> Result<WireListen, String> {
+    if text == "off" {
+        return Ok(WireListen::Off);
+    }
+    text.parse()
+        .map(WireListen::At)
+        .map_err(|e| format!("{e}: expected an address such as 127.0.0.1:8001, or `off`"))
 }
 
 fn main() -> ExitCode {
@@ -168,6 +204,26 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         None => builtin::application(&args.data),
     };
     let test_clock = args.test_clock.then(|| Arc::new(ShiftedClock::new()));
+    // Where the wire endpoints are served: with the API, apart, or nowhere.
+    let wire = match (args.no_wire, args.wire_listen) {
+        (true, _) | (false, Some(WireListen::Off)) => None,
+        (false, Some(WireListen::At(addr))) => Some(Some(addr)),
+        (false, None) => Some(None),
+    };
+    if args.wire_auth == WireAuthMode::None
+        && let Some(at) = wire
+    {
+        let addr = at.unwrap_or(args.listen);
+        if !addr.ip().is_loopback() {
+            return Err(format!(
+                "--wire-auth none accepts unsigned requests from anyone who can reach {addr}, so it is allowed only on a loopback address: use --wire-listen 127.0.0.1:PORT (or --listen 127.0.0.1:PORT), or keep --wire-auth sigv4"
+            ));
+        }
+    }
+    let wire_auth = match args.wire_auth {
+        WireAuthMode::Sigv4 => postbox_server::WireAuth::sigv4(),
+        WireAuthMode::None => postbox_server::WireAuth::None,
+    };
     let node = node::Node::start(node::NodeOptions {
         data: args.data.clone(),
         catalog,
@@ -176,21 +232,48 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         workers: args.workers,
         cache_bytes: (args.cache_mb as usize) << 20,
         test_clock,
+        wire_auth,
     })
     .await?;
     let (listener, addr) = postbox_server::bind(args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let (main_router, wire_apart) = match wire {
+        Some(None) => (
+            node.api_router.clone().merge(node.wire_router.clone()),
+            None,
+        ),
+        Some(Some(wire_addr)) => {
+            let (wire_listener, bound) = postbox_server::bind(wire_addr)
+                .await
+                .map_err(|e| format!("cannot listen on {wire_addr} (--wire-listen): {e}"))?;
+            (node.api_router.clone(), Some((wire_listener, bound)))
+        }
+        None => (node.api_router.clone(), None),
+    };
     // One line on stdout that scripts can wait for and parse, written at
     // once; a reader that went away after reading it must not kill the server.
     let mut banner = format!(
         "postbox listening on http://{addr} (data: {})\n",
         node.file.display()
     );
+    match (&wire, &wire_apart) {
+        (Some(_), Some((_, bound))) => {
+            banner.push_str(&format!("wire endpoints on http://{bound}\n"))
+        }
+        (None, _) => banner.push_str("wire endpoints off\n"),
+        _ => {}
+    }
     if node.created_admin_token {
         banner.push_str(&format!(
             "admin token written to {} (use it as 'Authorization: Bearer <token>')\n",
             node.admin_token_file.display()
+        ));
+    }
+    if node.created_admin_access_key {
+        banner.push_str(&format!(
+            "admin access key written to {} (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY for the wire endpoints)\n",
+            node.admin_access_key_file.display()
         ));
     }
     {
@@ -198,10 +281,35 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
     }
-    tracing::info!(%addr, data = %node.file.display(), "serving the HTTP API and the DynamoDB, DynamoDB Streams and SQS wire protocols");
-    postbox_server::serve(node.router.clone(), listener, shutdown_signal())
+    if wire.is_some() && args.wire_auth == WireAuthMode::None {
+        tracing::warn!(
+            "--wire-auth none: the DynamoDB, DynamoDB Streams and SQS endpoints accept unsigned requests; anyone who can reach them can read and change every table, the tokens included"
+        );
+    }
+    let wire_task = wire_apart.map(|(wire_listener, bound)| {
+        tracing::info!(addr = %bound, "serving the DynamoDB, DynamoDB Streams and SQS wire protocols");
+        tokio::spawn(postbox_server::serve(
+            node.wire_router.clone(),
+            wire_listener,
+            shutdown_signal(),
+        ))
+    });
+    match (&wire, &wire_task) {
+        (Some(None), _) => {
+            tracing::info!(%addr, data = %node.file.display(), "serving the HTTP API and the DynamoDB, DynamoDB Streams and SQS wire protocols")
+        }
+        _ => tracing::info!(%addr, data = %node.file.display(), "serving the HTTP API"),
+    }
+    postbox_server::serve(main_router, listener, shutdown_signal())
         .await
         .map_err(|e| format!("server failed: {e}"))?;
+    if let Some(task) = wire_task {
+        match task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("the wire listener failed: {e}"),
+            Err(e) => tracing::warn!("the wire listener's task failed: {e}"),
+        }
+    }
     node.shutdown().await;
     tracing::info!("shut down cleanly");
     Ok(())

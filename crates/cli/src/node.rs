@@ -105,18 +105,26 @@ pub struct NodeOptions {
     pub cache_bytes: usize,
     /// A clock tests may move forward.
     pub test_clock: Option<Arc<ShiftedClock>>,
+    /// How the wire endpoints authenticate requests.
+    pub wire_auth: postbox_server::WireAuth,
 }
 
 /// A running node.
 pub struct Node {
     /// The store's file.
     pub file: PathBuf,
-    /// The router to serve.
-    pub router: Router,
+    /// The HTTP API's router (and the applications' routes).
+    pub api_router: Router,
+    /// The AWS wire protocols' router.
+    pub wire_router: Router,
     /// Where the admin token was written on first start, if it was.
     pub admin_token_file: PathBuf,
     /// Whether this start created the admin token.
     pub created_admin_token: bool,
+    /// Where the admin access key (for the wire protocols) is.
+    pub admin_access_key_file: PathBuf,
+    /// Whether this start created the admin access key.
+    pub created_admin_access_key: bool,
     relay: Arc<Relay>,
     stats_task: tokio::task::JoinHandle<()>,
     workers: Vec<tokio::task::JoinHandle<()>>,
@@ -293,22 +301,30 @@ impl Node {
         .map_err(|e| format!("cannot start the API: {}", e.message))?;
         let admin_token_file = data.join("admin-token");
         let created_admin_token = ensure_admin_token(&api, &admin_token_file).await?;
+        let admin_access_key_file = data.join(ADMIN_ACCESS_KEY_FILE);
+        let created_admin_access_key =
+            ensure_admin_access_key(&store, &admin_access_key_file).await?;
 
         let services = postbox_server::Services {
             store,
             queues: Some(queues),
             test_clock: options.test_clock,
+            auth: options.wire_auth,
         };
-        let mut router = postbox_server::app(services).merge(api.router());
+        let wire_router = postbox_server::app(services);
+        let mut api_router = api.router();
         if let Some(routes) = handlers.routes {
             // Applications' routes answer tenant tokens only, scoped to their tenant.
-            router = router.merge(api.tenant_scoped(routes(engine)));
+            api_router = api_router.merge(api.tenant_scoped(routes(engine)));
         }
         Ok(Node {
             file,
-            router,
+            api_router,
+            wire_router,
             admin_token_file,
             created_admin_token,
+            admin_access_key_file,
+            created_admin_access_key,
             relay,
             stats_task,
             workers,
@@ -456,6 +472,45 @@ async fn ensure_admin_token(api: &Api, path: &Path) -> Result<bool, String> {
     Ok(true)
 }
 
+/// The file in the data directory holding the admin access key.
+pub const ADMIN_ACCESS_KEY_FILE: &str = "admin-access-key";
+
+/// Creates an admin access key on first start and writes it to `path`
+/// (readable by the owner only) as `AWS_ACCESS_KEY_ID=...` and
+/// `AWS_SECRET_ACCESS_KEY=...` lines; later starts reuse it. A file whose
+/// key the store does not know (a store file replaced under it) is
+/// replaced, with a warning.
+async fn ensure_admin_access_key(store: &EmbeddedStore, path: &Path) -> Result<bool, String> {
+    if let Ok(text) = std::fs::read_to_string(path) {
+        let known = match postbox_client::Credentials::parse_file(&text) {
+            Some(c) => postbox_server::auth::access_key_exists(store, &c.access_key_id)
+                .await
+                .map_err(|e| format!("cannot read the access keys: {e}"))?,
+            None => false,
+        };
+        if known {
+            return Ok(false);
+        }
+        tracing::warn!(
+            file = %path.display(),
+            "the admin access key file names no key of this store; writing a new one"
+        );
+        std::fs::remove_file(path)
+            .map_err(|e| format!("cannot replace {}: {e}", path.display()))?;
+    }
+    let key = postbox_server::create_access_key(store, None)
+        .await
+        .map_err(|e| format!("cannot create the admin access key: {e}"))?;
+    write_private(
+        path,
+        &format!(
+            "AWS_ACCESS_KEY_ID={}\nAWS_SECRET_ACCESS_KEY={}",
+            key.id, key.secret
+        ),
+    )?;
+    Ok(true)
+}
+
 /// The relay's and the workers' metrics and report fields.
 fn sources(relay: Arc<Mutex<Vec<PipeStats>>>, worker: Option<Worker<EmbeddedStore>>) -> Sources {
     let report_relay = relay.clone();
@@ -584,6 +639,7 @@ handler = "contacts::seen"
             workers: 1,
             cache_bytes: postbox_store::embedded::DEFAULT_CACHE_BYTES,
             test_clock: None,
+            wire_auth: postbox_server::WireAuth::sigv4(),
         }
     }
 

@@ -6,7 +6,7 @@ use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
-use postbox_client::{Endpoint, RemoteStore};
+use postbox_client::RemoteStore;
 use postbox_engine::VerifyOptions;
 use serde_json::{Value, json};
 
@@ -70,6 +70,10 @@ pub struct VerifyArgs {
     /// The events table.
     #[arg(long, default_value = "postbox_events")]
     table: String,
+    /// The server's data directory, to find its admin access key when
+    /// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set.
+    #[arg(long, default_value = "postbox-data", env = "POSTBOX_DATA")]
+    data: std::path::PathBuf,
 }
 
 /// `postbox status`
@@ -141,7 +145,8 @@ pub struct TokenArgs {
 
 #[derive(clap::Subcommand)]
 enum TokenCommand {
-    /// Create an API token (shown once; only its hash is stored).
+    /// Create an API token (shown once; only its hash is stored), or with
+    /// --aws an access key for the wire protocols (shown once).
     Create(CreateTokenArgs),
 }
 
@@ -158,6 +163,11 @@ struct CreateTokenArgs {
     /// Who holds it (recorded as the actor of its events).
     #[arg(long)]
     subject: Option<String>,
+    /// An access key for the DynamoDB, DynamoDB Streams and SQS endpoints
+    /// (AWS Signature Version 4) instead of an API token. Admin only for
+    /// now: tenant-scoped wire keys are not supported yet.
+    #[arg(long)]
+    aws: bool,
 }
 
 fn print_json(v: &Value) {
@@ -256,9 +266,11 @@ pub async fn tail(args: TailArgs) -> Result<(), Failure> {
 }
 
 pub async fn verify(args: VerifyArgs) -> Result<(), Failure> {
-    let endpoint =
-        Endpoint::new(&args.endpoint).map_err(|e| Failure::new(EXIT_REFUSED, e.to_string()))?;
-    let store = Arc::new(RemoteStore::new(endpoint));
+    let endpoint = crate::http::wire_endpoint(&args.endpoint, &args.data)?;
+    let store = Arc::new(RemoteStore::new(endpoint.clone()));
+    let failed = |e: postbox_engine::verify::VerifyError| {
+        Failure::new(1, crate::http::explain_wire_error(e.to_string(), &endpoint))
+    };
     let options = VerifyOptions {
         full: args.full,
         ..VerifyOptions::default()
@@ -290,11 +302,11 @@ pub async fn verify(args: VerifyArgs) -> Result<(), Failure> {
         Some(t) => vec![
             postbox_engine::verify::verify_tenant(&store, &args.table, t, &options, &mut progress)
                 .await
-                .map_err(|e| Failure::new(1, e.to_string()))?,
+                .map_err(failed)?,
         ],
         None => postbox_engine::verify::verify_all(&store, &args.table, &options, &mut progress)
             .await
-            .map_err(|e| Failure::new(1, e.to_string()))?,
+            .map_err(failed)?,
     };
     if interactive {
         eprint!("\r{:70}\r", "");
@@ -544,6 +556,36 @@ pub async fn token(args: TokenArgs) -> Result<(), Failure> {
     }
     if let Some(s) = &a.subject {
         body["subject"] = json!(s);
+    }
+    if a.aws {
+        if let Some(t) = &a.tenant {
+            return Err(Failure::new(
+                EXIT_REFUSED,
+                format!(
+                    "tenant-scoped wire access keys are not supported yet (asked for tenant {t:?}): use --aws --admin, or an API token for the tenant"
+                ),
+            ));
+        }
+        body["aws"] = json!(true);
+        let out = api.call("POST", "/v1/tokens", &[], Some(&body)).await?;
+        if a.remote.json {
+            print_json(&out);
+        } else {
+            // Shell-friendly, so `eval "$(postbox token create --aws --admin)"`
+            // or `> key.env` works.
+            println!(
+                "AWS_ACCESS_KEY_ID={}",
+                out["access_key_id"].as_str().unwrap_or("")
+            );
+            println!(
+                "AWS_SECRET_ACCESS_KEY={}",
+                out["secret_access_key"].as_str().unwrap_or("")
+            );
+            eprintln!(
+                "created an admin access key for the wire endpoints; the secret is shown only this once"
+            );
+        }
+        return Ok(());
     }
     let out = api.call("POST", "/v1/tokens", &[], Some(&body)).await?;
     if a.remote.json {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use postbox_client::{Endpoint, RemoteQueues, RemoteStore};
+use postbox_client::{RemoteQueues, RemoteStore};
 use postbox_engine::{Catalog, Lane};
 use postbox_worker::{Worker, WorkerOptions};
 
@@ -33,6 +33,10 @@ pub struct WorkerArgs {
     /// `<data>/webhook-secret`, or POSTBOX_WEBHOOK_SECRET).
     #[arg(long, env = "POSTBOX_WEBHOOK_SECRET", hide_env_values = true)]
     webhook_secret: String,
+    /// The server's data directory, to find its admin access key when
+    /// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set.
+    #[arg(long, default_value = "postbox-data", env = "POSTBOX_DATA")]
+    data: PathBuf,
 }
 
 pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
@@ -61,13 +65,20 @@ pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::new(EXIT_REFUSED, format!("subscription {:?}: {e}", s.name)))?;
         handlers.insert(s.handler.clone(), hook);
     }
-    let endpoint =
-        Endpoint::new(&args.endpoint).map_err(|e| Failure::new(EXIT_REFUSED, e.to_string()))?;
+    let endpoint = crate::http::wire_endpoint(&args.endpoint, &args.data)?;
     let store = Arc::new(RemoteStore::new(endpoint.clone()));
-    let queues = RemoteQueues::new(endpoint);
+    let queues = RemoteQueues::new(endpoint.clone());
     let worker = Worker::new(store, queues, &catalog, handlers, WorkerOptions::default())
         .await
-        .map_err(|e| Failure::new(1, format!("the worker refuses to start: {e}")))?;
+        .map_err(|e| {
+            Failure::new(
+                1,
+                crate::http::explain_wire_error(
+                    format!("the worker refuses to start: {e}"),
+                    &endpoint,
+                ),
+            )
+        })?;
     let (stop, rx) = tokio::sync::watch::channel(false);
     let tasks: Vec<_> = (0..args.tasks.max(1))
         .map(|_| {

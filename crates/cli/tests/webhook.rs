@@ -245,6 +245,11 @@ async fn a_separate_worker_process_delivers_webhooks_over_the_wire() {
     let worker = Command::new(env!("CARGO_BIN_EXE_postbox"))
         .args(["worker", "--endpoint", &base, "--tasks", "2", "--catalog"])
         .arg(&catalog)
+        // Signs with the admin access key the server wrote there.
+        .arg("--data")
+        .arg(&data)
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
         .env("POSTBOX_WEBHOOK_SECRET", secret.trim())
         .env("POSTBOX_LOG", "warn")
         .stdout(Stdio::null())

@@ -3,9 +3,12 @@
 //! keep-alive connections, with a deadline on every call.
 //!
 //! This module knows nothing of DynamoDB or SQS: it answers a status and a
-//! body, or says why there was no answer ([`Unreachable`]). Requests are not
-//! signed: the endpoint is `postbox serve` or a local emulator, never AWS
-//! itself. No TLS.
+//! body, or says why there was no answer ([`Unreachable`]). With
+//! [`Credentials`], every request is signed with AWS Signature Version 4
+//! (by `aws-sigv4`), as `postbox serve` requires; without, requests go
+//! unsigned (a server run with `--wire-auth none`, or a local emulator).
+//! Each signed request carries a fresh `amz-sdk-invocation-id`, so two
+//! identical calls within a second are not refused as a replay. No TLS.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +32,70 @@ pub struct EndpointOptions {
     pub connect_timeout: Duration,
     /// Idle keep-alive connections kept open (8).
     pub max_idle_connections: usize,
+    /// The access key requests are signed with; `None`: unsigned.
+    pub credentials: Option<Credentials>,
+    /// The region signatures are scoped to (`us-east-1`; `postbox serve`
+    /// accepts any).
+    pub region: String,
+}
+
+/// An AWS access key pair.
+#[derive(Clone)]
+pub struct Credentials {
+    /// The access key id (`AKIA...`).
+    pub access_key_id: String,
+    /// Its secret.
+    pub secret_access_key: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("access_key_id", &self.access_key_id)
+            .field("secret_access_key", &"<redacted>")
+            .finish()
+    }
+}
+
+impl Credentials {
+    /// A key pair.
+    pub fn new(access_key_id: impl Into<String>, secret_access_key: impl Into<String>) -> Self {
+        Credentials {
+            access_key_id: access_key_id.into(),
+            secret_access_key: secret_access_key.into(),
+        }
+    }
+
+    /// The pair in `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, if both
+    /// are set and not empty.
+    pub fn from_env() -> Option<Credentials> {
+        let id = std::env::var("AWS_ACCESS_KEY_ID")
+            .ok()
+            .filter(|v| !v.is_empty())?;
+        let secret = std::env::var("AWS_SECRET_ACCESS_KEY")
+            .ok()
+            .filter(|v| !v.is_empty())?;
+        Some(Credentials::new(id, secret))
+    }
+
+    /// Reads `AWS_ACCESS_KEY_ID=...` and `AWS_SECRET_ACCESS_KEY=...` lines
+    /// (the `admin-access-key` file `postbox serve` writes).
+    pub fn parse_file(text: &str) -> Option<Credentials> {
+        let mut id = None;
+        let mut secret = None;
+        for line in text.lines() {
+            let line = line.trim().trim_start_matches("export ");
+            if let Some(v) = line.strip_prefix("AWS_ACCESS_KEY_ID=") {
+                id = Some(v.trim().to_owned());
+            } else if let Some(v) = line.strip_prefix("AWS_SECRET_ACCESS_KEY=") {
+                secret = Some(v.trim().to_owned());
+            }
+        }
+        Some(Credentials::new(
+            id.filter(|v| !v.is_empty())?,
+            secret.filter(|v| !v.is_empty())?,
+        ))
+    }
 }
 
 impl Default for EndpointOptions {
@@ -37,6 +104,8 @@ impl Default for EndpointOptions {
             timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(2),
             max_idle_connections: 8,
+            credentials: None,
+            region: "us-east-1".to_owned(),
         }
     }
 }
@@ -149,14 +218,31 @@ impl Endpoint {
         }
     }
 
+    /// Whether requests are signed.
+    pub fn signs(&self) -> bool {
+        self.inner.options.credentials.is_some()
+    }
+
     async fn exchange(&self, target: &str, body: Vec<u8>) -> Result<Answer, Unreachable> {
-        let request = Request::builder()
+        let body = Bytes::from(body);
+        let mut request = Request::builder()
             .method(Method::POST)
             .uri(self.inner.uri.clone())
             .header(hyper::header::CONTENT_TYPE, CONTENT_TYPE)
             .header("x-amz-target", target)
-            .body(Full::new(Bytes::from(body)))
+            .body(Full::new(body.clone()))
             .map_err(|e| Unreachable(format!("cannot build the {target} request: {e}")))?;
+        if let Some(credentials) = &self.inner.options.credentials {
+            sign(
+                &mut request,
+                &body,
+                credentials,
+                &self.inner.options.region,
+                target,
+                std::time::SystemTime::now(),
+            )
+            .map_err(|e| Unreachable(format!("cannot sign the {target} request: {e}")))?;
+        }
         let response = self.inner.client.request(request).await.map_err(|e| {
             let uri = &self.inner.uri;
             let cause = causes(&e);
@@ -188,6 +274,79 @@ impl Endpoint {
             .to_bytes();
         Ok(Answer { status, body })
     }
+}
+
+/// Signs `request`, whose body is `body`, with SigV4 at `time`: adds the
+/// `Host`, `amz-sdk-invocation-id`, `X-Amz-Date` and `Authorization`
+/// headers. The service is `sqs` for `AmazonSQS.*` targets, else `dynamodb`.
+pub fn sign(
+    request: &mut Request<Full<Bytes>>,
+    body: &[u8],
+    credentials: &Credentials,
+    region: &str,
+    target: &str,
+    time: std::time::SystemTime,
+) -> Result<(), String> {
+    use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings};
+    let service = if target.starts_with("AmazonSQS.") {
+        "sqs"
+    } else {
+        "dynamodb"
+    };
+    let host = request
+        .uri()
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .ok_or("the request has no host")?;
+    let mut nonce = [0u8; 16];
+    getrandom::fill(&mut nonce).map_err(|e| format!("no random bytes: {e}"))?;
+    let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    let headers = request.headers_mut();
+    headers.insert(
+        hyper::header::HOST,
+        host.parse()
+            .map_err(|e| format!("bad host {host:?}: {e}"))?,
+    );
+    headers.insert(
+        "amz-sdk-invocation-id",
+        nonce.parse().map_err(|e| format!("{e}"))?,
+    );
+    let identity: aws_smithy_runtime_api::client::identity::Identity =
+        aws_credential_types::Credentials::new(
+            &credentials.access_key_id,
+            &credentials.secret_access_key,
+            None,
+            None,
+            "postbox",
+        )
+        .into();
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name(service)
+        .time(time)
+        .settings(SigningSettings::default())
+        .build()
+        .map_err(|e| e.to_string())?
+        .into();
+    let uri = request.uri().to_string();
+    let header_pairs: Vec<(&str, &str)> = request
+        .headers()
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)))
+        .collect();
+    let signable = SignableRequest::new(
+        request.method().as_str(),
+        uri,
+        header_pairs.into_iter(),
+        SignableBody::Bytes(body),
+    )
+    .map_err(|e| e.to_string())?;
+    let (instructions, _signature) = aws_sigv4::http_request::sign(signable, &params)
+        .map_err(|e| e.to_string())?
+        .into_parts();
+    instructions.apply_to_request_http1x(request);
+    Ok(())
 }
 
 /// An error and its sources, `outer: inner: innermost`.

@@ -26,6 +26,6 @@ pub mod endpoint;
 mod queues;
 mod store;
 
-pub use endpoint::{Endpoint, EndpointOptions, InvalidEndpoint};
+pub use endpoint::{Credentials, Endpoint, EndpointOptions, InvalidEndpoint};
 pub use queues::RemoteQueues;
 pub use store::RemoteStore;

@@ -167,6 +167,9 @@ async fn owner(dir: &Path) {
         store,
         queues: Some(queues),
         test_clock: None,
+        // The engine itself writes events through this server here, which
+        // no wire key may do: the unauthenticated mode.
+        auth: postbox_server::WireAuth::None,
     });
     postbox_server::serve(app, listener, std::future::pending())
         .await

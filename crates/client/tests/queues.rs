@@ -270,6 +270,7 @@ async fn a_long_poll_waits_past_the_request_timeout() {
         &format!("http://{}", p.addr),
         EndpointOptions {
             timeout: Duration::from_millis(300),
+            credentials: Some(p.credentials.clone()),
             ..EndpointOptions::default()
         },
     )

@@ -92,6 +92,8 @@ async fn a_stopped_server_is_unavailable_and_a_new_one_is_used() {
         store: p.served_store.clone(),
         queues: Some(p.served_queues.clone()),
         test_clock: None,
+        // The access keys live in the store: the clients' key still works.
+        auth: postbox_server::WireAuth::sigv4(),
     });
     tokio::spawn(postbox_server::serve(app, listener, std::future::pending()));
     queues.send("q", NewMessage::new("after")).await.unwrap();

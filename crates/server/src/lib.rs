@@ -12,10 +12,15 @@
 //! with `{"advance_seconds": N}` moves the store's and the queues' time
 //! forward, for conformance cases about retention and delays.
 //!
-//! Requests are never authenticated against AWS credentials: any signature is
-//! accepted, as DynamoDB Local does. The listener is meant for loopback.
+//! Requests must be signed with AWS Signature Version 4 by an access key
+//! Postbox issued ([`auth`]), unless the services say [`WireAuth::None`]
+//! (DynamoDB Local's behaviour, for loopback and tests). Whatever the key,
+//! Postbox's own tables and queues are out of reach except for the reads
+//! and claim writes its tools need ([`policy`]).
 
+pub mod auth;
 pub mod dynamodb;
+pub mod policy;
 mod sqs;
 mod streams;
 mod wire;
@@ -26,12 +31,13 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use postbox_queue::{Queues, ShiftedClock};
 use postbox_store::{ChangeStreams, ItemStore};
 
+pub use auth::{AccessKey, WireAuth, create_access_key};
 pub use wire::WireError;
 
 /// Largest request body accepted: a 100-action transaction may carry 4 MB of
@@ -51,6 +57,8 @@ pub struct Services<S> {
     pub queues: Option<Queues>,
     /// A clock the test endpoint may move forward, if enabled.
     pub test_clock: Option<Arc<ShiftedClock>>,
+    /// How requests are authenticated.
+    pub auth: WireAuth,
 }
 
 /// The router serving every wire protocol of `services` at `/`.
@@ -64,6 +72,8 @@ pub fn app<S: Backend>(services: Services<S>) -> Router {
 
 async fn dispatch<S: Backend>(
     State(services): State<Services<S>>,
+    method: Method,
+    uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -72,10 +82,60 @@ async fn dispatch<S: Backend>(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let (service, operation) = target.split_once('.').unwrap_or((target, ""));
+    let WireAuth::SigV4(sigv4) = &services.auth else {
+        return route(&services, &headers, target, &body).await;
+    };
+    let caller = match sigv4
+        .check(&services.store, &method, &uri, &headers, &body, service)
+        .await
+    {
+        Ok(caller) => caller,
+        Err(denied) => {
+            tracing::debug!(target, ?denied, "wire request refused");
+            return denied.into_response();
+        }
+    };
+    let allowed = match service {
+        "DynamoDB_20120810" => policy::check_dynamodb(&caller, operation, &body),
+        "DynamoDBStreams_20120810" => policy::check_streams(&caller, operation, &body),
+        "AmazonSQS" => policy::check_sqs(&caller, operation, &body),
+        _ => Ok(()),
+    };
+    if let Err(denied) = allowed {
+        tracing::info!(target, key = %caller.key_id, ?denied, "wire request refused");
+        return denied.into_response();
+    }
+    let response = route(&services, &headers, target, &body).await;
+    if matches!(operation, "ListTables" | "ListStreams") && response.status().is_success() {
+        return filtered(operation, response).await;
+    }
+    response
+}
+
+/// A listing answer without the tables the wire must not see.
+async fn filtered(operation: &str, response: Response) -> Response {
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_REQUEST_BYTES).await else {
+        return WireError::client("InternalServerError", "cannot read the listing").into_response();
+    };
+    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return WireError::client("InternalServerError", "the listing is not JSON").into_response();
+    };
+    policy::filter_listing(operation, &mut value);
+    Response::from_parts(parts, axum::body::Body::from(value.to_string()))
+}
+
+async fn route<S: Backend>(
+    services: &Services<S>,
+    headers: &HeaderMap,
+    target: &str,
+    body: &Bytes,
+) -> Response {
+    let (service, operation) = target.split_once('.').unwrap_or((target, ""));
     match (service, &services.queues) {
-        ("DynamoDB_20120810", _) => dynamodb::handle(&services.store, operation, &body).await,
-        ("DynamoDBStreams_20120810", _) => streams::handle(&services.store, operation, &body).await,
-        ("AmazonSQS", Some(queues)) => sqs::handle(queues, &headers, operation, &body).await,
+        ("DynamoDB_20120810", _) => dynamodb::handle(&services.store, operation, body).await,
+        ("DynamoDBStreams_20120810", _) => streams::handle(&services.store, operation, body).await,
+        ("AmazonSQS", Some(queues)) => sqs::handle(queues, headers, operation, body).await,
         _ => WireError::unknown_operation(target).into_response(),
     }
 }

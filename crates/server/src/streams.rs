@@ -80,16 +80,24 @@ fn not_found(arn: &str) -> WireError {
     )
 }
 
+/// The table name in a stream ARN (`...:table/<name>/stream/<label>`).
+pub(crate) fn table_of_arn(arn: &str) -> Option<&str> {
+    arn.split_once(":table/")
+        .and_then(|(_, rest)| rest.split_once("/stream/"))
+        .map(|(name, _)| name)
+}
+
+/// The table a shard iterator reads.
+pub(crate) fn table_of_iterator(it: &str) -> Option<String> {
+    decode_iterator(it).map(|(table, _)| table)
+}
+
 /// The table a stream ARN (`...:table/<name>/stream/<label>`) belongs to.
 async fn table_of_stream<S: ItemStore>(
     store: &S,
     arn: &str,
 ) -> Result<TableDescription, WireError> {
-    let name = arn
-        .split_once(":table/")
-        .and_then(|(_, rest)| rest.split_once("/stream/"))
-        .map(|(name, _)| name)
-        .ok_or_else(|| validation(format!("Invalid StreamArn: {arn}")))?;
+    let name = table_of_arn(arn).ok_or_else(|| validation(format!("Invalid StreamArn: {arn}")))?;
     let table = store
         .describe_table(name)
         .await

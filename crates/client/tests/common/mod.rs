@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-use postbox_client::{Endpoint, RemoteQueues, RemoteStore};
+use postbox_client::{Credentials, Endpoint, EndpointOptions, RemoteQueues, RemoteStore};
 use postbox_queue::{Queues, QueuesOptions};
 use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore, ManualClock};
 use tokio::sync::oneshot;
@@ -54,6 +54,8 @@ pub struct Pair {
     pub direct: EmbeddedStore,
     pub direct_queues: Queues,
     pub addr: SocketAddr,
+    /// The issued key the remote side signs with.
+    pub credentials: Credentials,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<()>>,
 }
@@ -64,8 +66,25 @@ pub async fn pair() -> Pair {
     let (served_store, served_queues) =
         open_at(&dir.path().join("served.redb"), clock.clone()).await;
     let (direct, direct_queues) = open_at(&dir.path().join("direct.redb"), clock.clone()).await;
-    let (addr, shutdown, server) = serve(served_store.clone(), served_queues.clone()).await;
-    let endpoint = Endpoint::new(&format!("http://{addr}")).unwrap();
+    // The wire as `postbox serve` runs it: signed with an issued key.
+    let key = postbox_server::create_access_key(&served_store, None)
+        .await
+        .unwrap();
+    let (addr, shutdown, server) = serve_with(
+        served_store.clone(),
+        served_queues.clone(),
+        postbox_server::WireAuth::sigv4(),
+    )
+    .await;
+    let credentials = Credentials::new(key.id, key.secret);
+    let endpoint = Endpoint::with_options(
+        &format!("http://{addr}"),
+        EndpointOptions {
+            credentials: Some(credentials.clone()),
+            ..EndpointOptions::default()
+        },
+    )
+    .unwrap();
     Pair {
         dir,
         clock,
@@ -76,15 +95,26 @@ pub async fn pair() -> Pair {
         direct,
         direct_queues,
         addr,
+        credentials,
         shutdown: Some(shutdown),
         server: Some(server),
     }
 }
 
-/// Serves `store` and `queues` on a fresh loopback port.
+/// Serves `store` and `queues` on a fresh loopback port, accepting
+/// unsigned requests (`--wire-auth none`).
 pub async fn serve(
     store: EmbeddedStore,
     queues: Queues,
+) -> (SocketAddr, oneshot::Sender<()>, JoinHandle<()>) {
+    serve_with(store, queues, postbox_server::WireAuth::None).await
+}
+
+/// Serves `store` and `queues` on a fresh loopback port with `auth`.
+pub async fn serve_with(
+    store: EmbeddedStore,
+    queues: Queues,
+    auth: postbox_server::WireAuth,
 ) -> (SocketAddr, oneshot::Sender<()>, JoinHandle<()>) {
     let (listener, addr) = postbox_server::bind("127.0.0.1:0".parse().unwrap())
         .await
@@ -93,6 +123,7 @@ pub async fn serve(
         store,
         queues: Some(queues),
         test_clock: None,
+        auth,
     });
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
