@@ -384,6 +384,24 @@ async fn a_replayed_request_is_refused() {
 }
 
 #[tokio::test]
+async fn an_identical_read_may_repeat_as_stock_clients_poll() {
+    let s = server().await;
+    let body = json!({"TableName": "orders", "Key": {"id": {"S": "none"}}});
+    let signed = request(
+        &s.url,
+        "DynamoDB_20120810.GetItem",
+        &body,
+        &Signing::With(s.credentials(), now()),
+    );
+    let (parts, full) = signed.into_parts();
+    let again = Request::from_parts(parts.clone(), full.clone());
+    let first = send(Request::from_parts(parts, full)).await;
+    assert_eq!(first.0, 200, "{first:?}");
+    let repeated = send(again).await;
+    assert_eq!(repeated.0, 200, "{repeated:?}");
+}
+
+#[tokio::test]
 async fn postbox_tables_and_queues_are_refused_even_to_an_admin_key() {
     let s = server().await;
     let admin = || Signing::With(s.credentials(), now());

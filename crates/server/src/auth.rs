@@ -7,10 +7,12 @@
 //! again (by `aws-sigv4`) with the stored secret at the request's
 //! `X-Amz-Date`, region and service, and the two signatures are compared in
 //! constant time. Its date must be within [`MAX_SKEW`] of the server's clock,
-//! and a signature is accepted once: an identical signed request (same
-//! headers, same body, same second) seen again within the window is refused
-//! as a replay. A client that sends the same request twice in one second
-//! must vary a signed header (the Rust client signs a fresh
+//! and the signature of a request that writes is accepted once: an
+//! identical signed write (same headers, same body, same second) seen again
+//! within the window is refused as a replay. Reads and ReceiveMessage may
+//! repeat (stock clients poll with identical requests and sign no nonce;
+//! see `reads_only`). A client that sends the same write twice in one
+//! second must vary a signed header (the Rust client signs a fresh
 //! `amz-sdk-invocation-id` on every request).
 //!
 //! Access keys live in the store's [`ACCESS_KEYS_TABLE`], which no wire
@@ -380,15 +382,42 @@ impl SigV4 {
         if !bool::from(subtle::ConstantTimeEq::ct_eq(&expected[..], &given[..])) {
             return Err(Denied::BadSignature(BAD_SIGNATURE.to_owned()));
         }
-        self.seen
-            .lock()
-            .map_err(|_| Denied::Internal("the replay memory is poisoned".to_owned()))?
-            .insert(given, now_s, signed_at + skew + 1)?;
+        let operation = headers
+            .get("x-amz-target")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|t| t.split_once('.'))
+            .map_or("", |(_, op)| op);
+        if !reads_only(operation) {
+            self.seen
+                .lock()
+                .map_err(|_| Denied::Internal("the replay memory is poisoned".to_owned()))?
+                .insert(given, now_s, signed_at + skew + 1)?;
+        }
         Ok(Caller {
             key_id: auth.key_id,
             admin: key.admin,
         })
     }
+}
+
+/// Whether `operation` only reads (or, for ReceiveMessage, is polled with
+/// identical requests by every SQS consumer): its replay does nothing a
+/// replayer could not see, so identical requests are accepted. Stock AWS
+/// clients sign no per-request nonce, so refusing them would refuse every
+/// poll repeated within a second.
+fn reads_only(operation: &str) -> bool {
+    [
+        "Get",
+        "List",
+        "Describe",
+        "Query",
+        "Scan",
+        "BatchGet",
+        "TransactGet",
+        "Receive",
+    ]
+    .iter()
+    .any(|p| operation.starts_with(p))
 }
 
 /// The signature `aws-sigv4` computes for the request as `auth` says it was
