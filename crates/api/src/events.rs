@@ -63,15 +63,42 @@ fn parse_value(body: &[u8]) -> Result<Value, ApiError> {
     })
 }
 
-/// Reads a body up to the configured limit; over it is 413.
+/// Reads a body up to the configured limit, within the configured time
+/// (`ApiConfig::body_timeout`): over the limit is 413, too slow 408 (a
+/// client sending its body a byte at a time does not hold the connection),
+/// a malformed body (a broken chunked encoding, a connection cut mid-body)
+/// 400.
 pub(crate) async fn read_body(api: &Api, body: Body) -> Result<Bytes, ApiError> {
     let limit = api.inner.config.max_body_bytes;
-    axum::body::to_bytes(body, limit).await.map_err(|_| {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            format!("the request body is over the {limit}-byte limit"),
-        )
+    let timeout = api.inner.config.body_timeout;
+    let read = tokio::time::timeout(timeout, axum::body::to_bytes(body, limit))
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                format!(
+                    "the request body did not arrive within {} ms",
+                    timeout.as_millis()
+                ),
+            )
+        })?;
+    read.map_err(|e| {
+        let over_limit = std::error::Error::source(&e)
+            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+            || e.to_string().contains("length limit");
+        if over_limit {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!("the request body is over the {limit}-byte limit"),
+            )
+        } else {
+            ApiError::bad_request(
+                "invalid_body",
+                format!("the request body could not be read: {e}"),
+            )
+        }
     })
 }
 
@@ -96,6 +123,9 @@ pub(crate) async fn ensure_requests_table(
     }
     Ok(())
 }
+
+/// Longest X-Correlation-Id: it is stored in the event, forever.
+const MAX_CORRELATION_ID: usize = 128;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -158,6 +188,14 @@ pub(crate) async fn emit(
         return Ok((StatusCode::OK, Json(previous)));
     }
     let correlation = header(&headers, "x-correlation-id")?;
+    if let Some(c) = &correlation
+        && (c.is_empty() || c.len() > MAX_CORRELATION_ID)
+    {
+        return Err(ApiError::bad_request(
+            "invalid_correlation_id",
+            format!("the X-Correlation-Id header must be 1 to {MAX_CORRELATION_ID} characters"),
+        ));
+    }
     let mut ctx = Context::new(&tenant, &caller.subject)
         .map_err(|e| ApiError::bad_request("invalid_context", e.to_string()))?;
     if let Some(c) = correlation {
@@ -460,9 +498,15 @@ pub(crate) async fn follow(
     let Query(q) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
     let resume = header(&headers, "last-event-id")?
         .map(|v| {
-            v.parse::<u64>().map(|s| s + 1).map_err(|_| {
-                ApiError::bad_request("invalid_header", "Last-Event-ID must be a seq number")
-            })
+            v.parse::<u64>()
+                .ok()
+                .and_then(|s| s.checked_add(1))
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "invalid_header",
+                        "Last-Event-ID must be a seq number below 18446744073709551615",
+                    )
+                })
         })
         .transpose()?;
     let from = resume.or(q.from).unwrap_or(1).max(1);

@@ -72,6 +72,9 @@ pub struct ApiConfig {
     pub idempotency_ttl_secs: u64,
     /// Largest request body, bytes.
     pub max_body_bytes: usize,
+    /// Longest wait for a whole request body (a client sending it a byte
+    /// at a time is answered 408 after it).
+    pub body_timeout: std::time::Duration,
     /// Most extra writes one emit may carry.
     pub max_writes: usize,
     /// Tables of the application that only its own code writes (the
@@ -91,6 +94,7 @@ impl Default for ApiConfig {
             requests_table: "postbox_requests".into(),
             idempotency_ttl_secs: 24 * 3600,
             max_body_bytes: 1024 * 1024,
+            body_timeout: std::time::Duration::from_secs(30),
             max_writes: 25,
             reserved_tables: Vec::new(),
         }

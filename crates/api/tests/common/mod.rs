@@ -70,6 +70,7 @@ pub async fn env() -> Env {
         queues,
         ApiConfig {
             max_body_bytes: 64 * 1024,
+            body_timeout: std::time::Duration::from_millis(500),
             ..Default::default()
         },
         Default::default(),
