@@ -135,6 +135,7 @@ async fn keys_of_8_to_128_characters_and_only_a_branch_are_accepted() {
         (r#"{"branch": "main", "format": "pdf"}"#, "unknown field"),
         (r#"{"branch": "x"}"#, "2 to 40"),
         (r#"{"branch": null}"#, "must be a string"),
+        (r#"{"branch": "main", "branch": "prod"}"#, "duplicate"),
     ] {
         let r = post(&s, "acme", None, body).await;
         assert_eq!(r.status, 400, "{body}");
@@ -146,4 +147,22 @@ async fn keys_of_8_to_128_characters_and_only_a_branch_are_accepted() {
         );
     }
     assert_eq!(jobs(&s).await, 2, "refused requests wrote nothing");
+}
+
+#[tokio::test]
+async fn a_job_id_that_cannot_be_one_is_404_not_a_store_failure() {
+    let s = serve().await;
+    for id in ["x".repeat(5_000), "a%2Fb".to_owned(), "-".repeat(26)] {
+        let r = request(
+            s.addr,
+            "GET",
+            &format!("/reports/{id}"),
+            &[(TENANT_HEADER, "acme")],
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 404, "{}: {}", id.len(), r.body);
+        assert_eq!(r.json()["error"], "NotFound");
+    }
 }

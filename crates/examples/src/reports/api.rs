@@ -173,6 +173,12 @@ impl<S: ItemStore> ReportsApi<S> {
 
     /// Job `id` if it exists, has not expired and belongs to `tenant`.
     pub async fn job(&self, tenant: &str, id: &str) -> Result<Option<Job>, StoreError> {
+        // Job ids are event ids (26 characters of Crockford base32): any
+        // other text names no job, and is never sent to the store (a key
+        // of thousands of characters is the store's validation error).
+        if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return Ok(None);
+        }
         let item = self.get(JOBS_TABLE, job_key(id)).await?;
         let Some(item) = item else { return Ok(None) };
         let job = Job::from_item(&item).map_err(StoreError::Validation)?;

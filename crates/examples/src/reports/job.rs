@@ -178,7 +178,10 @@ pub(crate) fn number(n: u64) -> AttributeValue {
 /// must be a JSON object with exactly one member, `branch`, a string of
 /// 2-40 lowercase letters, digits and '-' (`^[a-z0-9-]{2,40}$`).
 pub fn parse_request(body: &[u8]) -> Result<String, String> {
-    let value: serde_json::Value = serde_json::from_slice(body)
+    // The engine's I-JSON parser: a duplicate key is refused, as on /v1.
+    let value = std::str::from_utf8(body)
+        .map_err(|_| "the body is not UTF-8".to_owned())
+        .and_then(|text| postbox_engine::json::parse(text).map_err(|e| e.to_string()))
         .map_err(|e| format!("the body is not valid JSON ({e}); send {{\"branch\": \"main\"}}"))?;
     let Some(object) = value.as_object() else {
         return Err("the body must be a JSON object such as {\"branch\": \"main\"}".into());
