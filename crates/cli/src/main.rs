@@ -116,6 +116,14 @@ struct ServeArgs {
     /// Serve no wire endpoints (same as `--wire-listen off`).
     #[arg(long, conflicts_with = "wire_listen")]
     no_wire: bool,
+    /// Connections each listener serves at once; one beyond it is closed
+    /// at once. Keep it under the process's open-files limit (`ulimit -n`).
+    #[arg(long, default_value_t = 512, env = "POSTBOX_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections: u64,
+    /// Seconds a client has to send a request's header, and that an idle
+    /// keep-alive connection is kept.
+    #[arg(long, default_value_t = 10, env = "POSTBOX_HEADER_TIMEOUT", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    header_timeout: u64,
 }
 
 /// `--wire-auth`.
@@ -286,12 +294,17 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
             "--wire-auth none: the DynamoDB, DynamoDB Streams and SQS endpoints accept unsigned requests; anyone who can reach them can read and change every table, the tokens included"
         );
     }
+    let limits = postbox_server::Limits {
+        max_connections: args.max_connections as usize,
+        header_timeout: std::time::Duration::from_secs(args.header_timeout),
+    };
     let wire_task = wire_apart.map(|(wire_listener, bound)| {
         tracing::info!(addr = %bound, "serving the DynamoDB, DynamoDB Streams and SQS wire protocols");
-        tokio::spawn(postbox_server::serve(
+        tokio::spawn(postbox_server::serve_with(
             node.wire_router.clone(),
             wire_listener,
             shutdown_signal(),
+            limits,
         ))
     });
     match (&wire, &wire_task) {
@@ -300,7 +313,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         }
         _ => tracing::info!(%addr, data = %node.file.display(), "serving the HTTP API"),
     }
-    postbox_server::serve(main_router, listener, shutdown_signal())
+    postbox_server::serve_with(main_router, listener, shutdown_signal(), limits)
         .await
         .map_err(|e| format!("server failed: {e}"))?;
     if let Some(task) = wire_task {

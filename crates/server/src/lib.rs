@@ -168,21 +168,96 @@ async fn advance_clock<S: Backend>(State(services): State<Services<S>>, body: By
     }
 }
 
-/// Serves `app` (see [`app`]) on `listener` until `shutdown` resolves.
+/// What one listener allows its connections.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Connections served at once; one accepted beyond it is closed at once
+    /// (so a flood of idle sockets cannot take every file descriptor).
+    pub max_connections: usize,
+    /// Longest wait for a request's whole header, and for the next request
+    /// on an idle keep-alive connection: a client that sends its header a
+    /// byte at a time, or holds a connection open without using it, is
+    /// closed after it.
+    pub header_timeout: std::time::Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_connections: 512,
+            header_timeout: std::time::Duration::from_secs(10),
+        }
+    }
+}
+
+/// Serves `app` (see [`app`]) on `listener` until `shutdown` resolves, with
+/// the default [`Limits`].
 pub async fn serve(
     app: Router,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt as _;
-    // Answers go out at once: with Nagle's algorithm a response written
-    // while an earlier segment waits for its (delayed) ACK sits up to 40 ms.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_with(app, listener, shutdown, Limits::default()).await
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, within `limits`;
+/// then stops accepting and waits for the requests in flight.
+pub async fn serve_with(
+    app: Router,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    limits: Limits,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .keep_alive(true);
+    tokio::pin!(shutdown);
+    let mut refused: u64 = 0;
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors, or a connection reset before
+                    // it was accepted: wait a little instead of spinning.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            refused += 1;
+            if refused.is_power_of_two() {
+                tracing::warn!(%peer, refused, max = limits.max_connections, "connection cap reached: closing new connections");
+            }
+            drop(stream);
+            continue;
+        };
+        // Answers go out at once: with Nagle's algorithm a response written
+        // while an earlier segment waits for its (delayed) ACK sits up to 40 ms.
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let conn = builder.serve_connection(TokioIo::new(stream), service);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    // Requests in flight finish; a stream that never ends (the log's SSE)
+    // is not waited for longer than this.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), graceful.shutdown()).await;
+    Ok(())
 }
 
 /// Binds `addr`, returning the listener and the address actually bound.
