@@ -510,21 +510,24 @@ pub(crate) async fn follow(
         })
         .transpose()?;
     let from = resume.or(q.from).unwrap_or(1).max(1);
+    let slot = StreamSlot::take(&api, &caller)?;
     let state = (
         api,
         tenant,
         from,
         std::collections::VecDeque::<(u64, Value)>::new(),
+        slot,
     );
-    let stream =
-        futures_util::stream::unfold(state, |(api, tenant, mut next, mut buffered)| async move {
+    let stream = futures_util::stream::unfold(
+        state,
+        |(api, tenant, mut next, mut buffered, slot)| async move {
             loop {
                 if let Some((seq, e)) = buffered.pop_front() {
                     let sse = SseEvent::default()
                         .id(seq.to_string())
                         .event("event")
                         .data(e.to_string());
-                    return Some((Ok(sse), (api, tenant, next, buffered)));
+                    return Some((Ok(sse), (api, tenant, next, buffered, slot)));
                 }
                 match page(&api, &tenant, next, 100).await {
                     Ok(events) if !events.is_empty() => {
@@ -534,10 +537,51 @@ pub(crate) async fn follow(
                     Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
                     Err(e) => {
                         let sse = SseEvent::default().event("error").data(e.message);
-                        return Some((Ok(sse), (api, tenant, next, buffered)));
+                        return Some((Ok(sse), (api, tenant, next, buffered, slot)));
                     }
                 }
             }
-        });
+        },
+    );
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// One open log stream of a caller, counted while it lives: a caller may
+/// hold `ApiConfig::max_streams_per_token` at once.
+struct StreamSlot {
+    api: Api,
+    key: (Option<String>, String),
+}
+
+impl StreamSlot {
+    fn take(api: &Api, caller: &Caller) -> Result<StreamSlot, ApiError> {
+        let key = (caller.tenant.clone(), caller.subject.clone());
+        let max = api.inner.config.max_streams_per_token;
+        let mut open = api.inner.streams.lock().expect("stream counts");
+        let n = open.entry(key.clone()).or_default();
+        if *n >= max {
+            return Err(ApiError::too_many(
+                "too_many_streams",
+                format!("this token already holds {max} open log streams; close one first"),
+                5,
+            ));
+        }
+        *n += 1;
+        Ok(StreamSlot {
+            api: api.clone(),
+            key,
+        })
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut open = self.api.inner.streams.lock().expect("stream counts");
+        if let Some(n) = open.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.key);
+            }
+        }
+    }
 }

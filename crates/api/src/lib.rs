@@ -82,6 +82,9 @@ pub struct ApiConfig {
     /// them. Postbox's own tables (every name starting with `postbox_`, and
     /// the tables above) are refused anyway.
     pub reserved_tables: Vec<String>,
+    /// Log streams (`/v1/events/stream`) one token may hold open at once;
+    /// one more is answered 429.
+    pub max_streams_per_token: usize,
 }
 
 impl Default for ApiConfig {
@@ -97,6 +100,7 @@ impl Default for ApiConfig {
             body_timeout: std::time::Duration::from_secs(30),
             max_writes: 25,
             reserved_tables: Vec::new(),
+            max_streams_per_token: 8,
         }
     }
 }
@@ -133,6 +137,9 @@ pub(crate) struct Inner {
     pub(crate) config: ApiConfig,
     pub(crate) sources: Sources,
     pub(crate) requests: ops::RequestCounters,
+    /// Open log streams (`/v1/events/stream`) by caller.
+    pub(crate) streams:
+        std::sync::Mutex<std::collections::HashMap<(Option<String>, String), usize>>,
 }
 
 impl Api {
@@ -161,6 +168,7 @@ impl Api {
                 config,
                 sources,
                 requests: ops::RequestCounters::default(),
+                streams: Default::default(),
             }),
         })
     }

@@ -113,3 +113,38 @@ async fn a_last_event_id_at_the_end_of_the_range_does_not_replay_the_log() {
     assert_eq!(code, 400, "{text}");
     assert!(!text.contains("ORDER_PLACED"), "{text}");
 }
+
+#[tokio::test]
+async fn a_token_holds_at_most_eight_log_streams() {
+    let env = env().await;
+    let addr = env.base.trim_start_matches("http://").to_owned();
+    let open = |token: String| {
+        let addr = addr.clone();
+        async move {
+            let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            let head = format!(
+                "GET /v1/events/stream HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\n\r\n"
+            );
+            s.write_all(head.as_bytes()).await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+                .await
+                .unwrap()
+                .unwrap();
+            (s, String::from_utf8_lossy(&buf[..n]).into_owned())
+        }
+    };
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        let (s, head) = open(env.acme.clone()).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        held.push(s);
+    }
+    let (_, head) = open(env.acme.clone()).await;
+    assert!(head.starts_with("HTTP/1.1 429"), "{head}");
+    assert!(head.to_lowercase().contains("retry-after"), "{head}");
+    assert!(head.contains("too_many_streams"), "{head}");
+    // Another token is not affected.
+    let (_, head) = open(env.globex.clone()).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+}
