@@ -661,3 +661,24 @@ fn postbox_amz_date(t: SystemTime) -> String {
         t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs(),
     )
 }
+
+#[tokio::test]
+async fn a_body_over_16_mb_is_refused_in_the_protocols_json_shape() {
+    let s = server().await;
+    let item = json!({"id": {"S": "big"}, "blob": {"S": "x".repeat(17 << 20)}});
+    let body = json!({"TableName": "orders", "Item": item});
+    let answer = send(request(
+        &s.url,
+        "DynamoDB_20120810.PutItem",
+        &body,
+        &Signing::Unsigned,
+    ))
+    .await;
+    assert_eq!(
+        answer.0,
+        413,
+        "{:?}",
+        answer.1.to_string().chars().take(200).collect::<String>()
+    );
+    assert_eq!(code(&answer), "RequestEntityTooLarge", "{}", answer.1);
+}

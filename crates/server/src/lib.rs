@@ -75,8 +75,12 @@ async fn dispatch<S: Backend>(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> Response {
+    let body = match read_body(body).await {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
     let target = headers
         .get("x-amz-target")
         .and_then(|v| v.to_str().ok())
@@ -110,6 +114,35 @@ async fn dispatch<S: Backend>(
         return filtered(operation, response).await;
     }
     response
+}
+
+/// Longest wait for a wire request's whole body.
+pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A request's body, at most [`MAX_REQUEST_BYTES`], within [`BODY_TIMEOUT`];
+/// otherwise an error in the protocols' own JSON shape (not a plain-text
+/// 413).
+async fn read_body(body: axum::body::Body) -> Result<Bytes, WireError> {
+    use axum::http::StatusCode;
+    match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_REQUEST_BYTES)).await {
+        Err(_) => Err(WireError::with_status(
+            StatusCode::REQUEST_TIMEOUT,
+            "RequestTimeout",
+            format!(
+                "the request body did not arrive within {} s",
+                BODY_TIMEOUT.as_secs()
+            ),
+        )),
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) if e.to_string().contains("length limit") => Err(WireError::with_status(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "RequestEntityTooLarge",
+            format!("the request body is over the {MAX_REQUEST_BYTES}-byte limit"),
+        )),
+        Ok(Err(e)) => Err(WireError::serialization(format!(
+            "the request body could not be read: {e}"
+        ))),
+    }
 }
 
 /// A listing answer without the tables the wire must not see.

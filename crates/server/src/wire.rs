@@ -28,6 +28,15 @@ impl WireError {
         }
     }
 
+    /// An error with its own status (413 for a body over the limit, 408
+    /// for one that did not arrive in time).
+    pub fn with_status(status: StatusCode, code: &str, message: impl Into<String>) -> WireError {
+        WireError {
+            status,
+            ..WireError::client(code, message)
+        }
+    }
+
     /// The answer to a target this server does not implement.
     pub fn unknown_operation(target: &str) -> WireError {
         WireError::client(
