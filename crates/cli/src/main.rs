@@ -12,6 +12,7 @@ mod http;
 mod node;
 mod ops;
 mod pipe;
+mod verifier;
 mod worker;
 
 use std::net::SocketAddr;
@@ -116,6 +117,11 @@ struct ServeArgs {
     /// Serve no wire endpoints (same as `--wire-listen off`).
     #[arg(long, conflicts_with = "wire_listen")]
     no_wire: bool,
+    /// How often every chain is verified from genesis in the background
+    /// (`30s`, `10m`, `6h`, `1d`, or `off`); a broken chain is logged,
+    /// counted in the metrics and named by `postbox status`.
+    #[arg(long, default_value = "1d", env = "POSTBOX_VERIFY_EVERY", value_parser = verifier::parse_flag)]
+    verify_every: verifier::Every,
     /// Connections each listener serves at once; one beyond it is closed
     /// at once. Keep it under the process's open-files limit (`ulimit -n`).
     #[arg(long, default_value_t = 512, env = "POSTBOX_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -241,6 +247,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         cache_bytes: (args.cache_mb as usize) << 20,
         test_clock,
         wire_auth,
+        verify_every: args.verify_every.0,
     })
     .await?;
     let (listener, addr) = postbox_server::bind(args.listen)

@@ -107,6 +107,9 @@ pub struct NodeOptions {
     pub test_clock: Option<Arc<ShiftedClock>>,
     /// How the wire endpoints authenticate requests.
     pub wire_auth: postbox_server::WireAuth,
+    /// How often every chain is verified from genesis in the background
+    /// (None: never).
+    pub verify_every: Option<Duration>,
 }
 
 /// A running node.
@@ -287,7 +290,17 @@ impl Node {
                 }
             })
         };
-        let sources = sources(relay_stats, worker);
+        let verified = crate::verifier::State::default();
+        if let Some(every) = options.verify_every {
+            workers.push(tokio::spawn(crate::verifier::run(
+                store.clone(),
+                EVENTS_TABLE,
+                every,
+                verified.clone(),
+                stop_rx.clone(),
+            )));
+        }
+        let sources = sources(relay_stats, worker, verified);
         let api = Api::new(
             engine.clone(),
             queues.clone(),
@@ -512,8 +525,13 @@ async fn ensure_admin_access_key(store: &EmbeddedStore, path: &Path) -> Result<b
 }
 
 /// The relay's and the workers' metrics and report fields.
-fn sources(relay: Arc<Mutex<Vec<PipeStats>>>, worker: Option<Worker<EmbeddedStore>>) -> Sources {
+fn sources(
+    relay: Arc<Mutex<Vec<PipeStats>>>,
+    worker: Option<Worker<EmbeddedStore>>,
+    verified: crate::verifier::State,
+) -> Sources {
     let report_relay = relay.clone();
+    let report_verified = verified.clone();
     let metrics = move |out: &mut String| {
         use std::fmt::Write as _;
         let pipes = relay.lock().expect("relay stats").clone();
@@ -579,6 +597,7 @@ fn sources(relay: Arc<Mutex<Vec<PipeStats>>>, worker: Option<Worker<EmbeddedStor
         ] {
             let _ = writeln!(out, "postbox_worker_total{{outcome=\"{outcome}\"}} {v}");
         }
+        crate::verifier::metrics(&verified.lock().expect("verify state"), out);
     };
     let report = move || {
         let pipes = report_relay.lock().expect("relay stats").clone();
@@ -601,6 +620,11 @@ fn sources(relay: Arc<Mutex<Vec<PipeStats>>>, worker: Option<Worker<EmbeddedStor
             })
             .collect();
         fields.insert("relay_lag".into(), lag.into());
+        let verified = report_verified.lock().expect("verify state");
+        fields.insert(
+            "background_verification".into(),
+            crate::verifier::report(&verified, &mut reasons),
+        );
         fields.insert("reasons".into(), reasons.into());
         fields
     };
@@ -640,6 +664,7 @@ handler = "contacts::seen"
             cache_bytes: postbox_store::embedded::DEFAULT_CACHE_BYTES,
             test_clock: None,
             wire_auth: postbox_server::WireAuth::sigv4(),
+            verify_every: None,
         }
     }
 

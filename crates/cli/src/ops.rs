@@ -64,6 +64,11 @@ pub struct VerifyArgs {
     /// Recompute from genesis instead of from the verified checkpoint.
     #[arg(long)]
     full: bool,
+    /// Without --full, also check this many links chosen at random among
+    /// the events before the checkpoint, and that the checkpoint still
+    /// matches its event (0: only what is new).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    sample: u64,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -273,6 +278,7 @@ pub async fn verify(args: VerifyArgs) -> Result<(), Failure> {
     };
     let options = VerifyOptions {
         full: args.full,
+        sample: args.sample as usize,
         ..VerifyOptions::default()
     };
     let started = Instant::now();

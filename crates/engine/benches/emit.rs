@@ -352,6 +352,7 @@ async fn verify_rate<S: ItemStore>(store: &Arc<S>) -> (u64, f64, f64) {
         update_checkpoint: false,
         segments: bench_segments(),
         page_size: bench_page(),
+        sample: 0,
     };
     let (mut rates, mut cpus, mut n) = (Vec::new(), Vec::new(), 0);
     for _ in 0..5 {
