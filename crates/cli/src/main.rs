@@ -117,6 +117,18 @@ struct ServeArgs {
     /// Serve no wire endpoints (same as `--wire-listen off`).
     #[arg(long, conflicts_with = "wire_listen")]
     no_wire: bool,
+    /// PEM certificate chain to serve HTTPS with (with --tls-key); both
+    /// listeners then speak TLS only.
+    #[arg(long, env = "POSTBOX_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "POSTBOX_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Serve plain HTTP on a non-loopback address (tokens and signed
+    /// requests then cross the network in clear); without it, a listener
+    /// off loopback needs --tls-cert and --tls-key.
+    #[arg(long)]
+    insecure_http: bool,
     /// How often every chain is verified from genesis in the background
     /// (`30s`, `10m`, `6h`, `1d`, or `off`); a broken chain is logged,
     /// counted in the metrics and named by `postbox status`.
@@ -234,6 +246,24 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
             ));
         }
     }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(postbox_server::load_tls(cert, key)?),
+        _ => None,
+    };
+    if tls.is_none() && !args.insecure_http {
+        let wire_apart = match wire {
+            Some(Some(addr)) => Some(addr),
+            _ => None,
+        };
+        for addr in std::iter::once(args.listen).chain(wire_apart) {
+            if !addr.ip().is_loopback() {
+                return Err(format!(
+                    "{addr} is not a loopback address: serve it with --tls-cert and --tls-key, or pass --insecure-http to send tokens and data in clear"
+                ));
+            }
+        }
+    }
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let wire_auth = match args.wire_auth {
         WireAuthMode::Sigv4 => postbox_server::WireAuth::sigv4(),
         WireAuthMode::None => postbox_server::WireAuth::None,
@@ -269,12 +299,12 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     // One line on stdout that scripts can wait for and parse, written at
     // once; a reader that went away after reading it must not kill the server.
     let mut banner = format!(
-        "postbox listening on http://{addr} (data: {})\n",
+        "postbox listening on {scheme}://{addr} (data: {})\n",
         node.file.display()
     );
     match (&wire, &wire_apart) {
         (Some(_), Some((_, bound))) => {
-            banner.push_str(&format!("wire endpoints on http://{bound}\n"))
+            banner.push_str(&format!("wire endpoints on {scheme}://{bound}\n"))
         }
         (None, _) => banner.push_str("wire endpoints off\n"),
         _ => {}
@@ -312,6 +342,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
             wire_listener,
             shutdown_signal(),
             limits,
+            tls.clone(),
         ))
     });
     match (&wire, &wire_task) {
@@ -320,7 +351,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         }
         _ => tracing::info!(%addr, data = %node.file.display(), "serving the HTTP API"),
     }
-    postbox_server::serve_with(main_router, listener, shutdown_signal(), limits)
+    postbox_server::serve_with(main_router, listener, shutdown_signal(), limits, tls)
         .await
         .map_err(|e| format!("server failed: {e}"))?;
     if let Some(task) = wire_task {

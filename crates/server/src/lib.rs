@@ -230,18 +230,48 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_with(app, listener, shutdown, Limits::default()).await
+    serve_with(app, listener, shutdown, Limits::default(), None).await
 }
 
-/// Serves `app` on `listener` until `shutdown` resolves, within `limits`;
-/// then stops accepting and waits for the requests in flight.
+/// TLS for a listener: the server's certificate chain and private key.
+pub type Tls = tokio_rustls::TlsAcceptor;
+
+/// Reads a PEM certificate chain and private key (`--tls-cert`,
+/// `--tls-key`) into a [`Tls`] acceptor; the error names the file and what
+/// is wrong with it.
+pub fn load_tls(cert: &std::path::Path, key: &std::path::Path) -> Result<Tls, String> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("cannot read the certificate chain {}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{} holds no PEM certificate", cert.display()));
+    }
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("cannot read the private key {}: {e}", key.display()))?;
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| format!("TLS setup failed: {e}"))?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .map_err(|e| format!("the certificate and key do not make a TLS identity: {e}"))?;
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, within `limits`,
+/// over TLS when `tls` is given; then stops accepting and waits for the
+/// requests in flight.
 pub async fn serve_with(
     app: Router,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     limits: Limits,
+    tls: Option<Tls>,
 ) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::rt::TokioTimer;
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -249,6 +279,7 @@ pub async fn serve_with(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .keep_alive(true);
+    let builder = Arc::new(builder);
     tokio::pin!(shutdown);
     let mut refused: u64 = 0;
     loop {
@@ -276,11 +307,32 @@ pub async fn serve_with(
         // Answers go out at once: with Nagle's algorithm a response written
         // while an earlier segment waits for its (delayed) ACK sits up to 40 ms.
         let _ = stream.set_nodelay(true);
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let conn = builder.serve_connection(TokioIo::new(stream), service);
-        let conn = graceful.watch(conn);
+        let (app, builder, watcher, tls) = (
+            app.clone(),
+            builder.clone(),
+            graceful.watcher(),
+            tls.clone(),
+        );
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            let result = match tls {
+                None => serve_conn(&builder, watcher, stream, app).await,
+                Some(acceptor) => {
+                    // The handshake counts against the header timeout.
+                    match tokio::time::timeout(limits.header_timeout, acceptor.accept(stream)).await
+                    {
+                        Ok(Ok(tls_stream)) => serve_conn(&builder, watcher, tls_stream, app).await,
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            Ok(())
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            Ok(())
+                        }
+                    }
+                }
+            };
+            if let Err(e) = result {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
             drop(slot);
@@ -291,6 +343,21 @@ pub async fn serve_with(
     // is not waited for longer than this.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), graceful.shutdown()).await;
     Ok(())
+}
+
+/// Serves HTTP/1 on one connection, watched for graceful shutdown.
+async fn serve_conn<I>(
+    builder: &hyper::server::conn::http1::Builder,
+    watcher: hyper_util::server::graceful::Watcher,
+    io: I,
+    app: Router,
+) -> Result<(), hyper::Error>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(io), service);
+    watcher.watch(conn).await
 }
 
 /// Binds `addr`, returning the listener and the address actually bound.

@@ -23,6 +23,7 @@ async fn start(limits: Limits) -> (String, tokio::sync::oneshot::Sender<()>) {
             let _ = stopped.await;
         },
         limits,
+        None,
     ));
     (addr, stop)
 }
