@@ -111,6 +111,17 @@ impl<S: ItemStore> Tokens<S> {
     /// Creates a token for `tenant` (None: an admin token) held by
     /// `subject`, and returns it. It is shown this once; only its hash is kept.
     pub async fn create(&self, tenant: Option<&str>, subject: &str) -> Result<String, ApiError> {
+        self.create_expiring(tenant, subject, None).await
+    }
+
+    /// [`Tokens::create`], valid until `expires_at_ms` (ms since the epoch)
+    /// if given.
+    pub async fn create_expiring(
+        &self,
+        tenant: Option<&str>,
+        subject: &str,
+        expires_at_ms: Option<u64>,
+    ) -> Result<String, ApiError> {
         if let Some(t) = tenant {
             check_tenant(t)?;
         }
@@ -135,6 +146,10 @@ impl<S: ItemStore> Tokens<S> {
             AttributeValue::s(format!("TOKEN#{}", token_hash(&token))),
         );
         item.insert("subject".into(), AttributeValue::s(subject));
+        item.insert("id".into(), AttributeValue::s(token_id(&token)));
+        if let Some(at) = expires_at_ms {
+            item.insert("expires_at_ms".into(), AttributeValue::n(at as i64));
+        }
         match tenant {
             Some(t) => item.insert("tenant".into(), AttributeValue::s(t)),
             None => item.insert("admin".into(), AttributeValue::Bool(true)),
@@ -156,10 +171,20 @@ impl<S: ItemStore> Tokens<S> {
         Ok(token)
     }
 
-    /// The caller a presented token acts as, or None if it is not a token.
+    /// The caller a presented token acts as, or None if it is not a token
+    /// (or no longer one: revoked or expired).
     pub async fn authenticate(&self, token: &str) -> Result<Option<Caller>, StoreError> {
+        Ok(match self.check(token).await? {
+            Presented::Valid(c) => Some(c),
+            Presented::Unknown | Presented::Expired(_) => None,
+        })
+    }
+
+    /// What a presented token is now. Read from the store at every request,
+    /// so a revocation or an expiry takes effect at the next one.
+    pub async fn check(&self, token: &str) -> Result<Presented, StoreError> {
         if !token.starts_with("pbx_") || token.len() > 100 {
-            return Ok(None);
+            return Ok(Presented::Unknown);
         }
         let mut key = Item::new();
         key.insert(
@@ -175,17 +200,162 @@ impl<S: ItemStore> Tokens<S> {
                 ..Default::default()
             })
             .await?;
-        Ok(out.item.map(|item| {
-            let s = |name: &str| match item.get(name) {
-                Some(AttributeValue::S(v)) => Some(v.clone()),
-                _ => None,
-            };
-            Caller {
-                tenant: s("tenant"),
-                subject: s("subject").unwrap_or_default(),
-            }
+        let Some(item) = out.item else {
+            return Ok(Presented::Unknown);
+        };
+        let info = TokenInfo::of(&item);
+        if let Some(at) = info.expires_at_ms
+            && at <= postbox_engine::envelope::now_ms()
+        {
+            return Ok(Presented::Expired(
+                postbox_engine::envelope::format_timestamp(at),
+            ));
+        }
+        Ok(Presented::Valid(Caller {
+            tenant: info.tenant,
+            subject: info.subject,
         }))
     }
+
+    /// Every token's row (never the token itself).
+    pub async fn list(&self) -> Result<Vec<TokenInfo>, StoreError> {
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .store
+                .scan(postbox_store::api::ScanInput {
+                    table_name: self.table.clone(),
+                    exclusive_start_key: start.take(),
+                    ..Default::default()
+                })
+                .await?;
+            out.extend(page.items.unwrap_or_default().iter().map(TokenInfo::of));
+            match page.last_evaluated_key {
+                Some(k) => start = Some(k),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    /// The token whose id is `id` (its row's key and what is known of it).
+    async fn find(&self, id: &str) -> Result<Option<(Item, TokenInfo)>, StoreError> {
+        let mut start = None;
+        loop {
+            let page = self
+                .store
+                .scan(postbox_store::api::ScanInput {
+                    table_name: self.table.clone(),
+                    exclusive_start_key: start.take(),
+                    ..Default::default()
+                })
+                .await?;
+            for item in page.items.unwrap_or_default() {
+                let info = TokenInfo::of(&item);
+                if info.id == id {
+                    let key = Item::from([(
+                        "pk".to_owned(),
+                        item.get("pk").cloned().unwrap_or(AttributeValue::Null),
+                    )]);
+                    return Ok(Some((key, info)));
+                }
+            }
+            match page.last_evaluated_key {
+                Some(k) => start = Some(k),
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// Deletes token `id`; what it was, if it existed. The next request
+    /// with it is refused.
+    pub async fn revoke(&self, id: &str) -> Result<Option<TokenInfo>, StoreError> {
+        let Some((key, info)) = self.find(id).await? else {
+            return Ok(None);
+        };
+        match self
+            .store
+            .delete_item(postbox_store::api::DeleteItemInput {
+                table_name: self.table.clone(),
+                key,
+                condition_expression: Some("attribute_exists(pk)".into()),
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(_) => Ok(Some(info)),
+            // Revoked meanwhile by another request.
+            Err(StoreError::ConditionalCheckFailed { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A presented token, as [`Tokens::check`] finds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Presented {
+    /// A token that acts as this caller.
+    Valid(Caller),
+    /// Not a token Postbox issued, or one since revoked.
+    Unknown,
+    /// A token that expired at this time.
+    Expired(String),
+}
+
+/// What is kept of a token: everything but the token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenInfo {
+    /// The public id (`postbox token revoke ID`): the first 16 hex digits
+    /// of the token's SHA-256. Tokens issued before ids existed get it too.
+    pub id: String,
+    pub tenant: Option<String>,
+    pub subject: String,
+    pub created_at: Option<String>,
+    pub expires_at_ms: Option<u64>,
+}
+
+impl TokenInfo {
+    fn of(item: &Item) -> TokenInfo {
+        let s = |name: &str| match item.get(name) {
+            Some(AttributeValue::S(v)) => Some(v.clone()),
+            _ => None,
+        };
+        let id = s("id").unwrap_or_else(|| {
+            s("pk")
+                .and_then(|pk| {
+                    pk.strip_prefix("TOKEN#")
+                        .map(|h| h[..16.min(h.len())].to_owned())
+                })
+                .unwrap_or_default()
+        });
+        TokenInfo {
+            id,
+            tenant: s("tenant"),
+            subject: s("subject").unwrap_or_default(),
+            created_at: s("created_at"),
+            expires_at_ms: item
+                .get("expires_at_ms")
+                .and_then(AttributeValue::as_n)
+                .and_then(|n| u64::try_from(n.to_i64()?).ok()),
+        }
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "kind": "token",
+            "tenant": self.tenant,
+            "admin": self.tenant.is_none(),
+            "subject": self.subject,
+            "created_at": self.created_at,
+            "expires_at": self.expires_at_ms.map(postbox_engine::envelope::format_timestamp),
+        })
+    }
+}
+
+/// The public id of `token`: the first 16 hex digits of its SHA-256.
+pub fn token_id(token: &str) -> String {
+    token_hash(token)[..16].to_owned()
 }
 
 impl FromRequestParts<Api> for Caller {
@@ -208,11 +378,13 @@ impl FromRequestParts<Api> for Caller {
             .ok_or_else(|| {
                 ApiError::unauthorized("the Authorization header must be 'Bearer <token>'")
             })?;
-        api.inner
-            .tokens
-            .authenticate(token)
-            .await?
-            .ok_or_else(|| ApiError::unauthorized("the token is not valid"))
+        match api.inner.tokens.check(token).await? {
+            Presented::Valid(caller) => Ok(caller),
+            Presented::Unknown => Err(ApiError::unauthorized("the token is not valid")),
+            Presented::Expired(at) => {
+                Err(ApiError::unauthorized(format!("the token expired at {at}")))
+            }
+        }
     }
 }
 
@@ -226,6 +398,24 @@ pub(crate) struct CreateToken {
     /// An access key for the AWS wire protocols instead of an API token.
     #[serde(default)]
     aws: bool,
+    /// Seconds the token is valid for (1 to ten years; default: until revoked).
+    expires_in: Option<u64>,
+}
+
+/// Longest `expires_in`: ten years.
+const MAX_EXPIRES_IN: u64 = 10 * 365 * 86_400;
+
+fn expiry(expires_in: Option<u64>) -> Result<Option<u64>, ApiError> {
+    match expires_in {
+        None => Ok(None),
+        Some(s) if (1..=MAX_EXPIRES_IN).contains(&s) => {
+            Ok(Some(postbox_engine::envelope::now_ms() + s * 1000))
+        }
+        Some(_) => Err(ApiError::bad_request(
+            "invalid_request",
+            format!("expires_in must be 1 to {MAX_EXPIRES_IN} seconds"),
+        )),
+    }
 }
 
 /// `POST /v1/tokens` (admin): `{"tenant": "acme", "subject": "billing"}` or
@@ -254,7 +444,14 @@ pub(crate) async fn create_token(
         }
         (t, _) => t,
     };
+    let expires_at_ms = expiry(req.expires_in)?;
     if req.aws {
+        if req.expires_in.is_some() {
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                "access keys do not expire; revoke them with DELETE /v1/tokens/{id}",
+            ));
+        }
         if let Some(t) = tenant {
             return Err(ApiError::bad_request(
                 "invalid_request",
@@ -280,12 +477,118 @@ pub(crate) async fn create_token(
         Some(t) => format!("token:{t}"),
         None => "admin".into(),
     });
-    let token = api.inner.tokens.create(tenant, &subject).await?;
+    let token = api
+        .inner
+        .tokens
+        .create_expiring(tenant, &subject, expires_at_ms)
+        .await?;
     Ok((
         StatusCode::CREATED,
-        Json(
-            json!({"token": token, "tenant": tenant, "subject": subject, "admin": tenant.is_none()}),
-        ),
+        Json(json!({
+            "token": token,
+            "id": token_id(&token),
+            "tenant": tenant,
+            "subject": subject,
+            "admin": tenant.is_none(),
+            "expires_at": expires_at_ms.map(postbox_engine::envelope::format_timestamp),
+        })),
+    ))
+}
+
+/// `GET /v1/tokens` (admin): every API token and wire access key, by id,
+/// without secrets.
+pub(crate) async fn list_tokens(
+    State(api): State<Api>,
+    caller: Caller,
+) -> Result<Json<Value>, ApiError> {
+    caller.require_admin()?;
+    let mut out: Vec<Value> = api
+        .inner
+        .tokens
+        .list()
+        .await?
+        .iter()
+        .map(TokenInfo::json)
+        .collect();
+    for key in postbox_server::list_access_keys(api.inner.store.as_ref()).await? {
+        out.push(json!({
+            "id": key.id,
+            "kind": "access_key",
+            "tenant": null,
+            "admin": key.admin,
+            "created_at": key.created_at,
+            "expires_at": null,
+        }));
+    }
+    Ok(Json(json!({"tokens": out})))
+}
+
+/// `DELETE /v1/tokens/{id}` (admin): revokes an API token or a wire access
+/// key; the next request with it is refused.
+pub(crate) async fn revoke_token(
+    State(api): State<Api>,
+    caller: Caller,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require_admin()?;
+    if id.starts_with("AKIA") {
+        if postbox_server::revoke_access_key(api.inner.store.as_ref(), &id).await? {
+            return Ok(Json(json!({"revoked": id, "kind": "access_key"})));
+        }
+    } else if let Some(info) = api.inner.tokens.revoke(&id).await? {
+        tracing::info!(id = %info.id, tenant = ?info.tenant, "token revoked");
+        return Ok(Json(json!({"revoked": id, "kind": "token"})));
+    }
+    Err(ApiError::not_found(format!(
+        "no token or access key {id:?}"
+    )))
+}
+
+/// `POST /v1/tokens/{id}/rotate` (admin): a new API token for the same
+/// tenant and subject (and, with `{"expires_in": N}`, a new expiry; else the
+/// old one's), shown once; the old token is revoked.
+pub(crate) async fn rotate_token(
+    State(api): State<Api>,
+    caller: Caller,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    caller.require_admin()?;
+    #[derive(Deserialize, Default)]
+    #[serde(deny_unknown_fields)]
+    struct Rotate {
+        expires_in: Option<u64>,
+    }
+    let req: Rotate = if body.is_empty() {
+        Rotate::default()
+    } else {
+        crate::events::parse_json(&body)?
+    };
+    let expires_at_ms = expiry(req.expires_in)?;
+    let Some((_, old)) = api.inner.tokens.find(&id).await? else {
+        return Err(ApiError::not_found(format!(
+            "no token {id:?} (access keys are rotated by creating a new one and revoking the old)"
+        )));
+    };
+    let expires_at_ms = expires_at_ms.or(old.expires_at_ms);
+    let token = api
+        .inner
+        .tokens
+        .create_expiring(old.tenant.as_deref(), &old.subject, expires_at_ms)
+        .await?;
+    api.inner.tokens.revoke(&id).await?;
+    tracing::info!(old = %id, new = %token_id(&token), "token rotated");
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({
+            "token": token,
+            "id": token_id(&token),
+            "replaces": id,
+            "tenant": old.tenant,
+            "subject": old.subject,
+            "admin": old.tenant.is_none(),
+            "expires_at": expires_at_ms.map(postbox_engine::envelope::format_timestamp),
+        })),
     ))
 }
 

@@ -28,7 +28,7 @@ pub mod webhook;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::{any, get, post};
+use axum::routing::{any, delete, get, post};
 use postbox_engine::Engine;
 use postbox_queue::Queues;
 use postbox_store::embedded::EmbeddedStore;
@@ -53,6 +53,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/reconciliation"),
     ("get", "/v1/metrics"),
     ("post", "/v1/tokens"),
+    ("get", "/v1/tokens"),
+    ("delete", "/v1/tokens/{id}"),
+    ("post", "/v1/tokens/{id}/rotate"),
 ];
 
 /// Names and limits the API works with.
@@ -203,7 +206,12 @@ impl Api {
             .route("/v1/catalog", get(ops::catalog))
             .route("/v1/reconciliation", get(ops::reconciliation))
             .route("/v1/metrics", get(ops::metrics))
-            .route("/v1/tokens", post(auth::create_token))
+            .route(
+                "/v1/tokens",
+                post(auth::create_token).get(auth::list_tokens),
+            )
+            .route("/v1/tokens/{id}", delete(auth::revoke_token))
+            .route("/v1/tokens/{id}/rotate", post(auth::rotate_token))
             .route("/v1/{*rest}", any(error::not_found))
             .layer(axum::middleware::from_fn_with_state(
                 self.clone(),

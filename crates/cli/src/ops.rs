@@ -153,6 +153,46 @@ enum TokenCommand {
     /// Create an API token (shown once; only its hash is stored), or with
     /// --aws an access key for the wire protocols (shown once).
     Create(CreateTokenArgs),
+    /// List API tokens and wire access keys by id (never their secrets).
+    List(ListTokensArgs),
+    /// Revoke an API token or access key by id; the next request with it
+    /// is refused.
+    Revoke(TokenIdArgs),
+    /// Replace an API token: a new one for the same tenant and subject
+    /// (shown once), and the old one revoked.
+    Rotate(RotateTokenArgs),
+}
+
+#[derive(clap::Args)]
+struct ListTokensArgs {
+    #[command(flatten)]
+    remote: Remote,
+}
+
+#[derive(clap::Args)]
+struct TokenIdArgs {
+    #[command(flatten)]
+    remote: Remote,
+    /// The id `postbox token list` shows (or an access key id, AKIA...).
+    id: String,
+}
+
+#[derive(clap::Args)]
+struct RotateTokenArgs {
+    #[command(flatten)]
+    remote: Remote,
+    /// The id `postbox token list` shows.
+    id: String,
+    /// A new validity (30s, 10m, 12h, 90d); default: the old token's expiry.
+    #[arg(long, value_parser = parse_validity)]
+    expires_in: Option<u64>,
+}
+
+/// `--expires-in`: a number with a unit (s, m, h, d), in seconds.
+fn parse_validity(text: &str) -> Result<u64, String> {
+    crate::verifier::parse_every(text)?
+        .map(|d| d.as_secs())
+        .ok_or_else(|| "a token's validity cannot be `off`; leave --expires-in out".to_owned())
 }
 
 #[derive(clap::Args)]
@@ -173,6 +213,9 @@ struct CreateTokenArgs {
     /// now: tenant-scoped wire keys are not supported yet.
     #[arg(long)]
     aws: bool,
+    /// How long the token is valid (30s, 10m, 12h, 90d); default: until revoked.
+    #[arg(long, value_parser = parse_validity, conflicts_with = "aws")]
+    expires_in: Option<u64>,
 }
 
 fn print_json(v: &Value) {
@@ -553,9 +596,50 @@ pub async fn redrive(args: RedriveArgs) -> Result<(), Failure> {
 }
 
 pub async fn token(args: TokenArgs) -> Result<(), Failure> {
-    let TokenCommand::Create(a) = args.command;
+    let a = match args.command {
+        TokenCommand::Create(a) => a,
+        TokenCommand::List(l) => return list_tokens(l).await,
+        TokenCommand::Revoke(r) => {
+            let api = Api::new(&r.remote)?;
+            let out = api
+                .call("DELETE", &format!("/v1/tokens/{}", r.id), &[], None)
+                .await?;
+            if r.remote.json {
+                print_json(&out);
+            } else {
+                println!("revoked {}", r.id);
+            }
+            return Ok(());
+        }
+        TokenCommand::Rotate(r) => {
+            let api = Api::new(&r.remote)?;
+            let body = r.expires_in.map(|s| json!({"expires_in": s}));
+            let out = api
+                .call(
+                    "POST",
+                    &format!("/v1/tokens/{}/rotate", r.id),
+                    &[],
+                    body.as_ref(),
+                )
+                .await?;
+            if r.remote.json {
+                print_json(&out);
+            } else {
+                println!("{}", out["token"].as_str().unwrap_or(""));
+                eprintln!(
+                    "token {} replaced by {} (shown only this once); the old one is revoked",
+                    r.id,
+                    out["id"].as_str().unwrap_or("")
+                );
+            }
+            return Ok(());
+        }
+    };
     let api = Api::new(&a.remote)?;
     let mut body = json!({});
+    if let Some(s) = a.expires_in {
+        body["expires_in"] = json!(s);
+    }
     match &a.tenant {
         Some(t) => body["tenant"] = json!(t),
         None => body["admin"] = json!(true),
@@ -603,6 +687,37 @@ pub async fn token(args: TokenArgs) -> Result<(), Failure> {
             "created a {} token for {}; it is shown only this once",
             if a.admin { "admin" } else { "tenant" },
             a.tenant.as_deref().unwrap_or("operators")
+        );
+    }
+    Ok(())
+}
+
+async fn list_tokens(l: ListTokensArgs) -> Result<(), Failure> {
+    let api = Api::new(&l.remote)?;
+    let out = api.call("GET", "/v1/tokens", &[], None).await?;
+    if l.remote.json {
+        print_json(&out);
+        return Ok(());
+    }
+    let text = |v: &Value| v.as_str().unwrap_or("-").to_owned();
+    println!(
+        "{:<20} {:<10} {:<20} {:<24} {:<24} expires",
+        "id", "kind", "tenant", "subject", "created"
+    );
+    for t in out["tokens"].as_array().into_iter().flatten() {
+        let tenant = if t["admin"] == true {
+            "(admin)".to_owned()
+        } else {
+            text(&t["tenant"])
+        };
+        println!(
+            "{:<20} {:<10} {:<20} {:<24} {:<24} {}",
+            text(&t["id"]),
+            text(&t["kind"]),
+            tenant,
+            text(&t["subject"]),
+            text(&t["created_at"]),
+            text(&t["expires_at"])
         );
     }
     Ok(())

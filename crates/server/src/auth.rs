@@ -634,6 +634,75 @@ pub async fn create_access_key<S: ItemStore>(
     Ok(AccessKey { id, secret })
 }
 
+/// A stored access key, without its secret: what `postbox token list`
+/// shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccessKeyInfo {
+    pub id: String,
+    pub admin: bool,
+    pub created_at: Option<String>,
+}
+
+/// Every stored access key.
+pub async fn list_access_keys<S: ItemStore>(store: &S) -> Result<Vec<AccessKeyInfo>, StoreError> {
+    let mut out = Vec::new();
+    let mut start = None;
+    loop {
+        let page = match store
+            .scan(postbox_store::api::ScanInput {
+                table_name: ACCESS_KEYS_TABLE.to_owned(),
+                exclusive_start_key: start.take(),
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(p) => p,
+            Err(StoreError::ResourceNotFound(_)) => return Ok(out),
+            Err(e) => return Err(e),
+        };
+        for item in page.items.unwrap_or_default() {
+            let Some(id) = item.get("key_id").and_then(|v| v.as_s()) else {
+                continue;
+            };
+            out.push(AccessKeyInfo {
+                id: id.to_owned(),
+                admin: matches!(item.get("admin"), Some(AttributeValue::Bool(true))),
+                created_at: item
+                    .get("created_at")
+                    .and_then(|v| v.as_s())
+                    .map(str::to_owned),
+            });
+        }
+        match page.last_evaluated_key {
+            Some(k) => start = Some(k),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// Deletes access key `id`; whether it existed. The next request signed
+/// with it is refused (UnrecognizedClientException): every request looks
+/// its key up afresh.
+pub async fn revoke_access_key<S: ItemStore>(store: &S, id: &str) -> Result<bool, StoreError> {
+    let mut key = postbox_item::Item::new();
+    key.insert("key_id".to_owned(), AttributeValue::s(id));
+    match store
+        .delete_item(postbox_store::api::DeleteItemInput {
+            table_name: ACCESS_KEYS_TABLE.to_owned(),
+            key,
+            condition_expression: Some("attribute_exists(key_id)".to_owned()),
+            ..Default::default()
+        })
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(StoreError::ConditionalCheckFailed { .. }) | Err(StoreError::ResourceNotFound(_)) => {
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Whether `id` names a stored access key.
 pub async fn access_key_exists<S: ItemStore>(store: &S, id: &str) -> Result<bool, StoreError> {
     Ok(lookup(store, id).await?.is_some())

@@ -37,7 +37,9 @@ use axum::routing::post;
 use postbox_queue::{Queues, ShiftedClock};
 use postbox_store::{ChangeStreams, ItemStore};
 
-pub use auth::{AccessKey, WireAuth, create_access_key};
+pub use auth::{
+    AccessKey, AccessKeyInfo, WireAuth, create_access_key, list_access_keys, revoke_access_key,
+};
 pub use wire::WireError;
 
 /// Largest request body accepted: a 100-action transaction may carry 4 MB of
