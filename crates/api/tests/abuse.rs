@@ -148,3 +148,24 @@ async fn a_token_holds_at_most_eight_log_streams() {
     let (_, head) = open(env.globex.clone()).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
 }
+
+#[tokio::test]
+async fn a_10_mb_body_and_10000_deep_nesting_are_refused_and_the_server_goes_on() {
+    let env = env().await;
+    let big = format!(
+        r#"{{"type":"ORDER_PLACED","payload":{{"order_id":"{}"}}}}"#,
+        "x".repeat(10 << 20)
+    );
+    let a = emit(&env, &env.acme, &[], big).await;
+    assert_eq!((a.status, a.code()), (413, "body_too_large".into()));
+    let deep = format!(
+        r#"{{"type":"ORDER_PLACED","payload":{{"order_id":"1","n":{}1{}}}}}"#,
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    let a = emit(&env, &env.acme, &[], deep).await;
+    assert_eq!(a.status, 400, "{}", a.text.chars().take(300).collect::<String>());
+    let a = emit(&env, &env.acme, &[], order_emit("after", "acme")).await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    assert_eq!(log_of(&env, &env.acme).await.len(), 1);
+}
