@@ -145,6 +145,7 @@ pub(crate) async fn emit(
     body: Body,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let tenant = caller.tenant()?.to_owned();
+    take_emit_budget(&api, &tenant)?;
     let body = read_body(&api, body).await?;
     let idempotency_key = header(&headers, "idempotency-key")?;
     if let Some(k) = &idempotency_key
@@ -244,6 +245,31 @@ pub(crate) async fn emit(
         }
         Err(e) => Err(emit_error(e)),
     }
+}
+
+/// Takes one emit from `tenant`'s budget (a token bucket of the catalog's
+/// `[limits]`), or 429 with the seconds until one is there.
+fn take_emit_budget(api: &Api, tenant: &str) -> Result<(), ApiError> {
+    let Some((rate, burst)) = api.inner.engine.catalog().limits.tenant_emits() else {
+        return Ok(());
+    };
+    let now = std::time::Instant::now();
+    let mut buckets = api.inner.emit_buckets.lock().expect("emit buckets");
+    let (tokens, last) = buckets.entry(tenant.to_owned()).or_insert((burst, now));
+    *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * rate).min(burst);
+    *last = now;
+    if *tokens >= 1.0 {
+        *tokens -= 1.0;
+        return Ok(());
+    }
+    let wait = ((1.0 - *tokens) / rate).ceil().max(1.0) as u64;
+    Err(ApiError::too_many(
+        "rate_limited",
+        format!(
+            "tenant {tenant:?} may emit {rate} events per second (burst {burst}); retry in {wait} s"
+        ),
+        wait,
+    ))
 }
 
 /// The row of an idempotency key: the request's body hash, the seq of its

@@ -140,6 +140,9 @@ pub(crate) struct Inner {
     pub(crate) config: ApiConfig,
     pub(crate) sources: Sources,
     pub(crate) requests: ops::RequestCounters,
+    /// Each tenant's emit budget, when the catalog limits emits.
+    pub(crate) emit_buckets:
+        std::sync::Mutex<std::collections::HashMap<String, (f64, std::time::Instant)>>,
     /// Open log streams (`/v1/events/stream`) by caller.
     pub(crate) streams:
         std::sync::Mutex<std::collections::HashMap<(Option<String>, String), usize>>,
@@ -172,6 +175,7 @@ impl Api {
                 sources,
                 requests: ops::RequestCounters::default(),
                 streams: Default::default(),
+                emit_buckets: Default::default(),
             }),
         })
     }

@@ -164,8 +164,48 @@ async fn a_10_mb_body_and_10000_deep_nesting_are_refused_and_the_server_goes_on(
         "]".repeat(10_000)
     );
     let a = emit(&env, &env.acme, &[], deep).await;
-    assert_eq!(a.status, 400, "{}", a.text.chars().take(300).collect::<String>());
+    assert_eq!(
+        a.status,
+        400,
+        "{}",
+        a.text.chars().take(300).collect::<String>()
+    );
     let a = emit(&env, &env.acme, &[], order_emit("after", "acme")).await;
     assert_eq!(a.status, 201, "{}", a.text);
     assert_eq!(log_of(&env, &env.acme).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_tenant_over_its_emit_rate_gets_429_with_retry_after() {
+    let catalog = format!(
+        "{}\n[limits]\ntenant_emits_per_second = 1\ntenant_emit_burst = 2\n",
+        common::CATALOG
+    );
+    let env = common::env_with(&catalog).await;
+    for i in 0..2 {
+        let a = emit(&env, &env.acme, &[], order_emit(&format!("r{i}"), "acme")).await;
+        assert_eq!(a.status, 201, "{}", a.text);
+    }
+    let a = emit(&env, &env.acme, &[], order_emit("r2", "acme")).await;
+    assert_eq!(
+        (a.status, a.code()),
+        (429, "rate_limited".into()),
+        "{}",
+        a.text
+    );
+    assert_eq!(
+        a.headers.get("retry-after").and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+    // Another tenant has its own budget.
+    let a = emit(&env, &env.globex, &[], order_emit("g0", "globex")).await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let a = emit(&env, &env.acme, &[], order_emit("r3", "acme")).await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    assert_eq!(
+        log_of(&env, &env.acme).await.len(),
+        3,
+        "the refused emit wrote nothing"
+    );
 }

@@ -179,6 +179,34 @@ pub struct Catalog {
     /// Subscriptions.
     #[serde(default)]
     pub subscriptions: Vec<Subscription>,
+    /// Limits on what one tenant may do.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// Limits on what one tenant may do (`[limits]`); the HTTP API answers
+/// 429 with Retry-After past them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Emits per second one tenant may make, sustained (none: no limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_emits_per_second: Option<f64>,
+    /// Emits one tenant may make at once on top of the rate (default: one
+    /// second's worth, at least 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_emit_burst: Option<u32>,
+}
+
+impl Limits {
+    /// The sustained rate and the burst, if emits are limited.
+    pub fn tenant_emits(&self) -> Option<(f64, f64)> {
+        let rate = self.tenant_emits_per_second?;
+        let burst = self
+            .tenant_emit_burst
+            .map_or(rate.ceil().max(1.0), f64::from);
+        Some((rate, burst))
+    }
 }
 
 impl Catalog {
@@ -188,6 +216,30 @@ impl Catalog {
             path: origin.to_owned(),
             message: e.to_string(),
         })?;
+        if let Some(rate) = catalog.limits.tenant_emits_per_second
+            && !(rate.is_finite() && rate > 0.0)
+        {
+            return Err(CatalogError::Invalid {
+                path: origin.to_owned(),
+                message: format!(
+                    "limits.tenant_emits_per_second must be a number above 0, not {rate}"
+                ),
+            });
+        }
+        if catalog.limits.tenant_emit_burst == Some(0) {
+            return Err(CatalogError::Invalid {
+                path: origin.to_owned(),
+                message: "limits.tenant_emit_burst must be at least 1".to_owned(),
+            });
+        }
+        if catalog.limits.tenant_emit_burst.is_some()
+            && catalog.limits.tenant_emits_per_second.is_none()
+        {
+            return Err(CatalogError::Invalid {
+                path: origin.to_owned(),
+                message: "limits.tenant_emit_burst needs limits.tenant_emits_per_second".to_owned(),
+            });
+        }
         for t in &catalog.event_types {
             if let Some(s) = &t.schema {
                 Schema::new(s.clone()).map_err(|m| CatalogError::Invalid {

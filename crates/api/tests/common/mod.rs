@@ -44,6 +44,11 @@ pub struct Env {
 }
 
 pub async fn env() -> Env {
+    env_with(CATALOG).await
+}
+
+/// [`env`] with another catalog (it must keep ORDER_PLACED and `audit::log`).
+pub async fn env_with(catalog: &str) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let store = EmbeddedStore::open(dir.path().join("p.redb"), EmbeddedOptions::default()).unwrap();
     let queues = Queues::open(store.clone(), QueuesOptions::default())
@@ -59,7 +64,7 @@ pub async fn env() -> Env {
         .create_queue("postbox-events.fifo", fifo)
         .await
         .unwrap();
-    let catalog = Catalog::from_toml(CATALOG, "test").unwrap();
+    let catalog = Catalog::from_toml(catalog, "test").unwrap();
     let engine = Engine::builder(Arc::new(store.clone()), catalog)
         .local("audit::log", |_e| async move { Ok(()) })
         .build()
