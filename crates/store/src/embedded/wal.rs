@@ -75,7 +75,7 @@ use crate::StoreError;
 use super::deferred::SyncState;
 use super::logged::{self, corrupt};
 use super::storage_err;
-use super::tables::{STORE_ID, SYSTEM, WAL_APPLIED};
+use super::tables::{CLEAN_CLOSE, STORE_ID, SYSTEM, WAL_APPLIED};
 
 /// Log bytes after which the next batch is committed durably by redb.
 ///
@@ -108,10 +108,18 @@ const MAGIC: u32 = 0x5042_4c47; // "PBLG"
 /// exactly where an old one starts). Logs of version 1 (no epoch) and logs
 /// written before the header existed (starting with a record) are still
 /// read, once, at the open that replays them.
+///
+/// Version 3 adds the length the file is allocated to (written with zeros
+/// and synced): the grow thread rewrites it after each step is durable, so
+/// a file found shorter than its header says was cut, and recovery refuses
+/// it rather than lose the records that were there.
 const FILE_MAGIC: u32 = 0x5042_4c48; // "PBLH"
-const FILE_VERSION: u32 = 2;
-const FILE_HEADER: u64 = 24;
+const FILE_VERSION: u32 = 3;
+const FILE_HEADER: u64 = 32;
 const FILE_HEADER_V1: usize = 16;
+const FILE_HEADER_V2: usize = 24;
+/// Where a version-3 header holds the allocated length.
+const ALLOCATED_AT: u64 = 24;
 /// magic, payload length, LSN, CRC-32 of (the epoch, length, LSN, payload).
 const HEADER: usize = 4 + 4 + 8 + 4;
 
@@ -186,7 +194,11 @@ impl Region {
                     .map_err(|e| log_err(path, e))?;
             }
         }
-        file.write_all_at(&file_header(store_id, epoch), 0)
+        // The length the file had is durable (a grow step syncs it before
+        // the header claims it); a new file is as long as its header.
+        let had = file.metadata().map_err(|e| log_err(path, e))?.len();
+        let claimed = had.max(FILE_HEADER);
+        file.write_all_at(&file_header(store_id, epoch, claimed), 0)
             .and_then(|()| file.sync_all())
             .map_err(|e| log_err(path, e))?;
         let allocated = file.metadata().map_err(|e| log_err(path, e))?.len();
@@ -207,12 +219,15 @@ impl Region {
 }
 
 /// What recovery found and did, for the log line and the tests.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Recovered {
     /// Records replayed into the store file.
     pub records: u64,
     /// The LSN the store file holds changes through, after recovery.
     pub applied: u64,
+    /// What a damaged log lost (file, offsets, LSNs), when recovery was
+    /// told to go on without it (`recover_truncated`): empty otherwise.
+    pub lost: Vec<String>,
 }
 
 /// The LSN whose changes `db` holds (0 when it never had a log).
@@ -252,19 +267,48 @@ fn random_u64(what: &str) -> Result<u64, StoreError> {
     Ok(u64::from_le_bytes(bytes))
 }
 
+/// Whether the store's last close left every record of its log in the
+/// file (None: the store never recorded it, as before the flag existed).
+fn clean_close(db: &Database) -> Result<Option<bool>, StoreError> {
+    Ok(system_value(db, CLEAN_CLOSE)?.map(|v| v != 0))
+}
+
+/// Records in `txn` whether the store file holds every record of the log
+/// (a clean close) or the log is in use.
+pub(crate) fn mark_clean(txn: &redb::WriteTransaction, clean: bool) -> Result<(), StoreError> {
+    txn.open_table(SYSTEM)
+        .map_err(storage_err)?
+        .insert(CLEAN_CLOSE, u64::from(clean))
+        .map_err(storage_err)?;
+    Ok(())
+}
+
+/// Records durably, if the flag says otherwise, that the store file holds
+/// every record of the log: a store opened without a log, after its
+/// recovery, before the log's files are removed.
+pub(crate) fn closed_without_log(db: &Database) -> Result<(), StoreError> {
+    if clean_close(db)? == Some(false) {
+        let txn = db.begin_write().map_err(storage_err)?;
+        mark_clean(&txn, true)?;
+        txn.commit().map_err(storage_err)?;
+    }
+    Ok(())
+}
+
 /// The store file's identity, if it has one yet.
 fn store_id_if_any(db: &Database) -> Result<Option<u64>, StoreError> {
     system_value(db, STORE_ID)
 }
 
 /// The log's header for the store file `store_id`, written at an open
-/// whose records carry `epoch`.
-fn file_header(store_id: u64, epoch: u64) -> [u8; FILE_HEADER as usize] {
+/// whose records carry `epoch`, for a file allocated through `allocated`.
+fn file_header(store_id: u64, epoch: u64, allocated: u64) -> [u8; FILE_HEADER as usize] {
     let mut header = [0u8; FILE_HEADER as usize];
     header[0..4].copy_from_slice(&FILE_MAGIC.to_le_bytes());
     header[4..8].copy_from_slice(&FILE_VERSION.to_le_bytes());
     header[8..16].copy_from_slice(&store_id.to_le_bytes());
     header[16..24].copy_from_slice(&epoch.to_le_bytes());
+    header[24..32].copy_from_slice(&allocated.to_le_bytes());
     header
 }
 
@@ -274,6 +318,9 @@ struct LogHeader {
     store_id: u64,
     /// The epoch its records' checksums cover (none in version 1).
     epoch: Option<u64>,
+    /// How long the file was allocated (from version 3): it is never
+    /// shorter unless it was cut.
+    allocated: Option<u64>,
     /// Where its records start.
     len: usize,
 }
@@ -289,11 +336,19 @@ fn header_of(bytes: &[u8]) -> Option<LogHeader> {
         1 => Some(LogHeader {
             store_id: u64_at(8)?,
             epoch: None,
+            allocated: None,
             len: FILE_HEADER_V1,
+        }),
+        2 => Some(LogHeader {
+            store_id: u64_at(8)?,
+            epoch: Some(u64_at(16)?),
+            allocated: None,
+            len: FILE_HEADER_V2,
         }),
         FILE_VERSION => Some(LogHeader {
             store_id: u64_at(8)?,
             epoch: Some(u64_at(16)?),
+            allocated: Some(u64_at(ALLOCATED_AT as usize)?),
             len: FILE_HEADER as usize,
         }),
         _ => None,
@@ -301,6 +356,7 @@ fn header_of(bytes: &[u8]) -> Option<LogHeader> {
 }
 
 /// A region's records: after its header, read with its epoch.
+#[cfg(test)]
 fn region_records(bytes: &[u8]) -> Vec<(u64, &[u8])> {
     match header_of(bytes) {
         Some(h) => read_records(&bytes[h.len..], h.epoch),
@@ -323,67 +379,251 @@ pub(crate) fn mark_applied(txn: &redb::WriteTransaction, lsn: u64) -> Result<(),
 /// refused: its records are changes to that file, not this one (a file
 /// restored from a backup next to a newer log, or a log copied from
 /// elsewhere).
-pub(crate) fn recover(db: &Database, path: &Path) -> Result<Recovered, StoreError> {
+///
+/// So is a log whose damage may have lost records, since the file would
+/// open without acknowledged writes: a region shorter than its header says
+/// it was allocated (cut), a damaged record with a whole later one of the
+/// same open after it, records that do not continue the file's LSN or leave
+/// a hole between the regions, and (when the store's last close was not
+/// clean) a region that is missing or has lost its header. A torn last
+/// record is not damage: a crash leaves one, and it was never answered.
+/// With `recover_truncated` the damage is reported ([`Recovered::lost`])
+/// and the consecutive records from the file's LSN on are replayed.
+pub(crate) fn recover(
+    db: &Database,
+    path: &Path,
+    recover_truncated: bool,
+) -> Result<Recovered, StoreError> {
     let applied = applied_lsn(db)?;
-    let regions = region_paths(path)
-        .map(|p| read_region(db, &p))
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()?;
+    // Whether the log may hold records the file lacks: the store kept a
+    // log and its last close did not leave everything in the file.
+    let unclean =
+        clean_close(db)? == Some(false) && (applied > 0 || store_id_if_any(db)?.is_some());
+    let paths = region_paths(path);
+    let files = [read_region(db, &paths[0])?, read_region(db, &paths[1])?];
+    let mut lost = Vec::new();
+    let mut todo: Vec<Record<'_>> = Vec::new();
+    for (region, (p, bytes)) in paths.iter().zip(&files).enumerate() {
+        let Some(bytes) = bytes else {
+            if unclean {
+                lost.push(format!(
+                    "{} is missing and the store was not closed cleanly: \
+                     every record it held after record {applied} is lost",
+                    p.display()
+                ));
+            }
+            continue;
+        };
+        let scan = scan_region(p, bytes, region, applied, unclean);
+        lost.extend(scan.lost);
+        todo.extend(scan.records.into_iter().filter(|r| r.lsn > applied));
+    }
     // Each region holds one run of consecutive records; the runs after the
     // file's LSN continue each other.
-    let mut todo: Vec<(u64, &[u8])> = Vec::new();
-    for bytes in &regions {
-        let records = region_records(bytes);
-        todo.extend(records.into_iter().filter(|(lsn, _)| *lsn > applied));
+    todo.sort_by_key(|r| r.lsn);
+    let run = todo
+        .iter()
+        .zip(applied + 1..)
+        .take_while(|(r, want)| r.lsn == *want)
+        .count();
+    if let Some(first) = todo.first()
+        && run == 0
+    {
+        lost.push(format!(
+            "{} starts at record {} ({} byte {}), but the store file holds changes only through \
+             record {applied}: records {} through {} are lost",
+            path.display(),
+            first.lsn,
+            paths[first.region].display(),
+            first.at,
+            applied + 1,
+            first.lsn - 1,
+        ));
+    } else if let Some(next) = todo.get(run) {
+        let before = &todo[run - 1];
+        lost.push(format!(
+            "{} has no record {} between records {} and {} (record {} is in {} at byte {}, \
+             record {} in {} at byte {}): the {} records from record {} through {} cannot be \
+             replayed",
+            path.display(),
+            before.lsn + 1,
+            before.lsn,
+            next.lsn,
+            before.lsn,
+            paths[before.region].display(),
+            before.at,
+            next.lsn,
+            paths[next.region].display(),
+            next.at,
+            todo.len() - run,
+            next.lsn,
+            todo.last().map_or(next.lsn, |r| r.lsn),
+        ));
     }
-    todo.sort_by_key(|(lsn, _)| *lsn);
-    let Some(&(first, _)) = todo.first() else {
+    if !lost.is_empty() && !recover_truncated {
+        return Err(corrupt(format!(
+            "{}. Nothing was replayed; to open the store with the records before the damage \
+             (and lose the rest), open it with recover_truncated \
+             (`postbox serve --recover-truncated`)",
+            lost.join("; ")
+        )));
+    }
+    todo.truncate(run);
+    if todo.is_empty() {
         return Ok(Recovered {
             records: 0,
             applied,
+            lost,
         });
-    };
-    if first != applied + 1 {
-        return Err(corrupt(format!(
-            "{} starts at record {first}, but the store file holds changes only through record {applied}",
-            path.display()
-        )));
-    }
-    if let Some(w) = todo.windows(2).find(|w| w[1].0 != w[0].0 + 1) {
-        return Err(corrupt(format!(
-            "{} has no record {} between records {} and {}",
-            path.display(),
-            w[0].0 + 1,
-            w[0].0,
-            w[1].0
-        )));
     }
     let mut txn = db.begin_write().map_err(storage_err)?;
     txn.set_durability(redb::Durability::Immediate)
         .map_err(storage_err)?;
     let mut last = applied;
-    for (lsn, payload) in &todo {
-        let ops = logged::decode(payload)?;
+    for r in &todo {
+        let ops = logged::decode(r.payload)?;
         logged::replay(&txn, &ops)?;
-        last = *lsn;
+        last = r.lsn;
     }
     mark_applied(&txn, last)?;
     txn.commit().map_err(storage_err)?;
     Ok(Recovered {
         records: todo.len() as u64,
         applied: last,
+        lost,
     })
 }
 
-/// The bytes of one region of the log (empty if the file does not exist),
+/// A whole record recovery found.
+struct Record<'a> {
+    lsn: u64,
+    payload: &'a [u8],
+    /// The region it is in, and its offset there.
+    region: usize,
+    at: usize,
+}
+
+/// What recovery read in one region.
+struct Scan<'a> {
+    /// Its run of consecutive records.
+    records: Vec<Record<'a>>,
+    /// What its damage lost, if it is damaged.
+    lost: Vec<String>,
+}
+
+/// Reads region number `region` (the bytes of the file at `path`): its run
+/// of records, and the damage that may have lost others (see [`recover`]).
+/// `applied` is the file's LSN; `unclean` says the store's last close was
+/// not clean.
+fn scan_region<'a>(
+    path: &Path,
+    bytes: &'a [u8],
+    region: usize,
+    applied: u64,
+    unclean: bool,
+) -> Scan<'a> {
+    let mut lost = Vec::new();
+    let header = header_of(bytes);
+    if header.is_none() && !bytes.starts_with(&MAGIC.to_le_bytes()) && unclean {
+        // Neither a header nor a log older than headers: cut to (or
+        // within) its header, or written over.
+        lost.push(format!(
+            "{} has no log header ({} bytes) and the store was not closed cleanly: \
+             every record it held after record {applied} is lost",
+            path.display(),
+            bytes.len()
+        ));
+        return Scan {
+            records: Vec::new(),
+            lost,
+        };
+    }
+    let start = header.map_or(0, |h| h.len);
+    let epoch = header.and_then(|h| h.epoch);
+    let mut records = Vec::new();
+    let mut at = start;
+    for (lsn, payload) in read_records(&bytes[start..], epoch) {
+        records.push(Record {
+            lsn,
+            payload,
+            region,
+            at,
+        });
+        at += HEADER + payload.len();
+    }
+    let end = at;
+    let last = records.last().map(|r| r.lsn);
+    let read = match last {
+        Some(lsn) => format!("its records end with record {lsn} at byte {end}"),
+        None => format!("it holds no whole record after its header (byte {end})"),
+    };
+    if let Some(allocated) = header.and_then(|h| h.allocated)
+        && (bytes.len() as u64) < allocated
+    {
+        lost.push(format!(
+            "{} was cut: it is {} bytes long but was allocated {allocated}; {read}, and every \
+             record after byte {end} is lost",
+            path.display(),
+            bytes.len(),
+        ));
+    }
+    // Beyond a torn last record there is nothing of this open's with a
+    // higher number: records an earlier round of this open left further on
+    // have lower ones, and records of earlier opens fail the checksum. So
+    // one there means the record at `end` was damaged after it was written.
+    if let Some(epoch) = epoch {
+        let after = records_after(bytes, end, epoch, last.unwrap_or(0).max(applied));
+        if let (Some(&(at, first)), Some(&(_, high))) = (after.first(), after.last()) {
+            let damaged = match last {
+                Some(lsn) => format!("record {}", lsn + 1),
+                None => "the first record".to_owned(),
+            };
+            lost.push(format!(
+                "{}: {damaged} (byte {end}) is damaged, but whole records follow it \
+                 (record {first} at byte {at}, {} in all, up to record {high}); {read}, and \
+                 every record after it is lost",
+                path.display(),
+                after.len(),
+            ));
+        }
+    }
+    Scan { records, lost }
+}
+
+/// The whole records of `epoch` numbered above `above` from byte `from`
+/// of `bytes` on, as (offset, LSN), however they are placed.
+fn records_after(bytes: &[u8], from: usize, epoch: u64, above: u64) -> Vec<(usize, u64)> {
+    let magic = MAGIC.to_le_bytes();
+    let mut found = Vec::new();
+    let mut at = from;
+    while at + HEADER <= bytes.len() {
+        // Most of a region past its records is zeros: find the next byte
+        // that can start a record.
+        let Some(skip) = bytes[at..].iter().position(|b| *b == magic[0]) else {
+            break;
+        };
+        at += skip;
+        if let Some((lsn, payload)) = whole_record(&bytes[at..], Some(epoch))
+            && lsn > above
+        {
+            found.push((at, lsn));
+            at += HEADER + payload.len();
+        } else {
+            at += 1;
+        }
+    }
+    found
+}
+
+/// The bytes of one region of the log (None if the file does not exist),
 /// after checking that its header, if it has one, names `db`'s file.
-fn read_region(db: &Database, path: &Path) -> Result<Vec<u8>, StoreError> {
+fn read_region(db: &Database, path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
     let mut bytes = Vec::new();
     match File::open(path) {
         Ok(mut f) => {
             f.read_to_end(&mut bytes).map_err(|e| log_err(path, e))?;
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(log_err(path, e)),
     }
     if let Some(LogHeader {
@@ -402,7 +642,7 @@ fn read_region(db: &Database, path: &Path) -> Result<Vec<u8>, StoreError> {
             )));
         }
     }
-    Ok(bytes)
+    Ok(Some(bytes))
 }
 
 /// The log's records, from its start, while each is whole (its checksum
@@ -410,25 +650,28 @@ fn read_region(db: &Database, path: &Path) -> Result<Vec<u8>, StoreError> {
 /// one before.
 fn read_records(mut bytes: &[u8], epoch: Option<u64>) -> Vec<(u64, &[u8])> {
     let mut out: Vec<(u64, &[u8])> = Vec::new();
-    while bytes.len() >= HEADER {
-        let (header, rest) = bytes.split_at(HEADER);
-        let word = |i: usize| u32::from_le_bytes(header[i..i + 4].try_into().expect("4 bytes"));
-        let (magic, len, crc) = (word(0), word(4) as usize, word(16));
-        let lsn = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
-        if magic != MAGIC || rest.len() < len {
-            break;
-        }
-        let payload = &rest[..len];
-        if checksum(epoch, &header[4..16], payload) != crc {
-            break;
-        }
+    while let Some((lsn, payload)) = whole_record(bytes, epoch) {
         if out.last().is_some_and(|(prev, _)| lsn != prev + 1) {
             break;
         }
         out.push((lsn, payload));
-        bytes = &rest[len..];
+        bytes = &bytes[HEADER + payload.len()..];
     }
     out
+}
+
+/// The record at the start of `bytes` (its LSN and payload), if it is
+/// whole: its magic, a length that fits, and a checksum covering `epoch`.
+fn whole_record(bytes: &[u8], epoch: Option<u64>) -> Option<(u64, &[u8])> {
+    let header = bytes.get(..HEADER)?;
+    let word = |i: usize| u32::from_le_bytes(header[i..i + 4].try_into().expect("4 bytes"));
+    let (magic, len, crc) = (word(0), word(4) as usize, word(16));
+    if magic != MAGIC {
+        return None;
+    }
+    let lsn = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
+    let payload = bytes.get(HEADER..HEADER.checked_add(len)?)?;
+    (checksum(epoch, &header[4..16], payload) == crc).then_some((lsn, payload))
 }
 
 fn checksum(epoch: Option<u64>, len_and_lsn: &[u8], payload: &[u8]) -> u32 {
@@ -490,7 +733,7 @@ impl Grower {
             .spawn(move || {
                 let mut len = allocated;
                 while let Ok(target) = rx.recv() {
-                    let result = extend(&file, len, target);
+                    let result = extend(&file, len, target).and_then(|()| claim(&file, target));
                     let (lock, changed) = &*shared;
                     let mut st = lock.lock().expect("grower state");
                     match result {
@@ -561,6 +804,15 @@ impl Drop for Grower {
     }
 }
 
+/// Records in the header of `file` that it is allocated through `len`, once
+/// its zeros and length are durable ([`extend`]): claimed before, a crash
+/// between the two would read as a cut file. One 8-byte write and sync per
+/// grow step.
+fn claim(file: &File, len: u64) -> std::io::Result<()> {
+    file.write_all_at(&len.to_le_bytes(), ALLOCATED_AT)?;
+    file.sync_data()
+}
+
 /// Writes zeros over `[from, to)` of `file` and makes them and the new
 /// length durable, a chunk at a time so that a concurrent `fdatasync` of the
 /// log never has more than one chunk of them to flush.
@@ -585,7 +837,7 @@ impl Wal {
     /// for so far (recovery's commit, the identity's) are waited for first.
     pub(crate) fn open(
         path: &Path,
-        recovered: Recovered,
+        recovered: &Recovered,
         store_id: u64,
         syncs: Arc<SyncState>,
     ) -> Result<Wal, StoreError> {
@@ -607,6 +859,21 @@ impl Wal {
             syncs,
             checkpoint_sync: 0,
         })
+    }
+
+    /// Records durably in `db` that the log is in use (its last close not
+    /// clean) before any record is written, unless the flag says so
+    /// already: from now until a clean close, a region found missing at
+    /// open may have held records the file lacks. The regions exist by
+    /// now, so a crash before this leaves no false alarm.
+    pub(crate) fn in_use(&self, db: &Database) -> Result<(), StoreError> {
+        if clean_close(db)? != Some(false) {
+            let txn = db.begin_write().map_err(storage_err)?;
+            mark_clean(&txn, false)?;
+            txn.commit().map_err(storage_err)?;
+            self.syncs.wait_all().map_err(StoreError::Storage)?;
+        }
+        Ok(())
     }
 
     /// The LSN the next batch gets.
@@ -797,26 +1064,28 @@ mod tests {
         ]
         .concat();
         std::fs::write(&log, &bytes).unwrap();
-        let r = recover(&db, &log).unwrap();
+        let r = recover(&db, &log, false).unwrap();
         assert_eq!(
             r,
             Recovered {
                 records: 3,
-                applied: 3
+                applied: 3,
+                lost: Vec::new()
             }
         );
         assert_eq!(system_keys(&db), ["a", "b", "c", WAL_APPLIED]);
         // Again: nothing left to do.
         assert_eq!(
-            recover(&db, &log).unwrap(),
+            recover(&db, &log, false).unwrap(),
             Recovered {
                 records: 0,
-                applied: 3
+                applied: 3,
+                lost: Vec::new()
             }
         );
         // A log that starts after record 4 cannot bring the file up to date.
         std::fs::write(&log, [put_record(5, "e"), put_record(6, "f")].concat()).unwrap();
-        let e = recover(&db, &log).unwrap_err().to_string();
+        let e = recover(&db, &log, false).unwrap_err().to_string();
         assert!(
             e.contains("starts at record 5") && e.contains("only through record 3"),
             "{e}"
@@ -844,10 +1113,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            recover(&db, &log).unwrap(),
+            recover(&db, &log, false).unwrap(),
             Recovered {
                 records: 5,
-                applied: 5
+                applied: 5,
+                lost: Vec::new()
             }
         );
         assert_eq!(system_keys(&db), ["a", "b", "c", "d", "e", WAL_APPLIED]);
@@ -858,7 +1128,7 @@ mod tests {
         let [first, second] = region_paths(&log);
         std::fs::write(&second, [put_record(1, "a"), put_record(2, "b")].concat()).unwrap();
         std::fs::write(&first, put_record(4, "d")).unwrap();
-        let e = recover(&db, &log).unwrap_err().to_string();
+        let e = recover(&db, &log, false).unwrap_err().to_string();
         assert!(e.contains("has no record 3 between records 2 and 4"), "{e}");
         assert!(
             system_value(&db, WAL_APPLIED).unwrap().is_none(),
@@ -878,24 +1148,24 @@ mod tests {
         std::fs::write(
             &log,
             [
-                file_header(id, 2).to_vec(),
+                file_header(id, 2, 0).to_vec(),
                 put_record_in(Some(2), 1, "a"),
                 put_record_in(Some(1), 2, "stale"),
             ]
             .concat(),
         )
         .unwrap();
-        assert_eq!(recover(&db, &log).unwrap().records, 1);
+        assert_eq!(recover(&db, &log, false).unwrap().records, 1);
         assert_eq!(system_keys(&db), ["a", STORE_ID, WAL_APPLIED]);
 
         // A log of version 1 (no epoch) is still read.
         let db = Database::create(dir.path().join("t.redb")).unwrap();
         let id = store_id(&db).unwrap();
         let log = dir.path().join("t.redb-log");
-        let mut v1 = file_header(id, 0)[..FILE_HEADER_V1].to_vec();
+        let mut v1 = file_header(id, 0, 0)[..FILE_HEADER_V1].to_vec();
         v1[4..8].copy_from_slice(&1u32.to_le_bytes());
         std::fs::write(&log, [v1, put_record(1, "a"), put_record(2, "b")].concat()).unwrap();
-        assert_eq!(recover(&db, &log).unwrap().records, 2);
+        assert_eq!(recover(&db, &log, false).unwrap().records, 2);
     }
 
     #[test]
@@ -925,7 +1195,7 @@ mod tests {
     fn records_land_in_space_allocated_ahead_of_them_across_growth_steps() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.redb-log");
-        let mut wal = Wal::open(&path, Recovered::default(), 7, Arc::default()).unwrap();
+        let mut wal = Wal::open(&path, &Recovered::default(), 7, Arc::default()).unwrap();
         // 2.5 growth steps of records, each one a different byte.
         let n = (GROW * 5 / 2 / 65_536) as usize;
         for i in 0..n {
@@ -958,7 +1228,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.redb-log");
         let syncs = Arc::new(SyncState::default());
-        let mut wal = Wal::open(&path, Recovered::default(), 7, syncs.clone()).unwrap();
+        let mut wal = Wal::open(&path, &Recovered::default(), 7, syncs.clone()).unwrap();
         let append = |wal: &mut Wal| {
             let mut rec = wal.record_buffer();
             rec.extend_from_slice(b"changes");
@@ -1020,13 +1290,13 @@ mod tests {
         std::fs::write(
             &log,
             [
-                file_header(other_id, 9).to_vec(),
+                file_header(other_id, 9, 0).to_vec(),
                 put_record_in(Some(9), 1, "a"),
             ]
             .concat(),
         )
         .unwrap();
-        let e = recover(&mine, &log).unwrap_err().to_string();
+        let e = recover(&mine, &log, false).unwrap_err().to_string();
         assert!(
             e.contains("belongs to another store file")
                 && e.contains(&format!("{other_id:016x}"))
@@ -1036,10 +1306,10 @@ mod tests {
         assert_eq!(system_keys(&mine), [STORE_ID], "nothing replayed");
         // A file that never had a log refuses it too.
         let fresh = Database::create(dir.path().join("fresh.redb")).unwrap();
-        let e = recover(&fresh, &log).unwrap_err().to_string();
+        let e = recover(&fresh, &log, false).unwrap_err().to_string();
         assert!(e.contains("a store that never had a log"), "{e}");
         // Its own store replays it.
-        assert_eq!(recover(&other, &log).unwrap().records, 1);
+        assert_eq!(recover(&other, &log, false).unwrap().records, 1);
         assert_eq!(system_keys(&other), ["a", STORE_ID, WAL_APPLIED]);
     }
 }
