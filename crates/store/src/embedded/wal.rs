@@ -431,13 +431,15 @@ pub(crate) fn recover(
     {
         lost.push(format!(
             "{} starts at record {} ({} byte {}), but the store file holds changes only through \
-             record {applied}: records {} through {} are lost",
+             record {applied}: {} lost",
             path.display(),
             first.lsn,
             paths[first.region].display(),
             first.at,
-            applied + 1,
-            first.lsn - 1,
+            match first.lsn - applied {
+                2 => format!("record {} is", applied + 1),
+                _ => format!("records {} through {} are", applied + 1, first.lsn - 1),
+            },
         ));
     } else if let Some(next) = todo.get(run) {
         let before = &todo[run - 1];
@@ -1087,7 +1089,10 @@ mod tests {
         std::fs::write(&log, [put_record(5, "e"), put_record(6, "f")].concat()).unwrap();
         let e = recover(&db, &log, false).unwrap_err().to_string();
         assert!(
-            e.contains("starts at record 5") && e.contains("only through record 3"),
+            e.contains("starts at record 5")
+                && e.contains(&format!("({} byte 0)", log.display()))
+                && e.contains("only through record 3")
+                && e.contains("record 4 is lost"),
             "{e}"
         );
         assert_eq!(system_keys(&db), ["a", "b", "c", WAL_APPLIED]);
@@ -1130,6 +1135,12 @@ mod tests {
         std::fs::write(&first, put_record(4, "d")).unwrap();
         let e = recover(&db, &log, false).unwrap_err().to_string();
         assert!(e.contains("has no record 3 between records 2 and 4"), "{e}");
+        // Naming where the records on either side of the hole are.
+        assert!(
+            e.contains(&format!("record 2 is in {} at byte 39", second.display()))
+                && e.contains(&format!("record 4 in {} at byte 0", first.display())),
+            "{e}"
+        );
         assert!(
             system_value(&db, WAL_APPLIED).unwrap().is_none(),
             "nothing replayed"
@@ -1215,6 +1226,11 @@ mod tests {
             bytes.len()
         );
         assert_eq!(header_of(&bytes).map(|h| h.store_id), Some(7));
+        // Its header says how far: the grow thread claimed each step.
+        assert_eq!(
+            header_of(&bytes).and_then(|h| h.allocated),
+            Some(bytes.len() as u64)
+        );
         let records = region_records(&bytes);
         assert_eq!(records.len(), n);
         for (i, (lsn, payload)) in records.iter().enumerate() {
@@ -1311,5 +1327,195 @@ mod tests {
         // Its own store replays it.
         assert_eq!(recover(&other, &log, false).unwrap().records, 1);
         assert_eq!(system_keys(&other), ["a", STORE_ID, WAL_APPLIED]);
+    }
+
+    /// The payload of a record putting `key` -> 1 in the `system` table.
+    fn put_payload(key: &str) -> Vec<u8> {
+        put_record(0, key)[HEADER..].to_vec()
+    }
+
+    /// A store file with an identity and its log, holding records 1..=n
+    /// (putting `r1`, `r2`, ...) written by [`Wal`] into its first region
+    /// (allocated one grow step ahead), none of them in the file yet; and
+    /// where each record starts.
+    fn logged(dir: &Path, n: u64) -> (Database, PathBuf, Vec<u64>) {
+        let db = Database::create(dir.join("s.redb")).unwrap();
+        let id = store_id(&db).unwrap();
+        let log = dir.join("s.redb-log");
+        let mut wal = Wal::open(&log, &Recovered::default(), id, Arc::default()).unwrap();
+        let mut starts = Vec::new();
+        for i in 1..=n {
+            starts.push(wal.pos);
+            let mut rec = wal.record_buffer();
+            rec.extend_from_slice(&put_payload(&format!("r{i}")));
+            wal.append(rec).unwrap();
+            wal.appended();
+        }
+        starts.push(wal.pos);
+        drop(wal);
+        (db, log, starts)
+    }
+
+    fn applied(db: &Database) -> Option<u64> {
+        system_value(db, WAL_APPLIED).unwrap()
+    }
+
+    #[test]
+    fn a_region_cut_short_is_refused_naming_the_file_and_the_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, log, starts) = logged(dir.path(), 3);
+        assert_eq!(std::fs::metadata(&log).unwrap().len(), GROW);
+        // Cut inside the last record's data, as a lost write-back of the
+        // file's end would: the file was allocated further.
+        let cut = starts[3] - 5;
+        File::options()
+            .write(true)
+            .open(&log)
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
+        let e = recover(&db, &log, false).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{} was cut", log.display()))
+                && e.contains(&format!("{cut} bytes long but was allocated {GROW}"))
+                && e.contains(&format!("record 2 at byte {}", starts[2])),
+            "{e}"
+        );
+        assert_eq!(applied(&db), None, "nothing replayed");
+        assert_eq!(
+            std::fs::metadata(&log).unwrap().len(),
+            cut,
+            "the log as it was"
+        );
+
+        // Cut back to its header: every record is gone.
+        File::options()
+            .write(true)
+            .open(&log)
+            .unwrap()
+            .set_len(FILE_HEADER)
+            .unwrap();
+        let e = recover(&db, &log, false).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{} was cut", log.display()))
+                && e.contains("it is 32 bytes long")
+                && e.contains("no whole record after its header"),
+            "{e}"
+        );
+
+        // Told to go on, recovery replays what is left and says what was lost.
+        let (db, log, starts) = logged(&dir.path().join("again").tap_mkdir(), 3);
+        File::options()
+            .write(true)
+            .open(&log)
+            .unwrap()
+            .set_len(starts[3] - 5)
+            .unwrap();
+        let r = recover(&db, &log, true).unwrap();
+        assert_eq!((r.records, r.applied), (2, 2));
+        assert_eq!(r.lost.len(), 1, "{:?}", r.lost);
+        assert!(
+            r.lost[0].contains(&log.display().to_string()) && r.lost[0].contains("was cut"),
+            "{:?}",
+            r.lost
+        );
+        assert_eq!(system_keys(&db), ["r1", "r2", STORE_ID, WAL_APPLIED]);
+    }
+
+    #[test]
+    fn a_damaged_record_before_the_last_is_refused_naming_the_file_and_the_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, log, starts) = logged(dir.path(), 4);
+        // One flipped byte in record 2's payload.
+        let mut bytes = std::fs::read(&log).unwrap();
+        bytes[starts[1] as usize + HEADER + 2] ^= 0x10;
+        std::fs::write(&log, &bytes).unwrap();
+        let e = recover(&db, &log, false).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "{}: record 2 (byte {}) is damaged, but whole records follow it (record 3 at \
+                 byte {}, 2 in all, up to record 4)",
+                log.display(),
+                starts[1],
+                starts[2]
+            )),
+            "{e}"
+        );
+        assert_eq!(applied(&db), None, "nothing replayed");
+        assert_eq!(std::fs::read(&log).unwrap(), bytes, "the log as it was");
+
+        let r = recover(&db, &log, true).unwrap();
+        assert_eq!((r.records, r.applied), (1, 1));
+        assert!(
+            r.lost.len() == 1 && r.lost[0].contains("record 2 (byte"),
+            "{:?}",
+            r.lost
+        );
+        assert_eq!(system_keys(&db), ["r1", STORE_ID, WAL_APPLIED]);
+    }
+
+    #[test]
+    fn a_torn_last_record_after_a_crash_is_recovered_silently() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, log, starts) = logged(dir.path(), 3);
+        // The last record's write was torn: its second half never reached
+        // the disk (the preallocated zeros are still there).
+        let mut bytes = std::fs::read(&log).unwrap();
+        let half = (starts[2] + starts[3]) as usize / 2;
+        bytes[half..starts[3] as usize].fill(0);
+        std::fs::write(&log, &bytes).unwrap();
+        assert_eq!(
+            recover(&db, &log, false).unwrap(),
+            Recovered {
+                records: 2,
+                applied: 2,
+                lost: Vec::new()
+            }
+        );
+
+        // Records of an earlier round of the same open, beyond a torn
+        // record, are all in the file already: not a sign of damage, even
+        // when the torn record is the round's first (no record read to
+        // compare with, only the file's LSN).
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        let id = store_id(&db).unwrap();
+        let log = dir.path().join("t.redb-log");
+        let round = |records: Vec<Vec<u8>>| {
+            let mut b = file_header(id, 5, 0).to_vec();
+            b.extend(records.concat());
+            b
+        };
+        std::fs::write(
+            &log,
+            round((1..=4).map(|i| put_record_in(Some(5), i, "old")).collect()),
+        )
+        .unwrap();
+        assert_eq!(recover(&db, &log, false).unwrap().applied, 4);
+        let torn = put_record_in(Some(5), 5, "torn");
+        let mut second = round(vec![torn[..HEADER + 2].to_vec()]);
+        // What is left of the first round after where the second ends.
+        let first = round((1..=4).map(|i| put_record_in(Some(5), i, "old")).collect());
+        let from = second.len();
+        second.extend_from_slice(&first[from..]);
+        std::fs::write(&log, &second).unwrap();
+        let r = recover(&db, &log, false).unwrap();
+        assert_eq!((r.records, r.applied, r.lost.len()), (0, 4, 0), "{r:?}");
+        assert_eq!(
+            records_after(&second, FILE_HEADER as usize, 5, 0).len(),
+            3,
+            "the earlier round's records 2 to 4 are there, whole"
+        );
+    }
+
+    /// `Path::join` then create the directory.
+    trait TapMkdir {
+        fn tap_mkdir(self) -> PathBuf;
+    }
+
+    impl TapMkdir for PathBuf {
+        fn tap_mkdir(self) -> PathBuf {
+            std::fs::create_dir_all(&self).unwrap();
+            self
+        }
     }
 }
