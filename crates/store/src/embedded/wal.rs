@@ -120,6 +120,9 @@ const FILE_HEADER_V1: usize = 16;
 const FILE_HEADER_V2: usize = 24;
 /// Where a version-3 header holds the allocated length.
 const ALLOCATED_AT: u64 = 24;
+/// How many times its length in checksums the search for records after a
+/// region's last may cost (`records_after`).
+const SCAN_PASSES: usize = 16;
 /// magic, payload length, LSN, CRC-32 of (the epoch, length, LSN, payload).
 const HEADER: usize = 4 + 4 + 8 + 4;
 
@@ -574,7 +577,15 @@ fn scan_region<'a>(
     // have lower ones, and records of earlier opens fail the checksum. So
     // one there means the record at `end` was damaged after it was written.
     if let Some(epoch) = epoch {
-        let after = records_after(bytes, end, epoch, last.unwrap_or(0).max(applied));
+        let (after, complete) = records_after(bytes, end, epoch, last.unwrap_or(0).max(applied));
+        if !complete {
+            tracing::warn!(
+                file = %path.display(),
+                from = end,
+                "the commit log's check for damage before its last record stopped early: \
+                 too many record-like bytes to check"
+            );
+        }
         if let (Some(&(at, first)), Some(&(_, high))) = (after.first(), after.last()) {
             let damaged = match last {
                 Some(lsn) => format!("record {}", lsn + 1),
@@ -593,9 +604,15 @@ fn scan_region<'a>(
 }
 
 /// The whole records of `epoch` numbered above `above` from byte `from`
-/// of `bytes` on, as (offset, LSN), however they are placed.
-fn records_after(bytes: &[u8], from: usize, epoch: u64, above: u64) -> Vec<(usize, u64)> {
+/// of `bytes` on, as (offset, LSN), however they are placed; and whether
+/// the search got to the end. Its checksums may cover at most
+/// [`SCAN_PASSES`] times the region's bytes: the records of an earlier
+/// round beyond the current ones hold items' bytes, which may look like
+/// record headers anywhere (their checksums fail, since they cannot cover
+/// the epoch drawn at the open, but each costs a pass over its length).
+fn records_after(bytes: &[u8], from: usize, epoch: u64, above: u64) -> (Vec<(usize, u64)>, bool) {
     let magic = MAGIC.to_le_bytes();
+    let mut budget = bytes.len().saturating_mul(SCAN_PASSES);
     let mut found = Vec::new();
     let mut at = from;
     while at + HEADER <= bytes.len() {
@@ -605,16 +622,34 @@ fn records_after(bytes: &[u8], from: usize, epoch: u64, above: u64) -> Vec<(usiz
             break;
         };
         at += skip;
-        if let Some((lsn, payload)) = whole_record(&bytes[at..], Some(epoch))
-            && lsn > above
+        let rest = &bytes[at..];
+        let word = |i: usize| {
+            rest.get(i..i + 4)
+                .map(|w| u32::from_le_bytes(w.try_into().expect("4 bytes")))
+        };
+        let lsn = rest
+            .get(8..16)
+            .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")));
+        let len = word(4).map_or(usize::MAX, |l| l as usize);
+        // The cheap tests first: the magic, a number above `above`, a
+        // length that fits.
+        if word(0) == Some(MAGIC)
+            && lsn.is_some_and(|lsn| lsn > above)
+            && len <= rest.len() - HEADER
         {
-            found.push((at, lsn));
-            at += HEADER + payload.len();
-        } else {
-            at += 1;
+            if len > budget {
+                return (found, false);
+            }
+            budget -= len;
+            if let Some((lsn, payload)) = whole_record(rest, Some(epoch)) {
+                found.push((at, lsn));
+                at += HEADER + payload.len();
+                continue;
+            }
         }
+        at += 1;
     }
-    found
+    (found, true)
 }
 
 /// The bytes of one region of the log (None if the file does not exist),
@@ -1501,10 +1536,33 @@ mod tests {
         let r = recover(&db, &log, false).unwrap();
         assert_eq!((r.records, r.applied, r.lost.len()), (0, 4, 0), "{r:?}");
         assert_eq!(
-            records_after(&second, FILE_HEADER as usize, 5, 0).len(),
+            records_after(&second, FILE_HEADER as usize, 5, 0).0.len(),
             3,
             "the earlier round's records 2 to 4 are there, whole"
         );
+    }
+
+    #[test]
+    fn the_search_for_records_after_damage_has_a_bounded_cost() {
+        // Item bytes that look like record headers every 20 bytes, each
+        // claiming a long payload: every one fails its checksum, and
+        // checking them all would cost a pass over the region each.
+        let fake = |lsn: u64| {
+            let mut h = MAGIC.to_le_bytes().to_vec();
+            h.extend_from_slice(&(400_000u32).to_le_bytes());
+            h.extend_from_slice(&lsn.to_le_bytes());
+            h.extend_from_slice(&0u32.to_le_bytes());
+            h
+        };
+        let region: Vec<u8> = (0..50_000).flat_map(|_| fake(99)).collect();
+        let (found, complete) = records_after(&region, 0, 1, 0);
+        assert!(found.is_empty() && !complete, "{found:?} {complete}");
+        // A few of them cost little, and a whole record among them is found.
+        let mut region = [fake(99), fake(99)].concat();
+        region.extend(put_record_in(Some(1), 7, "x"));
+        region.extend(vec![0; 1_000_000]);
+        let (found, complete) = records_after(&region, 0, 1, 0);
+        assert_eq!((found, complete), (vec![(2 * HEADER, 7)], true));
     }
 
     /// `Path::join` then create the directory.
