@@ -54,10 +54,47 @@
 //! earlier round, whose numbers are lower) is not part of it. The records
 //! of both regions after the file's LSN must then run on without a hole.
 //!
+//! A crash leaves at most a torn last record, which was never answered;
+//! any other damage may have taken acknowledged writes with it, so
+//! recovery refuses it (an error naming the file, the byte offset and the
+//! LSNs; nothing is replayed or changed):
+//! - a region shorter than it was allocated (cut): the header (version 3)
+//!   holds the allocated length, which the grow thread rewrites only once
+//!   a step's zeros and length are synced;
+//! - a damaged record with a whole record of the same epoch after it,
+//!   numbered above both the last one read and the file's LSN: records an
+//!   earlier round of this open left further on have lower numbers (and
+//!   are all in the file: a region is written over only after that), and
+//!   those of earlier opens fail the checksum;
+//! - records that do not start right after the file's LSN, or a hole
+//!   between the regions;
+//! - a region missing, or without a header, while the store's last close
+//!   was not clean: the `system` table's `clean_close` is 0 from a durable
+//!   commit at each open (once the regions exist, before any record) and 1
+//!   from the closing checkpoint, after which the log holds nothing the
+//!   file lacks (it may then be deleted).
+//!
+//! `EmbeddedOptions::recover_truncated` opens such a store anyway: the
+//! consecutive records after the file's LSN are replayed, and what was lost
+//! is logged as warnings. Logs of versions 1 and 2, and logs without a
+//! header, are read as before, without the length check (and version 1 and
+//! headerless ones, without an epoch, without the search after damage).
+//!
 //! Architecture Invariant: a batch is answered, and readers see it, only
 //! after its record is synced; the last region is synced before a record
-//! goes to the other one; and a region is written over only after a synced
-//! durable commit whose LSN covers every record in it.
+//! goes to the other one; a region is written over only after a synced
+//! durable commit whose LSN covers every record in it; and a region's
+//! header never claims more length than is synced. Checked by
+//! `tests/log_faults.rs` (failed writes and syncs, a power cut during a
+//! checkpoint's sync), `tests/crash.rs` (SIGKILL at random moments: no
+//! false alarm of damage either), `tests/log_damage.rs` (a cut or missing
+//! region after a crash, refused and opened with `recover_truncated`; a
+//! clean close's log deleted) and the tests below
+//! (`a_region_cut_short_is_refused_naming_the_file_and_the_position`,
+//! `a_damaged_record_before_the_last_is_refused_naming_the_file_and_the_position`,
+//! `a_torn_last_record_after_a_crash_is_recovered_silently`,
+//! `records_land_in_space_allocated_ahead_of_them_across_growth_steps`,
+//! `a_checkpoint_switches_regions_and_the_next_waits_for_its_sync`).
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;
@@ -737,7 +774,9 @@ fn log_err(path: &Path, e: std::io::Error) -> StoreError {
 /// there is made durable by an `fdatasync` that changes no metadata; doing
 /// it here keeps those writes and syncs (tens of milliseconds per step on a
 /// slow disk) off the writer's path. It writes only at and beyond the
-/// length it has published, and the writer writes only below it.
+/// length it has published, and the writer writes only below it, after the
+/// header; then it records the new length in the header's last field
+/// ([`claim`]), which nothing else writes while it runs.
 struct Grower {
     state: Arc<(Mutex<GrowState>, Condvar)>,
     tx: Option<mpsc::Sender<u64>>,
