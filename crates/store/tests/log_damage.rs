@@ -265,7 +265,7 @@ async fn a_region_missing_after_an_unclean_stop_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recover_truncated_opens_a_damaged_log_with_what_is_left() {
     let crashed = crash();
-    let damages: [(&str, fn(&Path)); 2] = [
+    let damages: [(&str, Damage); 2] = [
         ("cut", |p| {
             std::fs::OpenOptions::new()
                 .write(true)
@@ -304,6 +304,9 @@ async fn recover_truncated_opens_a_damaged_log_with_what_is_left() {
         assert!(has_key(&store, "after").await, "{what}");
     }
 }
+
+/// Damage done to a region file.
+type Damage = fn(&Path);
 
 /// A clean close leaves every write in the store file: its log may then be
 /// deleted, and the store opens with every write.
