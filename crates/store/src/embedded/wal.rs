@@ -58,9 +58,10 @@
 //! any other damage may have taken acknowledged writes with it, so
 //! recovery refuses it (an error naming the file, the byte offset and the
 //! LSNs; nothing is replayed or changed):
-//! - a region shorter than it was allocated (cut): the header (version 3)
-//!   holds the allocated length, which the grow thread rewrites only once
-//!   a step's zeros and length are synced;
+//! - a region shorter than it was allocated (cut), unless the last close
+//!   was clean: the header (version 3) holds the allocated length, which
+//!   the grow thread rewrites only once a step's zeros and length are
+//!   synced;
 //! - a damaged record with a whole record of the same epoch after it,
 //!   numbered above both the last one read and the file's LSN: records an
 //!   earlier round of this open left further on have lower numbers (and
@@ -73,6 +74,11 @@
 //!   commit at each open (once the regions exist, before any record) and 1
 //!   from the closing checkpoint, after which the log holds nothing the
 //!   file lacks (it may then be deleted).
+//!
+//! A power cut may also, rarely, leave a whole unsynced record after a
+//! torn unsynced one (the kernel or the disk wrote their pages back out of
+//! order); recovery cannot tell that from damage and refuses it too, and
+//! with `recover_truncated` loses only writes that were never answered.
 //!
 //! `EmbeddedOptions::recover_truncated` opens such a store anyway: the
 //! consecutive records after the file's LSN are replayed, and what was lost
@@ -437,8 +443,12 @@ pub(crate) fn recover(
     let applied = applied_lsn(db)?;
     // Whether the log may hold records the file lacks: the store kept a
     // log and its last close did not leave everything in the file.
-    let unclean =
-        clean_close(db)? == Some(false) && (applied > 0 || store_id_if_any(db)?.is_some());
+    let closed = clean_close(db)?;
+    let unclean = closed == Some(false) && (applied > 0 || store_id_if_any(db)?.is_some());
+    let last_close = LastClose {
+        clean: closed == Some(true),
+        unclean,
+    };
     let paths = region_paths(path);
     let files = [read_region(db, &paths[0])?, read_region(db, &paths[1])?];
     let mut lost = Vec::new();
@@ -454,7 +464,7 @@ pub(crate) fn recover(
             }
             continue;
         };
-        let scan = scan_region(p, bytes, region, applied, unclean);
+        let scan = scan_region(p, bytes, region, applied, last_close);
         lost.extend(scan.lost);
         todo.extend(scan.records.into_iter().filter(|r| r.lsn > applied));
     }
@@ -553,17 +563,29 @@ struct Scan<'a> {
     lost: Vec<String>,
 }
 
+/// What the store file says of its last close.
+#[derive(Debug, Clone, Copy)]
+struct LastClose {
+    /// It was clean: the file holds every record the log has, and no
+    /// damage to the log can lose anything.
+    clean: bool,
+    /// It was not (the store kept a log and has not closed it since): a
+    /// region may hold the only copy of acknowledged writes. Neither, for
+    /// a store from before the flag existed.
+    unclean: bool,
+}
+
 /// Reads region number `region` (the bytes of the file at `path`): its run
 /// of records, and the damage that may have lost others (see [`recover`]).
-/// `applied` is the file's LSN; `unclean` says the store's last close was
-/// not clean.
+/// `applied` is the file's LSN.
 fn scan_region<'a>(
     path: &Path,
     bytes: &'a [u8],
     region: usize,
     applied: u64,
-    unclean: bool,
+    last_close: LastClose,
 ) -> Scan<'a> {
+    let unclean = last_close.unclean;
     let mut lost = Vec::new();
     let header = header_of(bytes);
     if header.is_none() && !bytes.starts_with(&MAGIC.to_le_bytes()) && unclean {
@@ -599,8 +621,10 @@ fn scan_region<'a>(
         Some(lsn) => format!("its records end with record {lsn} at byte {end}"),
         None => format!("it holds no whole record after its header (byte {end})"),
     };
+    // After a clean close, a cut loses nothing: the file holds it all.
     if let Some(allocated) = header.and_then(|h| h.allocated)
         && (bytes.len() as u64) < allocated
+        && !last_close.clean
     {
         lost.push(format!(
             "{} was cut: it is {} bytes long but was allocated {allocated}; {read}, and every \
