@@ -240,8 +240,10 @@ impl Region {
                     .map_err(|e| log_err(path, e))?;
             }
         }
-        // The length the file had is durable (a grow step syncs it before
-        // the header claims it); a new file is as long as its header.
+        // The header claims the length the file has, once that is durable
+        // (a grow step a crash cut short may have left it unsynced); a new
+        // file is as long as its header.
+        file.sync_all().map_err(|e| log_err(path, e))?;
         let had = file.metadata().map_err(|e| log_err(path, e))?.len();
         let claimed = had.max(FILE_HEADER);
         file.write_all_at(&file_header(store_id, epoch, claimed), 0)
