@@ -146,6 +146,14 @@ pub struct EmbeddedOptions {
     pub ttl_sweep_interval: Duration,
     /// The source of "now" for TTL, retention and record times.
     pub clock: Arc<dyn Clock>,
+    /// Whether an open whose commit log is damaged (a region cut short or
+    /// missing after an unclean stop, a damaged record with whole ones
+    /// after it, records missing after the file's) goes on anyway: it
+    /// replays the consecutive records it has after the file's own and
+    /// logs (as warnings) what was lost. Off (the default), such an open
+    /// is refused with an error naming the file and the position, and
+    /// changes nothing.
+    pub recover_truncated: bool,
 }
 
 impl Default for EmbeddedOptions {
@@ -157,6 +165,7 @@ impl Default for EmbeddedOptions {
             stream_retention: Duration::from_secs(24 * 3600),
             ttl_sweep_interval: Duration::from_secs(1),
             clock: Arc::new(SystemClock),
+            recover_truncated: false,
         }
     }
 }
@@ -169,6 +178,7 @@ impl std::fmt::Debug for EmbeddedOptions {
             .field("cache_bytes", &self.cache_bytes)
             .field("stream_retention", &self.stream_retention)
             .field("ttl_sweep_interval", &self.ttl_sweep_interval)
+            .field("recover_truncated", &self.recover_truncated)
             .finish_non_exhaustive()
     }
 }
@@ -277,7 +287,13 @@ pub(crate) fn storage_err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Storage(e.to_string())
 }
 
-fn log_recovery(recovered: wal::Recovered) {
+fn log_recovery(recovered: &wal::Recovered) {
+    for lost in &recovered.lost {
+        tracing::warn!(
+            damage = %lost,
+            "opened with a damaged commit log (recover_truncated): acknowledged writes may be lost"
+        );
+    }
     if recovered.records > 0 {
         tracing::info!(
             records = recovered.records,
@@ -328,8 +344,9 @@ impl EmbeddedStore {
         let log_path = wal::path_for(path);
         if !logged {
             let db = builder.create_with_backend(file).map_err(storage_err)?;
-            log_recovery(wal::recover(&db, &log_path)?);
+            log_recovery(&wal::recover(&db, &log_path, options.recover_truncated)?);
             // Everything the log held is in the file now.
+            wal::closed_without_log(&db)?;
             for region in wal::region_paths(&log_path) {
                 match std::fs::remove_file(&region) {
                     Ok(()) => {}
@@ -345,9 +362,10 @@ impl EmbeddedStore {
         let backend = deferred::DeferredSync::new(file).map_err(storage_err)?;
         let syncs = backend.state();
         let db = builder.create_with_backend(backend).map_err(storage_err)?;
-        let recovered = wal::recover(&db, &log_path)?;
-        log_recovery(recovered);
-        let wal = wal::Wal::open(&log_path, recovered, wal::store_id(&db)?, syncs)?;
+        let recovered = wal::recover(&db, &log_path, options.recover_truncated)?;
+        log_recovery(&recovered);
+        let wal = wal::Wal::open(&log_path, &recovered, wal::store_id(&db)?, syncs)?;
+        wal.in_use(&db)?;
         EmbeddedStore::start(db, options, Some(wal))
     }
 

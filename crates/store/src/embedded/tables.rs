@@ -79,6 +79,11 @@ pub(crate) const NEXT_TABLE_ID: &str = "next_table_id";
 /// Key in [`SYSTEM`] of the last commit-log sequence number whose changes
 /// the file holds (written by every commit of a store that keeps a log).
 pub(crate) const WAL_APPLIED: &str = "wal_applied";
+/// `system` key: 1 when the store's last close left every record of its
+/// commit log in the file (its closing checkpoint), 0 from the first
+/// durable commit of an open with a log on. A region of the log missing
+/// at open while it is 0 may have held acknowledged writes.
+pub(crate) const CLEAN_CLOSE: &str = "clean_close";
 /// `system` key: the store file's random identity, which its commit log
 /// carries in its header.
 pub(crate) const STORE_ID: &str = "store_id";

@@ -54,10 +54,53 @@
 //! earlier round, whose numbers are lower) is not part of it. The records
 //! of both regions after the file's LSN must then run on without a hole.
 //!
+//! A crash leaves at most a torn last record, which was never answered;
+//! any other damage may have taken acknowledged writes with it, so
+//! recovery refuses it (an error naming the file, the byte offset and the
+//! LSNs; nothing is replayed or changed):
+//! - a region shorter than it was allocated (cut), unless the last close
+//!   was clean: the header (version 3) holds the allocated length, which
+//!   the grow thread rewrites only once a step's zeros and length are
+//!   synced;
+//! - a damaged record with a whole record of the same epoch after it,
+//!   numbered above both the last one read and the file's LSN: records an
+//!   earlier round of this open left further on have lower numbers (and
+//!   are all in the file: a region is written over only after that), and
+//!   those of earlier opens fail the checksum;
+//! - records that do not start right after the file's LSN, or a hole
+//!   between the regions;
+//! - a region missing, or without a header, while the store's last close
+//!   was not clean: the `system` table's `clean_close` is 0 from a durable
+//!   commit at each open (once the regions exist, before any record) and 1
+//!   from the closing checkpoint, after which the log holds nothing the
+//!   file lacks (it may then be deleted).
+//!
+//! A power cut may also, rarely, leave a whole unsynced record after a
+//! torn unsynced one (the kernel or the disk wrote their pages back out of
+//! order); recovery cannot tell that from damage and refuses it too, and
+//! with `recover_truncated` loses only writes that were never answered.
+//!
+//! `EmbeddedOptions::recover_truncated` opens such a store anyway: the
+//! consecutive records after the file's LSN are replayed, and what was lost
+//! is logged as warnings. Logs of versions 1 and 2, and logs without a
+//! header, are read as before, without the length check (and version 1 and
+//! headerless ones, without an epoch, without the search after damage).
+//!
 //! Architecture Invariant: a batch is answered, and readers see it, only
 //! after its record is synced; the last region is synced before a record
-//! goes to the other one; and a region is written over only after a synced
-//! durable commit whose LSN covers every record in it.
+//! goes to the other one; a region is written over only after a synced
+//! durable commit whose LSN covers every record in it; and a region's
+//! header never claims more length than is synced. Checked by
+//! `tests/log_faults.rs` (failed writes and syncs, a power cut during a
+//! checkpoint's sync), `tests/crash.rs` (SIGKILL at random moments: no
+//! false alarm of damage either), `tests/log_damage.rs` (a cut or missing
+//! region after a crash, refused and opened with `recover_truncated`; a
+//! clean close's log deleted) and the tests below
+//! (`a_region_cut_short_is_refused_naming_the_file_and_the_position`,
+//! `a_damaged_record_before_the_last_is_refused_naming_the_file_and_the_position`,
+//! `a_torn_last_record_after_a_crash_is_recovered_silently`,
+//! `records_land_in_space_allocated_ahead_of_them_across_growth_steps`,
+//! `a_checkpoint_switches_regions_and_the_next_waits_for_its_sync`).
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;
@@ -75,7 +118,7 @@ use crate::StoreError;
 use super::deferred::SyncState;
 use super::logged::{self, corrupt};
 use super::storage_err;
-use super::tables::{STORE_ID, SYSTEM, WAL_APPLIED};
+use super::tables::{CLEAN_CLOSE, STORE_ID, SYSTEM, WAL_APPLIED};
 
 /// Log bytes after which the next batch is committed durably by redb.
 ///
@@ -108,10 +151,21 @@ const MAGIC: u32 = 0x5042_4c47; // "PBLG"
 /// exactly where an old one starts). Logs of version 1 (no epoch) and logs
 /// written before the header existed (starting with a record) are still
 /// read, once, at the open that replays them.
+///
+/// Version 3 adds the length the file is allocated to (written with zeros
+/// and synced): the grow thread rewrites it after each step is durable, so
+/// a file found shorter than its header says was cut, and recovery refuses
+/// it rather than lose the records that were there.
 const FILE_MAGIC: u32 = 0x5042_4c48; // "PBLH"
-const FILE_VERSION: u32 = 2;
-const FILE_HEADER: u64 = 24;
+const FILE_VERSION: u32 = 3;
+const FILE_HEADER: u64 = 32;
 const FILE_HEADER_V1: usize = 16;
+const FILE_HEADER_V2: usize = 24;
+/// Where a version-3 header holds the allocated length.
+const ALLOCATED_AT: u64 = 24;
+/// How many times its length in checksums the search for records after a
+/// region's last may cost (`records_after`).
+const SCAN_PASSES: usize = 16;
 /// magic, payload length, LSN, CRC-32 of (the epoch, length, LSN, payload).
 const HEADER: usize = 4 + 4 + 8 + 4;
 
@@ -186,7 +240,13 @@ impl Region {
                     .map_err(|e| log_err(path, e))?;
             }
         }
-        file.write_all_at(&file_header(store_id, epoch), 0)
+        // The header claims the length the file has, once that is durable
+        // (a grow step a crash cut short may have left it unsynced); a new
+        // file is as long as its header.
+        file.sync_all().map_err(|e| log_err(path, e))?;
+        let had = file.metadata().map_err(|e| log_err(path, e))?.len();
+        let claimed = had.max(FILE_HEADER);
+        file.write_all_at(&file_header(store_id, epoch, claimed), 0)
             .and_then(|()| file.sync_all())
             .map_err(|e| log_err(path, e))?;
         let allocated = file.metadata().map_err(|e| log_err(path, e))?.len();
@@ -207,12 +267,15 @@ impl Region {
 }
 
 /// What recovery found and did, for the log line and the tests.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Recovered {
     /// Records replayed into the store file.
     pub records: u64,
     /// The LSN the store file holds changes through, after recovery.
     pub applied: u64,
+    /// What a damaged log lost (file, offsets, LSNs), when recovery was
+    /// told to go on without it (`recover_truncated`): empty otherwise.
+    pub lost: Vec<String>,
 }
 
 /// The LSN whose changes `db` holds (0 when it never had a log).
@@ -252,19 +315,48 @@ fn random_u64(what: &str) -> Result<u64, StoreError> {
     Ok(u64::from_le_bytes(bytes))
 }
 
+/// Whether the store's last close left every record of its log in the
+/// file (None: the store never recorded it, as before the flag existed).
+fn clean_close(db: &Database) -> Result<Option<bool>, StoreError> {
+    Ok(system_value(db, CLEAN_CLOSE)?.map(|v| v != 0))
+}
+
+/// Records in `txn` whether the store file holds every record of the log
+/// (a clean close) or the log is in use.
+pub(crate) fn mark_clean(txn: &redb::WriteTransaction, clean: bool) -> Result<(), StoreError> {
+    txn.open_table(SYSTEM)
+        .map_err(storage_err)?
+        .insert(CLEAN_CLOSE, u64::from(clean))
+        .map_err(storage_err)?;
+    Ok(())
+}
+
+/// Records durably, if the flag says otherwise, that the store file holds
+/// every record of the log: a store opened without a log, after its
+/// recovery, before the log's files are removed.
+pub(crate) fn closed_without_log(db: &Database) -> Result<(), StoreError> {
+    if clean_close(db)? == Some(false) {
+        let txn = db.begin_write().map_err(storage_err)?;
+        mark_clean(&txn, true)?;
+        txn.commit().map_err(storage_err)?;
+    }
+    Ok(())
+}
+
 /// The store file's identity, if it has one yet.
 fn store_id_if_any(db: &Database) -> Result<Option<u64>, StoreError> {
     system_value(db, STORE_ID)
 }
 
 /// The log's header for the store file `store_id`, written at an open
-/// whose records carry `epoch`.
-fn file_header(store_id: u64, epoch: u64) -> [u8; FILE_HEADER as usize] {
+/// whose records carry `epoch`, for a file allocated through `allocated`.
+fn file_header(store_id: u64, epoch: u64, allocated: u64) -> [u8; FILE_HEADER as usize] {
     let mut header = [0u8; FILE_HEADER as usize];
     header[0..4].copy_from_slice(&FILE_MAGIC.to_le_bytes());
     header[4..8].copy_from_slice(&FILE_VERSION.to_le_bytes());
     header[8..16].copy_from_slice(&store_id.to_le_bytes());
     header[16..24].copy_from_slice(&epoch.to_le_bytes());
+    header[24..32].copy_from_slice(&allocated.to_le_bytes());
     header
 }
 
@@ -274,6 +366,9 @@ struct LogHeader {
     store_id: u64,
     /// The epoch its records' checksums cover (none in version 1).
     epoch: Option<u64>,
+    /// How long the file was allocated (from version 3): it is never
+    /// shorter unless it was cut.
+    allocated: Option<u64>,
     /// Where its records start.
     len: usize,
 }
@@ -289,11 +384,19 @@ fn header_of(bytes: &[u8]) -> Option<LogHeader> {
         1 => Some(LogHeader {
             store_id: u64_at(8)?,
             epoch: None,
+            allocated: None,
             len: FILE_HEADER_V1,
+        }),
+        2 => Some(LogHeader {
+            store_id: u64_at(8)?,
+            epoch: Some(u64_at(16)?),
+            allocated: None,
+            len: FILE_HEADER_V2,
         }),
         FILE_VERSION => Some(LogHeader {
             store_id: u64_at(8)?,
             epoch: Some(u64_at(16)?),
+            allocated: Some(u64_at(ALLOCATED_AT as usize)?),
             len: FILE_HEADER as usize,
         }),
         _ => None,
@@ -301,6 +404,7 @@ fn header_of(bytes: &[u8]) -> Option<LogHeader> {
 }
 
 /// A region's records: after its header, read with its epoch.
+#[cfg(test)]
 fn region_records(bytes: &[u8]) -> Vec<(u64, &[u8])> {
     match header_of(bytes) {
         Some(h) => read_records(&bytes[h.len..], h.epoch),
@@ -323,67 +427,303 @@ pub(crate) fn mark_applied(txn: &redb::WriteTransaction, lsn: u64) -> Result<(),
 /// refused: its records are changes to that file, not this one (a file
 /// restored from a backup next to a newer log, or a log copied from
 /// elsewhere).
-pub(crate) fn recover(db: &Database, path: &Path) -> Result<Recovered, StoreError> {
+///
+/// So is a log whose damage may have lost records, since the file would
+/// open without acknowledged writes: a region shorter than its header says
+/// it was allocated (cut), a damaged record with a whole later one of the
+/// same open after it, records that do not continue the file's LSN or leave
+/// a hole between the regions, and (when the store's last close was not
+/// clean) a region that is missing or has lost its header. A torn last
+/// record is not damage: a crash leaves one, and it was never answered.
+/// With `recover_truncated` the damage is reported ([`Recovered::lost`])
+/// and the consecutive records from the file's LSN on are replayed.
+pub(crate) fn recover(
+    db: &Database,
+    path: &Path,
+    recover_truncated: bool,
+) -> Result<Recovered, StoreError> {
     let applied = applied_lsn(db)?;
-    let regions = region_paths(path)
-        .map(|p| read_region(db, &p))
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()?;
+    // Whether the log may hold records the file lacks: the store kept a
+    // log and its last close did not leave everything in the file.
+    let closed = clean_close(db)?;
+    let unclean = closed == Some(false) && (applied > 0 || store_id_if_any(db)?.is_some());
+    let last_close = LastClose {
+        clean: closed == Some(true),
+        unclean,
+    };
+    let paths = region_paths(path);
+    let files = [read_region(db, &paths[0])?, read_region(db, &paths[1])?];
+    let mut lost = Vec::new();
+    let mut todo: Vec<Record<'_>> = Vec::new();
+    for (region, (p, bytes)) in paths.iter().zip(&files).enumerate() {
+        let Some(bytes) = bytes else {
+            if unclean {
+                lost.push(format!(
+                    "{} is missing and the store was not closed cleanly: \
+                     every record it held after record {applied} is lost",
+                    p.display()
+                ));
+            }
+            continue;
+        };
+        let scan = scan_region(p, bytes, region, applied, last_close);
+        lost.extend(scan.lost);
+        todo.extend(scan.records.into_iter().filter(|r| r.lsn > applied));
+    }
     // Each region holds one run of consecutive records; the runs after the
     // file's LSN continue each other.
-    let mut todo: Vec<(u64, &[u8])> = Vec::new();
-    for bytes in &regions {
-        let records = region_records(bytes);
-        todo.extend(records.into_iter().filter(|(lsn, _)| *lsn > applied));
+    todo.sort_by_key(|r| r.lsn);
+    let run = todo
+        .iter()
+        .zip(applied + 1..)
+        .take_while(|(r, want)| r.lsn == *want)
+        .count();
+    if let Some(first) = todo.first()
+        && run == 0
+    {
+        lost.push(format!(
+            "{} starts at record {} ({} byte {}), but the store file holds changes only through \
+             record {applied}: {} lost",
+            path.display(),
+            first.lsn,
+            paths[first.region].display(),
+            first.at,
+            match first.lsn - applied {
+                2 => format!("record {} is", applied + 1),
+                _ => format!("records {} through {} are", applied + 1, first.lsn - 1),
+            },
+        ));
+    } else if let Some(next) = todo.get(run) {
+        let before = &todo[run - 1];
+        lost.push(format!(
+            "{} has no record {} between records {} and {} (record {} is in {} at byte {}, \
+             record {} in {} at byte {}): the {} records from record {} through {} cannot be \
+             replayed",
+            path.display(),
+            before.lsn + 1,
+            before.lsn,
+            next.lsn,
+            before.lsn,
+            paths[before.region].display(),
+            before.at,
+            next.lsn,
+            paths[next.region].display(),
+            next.at,
+            todo.len() - run,
+            next.lsn,
+            todo.last().map_or(next.lsn, |r| r.lsn),
+        ));
     }
-    todo.sort_by_key(|(lsn, _)| *lsn);
-    let Some(&(first, _)) = todo.first() else {
+    if !lost.is_empty() && !recover_truncated {
+        return Err(corrupt(format!(
+            "{}. Nothing was replayed; to open the store with the records before the damage \
+             (and lose the rest), open it with recover_truncated \
+             (`postbox serve --recover-truncated`)",
+            lost.join("; ")
+        )));
+    }
+    todo.truncate(run);
+    if todo.is_empty() {
         return Ok(Recovered {
             records: 0,
             applied,
+            lost,
         });
-    };
-    if first != applied + 1 {
-        return Err(corrupt(format!(
-            "{} starts at record {first}, but the store file holds changes only through record {applied}",
-            path.display()
-        )));
-    }
-    if let Some(w) = todo.windows(2).find(|w| w[1].0 != w[0].0 + 1) {
-        return Err(corrupt(format!(
-            "{} has no record {} between records {} and {}",
-            path.display(),
-            w[0].0 + 1,
-            w[0].0,
-            w[1].0
-        )));
     }
     let mut txn = db.begin_write().map_err(storage_err)?;
     txn.set_durability(redb::Durability::Immediate)
         .map_err(storage_err)?;
     let mut last = applied;
-    for (lsn, payload) in &todo {
-        let ops = logged::decode(payload)?;
+    for r in &todo {
+        let ops = logged::decode(r.payload)?;
         logged::replay(&txn, &ops)?;
-        last = *lsn;
+        last = r.lsn;
     }
     mark_applied(&txn, last)?;
     txn.commit().map_err(storage_err)?;
     Ok(Recovered {
         records: todo.len() as u64,
         applied: last,
+        lost,
     })
 }
 
-/// The bytes of one region of the log (empty if the file does not exist),
+/// A whole record recovery found.
+struct Record<'a> {
+    lsn: u64,
+    payload: &'a [u8],
+    /// The region it is in, and its offset there.
+    region: usize,
+    at: usize,
+}
+
+/// What recovery read in one region.
+struct Scan<'a> {
+    /// Its run of consecutive records.
+    records: Vec<Record<'a>>,
+    /// What its damage lost, if it is damaged.
+    lost: Vec<String>,
+}
+
+/// What the store file says of its last close.
+#[derive(Debug, Clone, Copy)]
+struct LastClose {
+    /// It was clean: the file holds every record the log has, and no
+    /// damage to the log can lose anything.
+    clean: bool,
+    /// It was not (the store kept a log and has not closed it since): a
+    /// region may hold the only copy of acknowledged writes. Neither, for
+    /// a store from before the flag existed.
+    unclean: bool,
+}
+
+/// Reads region number `region` (the bytes of the file at `path`): its run
+/// of records, and the damage that may have lost others (see [`recover`]).
+/// `applied` is the file's LSN.
+fn scan_region<'a>(
+    path: &Path,
+    bytes: &'a [u8],
+    region: usize,
+    applied: u64,
+    last_close: LastClose,
+) -> Scan<'a> {
+    let unclean = last_close.unclean;
+    let mut lost = Vec::new();
+    let header = header_of(bytes);
+    if header.is_none() && !bytes.starts_with(&MAGIC.to_le_bytes()) && unclean {
+        // Neither a header nor a log older than headers: cut to (or
+        // within) its header, or written over.
+        lost.push(format!(
+            "{} has no log header ({} bytes) and the store was not closed cleanly: \
+             every record it held after record {applied} is lost",
+            path.display(),
+            bytes.len()
+        ));
+        return Scan {
+            records: Vec::new(),
+            lost,
+        };
+    }
+    let start = header.map_or(0, |h| h.len);
+    let epoch = header.and_then(|h| h.epoch);
+    let mut records = Vec::new();
+    let mut at = start;
+    for (lsn, payload) in read_records(&bytes[start..], epoch) {
+        records.push(Record {
+            lsn,
+            payload,
+            region,
+            at,
+        });
+        at += HEADER + payload.len();
+    }
+    let end = at;
+    let last = records.last().map(|r| r.lsn);
+    let read = match last {
+        Some(lsn) => format!("its records end with record {lsn} at byte {end}"),
+        None => format!("it holds no whole record after its header (byte {end})"),
+    };
+    // After a clean close, a cut loses nothing: the file holds it all.
+    if let Some(allocated) = header.and_then(|h| h.allocated)
+        && (bytes.len() as u64) < allocated
+        && !last_close.clean
+    {
+        lost.push(format!(
+            "{} was cut: it is {} bytes long but was allocated {allocated}; {read}, and every \
+             record after byte {end} is lost",
+            path.display(),
+            bytes.len(),
+        ));
+    }
+    // Beyond a torn last record there is nothing of this open's with a
+    // higher number: records an earlier round of this open left further on
+    // have lower ones, and records of earlier opens fail the checksum. So
+    // one there means the record at `end` was damaged after it was written.
+    if let Some(epoch) = epoch {
+        let (after, complete) = records_after(bytes, end, epoch, last.unwrap_or(0).max(applied));
+        if !complete {
+            tracing::warn!(
+                file = %path.display(),
+                from = end,
+                "the commit log's check for damage before its last record stopped early: \
+                 too many record-like bytes to check"
+            );
+        }
+        if let (Some(&(at, first)), Some(&(_, high))) = (after.first(), after.last()) {
+            let damaged = match last {
+                Some(lsn) => format!("record {}", lsn + 1),
+                None => "the first record".to_owned(),
+            };
+            lost.push(format!(
+                "{}: {damaged} (byte {end}) is damaged, but whole records follow it \
+                 (record {first} at byte {at}, {} in all, up to record {high}); {read}, and \
+                 every record after it is lost",
+                path.display(),
+                after.len(),
+            ));
+        }
+    }
+    Scan { records, lost }
+}
+
+/// The whole records of `epoch` numbered above `above` from byte `from`
+/// of `bytes` on, as (offset, LSN), however they are placed; and whether
+/// the search got to the end. Its checksums may cover at most
+/// [`SCAN_PASSES`] times the region's bytes: the records of an earlier
+/// round beyond the current ones hold items' bytes, which may look like
+/// record headers anywhere (their checksums fail, since they cannot cover
+/// the epoch drawn at the open, but each costs a pass over its length).
+fn records_after(bytes: &[u8], from: usize, epoch: u64, above: u64) -> (Vec<(usize, u64)>, bool) {
+    let magic = MAGIC.to_le_bytes();
+    let mut budget = bytes.len().saturating_mul(SCAN_PASSES);
+    let mut found = Vec::new();
+    let mut at = from;
+    while at + HEADER <= bytes.len() {
+        // Most of a region past its records is zeros: find the next byte
+        // that can start a record.
+        let Some(skip) = bytes[at..].iter().position(|b| *b == magic[0]) else {
+            break;
+        };
+        at += skip;
+        let rest = &bytes[at..];
+        let word = |i: usize| {
+            rest.get(i..i + 4)
+                .map(|w| u32::from_le_bytes(w.try_into().expect("4 bytes")))
+        };
+        let lsn = rest
+            .get(8..16)
+            .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")));
+        let len = word(4).map_or(usize::MAX, |l| l as usize);
+        // The cheap tests first: the magic, a number above `above`, a
+        // length that fits.
+        if word(0) == Some(MAGIC)
+            && lsn.is_some_and(|lsn| lsn > above)
+            && len <= rest.len() - HEADER
+        {
+            if len > budget {
+                return (found, false);
+            }
+            budget -= len;
+            if let Some((lsn, payload)) = whole_record(rest, Some(epoch)) {
+                found.push((at, lsn));
+                at += HEADER + payload.len();
+                continue;
+            }
+        }
+        at += 1;
+    }
+    (found, true)
+}
+
+/// The bytes of one region of the log (None if the file does not exist),
 /// after checking that its header, if it has one, names `db`'s file.
-fn read_region(db: &Database, path: &Path) -> Result<Vec<u8>, StoreError> {
+fn read_region(db: &Database, path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
     let mut bytes = Vec::new();
     match File::open(path) {
         Ok(mut f) => {
             f.read_to_end(&mut bytes).map_err(|e| log_err(path, e))?;
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(log_err(path, e)),
     }
     if let Some(LogHeader {
@@ -402,7 +742,7 @@ fn read_region(db: &Database, path: &Path) -> Result<Vec<u8>, StoreError> {
             )));
         }
     }
-    Ok(bytes)
+    Ok(Some(bytes))
 }
 
 /// The log's records, from its start, while each is whole (its checksum
@@ -410,25 +750,28 @@ fn read_region(db: &Database, path: &Path) -> Result<Vec<u8>, StoreError> {
 /// one before.
 fn read_records(mut bytes: &[u8], epoch: Option<u64>) -> Vec<(u64, &[u8])> {
     let mut out: Vec<(u64, &[u8])> = Vec::new();
-    while bytes.len() >= HEADER {
-        let (header, rest) = bytes.split_at(HEADER);
-        let word = |i: usize| u32::from_le_bytes(header[i..i + 4].try_into().expect("4 bytes"));
-        let (magic, len, crc) = (word(0), word(4) as usize, word(16));
-        let lsn = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
-        if magic != MAGIC || rest.len() < len {
-            break;
-        }
-        let payload = &rest[..len];
-        if checksum(epoch, &header[4..16], payload) != crc {
-            break;
-        }
+    while let Some((lsn, payload)) = whole_record(bytes, epoch) {
         if out.last().is_some_and(|(prev, _)| lsn != prev + 1) {
             break;
         }
         out.push((lsn, payload));
-        bytes = &rest[len..];
+        bytes = &bytes[HEADER + payload.len()..];
     }
     out
+}
+
+/// The record at the start of `bytes` (its LSN and payload), if it is
+/// whole: its magic, a length that fits, and a checksum covering `epoch`.
+fn whole_record(bytes: &[u8], epoch: Option<u64>) -> Option<(u64, &[u8])> {
+    let header = bytes.get(..HEADER)?;
+    let word = |i: usize| u32::from_le_bytes(header[i..i + 4].try_into().expect("4 bytes"));
+    let (magic, len, crc) = (word(0), word(4) as usize, word(16));
+    if magic != MAGIC {
+        return None;
+    }
+    let lsn = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
+    let payload = bytes.get(HEADER..HEADER.checked_add(len)?)?;
+    (checksum(epoch, &header[4..16], payload) == crc).then_some((lsn, payload))
 }
 
 fn checksum(epoch: Option<u64>, len_and_lsn: &[u8], payload: &[u8]) -> u32 {
@@ -457,7 +800,9 @@ fn log_err(path: &Path, e: std::io::Error) -> StoreError {
 /// there is made durable by an `fdatasync` that changes no metadata; doing
 /// it here keeps those writes and syncs (tens of milliseconds per step on a
 /// slow disk) off the writer's path. It writes only at and beyond the
-/// length it has published, and the writer writes only below it.
+/// length it has published, and the writer writes only below it, after the
+/// header; then it records the new length in the header's last field
+/// ([`claim`]), which nothing else writes while it runs.
 struct Grower {
     state: Arc<(Mutex<GrowState>, Condvar)>,
     tx: Option<mpsc::Sender<u64>>,
@@ -490,7 +835,7 @@ impl Grower {
             .spawn(move || {
                 let mut len = allocated;
                 while let Ok(target) = rx.recv() {
-                    let result = extend(&file, len, target);
+                    let result = extend(&file, len, target).and_then(|()| claim(&file, target));
                     let (lock, changed) = &*shared;
                     let mut st = lock.lock().expect("grower state");
                     match result {
@@ -561,6 +906,15 @@ impl Drop for Grower {
     }
 }
 
+/// Records in the header of `file` that it is allocated through `len`, once
+/// its zeros and length are durable ([`extend`]): claimed before, a crash
+/// between the two would read as a cut file. One 8-byte write and sync per
+/// grow step.
+fn claim(file: &File, len: u64) -> std::io::Result<()> {
+    file.write_all_at(&len.to_le_bytes(), ALLOCATED_AT)?;
+    file.sync_data()
+}
+
 /// Writes zeros over `[from, to)` of `file` and makes them and the new
 /// length durable, a chunk at a time so that a concurrent `fdatasync` of the
 /// log never has more than one chunk of them to flush.
@@ -585,7 +939,7 @@ impl Wal {
     /// for so far (recovery's commit, the identity's) are waited for first.
     pub(crate) fn open(
         path: &Path,
-        recovered: Recovered,
+        recovered: &Recovered,
         store_id: u64,
         syncs: Arc<SyncState>,
     ) -> Result<Wal, StoreError> {
@@ -607,6 +961,21 @@ impl Wal {
             syncs,
             checkpoint_sync: 0,
         })
+    }
+
+    /// Records durably in `db` that the log is in use (its last close not
+    /// clean) before any record is written, unless the flag says so
+    /// already: from now until a clean close, a region found missing at
+    /// open may have held records the file lacks. The regions exist by
+    /// now, so a crash before this leaves no false alarm.
+    pub(crate) fn in_use(&self, db: &Database) -> Result<(), StoreError> {
+        if clean_close(db)? != Some(false) {
+            let txn = db.begin_write().map_err(storage_err)?;
+            mark_clean(&txn, false)?;
+            txn.commit().map_err(storage_err)?;
+            self.syncs.wait_all().map_err(StoreError::Storage)?;
+        }
+        Ok(())
     }
 
     /// The LSN the next batch gets.
@@ -797,28 +1166,33 @@ mod tests {
         ]
         .concat();
         std::fs::write(&log, &bytes).unwrap();
-        let r = recover(&db, &log).unwrap();
+        let r = recover(&db, &log, false).unwrap();
         assert_eq!(
             r,
             Recovered {
                 records: 3,
-                applied: 3
+                applied: 3,
+                lost: Vec::new()
             }
         );
         assert_eq!(system_keys(&db), ["a", "b", "c", WAL_APPLIED]);
         // Again: nothing left to do.
         assert_eq!(
-            recover(&db, &log).unwrap(),
+            recover(&db, &log, false).unwrap(),
             Recovered {
                 records: 0,
-                applied: 3
+                applied: 3,
+                lost: Vec::new()
             }
         );
         // A log that starts after record 4 cannot bring the file up to date.
         std::fs::write(&log, [put_record(5, "e"), put_record(6, "f")].concat()).unwrap();
-        let e = recover(&db, &log).unwrap_err().to_string();
+        let e = recover(&db, &log, false).unwrap_err().to_string();
         assert!(
-            e.contains("starts at record 5") && e.contains("only through record 3"),
+            e.contains("starts at record 5")
+                && e.contains(&format!("({} byte 0)", log.display()))
+                && e.contains("only through record 3")
+                && e.contains("record 4 is lost"),
             "{e}"
         );
         assert_eq!(system_keys(&db), ["a", "b", "c", WAL_APPLIED]);
@@ -844,10 +1218,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            recover(&db, &log).unwrap(),
+            recover(&db, &log, false).unwrap(),
             Recovered {
                 records: 5,
-                applied: 5
+                applied: 5,
+                lost: Vec::new()
             }
         );
         assert_eq!(system_keys(&db), ["a", "b", "c", "d", "e", WAL_APPLIED]);
@@ -858,8 +1233,14 @@ mod tests {
         let [first, second] = region_paths(&log);
         std::fs::write(&second, [put_record(1, "a"), put_record(2, "b")].concat()).unwrap();
         std::fs::write(&first, put_record(4, "d")).unwrap();
-        let e = recover(&db, &log).unwrap_err().to_string();
+        let e = recover(&db, &log, false).unwrap_err().to_string();
         assert!(e.contains("has no record 3 between records 2 and 4"), "{e}");
+        // Naming where the records on either side of the hole are.
+        assert!(
+            e.contains(&format!("record 2 is in {} at byte 39", second.display()))
+                && e.contains(&format!("record 4 in {} at byte 0", first.display())),
+            "{e}"
+        );
         assert!(
             system_value(&db, WAL_APPLIED).unwrap().is_none(),
             "nothing replayed"
@@ -878,24 +1259,24 @@ mod tests {
         std::fs::write(
             &log,
             [
-                file_header(id, 2).to_vec(),
+                file_header(id, 2, 0).to_vec(),
                 put_record_in(Some(2), 1, "a"),
                 put_record_in(Some(1), 2, "stale"),
             ]
             .concat(),
         )
         .unwrap();
-        assert_eq!(recover(&db, &log).unwrap().records, 1);
+        assert_eq!(recover(&db, &log, false).unwrap().records, 1);
         assert_eq!(system_keys(&db), ["a", STORE_ID, WAL_APPLIED]);
 
         // A log of version 1 (no epoch) is still read.
         let db = Database::create(dir.path().join("t.redb")).unwrap();
         let id = store_id(&db).unwrap();
         let log = dir.path().join("t.redb-log");
-        let mut v1 = file_header(id, 0)[..FILE_HEADER_V1].to_vec();
+        let mut v1 = file_header(id, 0, 0)[..FILE_HEADER_V1].to_vec();
         v1[4..8].copy_from_slice(&1u32.to_le_bytes());
         std::fs::write(&log, [v1, put_record(1, "a"), put_record(2, "b")].concat()).unwrap();
-        assert_eq!(recover(&db, &log).unwrap().records, 2);
+        assert_eq!(recover(&db, &log, false).unwrap().records, 2);
     }
 
     #[test]
@@ -925,7 +1306,7 @@ mod tests {
     fn records_land_in_space_allocated_ahead_of_them_across_growth_steps() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.redb-log");
-        let mut wal = Wal::open(&path, Recovered::default(), 7, Arc::default()).unwrap();
+        let mut wal = Wal::open(&path, &Recovered::default(), 7, Arc::default()).unwrap();
         // 2.5 growth steps of records, each one a different byte.
         let n = (GROW * 5 / 2 / 65_536) as usize;
         for i in 0..n {
@@ -945,6 +1326,11 @@ mod tests {
             bytes.len()
         );
         assert_eq!(header_of(&bytes).map(|h| h.store_id), Some(7));
+        // Its header says how far: the grow thread claimed each step.
+        assert_eq!(
+            header_of(&bytes).and_then(|h| h.allocated),
+            Some(bytes.len() as u64)
+        );
         let records = region_records(&bytes);
         assert_eq!(records.len(), n);
         for (i, (lsn, payload)) in records.iter().enumerate() {
@@ -958,7 +1344,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.redb-log");
         let syncs = Arc::new(SyncState::default());
-        let mut wal = Wal::open(&path, Recovered::default(), 7, syncs.clone()).unwrap();
+        let mut wal = Wal::open(&path, &Recovered::default(), 7, syncs.clone()).unwrap();
         let append = |wal: &mut Wal| {
             let mut rec = wal.record_buffer();
             rec.extend_from_slice(b"changes");
@@ -1020,13 +1406,13 @@ mod tests {
         std::fs::write(
             &log,
             [
-                file_header(other_id, 9).to_vec(),
+                file_header(other_id, 9, 0).to_vec(),
                 put_record_in(Some(9), 1, "a"),
             ]
             .concat(),
         )
         .unwrap();
-        let e = recover(&mine, &log).unwrap_err().to_string();
+        let e = recover(&mine, &log, false).unwrap_err().to_string();
         assert!(
             e.contains("belongs to another store file")
                 && e.contains(&format!("{other_id:016x}"))
@@ -1036,10 +1422,223 @@ mod tests {
         assert_eq!(system_keys(&mine), [STORE_ID], "nothing replayed");
         // A file that never had a log refuses it too.
         let fresh = Database::create(dir.path().join("fresh.redb")).unwrap();
-        let e = recover(&fresh, &log).unwrap_err().to_string();
+        let e = recover(&fresh, &log, false).unwrap_err().to_string();
         assert!(e.contains("a store that never had a log"), "{e}");
         // Its own store replays it.
-        assert_eq!(recover(&other, &log).unwrap().records, 1);
+        assert_eq!(recover(&other, &log, false).unwrap().records, 1);
         assert_eq!(system_keys(&other), ["a", STORE_ID, WAL_APPLIED]);
+    }
+
+    /// The payload of a record putting `key` -> 1 in the `system` table.
+    fn put_payload(key: &str) -> Vec<u8> {
+        put_record(0, key)[HEADER..].to_vec()
+    }
+
+    /// A store file with an identity and its log, holding records 1..=n
+    /// (putting `r1`, `r2`, ...) written by [`Wal`] into its first region
+    /// (allocated one grow step ahead), none of them in the file yet; and
+    /// where each record starts.
+    fn logged(dir: &Path, n: u64) -> (Database, PathBuf, Vec<u64>) {
+        let db = Database::create(dir.join("s.redb")).unwrap();
+        let id = store_id(&db).unwrap();
+        let log = dir.join("s.redb-log");
+        let mut wal = Wal::open(&log, &Recovered::default(), id, Arc::default()).unwrap();
+        let mut starts = Vec::new();
+        for i in 1..=n {
+            starts.push(wal.pos);
+            let mut rec = wal.record_buffer();
+            rec.extend_from_slice(&put_payload(&format!("r{i}")));
+            wal.append(rec).unwrap();
+            wal.appended();
+        }
+        starts.push(wal.pos);
+        drop(wal);
+        (db, log, starts)
+    }
+
+    fn applied(db: &Database) -> Option<u64> {
+        system_value(db, WAL_APPLIED).unwrap()
+    }
+
+    #[test]
+    fn a_region_cut_short_is_refused_naming_the_file_and_the_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, log, starts) = logged(dir.path(), 3);
+        assert_eq!(std::fs::metadata(&log).unwrap().len(), GROW);
+        // Cut inside the last record's data, as a lost write-back of the
+        // file's end would: the file was allocated further.
+        let cut = starts[3] - 5;
+        File::options()
+            .write(true)
+            .open(&log)
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
+        let e = recover(&db, &log, false).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{} was cut", log.display()))
+                && e.contains(&format!("{cut} bytes long but was allocated {GROW}"))
+                && e.contains(&format!("record 2 at byte {}", starts[2])),
+            "{e}"
+        );
+        assert_eq!(applied(&db), None, "nothing replayed");
+        assert_eq!(
+            std::fs::metadata(&log).unwrap().len(),
+            cut,
+            "the log as it was"
+        );
+
+        // Cut back to its header: every record is gone.
+        File::options()
+            .write(true)
+            .open(&log)
+            .unwrap()
+            .set_len(FILE_HEADER)
+            .unwrap();
+        let e = recover(&db, &log, false).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{} was cut", log.display()))
+                && e.contains("it is 32 bytes long")
+                && e.contains("no whole record after its header"),
+            "{e}"
+        );
+
+        // Told to go on, recovery replays what is left and says what was lost.
+        let (db, log, starts) = logged(&dir.path().join("again").tap_mkdir(), 3);
+        File::options()
+            .write(true)
+            .open(&log)
+            .unwrap()
+            .set_len(starts[3] - 5)
+            .unwrap();
+        let r = recover(&db, &log, true).unwrap();
+        assert_eq!((r.records, r.applied), (2, 2));
+        assert_eq!(r.lost.len(), 1, "{:?}", r.lost);
+        assert!(
+            r.lost[0].contains(&log.display().to_string()) && r.lost[0].contains("was cut"),
+            "{:?}",
+            r.lost
+        );
+        assert_eq!(system_keys(&db), ["r1", "r2", STORE_ID, WAL_APPLIED]);
+    }
+
+    #[test]
+    fn a_damaged_record_before_the_last_is_refused_naming_the_file_and_the_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, log, starts) = logged(dir.path(), 4);
+        // One flipped byte in record 2's payload.
+        let mut bytes = std::fs::read(&log).unwrap();
+        bytes[starts[1] as usize + HEADER + 2] ^= 0x10;
+        std::fs::write(&log, &bytes).unwrap();
+        let e = recover(&db, &log, false).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "{}: record 2 (byte {}) is damaged, but whole records follow it (record 3 at \
+                 byte {}, 2 in all, up to record 4)",
+                log.display(),
+                starts[1],
+                starts[2]
+            )),
+            "{e}"
+        );
+        assert_eq!(applied(&db), None, "nothing replayed");
+        assert_eq!(std::fs::read(&log).unwrap(), bytes, "the log as it was");
+
+        let r = recover(&db, &log, true).unwrap();
+        assert_eq!((r.records, r.applied), (1, 1));
+        assert!(
+            r.lost.len() == 1 && r.lost[0].contains("record 2 (byte"),
+            "{:?}",
+            r.lost
+        );
+        assert_eq!(system_keys(&db), ["r1", STORE_ID, WAL_APPLIED]);
+    }
+
+    #[test]
+    fn a_torn_last_record_after_a_crash_is_recovered_silently() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, log, starts) = logged(dir.path(), 3);
+        // The last record's write was torn: its second half never reached
+        // the disk (the preallocated zeros are still there).
+        let mut bytes = std::fs::read(&log).unwrap();
+        let half = (starts[2] + starts[3]) as usize / 2;
+        bytes[half..starts[3] as usize].fill(0);
+        std::fs::write(&log, &bytes).unwrap();
+        assert_eq!(
+            recover(&db, &log, false).unwrap(),
+            Recovered {
+                records: 2,
+                applied: 2,
+                lost: Vec::new()
+            }
+        );
+
+        // Records of an earlier round of the same open, beyond a torn
+        // record, are all in the file already: not a sign of damage, even
+        // when the torn record is the round's first (no record read to
+        // compare with, only the file's LSN).
+        let db = Database::create(dir.path().join("t.redb")).unwrap();
+        let id = store_id(&db).unwrap();
+        let log = dir.path().join("t.redb-log");
+        let round = |records: Vec<Vec<u8>>| {
+            let mut b = file_header(id, 5, 0).to_vec();
+            b.extend(records.concat());
+            b
+        };
+        std::fs::write(
+            &log,
+            round((1..=4).map(|i| put_record_in(Some(5), i, "old")).collect()),
+        )
+        .unwrap();
+        assert_eq!(recover(&db, &log, false).unwrap().applied, 4);
+        let torn = put_record_in(Some(5), 5, "torn");
+        let mut second = round(vec![torn[..HEADER + 2].to_vec()]);
+        // What is left of the first round after where the second ends.
+        let first = round((1..=4).map(|i| put_record_in(Some(5), i, "old")).collect());
+        let from = second.len();
+        second.extend_from_slice(&first[from..]);
+        std::fs::write(&log, &second).unwrap();
+        let r = recover(&db, &log, false).unwrap();
+        assert_eq!((r.records, r.applied, r.lost.len()), (0, 4, 0), "{r:?}");
+        assert_eq!(
+            records_after(&second, FILE_HEADER as usize, 5, 0).0.len(),
+            3,
+            "the earlier round's records 2 to 4 are there, whole"
+        );
+    }
+
+    #[test]
+    fn the_search_for_records_after_damage_has_a_bounded_cost() {
+        // Item bytes that look like record headers every 20 bytes, each
+        // claiming a long payload: every one fails its checksum, and
+        // checking them all would cost a pass over the region each.
+        let fake = |lsn: u64| {
+            let mut h = MAGIC.to_le_bytes().to_vec();
+            h.extend_from_slice(&(400_000u32).to_le_bytes());
+            h.extend_from_slice(&lsn.to_le_bytes());
+            h.extend_from_slice(&0u32.to_le_bytes());
+            h
+        };
+        let region: Vec<u8> = (0..50_000).flat_map(|_| fake(99)).collect();
+        let (found, complete) = records_after(&region, 0, 1, 0);
+        assert!(found.is_empty() && !complete, "{found:?} {complete}");
+        // A few of them cost little, and a whole record among them is found.
+        let mut region = [fake(99), fake(99)].concat();
+        region.extend(put_record_in(Some(1), 7, "x"));
+        region.extend(vec![0; 1_000_000]);
+        let (found, complete) = records_after(&region, 0, 1, 0);
+        assert_eq!((found, complete), (vec![(2 * HEADER, 7)], true));
+    }
+
+    /// `Path::join` then create the directory.
+    trait TapMkdir {
+        fn tap_mkdir(self) -> PathBuf;
+    }
+
+    impl TapMkdir for PathBuf {
+        fn tap_mkdir(self) -> PathBuf {
+            std::fs::create_dir_all(&self).unwrap();
+            self
+        }
     }
 }

@@ -34,7 +34,7 @@ use crate::StoreError;
 use super::catalog::CatalogChange;
 use super::context::WriteContext;
 use super::logged::OpLog;
-use super::wal::{Wal, mark_applied, sync_log};
+use super::wal::{Wal, mark_applied, mark_clean, sync_log};
 use super::{Durability, Shared, storage_err};
 
 /// Most operations committed in one transaction.
@@ -260,10 +260,12 @@ fn run(db: &Database, shared: &Arc<Shared>, mut wal: Option<Wal>, rx: Receiver<M
 
 /// Commits an otherwise empty transaction durably, so that the store file
 /// holds every record of the commit log (once its sync, which closing the
-/// database waits for, is done).
+/// database waits for, is done), and says so: the log's files are not
+/// needed at the next open.
 fn checkpoint(db: &Database, wal: &Wal) -> Result<(), StoreError> {
     let txn = db.begin_write().map_err(storage_err)?;
     mark_applied(&txn, wal.next_lsn() - 1)?;
+    mark_clean(&txn, true)?;
     txn.commit().map_err(storage_err)
 }
 

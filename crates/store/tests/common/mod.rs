@@ -40,6 +40,7 @@ pub fn options(clock: Arc<ManualClock>) -> EmbeddedOptions {
         stream_retention: Duration::from_secs(24 * 3600),
         ttl_sweep_interval: Duration::from_secs(3600),
         clock,
+        recover_truncated: false,
     }
 }
 
