@@ -129,6 +129,12 @@ struct ServeArgs {
     /// off loopback needs --tls-cert and --tls-key.
     #[arg(long)]
     insecure_http: bool,
+    /// Start on a store whose commit log is damaged (a region cut short,
+    /// a record damaged before the last, a region missing after a crash)
+    /// with what survives, and log what was lost; without it such a store
+    /// is refused with a message naming the file and position.
+    #[arg(long)]
+    recover_truncated: bool,
     /// How often every chain is verified from genesis in the background
     /// (`30s`, `10m`, `6h`, `1d`, or `off`); a broken chain is logged,
     /// counted in the metrics and named by `postbox status`.
@@ -278,6 +284,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         test_clock,
         wire_auth,
         verify_every: args.verify_every.0,
+        recover_truncated: args.recover_truncated,
     })
     .await?;
     let (listener, addr) = postbox_server::bind(args.listen)

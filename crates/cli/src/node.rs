@@ -110,6 +110,9 @@ pub struct NodeOptions {
     /// How often every chain is verified from genesis in the background
     /// (None: never).
     pub verify_every: Option<Duration>,
+    /// Open a store whose commit log is damaged with what survives
+    /// (`EmbeddedOptions::recover_truncated`), instead of refusing.
+    pub recover_truncated: bool,
 }
 
 /// A running node.
@@ -143,6 +146,7 @@ impl Node {
         let file = data.join("postbox.redb");
         let mut store_options = EmbeddedOptions {
             cache_bytes: options.cache_bytes,
+            recover_truncated: options.recover_truncated,
             ..EmbeddedOptions::default()
         };
         if let Some(clock) = &options.test_clock {
@@ -665,6 +669,7 @@ handler = "contacts::seen"
             test_clock: None,
             wire_auth: postbox_server::WireAuth::sigv4(),
             verify_every: None,
+            recover_truncated: false,
         }
     }
 

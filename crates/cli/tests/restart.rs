@@ -87,3 +87,32 @@ async fn a_node_with_its_own_catalog_restarts_on_its_data() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_commit_log_went_missing_after_a_crash_is_refused_unless_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let s = Server::start(&[], &data);
+    let acme = s.tenant_token("acme").await;
+    let (status, e) = call(&s.base, Some(&acme), "POST", "/v1/events", Some(payment(0))).await;
+    assert_eq!(status, 201, "{e}");
+    s.kill();
+    for region in ["postbox.redb-log", "postbox.redb-log.1"] {
+        std::fs::remove_file(data.join(region)).unwrap();
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_postbox"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("postbox.redb-log") && err.contains("recover"),
+        "{err}"
+    );
+    // Told to, it starts with what survives.
+    let s = Server::start(&["serve", "--recover-truncated"], &data);
+    let (status, _) = call(&s.base, Some(&s.admin), "GET", "/v1/health", None).await;
+    assert_eq!(status, 200);
+}
