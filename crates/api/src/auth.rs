@@ -191,9 +191,13 @@ impl<S: ItemStore> Tokens<S> {
             "pk".into(),
             AttributeValue::s(format!("TOKEN#{}", token_hash(token))),
         );
+        // The last commit, synced or not: a token whose row is not synced
+        // yet has not been handed out (its creator is answered after the
+        // sync), and a revocation refuses as soon as it commits. So a
+        // request never waits for another request's sync here.
         let out = self
             .store
-            .get_item(GetItemInput {
+            .get_item_committed(GetItemInput {
                 table_name: self.table.clone(),
                 key,
                 consistent_read: Some(true),

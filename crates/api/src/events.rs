@@ -296,10 +296,13 @@ async fn remembered(
 ) -> Result<Option<Value>, ApiError> {
     let mut key = Item::new();
     key.insert("pk".into(), AttributeValue::s(pk));
+    // The last commit, synced or not: most keys are new, and a new key
+    // must not wait for other requests' syncs. A row found here is answered
+    // from a consistent read of the log below, which waits for its sync.
     let out = api
         .inner
         .store
-        .get_item(GetItemInput {
+        .get_item_committed(GetItemInput {
             table_name: api.inner.config.requests_table.clone(),
             key,
             consistent_read: Some(true),

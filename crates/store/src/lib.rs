@@ -88,6 +88,19 @@ pub trait ItemStore: Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<WriteOutput>> + Send {
         self.update_item(input)
     }
+    /// GetItem from the last commit, whether or not it is synced yet: no
+    /// wait for the log's sync. The caller must not act on what it reads as
+    /// if it were durable: the API reads a token this way (a token whose
+    /// creation is unsynced has not been handed to anyone yet; a revocation
+    /// not yet synced already refuses) and an Idempotency-Key's row (found,
+    /// it answers from a consistent read of the log, which waits). The
+    /// default is `get_item`.
+    fn get_item_committed(
+        &self,
+        input: GetItemInput,
+    ) -> impl Future<Output = StoreResult<GetItemOutput>> + Send {
+        self.get_item(input)
+    }
     /// [`ItemStore::put_item`] answered as early as
     /// [`ItemStore::update_item_unsynced`], on the same terms: the worker's
     /// first claim of an event, whose durability its completion implies.

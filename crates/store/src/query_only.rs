@@ -41,6 +41,9 @@ impl<S: ItemStore> ItemStore for QueryOnly<S> {
     async fn get_item(&self, input: GetItemInput) -> StoreResult<GetItemOutput> {
         self.0.get_item(input).await
     }
+    async fn get_item_committed(&self, input: GetItemInput) -> StoreResult<GetItemOutput> {
+        self.0.get_item_committed(input).await
+    }
     async fn put_item(&self, input: PutItemInput) -> StoreResult<WriteOutput> {
         self.0.put_item(input).await
     }

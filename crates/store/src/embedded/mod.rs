@@ -767,6 +767,15 @@ impl ItemStore for EmbeddedStore {
         )
     }
 
+    async fn get_item_committed(&self, input: GetItemInput) -> StoreResult<GetItemOutput> {
+        read_ops::get_item(
+            &self.committed_snapshot()?,
+            self.catalog(),
+            self.now_ms(),
+            input,
+        )
+    }
+
     async fn put_item(&self, input: PutItemInput) -> StoreResult<WriteOutput> {
         let plan = write_ops::SingleWrite::put(self.catalog(), input)?;
         self.submit(move |ctx| plan.run(ctx)).await
