@@ -457,23 +457,19 @@ pub(crate) async fn create_token(
             ));
         }
         if let Some(t) = tenant {
-            return Err(ApiError::bad_request(
-                "invalid_request",
-                format!(
-                    "tenant-scoped wire access keys are not supported yet (asked for tenant {t:?}): create an admin access key (\"admin\": true), or an API token for the tenant"
-                ),
-            ));
+            check_tenant(t)?;
         }
-        let key = postbox_server::create_access_key(api.inner.store.as_ref(), None)
+        let key = postbox_server::create_access_key(api.inner.store.as_ref(), tenant)
             .await
             .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e))?;
-        tracing::info!(key = %key.id, subject = ?req.subject, "admin access key created");
+        tracing::info!(key = %key.id, ?tenant, subject = ?req.subject, "access key created");
         return Ok((
             StatusCode::CREATED,
             Json(json!({
                 "access_key_id": key.id,
                 "secret_access_key": key.secret,
-                "admin": true,
+                "admin": tenant.is_none(),
+                "tenant": tenant,
             })),
         ));
     }
@@ -518,7 +514,7 @@ pub(crate) async fn list_tokens(
         out.push(json!({
             "id": key.id,
             "kind": "access_key",
-            "tenant": null,
+            "tenant": key.tenant,
             "admin": key.admin,
             "created_at": key.created_at,
             "expires_at": null,

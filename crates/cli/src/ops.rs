@@ -209,8 +209,8 @@ struct CreateTokenArgs {
     #[arg(long)]
     subject: Option<String>,
     /// An access key for the DynamoDB, DynamoDB Streams and SQS endpoints
-    /// (AWS Signature Version 4) instead of an API token. Admin only for
-    /// now: tenant-scoped wire keys are not supported yet.
+    /// (AWS Signature Version 4) instead of an API token; with --tenant, a
+    /// key that reaches only that tenant's items (`<tenant>#` partitions).
     #[arg(long)]
     aws: bool,
     /// How long the token is valid (30s, 10m, 12h, 90d); default: until revoked.
@@ -648,14 +648,6 @@ pub async fn token(args: TokenArgs) -> Result<(), Failure> {
         body["subject"] = json!(s);
     }
     if a.aws {
-        if let Some(t) = &a.tenant {
-            return Err(Failure::new(
-                EXIT_REFUSED,
-                format!(
-                    "tenant-scoped wire access keys are not supported yet (asked for tenant {t:?}): use --aws --admin, or an API token for the tenant"
-                ),
-            ));
-        }
         body["aws"] = json!(true);
         let out = api.call("POST", "/v1/tokens", &[], Some(&body)).await?;
         if a.remote.json {
@@ -672,7 +664,10 @@ pub async fn token(args: TokenArgs) -> Result<(), Failure> {
                 out["secret_access_key"].as_str().unwrap_or("")
             );
             eprintln!(
-                "created an admin access key for the wire endpoints; the secret is shown only this once"
+                "created an access key for the wire endpoints ({}); the secret is shown only this once",
+                a.tenant.as_deref().map_or("admin".to_owned(), |t| format!(
+                    "tenant {t}: its items only"
+                ))
             );
         }
         return Ok(());

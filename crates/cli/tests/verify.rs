@@ -153,10 +153,16 @@ async fn verify_reports_a_byte_changed_over_the_wire_at_its_seq() {
         .await
         .unwrap();
 
-    // The checkpoint: the next run checks only events after #5, so it sees nothing new.
-    let (code, out) = verify(&base, &data, &[]);
+    // The checkpoint: a run without a sample checks only events after #5,
+    // so it sees nothing new...
+    let (code, out) = verify(&base, &data, &["--sample", "0"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("checked 0 new event(s)"), "{out}");
+    // ...while the default sample (32 links, here every one before the
+    // checkpoint) finds the edit without --full.
+    let (code, out) = verify(&base, &data, &[]);
+    assert_eq!(code, 4, "{out}");
+    assert!(out.contains("BROKEN at #3: hash mismatch"), "{out}");
     // From genesis, the edit is found at #3.
     let (code, out) = verify(&base, &data, &["--full"]);
     assert_eq!(code, 4, "{out}");

@@ -682,3 +682,145 @@ async fn a_body_over_16_mb_is_refused_in_the_protocols_json_shape() {
     );
     assert_eq!(code(&answer), "RequestEntityTooLarge", "{}", answer.1);
 }
+
+#[tokio::test]
+async fn a_tenant_key_reaches_its_own_items_and_nothing_else() {
+    let s = server().await;
+    s.store
+        .create_table(CreateTableInput::keyed_by("shop", "pk"))
+        .await
+        .unwrap();
+    let admin = || Signing::With(s.credentials(), now());
+    let put = |pk: &str| json!({"TableName": "shop", "Item": {"pk": {"S": pk}, "n": {"N": "1"}}});
+    let key = |pk: &str| json!({"TableName": "shop", "Key": {"pk": {"S": pk}}});
+    assert_eq!(
+        call(&s, "DynamoDB_20120810.PutItem", put("globex#1"), admin())
+            .await
+            .0,
+        200
+    );
+    let acme = postbox_server::create_access_key(&s.store, Some("acme"))
+        .await
+        .unwrap();
+    let tenant = || Signing::With(Credentials::new(&acme.id, &acme.secret), now());
+
+    // Its own items, in every form.
+    let allowed = [
+        ("DynamoDB_20120810.PutItem", put("acme#1")),
+        ("DynamoDB_20120810.GetItem", key("acme#1")),
+        (
+            "DynamoDB_20120810.UpdateItem",
+            json!({"TableName": "shop", "Key": {"pk": {"S": "acme#1"}}, "UpdateExpression": "SET n = n + :one", "ExpressionAttributeValues": {":one": {"N": "1"}}}),
+        ),
+        (
+            "DynamoDB_20120810.Query",
+            json!({"TableName": "shop", "KeyConditionExpression": "#p = :p", "ExpressionAttributeNames": {"#p": "pk"}, "ExpressionAttributeValues": {":p": {"S": "acme#1"}}}),
+        ),
+        (
+            "DynamoDB_20120810.BatchWriteItem",
+            json!({"RequestItems": {"shop": [{"PutRequest": {"Item": {"pk": {"S": "acme#2"}}}}]}}),
+        ),
+        (
+            "DynamoDB_20120810.TransactWriteItems",
+            json!({"TransactItems": [{"Put": {"TableName": "shop", "Item": {"pk": {"S": "acme#3"}}}}]}),
+        ),
+        (
+            "DynamoDB_20120810.PutItem",
+            json!({"TableName": "orders", "Item": {"id": {"S": "acme#o1"}}}),
+        ),
+        (
+            "DynamoDB_20120810.DescribeTable",
+            json!({"TableName": "shop"}),
+        ),
+        ("DynamoDB_20120810.ListTables", json!({})),
+    ];
+    for (target, body) in allowed {
+        let a = call(&s, target, body.clone(), tenant()).await;
+        assert_eq!(a.0, 200, "{target} {body}: {:?}", a.1);
+    }
+
+    // Anything else, with nothing applied.
+    let refused = [
+        ("DynamoDB_20120810.GetItem", key("globex#1")),
+        ("DynamoDB_20120810.PutItem", put("globex#2")),
+        ("DynamoDB_20120810.PutItem", put("acmeco#1")),
+        ("DynamoDB_20120810.DeleteItem", key("globex#1")),
+        (
+            "DynamoDB_20120810.Query",
+            json!({"TableName": "shop", "Select": "COUNT", "KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "globex#1"}}}),
+        ),
+        (
+            "DynamoDB_20120810.BatchGetItem",
+            json!({"RequestItems": {"shop": {"Keys": [{"pk": {"S": "acme#1"}}, {"pk": {"S": "globex#1"}}]}}}),
+        ),
+        (
+            "DynamoDB_20120810.TransactWriteItems",
+            json!({"TransactItems": [
+                {"Put": {"TableName": "shop", "Item": {"pk": {"S": "acme#4"}}}},
+                {"Delete": {"TableName": "shop", "Key": {"pk": {"S": "globex#1"}}}}
+            ]}),
+        ),
+        (
+            "DynamoDB_20120810.PutItem",
+            json!({"TableName": "orders", "Item": {"id": {"S": "o1"}}}),
+        ),
+        ("DynamoDB_20120810.Scan", json!({"TableName": "shop"})),
+        (
+            "DynamoDB_20120810.DeleteTable",
+            json!({"TableName": "shop"}),
+        ),
+        (
+            "DynamoDB_20120810.PutItem",
+            json!({"TableName": "postbox_events", "Item": {"pk": {"S": "acme#x"}}}),
+        ),
+        ("DynamoDBStreams_20120810.ListStreams", json!({})),
+        ("AmazonSQS.ListQueues", json!({})),
+    ];
+    for (target, body) in refused {
+        let a = call(&s, target, body.clone(), tenant()).await;
+        assert_eq!(
+            (a.0, code(&a)),
+            (400, "AccessDeniedException"),
+            "{target} {body}: {:?}",
+            a.1
+        );
+    }
+    let get = |pk: &str| GetItemInput {
+        table_name: "shop".into(),
+        key: postbox_item::Item::from([("pk".to_owned(), postbox_item::AttributeValue::s(pk))]),
+        ..Default::default()
+    };
+    assert!(
+        s.store
+            .get_item(get("globex#1"))
+            .await
+            .unwrap()
+            .item
+            .is_some()
+    );
+    assert!(
+        s.store
+            .get_item(get("globex#2"))
+            .await
+            .unwrap()
+            .item
+            .is_none()
+    );
+    assert!(
+        s.store
+            .get_item(get("acme#4"))
+            .await
+            .unwrap()
+            .item
+            .is_none(),
+        "a refused transaction applied nothing"
+    );
+    assert!(
+        s.store
+            .get_item(get("acme#3"))
+            .await
+            .unwrap()
+            .item
+            .is_some()
+    );
+}

@@ -106,8 +106,10 @@ impl Seen {
 pub struct Caller {
     /// The access key id.
     pub key_id: String,
-    /// Whether the key is an operator's (every key is, for now).
+    /// Whether the key is an operator's.
     pub admin: bool,
+    /// The tenant a tenant-scoped key acts for ([`crate::tenant_scope`]).
+    pub tenant: Option<String>,
 }
 
 /// Why a request is refused, in AWS's words.
@@ -396,6 +398,7 @@ impl SigV4 {
         Ok(Caller {
             key_id: auth.key_id,
             admin: key.admin,
+            tenant: key.tenant,
         })
     }
 }
@@ -571,19 +574,27 @@ impl std::fmt::Debug for AccessKey {
 struct StoredKey {
     secret: String,
     admin: bool,
+    tenant: Option<String>,
 }
 
 /// Issues a new access key and stores it in [`ACCESS_KEYS_TABLE`]
-/// (created if missing). Only admin keys exist for now: a tenant-scoped
-/// key is refused, and nothing is stored.
+/// (created if missing): an admin key, or one scoped to `tenant` (1 to 64
+/// of `[A-Za-z0-9_.-]`), which reaches only that tenant's items
+/// ([`crate::tenant_scope`]).
 pub async fn create_access_key<S: ItemStore>(
     store: &S,
     tenant: Option<&str>,
 ) -> Result<AccessKey, String> {
     if let Some(t) = tenant {
-        return Err(format!(
-            "tenant-scoped wire access keys are not supported yet (asked for tenant {t:?}); create an admin one (--admin), or use an API token for {t:?}"
-        ));
+        let ok = !t.is_empty()
+            && t.len() <= 64
+            && t.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+        if !ok {
+            return Err(format!(
+                "tenant {t:?} must be 1 to 64 characters of letters, digits, '_', '-' and '.'"
+            ));
+        }
     }
     match store
         .create_table(CreateTableInput::keyed_by(ACCESS_KEYS_TABLE, "key_id"))
@@ -612,7 +623,10 @@ pub async fn create_access_key<S: ItemStore>(
     let mut item = postbox_item::Item::new();
     item.insert("key_id".to_owned(), AttributeValue::s(&id));
     item.insert("secret".to_owned(), AttributeValue::s(&secret));
-    item.insert("admin".to_owned(), AttributeValue::Bool(true));
+    match tenant {
+        Some(t) => item.insert("tenant".to_owned(), AttributeValue::s(t)),
+        None => item.insert("admin".to_owned(), AttributeValue::Bool(true)),
+    };
     item.insert(
         "created_at".to_owned(),
         AttributeValue::s(format_amz_date(
@@ -640,6 +654,7 @@ pub async fn create_access_key<S: ItemStore>(
 pub struct AccessKeyInfo {
     pub id: String,
     pub admin: bool,
+    pub tenant: Option<String>,
     pub created_at: Option<String>,
 }
 
@@ -667,6 +682,7 @@ pub async fn list_access_keys<S: ItemStore>(store: &S) -> Result<Vec<AccessKeyIn
             out.push(AccessKeyInfo {
                 id: id.to_owned(),
                 admin: matches!(item.get("admin"), Some(AttributeValue::Bool(true))),
+                tenant: item.get("tenant").and_then(|v| v.as_s()).map(str::to_owned),
                 created_at: item
                     .get("created_at")
                     .and_then(|v| v.as_s())
@@ -728,6 +744,7 @@ async fn lookup<S: ItemStore>(store: &S, id: &str) -> Result<Option<StoredKey>, 
         Some(StoredKey {
             secret: item.get("secret")?.as_s()?.to_owned(),
             admin: matches!(item.get("admin"), Some(AttributeValue::Bool(true))),
+            tenant: item.get("tenant").and_then(|v| v.as_s()).map(str::to_owned),
         })
     }))
 }

@@ -23,6 +23,7 @@ pub mod dynamodb;
 pub mod policy;
 mod sqs;
 mod streams;
+mod tenant_scope;
 mod wire;
 
 use std::net::SocketAddr;
@@ -101,12 +102,25 @@ async fn dispatch<S: Backend>(
             return denied.into_response();
         }
     };
-    let allowed = match service {
+    let mut allowed = match service {
         "DynamoDB_20120810" => policy::check_dynamodb(&caller, operation, &body),
         "DynamoDBStreams_20120810" => policy::check_streams(&caller, operation, &body),
         "AmazonSQS" => policy::check_sqs(&caller, operation, &body),
         _ => Ok(()),
     };
+    // A tenant-scoped key reaches its tenant's items and nothing else.
+    if allowed.is_ok()
+        && let Some(tenant) = &caller.tenant
+    {
+        allowed = match service {
+            "DynamoDB_20120810" => {
+                tenant_scope::check_dynamodb(&services.store, tenant, operation, &body).await
+            }
+            _ => Err(auth::Denied::AccessDenied(format!(
+                "User is not authorized to perform this request: the access key is scoped to tenant {tenant:?}, which may not call {service}.{operation} (DynamoDB Streams and SQS carry every tenant's data; use an admin key)"
+            ))),
+        };
+    }
     if let Err(denied) = allowed {
         tracing::info!(target, key = %caller.key_id, ?denied, "wire request refused");
         return denied.into_response();

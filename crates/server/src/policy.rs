@@ -220,6 +220,7 @@ mod tests {
         Caller {
             key_id: "AKIATEST".into(),
             admin: true,
+            tenant: None,
         }
     }
 
