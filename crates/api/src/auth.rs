@@ -223,6 +223,11 @@ impl<S: ItemStore> Tokens<S> {
 
     /// Every token's row (never the token itself).
     pub async fn list(&self) -> Result<Vec<TokenInfo>, StoreError> {
+        Ok(self.rows().await?.iter().map(TokenInfo::of).collect())
+    }
+
+    /// Every row of the token table, page by page.
+    async fn rows(&self) -> Result<Vec<Item>, StoreError> {
         let mut out = Vec::new();
         let mut start = None;
         loop {
@@ -234,7 +239,7 @@ impl<S: ItemStore> Tokens<S> {
                     ..Default::default()
                 })
                 .await?;
-            out.extend(page.items.unwrap_or_default().iter().map(TokenInfo::of));
+            out.extend(page.items.unwrap_or_default());
             match page.last_evaluated_key {
                 Some(k) => start = Some(k),
                 None => return Ok(out),
@@ -244,31 +249,16 @@ impl<S: ItemStore> Tokens<S> {
 
     /// The token whose id is `id` (its row's key and what is known of it).
     async fn find(&self, id: &str) -> Result<Option<(Item, TokenInfo)>, StoreError> {
-        let mut start = None;
-        loop {
-            let page = self
-                .store
-                .scan(postbox_store::api::ScanInput {
-                    table_name: self.table.clone(),
-                    exclusive_start_key: start.take(),
-                    ..Default::default()
-                })
-                .await?;
-            for item in page.items.unwrap_or_default() {
-                let info = TokenInfo::of(&item);
-                if info.id == id {
-                    let key = Item::from([(
-                        "pk".to_owned(),
-                        item.get("pk").cloned().unwrap_or(AttributeValue::Null),
-                    )]);
-                    return Ok(Some((key, info)));
-                }
-            }
-            match page.last_evaluated_key {
-                Some(k) => start = Some(k),
-                None => return Ok(None),
-            }
-        }
+        Ok(self.rows().await?.into_iter().find_map(|item| {
+            let info = TokenInfo::of(&item);
+            (info.id == id).then(|| {
+                let key = Item::from([(
+                    "pk".to_owned(),
+                    item.get("pk").cloned().unwrap_or(AttributeValue::Null),
+                )]);
+                (key, info)
+            })
+        }))
     }
 
     /// Deletes token `id`; what it was, if it existed. The next request
