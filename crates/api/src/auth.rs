@@ -506,7 +506,12 @@ pub(crate) async fn list_tokens(
             "kind": "access_key",
             "tenant": key.tenant,
             "admin": key.admin,
-            "created_at": key.created_at,
+            // Stored in SigV4's date form; listed like the tokens' times.
+            "created_at": key.created_at.as_deref().map(|t| {
+                postbox_server::auth::parse_amz_date(t).map_or(t.to_owned(), |s| {
+                    postbox_engine::envelope::format_timestamp(s * 1000)
+                })
+            }),
             "expires_at": null,
         }));
     }
