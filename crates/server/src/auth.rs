@@ -727,8 +727,11 @@ pub async fn access_key_exists<S: ItemStore>(store: &S, id: &str) -> Result<bool
 async fn lookup<S: ItemStore>(store: &S, id: &str) -> Result<Option<StoredKey>, StoreError> {
     let mut key = postbox_item::Item::new();
     key.insert("key_id".to_owned(), AttributeValue::s(id));
+    // The last commit, synced or not (as the API's token check): a key whose
+    // row is not synced yet has not been handed out, and a revocation
+    // refuses as soon as it commits; no request waits for another's sync.
     let out = match store
-        .get_item(GetItemInput {
+        .get_item_committed(GetItemInput {
             table_name: ACCESS_KEYS_TABLE.to_owned(),
             key,
             consistent_read: Some(true),
