@@ -69,37 +69,30 @@ fn parse_value(body: &[u8]) -> Result<Value, ApiError> {
 /// a malformed body (a broken chunked encoding, a connection cut mid-body)
 /// 400.
 pub(crate) async fn read_body(api: &Api, body: Body) -> Result<Bytes, ApiError> {
+    use postbox_server::BodyError;
     let limit = api.inner.config.max_body_bytes;
     let timeout = api.inner.config.body_timeout;
-    let read = tokio::time::timeout(timeout, axum::body::to_bytes(body, limit))
+    postbox_server::read_limited(body, limit, timeout)
         .await
-        .map_err(|_| {
-            ApiError::new(
+        .map_err(|e| match e {
+            BodyError::TooSlow => ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
                 "body_timeout",
                 format!(
                     "the request body did not arrive within {} ms",
                     timeout.as_millis()
                 ),
-            )
-        })?;
-    read.map_err(|e| {
-        let over_limit = std::error::Error::source(&e)
-            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
-            || e.to_string().contains("length limit");
-        if over_limit {
-            ApiError::new(
+            ),
+            BodyError::TooLarge => ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "body_too_large",
                 format!("the request body is over the {limit}-byte limit"),
-            )
-        } else {
-            ApiError::bad_request(
+            ),
+            BodyError::Broken(e) => ApiError::bad_request(
                 "invalid_body",
                 format!("the request body could not be read: {e}"),
-            )
-        }
-    })
+            ),
+        })
 }
 
 pub(crate) async fn ensure_requests_table(
@@ -353,7 +346,7 @@ async fn check_write(
         )
     })?;
     let cfg = &api.inner.config;
-    let reserved = table.starts_with("postbox_")
+    let reserved = table.starts_with(postbox_server::policy::TABLE_PREFIX)
         || [
             &cfg.events_table,
             &cfg.inbox_table,

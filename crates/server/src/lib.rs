@@ -102,24 +102,19 @@ async fn dispatch<S: Backend>(
             return denied.into_response();
         }
     };
+    // Parsed once for the checks; the operation itself reads the bytes.
+    let parsed: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
     let mut allowed = match service {
-        "DynamoDB_20120810" => policy::check_dynamodb(&caller, operation, &body),
-        "DynamoDBStreams_20120810" => policy::check_streams(&caller, operation, &body),
-        "AmazonSQS" => policy::check_sqs(&caller, operation, &body),
+        "DynamoDB_20120810" => policy::check_dynamodb(&caller, operation, parsed.as_ref()),
+        "DynamoDBStreams_20120810" => policy::check_streams(&caller, operation, parsed.as_ref()),
+        "AmazonSQS" => policy::check_sqs(&caller, operation, parsed.as_ref()),
         _ => Ok(()),
     };
     // A tenant-scoped key reaches its tenant's items and nothing else.
     if allowed.is_ok()
         && let Some(tenant) = &caller.tenant
     {
-        allowed = match service {
-            "DynamoDB_20120810" => {
-                tenant_scope::check_dynamodb(&services.store, tenant, operation, &body).await
-            }
-            _ => Err(auth::Denied::AccessDenied(format!(
-                "User is not authorized to perform this request: the access key is scoped to tenant {tenant:?}, which may not call {service}.{operation} (DynamoDB Streams and SQS carry every tenant's data; use an admin key)"
-            ))),
-        };
+        allowed = tenant_scope::check(&services.store, tenant, service, operation, parsed).await;
     }
     if let Err(denied) = allowed {
         tracing::info!(target, key = %caller.key_id, ?denied, "wire request refused");
@@ -135,30 +130,66 @@ async fn dispatch<S: Backend>(
 /// Longest wait for a wire request's whole body.
 pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// A request's body, at most [`MAX_REQUEST_BYTES`], within [`BODY_TIMEOUT`];
-/// otherwise an error in the protocols' own JSON shape (not a plain-text
-/// 413).
+/// Why a request body could not be read ([`read_limited`]).
+#[derive(Debug)]
+pub enum BodyError {
+    /// It did not arrive within the time allowed.
+    TooSlow,
+    /// It is longer than the limit.
+    TooLarge,
+    /// It is malformed (a broken chunked encoding, a connection cut mid-body).
+    Broken(String),
+}
+
+/// A request's whole body, at most `limit` bytes, within `timeout`: what
+/// every listener of Postbox reads bodies with, each answering the errors
+/// in its own protocol's shape.
+pub async fn read_limited(
+    body: axum::body::Body,
+    limit: usize,
+    timeout: std::time::Duration,
+) -> Result<Bytes, BodyError> {
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
+        Err(_) => Err(BodyError::TooSlow),
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+                || e.to_string().contains("length limit");
+            Err(if too_large {
+                BodyError::TooLarge
+            } else {
+                BodyError::Broken(e.to_string())
+            })
+        }
+    }
+}
+
+/// A wire request's body, at most [`MAX_REQUEST_BYTES`], within
+/// [`BODY_TIMEOUT`]; otherwise an error in the protocols' own JSON shape
+/// (not a plain-text 413).
 async fn read_body(body: axum::body::Body) -> Result<Bytes, WireError> {
     use axum::http::StatusCode;
-    match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_REQUEST_BYTES)).await {
-        Err(_) => Err(WireError::with_status(
-            StatusCode::REQUEST_TIMEOUT,
-            "RequestTimeout",
-            format!(
-                "the request body did not arrive within {} s",
-                BODY_TIMEOUT.as_secs()
+    read_limited(body, MAX_REQUEST_BYTES, BODY_TIMEOUT)
+        .await
+        .map_err(|e| match e {
+            BodyError::TooSlow => WireError::with_status(
+                StatusCode::REQUEST_TIMEOUT,
+                "RequestTimeout",
+                format!(
+                    "the request body did not arrive within {} s",
+                    BODY_TIMEOUT.as_secs()
+                ),
             ),
-        )),
-        Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(e)) if e.to_string().contains("length limit") => Err(WireError::with_status(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "RequestEntityTooLarge",
-            format!("the request body is over the {MAX_REQUEST_BYTES}-byte limit"),
-        )),
-        Ok(Err(e)) => Err(WireError::serialization(format!(
-            "the request body could not be read: {e}"
-        ))),
-    }
+            BodyError::TooLarge => WireError::with_status(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "RequestEntityTooLarge",
+                format!("the request body is over the {MAX_REQUEST_BYTES}-byte limit"),
+            ),
+            BodyError::Broken(e) => {
+                WireError::serialization(format!("the request body could not be read: {e}"))
+            }
+        })
 }
 
 /// A listing answer without the tables the wire must not see.

@@ -50,13 +50,23 @@ fn refused(tenant: &str, what: impl std::fmt::Display) -> Denied {
     ))
 }
 
-/// Checks a DynamoDB request of a key scoped to `tenant`.
-pub(crate) async fn check_dynamodb<S: ItemStore>(
+/// Checks a request of a key scoped to `tenant` to `service.operation`;
+/// `body` is the request parsed as JSON (None: not JSON).
+pub(crate) async fn check<S: ItemStore>(
     store: &S,
     tenant: &str,
+    service: &str,
     operation: &str,
-    body: &[u8],
+    body: Option<Value>,
 ) -> Result<(), Denied> {
+    if service != "DynamoDB_20120810" {
+        return Err(refused(
+            tenant,
+            format!(
+                "which may not call {service}.{operation} (DynamoDB Streams and SQS carry every tenant's data; use an admin key)"
+            ),
+        ));
+    }
     if !ALLOWED.contains(&operation) {
         return Err(refused(
             tenant,
@@ -71,8 +81,7 @@ pub(crate) async fn check_dynamodb<S: ItemStore>(
     ) {
         return Ok(());
     }
-    let body: Value = serde_json::from_slice(body)
-        .map_err(|_| refused(tenant, "and the request body is not JSON"))?;
+    let body = body.ok_or_else(|| refused(tenant, "and the request body is not JSON"))?;
     if operation == "Query" {
         return check_query(store, tenant, body).await;
     }
