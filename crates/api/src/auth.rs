@@ -73,12 +73,7 @@ pub fn token_hash(token: &str) -> String {
 
 /// A tenant name the API accepts: 1-64 of `[A-Za-z0-9_.-]`.
 pub fn check_tenant(tenant: &str) -> Result<(), ApiError> {
-    let ok = !tenant.is_empty()
-        && tenant.len() <= 64
-        && tenant
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-    if ok {
+    if postbox_server::auth::is_tenant_name(tenant) {
         Ok(())
     } else {
         Err(ApiError::bad_request(
@@ -146,7 +141,6 @@ impl<S: ItemStore> Tokens<S> {
             AttributeValue::s(format!("TOKEN#{}", token_hash(&token))),
         );
         item.insert("subject".into(), AttributeValue::s(subject));
-        item.insert("id".into(), AttributeValue::s(token_id(&token)));
         if let Some(at) = expires_at_ms {
             item.insert("expires_at_ms".into(), AttributeValue::n(at as i64));
         }
@@ -267,6 +261,11 @@ impl<S: ItemStore> Tokens<S> {
         let Some((key, info)) = self.find(id).await? else {
             return Ok(None);
         };
+        Ok(self.delete(key).await?.then_some(info))
+    }
+
+    /// Deletes the token row at `key`; whether it was still there.
+    async fn delete(&self, key: Item) -> Result<bool, StoreError> {
         match self
             .store
             .delete_item(postbox_store::api::DeleteItemInput {
@@ -277,9 +276,9 @@ impl<S: ItemStore> Tokens<S> {
             })
             .await
         {
-            Ok(_) => Ok(Some(info)),
+            Ok(_) => Ok(true),
             // Revoked meanwhile by another request.
-            Err(StoreError::ConditionalCheckFailed { .. }) => Ok(None),
+            Err(StoreError::ConditionalCheckFailed { .. }) => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -300,7 +299,7 @@ pub enum Presented {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TokenInfo {
     /// The public id (`postbox token revoke ID`): the first 16 hex digits
-    /// of the token's SHA-256. Tokens issued before ids existed get it too.
+    /// of the token's SHA-256, read from the row's key.
     pub id: String,
     pub tenant: Option<String>,
     pub subject: String,
@@ -314,14 +313,12 @@ impl TokenInfo {
             Some(AttributeValue::S(v)) => Some(v.clone()),
             _ => None,
         };
-        let id = s("id").unwrap_or_else(|| {
-            s("pk")
-                .and_then(|pk| {
-                    pk.strip_prefix("TOKEN#")
-                        .map(|h| h[..16.min(h.len())].to_owned())
-                })
-                .unwrap_or_default()
-        });
+        let id = s("pk")
+            .and_then(|pk| {
+                pk.strip_prefix("TOKEN#")
+                    .map(|h| h[..16.min(h.len())].to_owned())
+            })
+            .unwrap_or_default();
         TokenInfo {
             id,
             tenant: s("tenant"),
@@ -414,8 +411,9 @@ fn expiry(expires_in: Option<u64>) -> Result<Option<u64>, ApiError> {
 
 /// `POST /v1/tokens` (admin): `{"tenant": "acme", "subject": "billing"}` or
 /// `{"admin": true, "subject": "ops"}`; answers the token, once. With
-/// `"aws": true` (admin only, for now), an access key for the wire
-/// protocols instead: `{"access_key_id", "secret_access_key"}`, once.
+/// `"aws": true`, an access key for the wire protocols instead (an admin
+/// one, or one scoped to `"tenant"`): `{"access_key_id",
+/// "secret_access_key"}`, once.
 pub(crate) async fn create_token(
     State(api): State<Api>,
     caller: Caller,
@@ -560,7 +558,7 @@ pub(crate) async fn rotate_token(
         crate::events::parse_json(&body)?
     };
     let expires_at_ms = expiry(req.expires_in)?;
-    let Some((_, old)) = api.inner.tokens.find(&id).await? else {
+    let Some((old_key, old)) = api.inner.tokens.find(&id).await? else {
         return Err(ApiError::not_found(format!(
             "no token {id:?} (access keys are rotated by creating a new one and revoking the old)"
         )));
@@ -571,7 +569,7 @@ pub(crate) async fn rotate_token(
         .tokens
         .create_expiring(old.tenant.as_deref(), &old.subject, expires_at_ms)
         .await?;
-    api.inner.tokens.revoke(&id).await?;
+    api.inner.tokens.delete(old_key).await?;
     tracing::info!(old = %id, new = %token_id(&token), "token rotated");
     Ok((
         StatusCode::CREATED,

@@ -46,7 +46,6 @@ impl ApiError {
     pub fn forbidden(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
     }
-    /// 503 with Retry-After.
     /// 429: too many at once; retry after `retry_after` seconds.
     pub fn too_many(code: &'static str, message: impl Into<String>, retry_after: u64) -> ApiError {
         ApiError {
@@ -54,6 +53,7 @@ impl ApiError {
             ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message)
         }
     }
+    /// 503 with Retry-After.
     pub fn unavailable(message: impl Into<String>, retry_after: u64) -> ApiError {
         ApiError {
             retry_after: Some(retry_after),

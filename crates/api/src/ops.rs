@@ -48,15 +48,8 @@ pub(crate) async fn health() -> Json<Value> {
 /// `GET /v1/ready`: the store answers reads. No token needed, so it costs
 /// one point read (never a count of the events table).
 pub(crate) async fn ready(State(api): State<Api>) -> Result<Json<Value>, ApiError> {
-    let mut key = postbox_item::Item::new();
-    key.insert(
-        "pk".into(),
-        postbox_item::AttributeValue::s(postbox_engine::layout::event_pk("_ready")),
-    );
-    key.insert(
-        "sk".into(),
-        postbox_item::AttributeValue::s(postbox_engine::layout::seq_sk(0)),
-    );
+    use postbox_engine::layout;
+    let key = layout::key(layout::event_pk("_ready"), &layout::seq_sk(0));
     api.inner
         .store
         .get_item(postbox_store::api::GetItemInput {

@@ -20,7 +20,7 @@
 //! as is (SigV4 needs it to recompute signatures), so the store's file is
 //! as secret as the keys.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -74,7 +74,7 @@ pub struct SigV4 {
 /// time each may be forgotten, so expired ones are dropped oldest first.
 #[derive(Default)]
 struct Seen {
-    by_signature: HashMap<[u8; 32], u64>,
+    by_signature: HashSet<[u8; 32]>,
     by_expiry: BTreeSet<(u64, [u8; 32])>,
 }
 
@@ -89,13 +89,13 @@ impl Seen {
             self.by_expiry.pop_first();
             self.by_signature.remove(&s);
         }
-        if self.by_signature.contains_key(&signature) {
+        if self.by_signature.contains(&signature) {
             return Err(Denied::Replay);
         }
         if self.by_signature.len() >= MAX_REMEMBERED_SIGNATURES {
             return Err(Denied::Throttled);
         }
-        self.by_signature.insert(signature, expiry);
+        self.by_signature.insert(signature);
         self.by_expiry.insert((expiry, signature));
         Ok(())
     }
@@ -552,6 +552,16 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// Whether `name` is a tenant name a token or key may carry: 1 to 64 of
+/// `[A-Za-z0-9_.-]` (no `#`, so no name reaches into another's namespace).
+pub fn is_tenant_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
 /// An access key as issued: shown once.
 #[derive(Clone)]
 pub struct AccessKey {
@@ -585,16 +595,12 @@ pub async fn create_access_key<S: ItemStore>(
     store: &S,
     tenant: Option<&str>,
 ) -> Result<AccessKey, String> {
-    if let Some(t) = tenant {
-        let ok = !t.is_empty()
-            && t.len() <= 64
-            && t.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-        if !ok {
-            return Err(format!(
-                "tenant {t:?} must be 1 to 64 characters of letters, digits, '_', '-' and '.'"
-            ));
-        }
+    if let Some(t) = tenant
+        && !is_tenant_name(t)
+    {
+        return Err(format!(
+            "tenant {t:?} must be 1 to 64 characters of letters, digits, '_', '-' and '.'"
+        ));
     }
     match store
         .create_table(CreateTableInput::keyed_by(ACCESS_KEYS_TABLE, "key_id"))
