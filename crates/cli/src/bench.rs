@@ -110,7 +110,8 @@ struct Row {
     baseline: String,
 }
 
-fn pct(sorted: &[Duration], p: f64) -> f64 {
+/// The `p` quantile of `sorted`, in milliseconds.
+pub(crate) fn pct(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

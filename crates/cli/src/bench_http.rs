@@ -34,6 +34,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
+use crate::bench::pct;
 use crate::http::Failure;
 
 /// What `--http` takes from `postbox bench`'s arguments.
@@ -279,13 +280,6 @@ async fn load(
         }
     }
     Ok((all, failed, first_error))
-}
-
-fn pct(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1000.0
 }
 
 pub async fn run(b: HttpBench) -> Result<(), Failure> {
