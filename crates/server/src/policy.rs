@@ -75,7 +75,7 @@ pub(crate) fn check_dynamodb(
         return Ok(());
     };
     // Every action of a transaction or batch is judged on its own.
-    for table in dynamodb_tables(operation, &body) {
+    for table in dynamodb_tables(operation, body) {
         if !table.starts_with(TABLE_PREFIX) {
             continue;
         }
