@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::{Server, call};
 use postbox_item::AttributeValue;
 use postbox_store::ItemStore;
@@ -15,34 +13,20 @@ use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
 use serde_json::{Value, json};
 
 async fn report_after_a_run(server: &Server) -> (Value, String) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, m) = call(
-            &server.base,
-            Some(&server.admin),
-            "GET",
-            "/v1/metrics",
-            None,
-        )
+    let m = server
+        .metrics_when("no background verification ran", |m| {
+            !m.contains("postbox_verify_runs_total 0") && m.contains("postbox_verify_runs_total")
+        })
         .await;
-        let m = m.as_str().unwrap_or("").to_owned();
-        if !m.contains("postbox_verify_runs_total 0") && m.contains("postbox_verify_runs_total") {
-            let (_, r) = call(
-                &server.base,
-                Some(&server.admin),
-                "GET",
-                "/v1/reconciliation",
-                None,
-            )
-            .await;
-            return (r, m);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no background verification ran: {m}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let (_, r) = call(
+        &server.base,
+        Some(&server.admin),
+        "GET",
+        "/v1/reconciliation",
+        None,
+    )
+    .await;
+    (r, m)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

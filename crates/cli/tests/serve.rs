@@ -27,21 +27,11 @@ async fn the_default_server_runs_the_examples_behind_tokens_and_stops_cleanly() 
     });
     let (status, e) = call(&base, Some(&acme), "POST", "/v1/events", Some(payment)).await;
     assert_eq!(status, 201, "{e}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, m) = call(&base, Some(&admin), "GET", "/v1/metrics", None).await;
-        if m.as_str()
-            .unwrap_or("")
-            .contains("postbox_worker_total{outcome=\"completed\"} 4")
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the four handlers did not complete: {m}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    server
+        .metrics_when("the four handlers did not complete", |m| {
+            m.contains("postbox_worker_total{outcome=\"completed\"} 4")
+        })
+        .await;
     let (_, r) = call(&base, Some(&admin), "GET", "/v1/reconciliation", None).await;
     assert_eq!(r["verdict"], "ok", "{r}");
 

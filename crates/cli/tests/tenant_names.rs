@@ -64,23 +64,10 @@ fn payment(id: &str) -> Value {
 }
 
 async fn completed(server: &Server, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
     let want = format!("postbox_worker_total{{outcome=\"completed\"}} {n}");
-    loop {
-        let (_, m) = call(
-            &server.base,
-            Some(&server.admin),
-            "GET",
-            "/v1/metrics",
-            None,
-        )
+    server
+        .metrics_when(&format!("not {n} completions"), |m| m.contains(&want))
         .await;
-        if m.as_str().unwrap_or("").contains(&want) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "not {n} completions: {m}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -123,6 +123,23 @@ impl Drop for Server {
     }
 }
 
+impl Server {
+    /// The admin metrics text once `ready` holds for it, polled for up to
+    /// 30 s; panics naming `what` if it never does.
+    pub async fn metrics_when(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let (_, m) = call(&self.base, Some(&self.admin), "GET", "/v1/metrics", None).await;
+            let m = m.as_str().unwrap_or("").to_owned();
+            if ready(&m) {
+                return m;
+            }
+            assert!(std::time::Instant::now() < deadline, "{what}: {m}");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+}
+
 /// Calls `base + path`; the answer as JSON, or as a JSON string when it is not JSON.
 pub async fn call(
     base: &str,
