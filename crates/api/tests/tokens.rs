@@ -15,6 +15,13 @@ async fn list(env: &common::Env) -> Vec<Value> {
     a.json()["tokens"].as_array().unwrap().clone()
 }
 
+/// POST /v1/tokens with the admin token; the answer, which must be 201.
+async fn create(env: &common::Env, body: &str) -> Value {
+    let a = call(env, "POST", "/v1/tokens", Some(&env.admin), &[], body).await;
+    assert_eq!(a.status, 201, "{body}: {}", a.text);
+    a.json()
+}
+
 async fn health_with(env: &common::Env, token: &str) -> common::Answer {
     call(env, "GET", "/v1/events", Some(token), &[], "").await
 }
@@ -22,19 +29,10 @@ async fn health_with(env: &common::Env, token: &str) -> common::Answer {
 #[tokio::test]
 async fn a_revoked_token_is_refused_at_its_next_request() {
     let env = env().await;
-    let a = call(
-        &env,
-        "POST",
-        "/v1/tokens",
-        Some(&env.admin),
-        &[],
-        r#"{"tenant": "acme", "subject": "ci"}"#,
-    )
-    .await;
-    assert_eq!(a.status, 201, "{}", a.text);
+    let a = create(&env, r#"{"tenant": "acme", "subject": "ci"}"#).await;
     let (token, id) = (
-        a.json()["token"].as_str().unwrap().to_owned(),
-        a.json()["id"].as_str().unwrap().to_owned(),
+        a["token"].as_str().unwrap().to_owned(),
+        a["id"].as_str().unwrap().to_owned(),
     );
     assert_eq!(health_with(&env, &token).await.status, 200);
 
@@ -111,18 +109,10 @@ async fn a_revoked_token_is_refused_at_its_next_request() {
 #[tokio::test]
 async fn a_rotated_token_replaces_the_old_one() {
     let env = env().await;
-    let a = call(
-        &env,
-        "POST",
-        "/v1/tokens",
-        Some(&env.admin),
-        &[],
-        r#"{"tenant": "acme", "subject": "billing"}"#,
-    )
-    .await;
+    let a = create(&env, r#"{"tenant": "acme", "subject": "billing"}"#).await;
     let (old, id) = (
-        a.json()["token"].as_str().unwrap().to_owned(),
-        a.json()["id"].as_str().unwrap().to_owned(),
+        a["token"].as_str().unwrap().to_owned(),
+        a["id"].as_str().unwrap().to_owned(),
     );
     let a = call(
         &env,
@@ -164,18 +154,9 @@ async fn a_token_with_an_expiry_is_refused_after_it() {
         let a = call(&env, "POST", "/v1/tokens", Some(&env.admin), &[], bad).await;
         assert_eq!(a.status, 400, "{bad}: {}", a.text);
     }
-    let a = call(
-        &env,
-        "POST",
-        "/v1/tokens",
-        Some(&env.admin),
-        &[],
-        r#"{"tenant": "acme", "expires_in": 1}"#,
-    )
-    .await;
-    assert_eq!(a.status, 201, "{}", a.text);
-    assert!(a.json()["expires_at"].is_string(), "{}", a.text);
-    let token = a.json()["token"].as_str().unwrap().to_owned();
+    let a = create(&env, r#"{"tenant": "acme", "expires_in": 1}"#).await;
+    assert!(a["expires_at"].is_string(), "{a}");
+    let token = a["token"].as_str().unwrap().to_owned();
     assert_eq!(health_with(&env, &token).await.status, 200);
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let refused = health_with(&env, &token).await;
@@ -186,18 +167,9 @@ async fn a_token_with_an_expiry_is_refused_after_it() {
 #[tokio::test]
 async fn access_keys_are_listed_without_secrets_and_revoked() {
     let env = env().await;
-    let a = call(
-        &env,
-        "POST",
-        "/v1/tokens",
-        Some(&env.admin),
-        &[],
-        r#"{"aws": true, "admin": true}"#,
-    )
-    .await;
-    assert_eq!(a.status, 201, "{}", a.text);
-    let id = a.json()["access_key_id"].as_str().unwrap().to_owned();
-    let secret = a.json()["secret_access_key"].as_str().unwrap().to_owned();
+    let a = create(&env, r#"{"aws": true, "admin": true}"#).await;
+    let id = a["access_key_id"].as_str().unwrap().to_owned();
+    let secret = a["secret_access_key"].as_str().unwrap().to_owned();
     let listed = list(&env).await;
     assert!(
         listed
