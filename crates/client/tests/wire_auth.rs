@@ -360,21 +360,26 @@ async fn skewed_dates_are_refused() {
     assert_eq!(answer.0, 200, "{answer:?}");
 }
 
-#[tokio::test]
-async fn a_replayed_request_is_refused() {
-    let s = server().await;
-    let body = json!({"TableName": "orders", "Item": {"id": {"S": "once"}, "n": {"N": "1"}}});
+/// Sends one signed request twice, byte for byte; both answers.
+async fn sent_twice(s: &Server, target: &str, body: Value) -> ((u16, Value), (u16, Value)) {
     let signed = request(
         &s.url,
-        "DynamoDB_20120810.PutItem",
+        target,
         &body,
         &Signing::With(s.credentials(), now()),
     );
     let (parts, full) = signed.into_parts();
     let again = Request::from_parts(parts.clone(), full.clone());
     let first = send(Request::from_parts(parts, full)).await;
+    (first, send(again).await)
+}
+
+#[tokio::test]
+async fn a_replayed_request_is_refused() {
+    let s = server().await;
+    let body = json!({"TableName": "orders", "Item": {"id": {"S": "once"}, "n": {"N": "1"}}});
+    let (first, replay) = sent_twice(&s, "DynamoDB_20120810.PutItem", body).await;
     assert_eq!(first.0, 200, "{first:?}");
-    let replay = send(again).await;
     assert_eq!(replay.0, 400);
     assert_eq!(code(&replay), "InvalidSignatureException", "{replay:?}");
     assert!(
@@ -387,17 +392,8 @@ async fn a_replayed_request_is_refused() {
 async fn an_identical_read_may_repeat_as_stock_clients_poll() {
     let s = server().await;
     let body = json!({"TableName": "orders", "Key": {"id": {"S": "none"}}});
-    let signed = request(
-        &s.url,
-        "DynamoDB_20120810.GetItem",
-        &body,
-        &Signing::With(s.credentials(), now()),
-    );
-    let (parts, full) = signed.into_parts();
-    let again = Request::from_parts(parts.clone(), full.clone());
-    let first = send(Request::from_parts(parts, full)).await;
+    let (first, repeated) = sent_twice(&s, "DynamoDB_20120810.GetItem", body).await;
     assert_eq!(first.0, 200, "{first:?}");
-    let repeated = send(again).await;
     assert_eq!(repeated.0, 200, "{repeated:?}");
 }
 
