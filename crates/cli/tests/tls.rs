@@ -8,6 +8,22 @@ fn postbox() -> Command {
     Command::new(env!("CARGO_BIN_EXE_postbox"))
 }
 
+/// Starts `postbox` with `command` and returns it with the first line it
+/// prints (the address it listens on).
+fn started(command: &mut Command) -> (std::process::Child, String) {
+    let mut child = command
+        .env("POSTBOX_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (child, line)
+}
+
 #[test]
 fn a_listener_off_loopback_needs_tls_or_insecure_http() {
     let dir = tempfile::tempdir().unwrap();
@@ -24,24 +40,17 @@ fn a_listener_off_loopback_needs_tls_or_insecure_http() {
     );
     assert!(!dir.path().join("data").exists(), "nothing is created");
 
-    let mut child = postbox()
-        .args([
-            "serve",
-            "--listen",
-            "0.0.0.0:0",
-            "--insecure-http",
-            "--data",
-        ])
-        .arg(dir.path().join("data"))
-        .env("POSTBOX_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let (mut child, line) = started(
+        postbox()
+            .args([
+                "serve",
+                "--listen",
+                "0.0.0.0:0",
+                "--insecure-http",
+                "--data",
+            ])
+            .arg(dir.path().join("data")),
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(
@@ -77,22 +86,15 @@ fn with_a_certificate_it_speaks_https_only() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.pem"), "{err}");
 
-    let mut child = postbox()
-        .args(["serve", "--listen", "127.0.0.1:0", "--tls-cert"])
-        .arg(&cert_file)
-        .arg("--tls-key")
-        .arg(&key_file)
-        .arg("--data")
-        .arg(dir.path().join("data"))
-        .env("POSTBOX_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let (mut child, line) = started(
+        postbox()
+            .args(["serve", "--listen", "127.0.0.1:0", "--tls-cert"])
+            .arg(&cert_file)
+            .arg("--tls-key")
+            .arg(&key_file)
+            .arg("--data")
+            .arg(dir.path().join("data")),
+    );
     let url = line
         .split_whitespace()
         .find(|w| w.starts_with("https://"))
