@@ -435,6 +435,31 @@ pub(crate) async fn metrics(State(api): State<Api>, caller: Caller) -> Result<Re
             c.load(Ordering::Relaxed)
         );
     }
+    let w = api.inner.store.writer_stats();
+    counter(
+        &mut out,
+        "postbox_store_commits_total",
+        "Store transactions committed (group commits).",
+        w.commits,
+    );
+    counter(
+        &mut out,
+        "postbox_store_operations_total",
+        "Store write operations committed; over postbox_store_commits_total, the mean group size.",
+        w.operations,
+    );
+    let _ = writeln!(
+        out,
+        "# HELP postbox_store_writer_seconds_total Time the store's writer thread spent running operations and committing them."
+    );
+    let _ = writeln!(out, "# TYPE postbox_store_writer_seconds_total counter");
+    for (phase, us) in [("run", w.run_us), ("commit", w.commit_us)] {
+        let _ = writeln!(
+            out,
+            "postbox_store_writer_seconds_total{{phase=\"{phase}\"}} {}",
+            us as f64 / 1e6
+        );
+    }
     if let Some(source) = &api.inner.sources.metrics {
         source(&mut out);
     }

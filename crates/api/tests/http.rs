@@ -348,6 +348,25 @@ async fn operator_endpoints_need_an_admin_token() {
         "{}",
         a.text
     );
+    // The store's writer: at least the emit's commit, and its operations.
+    let figure = |name: &str| -> f64 {
+        a.text
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {}", a.text))
+    };
+    let commits = figure("postbox_store_commits_total");
+    assert!(commits >= 1.0, "{}", a.text);
+    assert!(
+        figure("postbox_store_operations_total") >= commits,
+        "{}",
+        a.text
+    );
+    assert!(
+        figure("postbox_store_writer_seconds_total{phase=\"run\"}") > 0.0,
+        "{}",
+        a.text
+    );
     let a = call(
         &env,
         "POST",
