@@ -93,11 +93,11 @@ pub struct ApiConfig {
 impl Default for ApiConfig {
     fn default() -> Self {
         ApiConfig {
-            events_table: "postbox_events".into(),
+            events_table: postbox_topology::EVENTS_TABLE.into(),
             inbox_table: postbox_worker::inbox::DEFAULT_INBOX_TABLE.into(),
-            queue: "postbox-events.fifo".into(),
-            tokens_table: "postbox_tokens".into(),
-            requests_table: "postbox_requests".into(),
+            queue: postbox_topology::EVENTS_QUEUE.into(),
+            tokens_table: postbox_topology::TOKENS_TABLE.into(),
+            requests_table: postbox_topology::REQUESTS_TABLE.into(),
             idempotency_ttl_secs: 24 * 3600,
             max_body_bytes: 1024 * 1024,
             body_timeout: std::time::Duration::from_secs(30),

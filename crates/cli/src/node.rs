@@ -25,11 +25,11 @@ use postbox_worker::{Handler, Worker, WorkerOptions};
 use tokio::sync::watch;
 
 /// The events table the engine writes.
-pub const EVENTS_TABLE: &str = "postbox_events";
+pub const EVENTS_TABLE: &str = postbox_topology::EVENTS_TABLE;
 /// Durable worker loops `postbox serve` runs unless told otherwise.
 pub const DEFAULT_WORKERS: usize = 4;
 /// The dead-letter queue of the events queue.
-pub const EVENTS_DLQ: &str = "postbox-events-dlq.fifo";
+pub const EVENTS_DLQ: &str = postbox_topology::EVENTS_DLQ;
 /// Receives of one message before the events queue moves it to its DLQ.
 /// Above every subscription's attempts, so the claims decide first.
 pub const MAX_RECEIVE_COUNT: u32 = 20;

@@ -73,7 +73,7 @@ pub struct VerifyArgs {
     #[arg(long)]
     json: bool,
     /// The events table.
-    #[arg(long, default_value = "postbox_events")]
+    #[arg(long, default_value = postbox_topology::EVENTS_TABLE)]
     table: String,
     /// The server's data directory, to find its admin access key when
     /// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set.

@@ -25,36 +25,9 @@ use postbox_store::api::{
 
 use crate::chain::EnvelopeFields;
 
-/// Partition key attribute.
-pub const PK: &str = "pk";
-/// Sort key attribute.
-pub const SK: &str = "sk";
-/// Sort key of head rows.
-pub const HEAD_SK: &str = "HEAD";
-/// Sort key of verified-checkpoint rows.
-pub const VERIFIED_SK: &str = "VERIFIED";
-
-/// pk of a tenant's head row.
-pub fn head_pk(tenant: &str) -> String {
-    format!("TENANT#{tenant}#HEAD")
-}
-/// pk of a tenant's event rows.
-pub fn event_pk(tenant: &str) -> String {
-    format!("TENANT#{tenant}#EVENT")
-}
-/// pk of a tenant's verified checkpoint.
-pub fn verified_pk(tenant: &str) -> String {
-    format!("TENANT#{tenant}#VERIFIED")
-}
-/// The sort key of event `seq`.
-pub fn seq_sk(seq: u64) -> String {
-    format!("{seq:020}")
-}
-
-/// The tenant of a head-row pk.
-pub fn tenant_of_head_pk(pk: &str) -> Option<&str> {
-    pk.strip_prefix("TENANT#")?.strip_suffix("#HEAD")
-}
+pub use postbox_topology::keys::{
+    HEAD_SK, PK, SK, VERIFIED_SK, event_pk, head_pk, seq_sk, tenant_of_head_pk, verified_pk,
+};
 
 /// A key item.
 pub fn key(pk: String, sk: &str) -> Item {
@@ -121,8 +94,11 @@ pub fn event_item(f: &EnvelopeFields<'_>, hash_hex: String) -> Item {
 /// cost as much as building the real one.
 pub fn event_item_size(f: &EnvelopeFields<'_>) -> usize {
     let s = |name: &str, len: usize| name.len() + len;
-    s(PK, "TENANT#".len() + f.tenant.len() + "#EVENT".len())
-        + s(SK, seq_sk(f.seq).len())
+    use postbox_topology::keys::{EVENT_SUFFIX, TENANT_PREFIX};
+    s(
+        PK,
+        TENANT_PREFIX.len() + f.tenant.len() + EVENT_SUFFIX.len(),
+    ) + s(SK, seq_sk(f.seq).len())
         + s("id", f.id.len())
         + s("type", f.event_type.len())
         + s("tenant", f.tenant.len())

@@ -6,8 +6,7 @@
 //! [relay]
 //! lease_seconds = 10
 //! events_pipe = true                   # the default events pipe (SPEC §6)
-//! events_table = "postbox_events"
-//! events_queue = "postbox-events.fifo"
+//! # events_table, events_queue: default to the node's topology
 //!
 //! [pipes.jobs-pending]
 //! source = "jobs"                      # a table with a stream
@@ -52,11 +51,11 @@ pub const DEFAULT_MAX_RECORD_AGE: Duration = Duration::from_secs(24 * 3600);
 pub const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_millis(200);
 
 /// The engine's events table.
-pub const DEFAULT_EVENTS_TABLE: &str = "postbox_events";
+pub const DEFAULT_EVENTS_TABLE: &str = postbox_topology::EVENTS_TABLE;
 /// The FIFO queue the default events pipe fills.
-pub const DEFAULT_EVENTS_QUEUE: &str = "postbox-events.fifo";
+pub const DEFAULT_EVENTS_QUEUE: &str = postbox_topology::EVENTS_QUEUE;
 /// The standard queue the default row-change pipes fill.
-pub const DEFAULT_ROW_CHANGES_QUEUE: &str = "postbox-row-changes";
+pub const DEFAULT_ROW_CHANGES_QUEUE: &str = postbox_topology::ROW_CHANGES_QUEUE;
 
 /// A config value that cannot run, naming the field.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -327,13 +326,19 @@ impl RelayConfig {
 /// image has an `id` (not a removal), and there is no old image (not a
 /// modification).
 pub fn default_events_pipe(table: &str, queue: &str) -> PipeSpec {
-    let filter = r##"{"dynamodb": {"Keys": {"pk": {"S": [{"suffix": "#EVENT"}]}}, "NewImage": {"id": {"S": [{"exists": true}]}}, "OldImage": {"pk": {"S": [{"exists": false}]}}}}"##;
+    use postbox_topology::keys::{EVENT_SUFFIX, PK};
+    let filter = serde_json::json!({"dynamodb": {
+        "Keys": {PK: {"S": [{"suffix": EVENT_SUFFIX}]}},
+        "NewImage": {"id": {"S": [{"exists": true}]}},
+        "OldImage": {PK: {"S": [{"exists": false}]}},
+    }})
+    .to_string();
     let template = |t: &str| Template::parse(t).expect("valid template");
     PipeSpec {
         name: "events".to_owned(),
         table: table.to_owned(),
         start: StartPosition::TrimHorizon,
-        filters: vec![Pattern::parse(filter).expect("valid pattern").0],
+        filters: vec![Pattern::parse(&filter).expect("valid pattern").0],
         warnings: Vec::new(),
         template: template("<$.dynamodb.NewImage>"),
         target: PipeTarget::Queue(QueueTarget {
@@ -346,7 +351,7 @@ pub fn default_events_pipe(table: &str, queue: &str) -> PipeSpec {
         max_retries: DEFAULT_MAX_RETRIES,
         max_record_age: DEFAULT_MAX_RECORD_AGE,
         bisect_on_failure: true,
-        dead_letter_queue: "events-relay-dlq".to_owned(),
+        dead_letter_queue: postbox_topology::EVENTS_RELAY_DLQ.to_owned(),
         retry_backoff: DEFAULT_RETRY_BACKOFF,
     }
 }

@@ -20,7 +20,7 @@ use postbox_store::embedded::{EmbeddedStore, WriteContext};
 use postbox_store::{ItemStore, StoreError};
 
 /// The table holding the leases (no stream).
-pub const LEASE_TABLE: &str = "postbox_relay_leases";
+pub const LEASE_TABLE: &str = postbox_topology::RELAY_LEASES_TABLE;
 
 /// A lease row.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -31,7 +31,7 @@ use postbox_store::{ItemStore, StoreError};
 use serde_json::json;
 
 /// The table holding the access keys. The wire never sees it.
-pub const ACCESS_KEYS_TABLE: &str = "postbox_access_keys";
+pub const ACCESS_KEYS_TABLE: &str = postbox_topology::ACCESS_KEYS_TABLE;
 
 /// Largest difference between a request's `X-Amz-Date` and the server's
 /// clock, either way, as on AWS.

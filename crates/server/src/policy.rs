@@ -26,13 +26,13 @@ use serde_json::Value;
 use crate::auth::{ACCESS_KEYS_TABLE, Caller, Denied};
 
 /// The events table the engine writes.
-pub const EVENTS_TABLE: &str = "postbox_events";
+pub const EVENTS_TABLE: &str = postbox_topology::EVENTS_TABLE;
 /// The durable workers' claims table.
-pub const INBOX_TABLE: &str = "postbox_inbox";
+pub const INBOX_TABLE: &str = postbox_topology::INBOX_TABLE;
 /// Prefix of Postbox's own tables.
-pub const TABLE_PREFIX: &str = "postbox_";
+pub const TABLE_PREFIX: &str = postbox_topology::TABLE_PREFIX;
 /// Prefix of Postbox's own queues.
-pub const QUEUE_PREFIX: &str = "postbox";
+pub const QUEUE_PREFIX: &str = postbox_topology::QUEUE_PREFIX;
 
 /// Whether a wire caller may see `table` at all.
 pub fn table_visible(table: &str) -> bool {
@@ -197,11 +197,9 @@ fn dynamodb_tables(operation: &str, body: &Value) -> Vec<String> {
 
 /// Whether `item` is a verify checkpoint row of the events table.
 fn is_checkpoint(item: &Value) -> bool {
-    let pk = item["pk"]["S"].as_str().unwrap_or("");
-    item["sk"]["S"].as_str() == Some("VERIFIED")
-        && pk.starts_with("TENANT#")
-        && pk.ends_with("#VERIFIED")
-        && pk.len() > "TENANT##VERIFIED".len()
+    use postbox_topology::keys::{PK, SK, VERIFIED_SK, tenant_of_verified_pk};
+    let pk = item[PK]["S"].as_str().unwrap_or("");
+    item[SK]["S"].as_str() == Some(VERIFIED_SK) && tenant_of_verified_pk(pk).is_some()
 }
 
 /// Removes Postbox's hidden tables from a ListTables or ListStreams answer.
@@ -240,11 +238,11 @@ mod tests {
 
     #[test]
     fn admin_keys_read_events_and_write_only_checkpoints() {
-        assert!(dynamodb("Query", json!({"TableName": "postbox_events"})).is_ok());
-        assert!(dynamodb("Scan", json!({"TableName": "postbox_events"})).is_ok());
-        let checkpoint = json!({"TableName": "postbox_events", "Item": {"pk": {"S": "TENANT#acme#VERIFIED"}, "sk": {"S": "VERIFIED"}, "seq": {"N": "3"}}});
+        assert!(dynamodb("Query", json!({"TableName": EVENTS_TABLE})).is_ok());
+        assert!(dynamodb("Scan", json!({"TableName": EVENTS_TABLE})).is_ok());
+        let checkpoint = json!({"TableName": EVENTS_TABLE, "Item": {"pk": {"S": "TENANT#acme#VERIFIED"}, "sk": {"S": "VERIFIED"}, "seq": {"N": "3"}}});
         assert!(dynamodb("PutItem", checkpoint).is_ok());
-        let event = json!({"TableName": "postbox_events", "Item": {"pk": {"S": "TENANT#acme#EVENTS"}, "sk": {"S": "00000000000000000001"}}});
+        let event = json!({"TableName": EVENTS_TABLE, "Item": {"pk": {"S": "TENANT#acme#EVENTS"}, "sk": {"S": "00000000000000000001"}}});
         assert!(matches!(
             dynamodb("PutItem", event),
             Err(Denied::AccessDenied(_))
@@ -257,24 +255,24 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    dynamodb(op, json!({"TableName": "postbox_events"})),
+                    dynamodb(op, json!({"TableName": EVENTS_TABLE})),
                     Err(Denied::AccessDenied(_))
                 ),
                 "{op}"
             );
         }
-        let batch = json!({"RequestItems": {"orders": [], "postbox_events": []}});
+        let batch = json!({"RequestItems": {"orders": [], EVENTS_TABLE: []}});
         assert!(dynamodb("BatchWriteItem", batch.clone()).is_err());
         assert!(dynamodb("BatchGetItem", batch).is_ok());
-        let tx = json!({"TransactItems": [{"Put": {"TableName": "orders"}}, {"Delete": {"TableName": "postbox_events"}}]});
+        let tx = json!({"TransactItems": [{"Put": {"TableName": "orders"}}, {"Delete": {"TableName": EVENTS_TABLE}}]});
         assert!(dynamodb("TransactWriteItems", tx).is_err());
     }
 
     #[test]
     fn hidden_tables_are_refused_for_every_operation() {
         for table in [
-            "postbox_tokens",
-            "postbox_access_keys",
+            postbox_topology::TOKENS_TABLE,
+            ACCESS_KEYS_TABLE,
             "postbox_queue_messages",
         ] {
             for op in ["GetItem", "Scan", "PutItem", "DescribeTable", "CreateTable"] {
@@ -299,17 +297,16 @@ mod tests {
             "UpdateTimeToLive",
         ] {
             assert!(
-                dynamodb(op, json!({"TableName": "postbox_inbox"})).is_ok(),
+                dynamodb(op, json!({"TableName": INBOX_TABLE})).is_ok(),
                 "{op}"
             );
         }
-        assert!(dynamodb("DeleteTable", json!({"TableName": "postbox_inbox"})).is_err());
+        assert!(dynamodb("DeleteTable", json!({"TableName": INBOX_TABLE})).is_err());
     }
 
     #[test]
     fn own_queues_take_no_messages_from_the_wire() {
-        let url =
-            json!({"QueueUrl": "http://h/000000000000/postbox-events.fifo", "MessageBody": "x"});
+        let url = json!({"QueueUrl": format!("http://h/000000000000/{}", postbox_topology::EVENTS_QUEUE), "MessageBody": "x"});
         let b = Some(&url);
         assert!(check_sqs(&admin(), "SendMessage", b).is_err());
         assert!(check_sqs(&admin(), "PurgeQueue", b).is_err());
@@ -323,11 +320,11 @@ mod tests {
 
     #[test]
     fn listings_leave_out_hidden_tables() {
-        let mut tables = json!({"TableNames": ["orders", "postbox_access_keys", "postbox_events", "postbox_inbox", "postbox_tokens"]});
+        let mut tables = json!({"TableNames": ["orders", ACCESS_KEYS_TABLE, EVENTS_TABLE, INBOX_TABLE, postbox_topology::TOKENS_TABLE]});
         filter_listing("ListTables", &mut tables);
         assert_eq!(
             tables["TableNames"],
-            json!(["orders", "postbox_events", "postbox_inbox"])
+            json!(["orders", EVENTS_TABLE, INBOX_TABLE])
         );
     }
 }

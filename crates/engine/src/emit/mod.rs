@@ -104,7 +104,7 @@ pub struct EngineOptions {
 impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions {
-            events_table: "postbox_events".to_owned(),
+            events_table: postbox_topology::EVENTS_TABLE.to_owned(),
             max_tries: 5,
             backoff_base: Duration::from_millis(2),
             backoff_max: Duration::from_millis(200),

@@ -23,8 +23,8 @@ use crate::assembly::{self, wait_for};
 use crate::error::ExampleError;
 
 /// The events queue and its dead-letter queue.
-const EVENTS_QUEUE: &str = "postbox-events.fifo";
-const EVENTS_DLQ: &str = "postbox-events-dlq.fifo";
+const EVENTS_QUEUE: &str = postbox_topology::EVENTS_QUEUE;
+const EVENTS_DLQ: &str = postbox_topology::EVENTS_DLQ;
 /// Receives before a message goes to the DLQ: above every subscription's
 /// max_attempts, so the inbox, not the queue, decides when to give up.
 const MAX_RECEIVES: u32 = 10;
