@@ -1,5 +1,5 @@
 //! `postbox bench`: the whole pipeline measured on this machine, in one
-//! table — the figures SPEC §12 sets targets for, each next to a baseline
+//! table — the figures the README quotes, each next to a baseline
 //! measured in the same run. Durable commits (fsync) throughout, on a fresh
 //! store in a temporary directory. Every event carries `--payload-bytes` of
 //! filler (1 KB by default) and one extra write of the same size.

@@ -1,4 +1,4 @@
-//! The multi-process chaos run (SPEC §11): real processes, killed with
+//! The multi-process chaos run: real processes, killed with
 //! SIGKILL at random, and then the proof that every (event, subscription)
 //! effect happened exactly once and every chain is intact.
 //!

@@ -17,7 +17,7 @@
 //! 3), alternating, each on a fresh store; their figures, the ratios and the
 //! last line (which targets are met) use the medians.
 //!
-//! Targets (SPEC §12): >= 50,000 events/s one tenant, >= 80,000 across 100
+//! Targets: >= 50,000 events/s one tenant, >= 80,000 across 100
 //! tenants, verify >= 1,000,000 events/s.
 
 // The allocator the `postbox` binary ships with.

@@ -53,7 +53,7 @@ pub enum CatalogError {
     Invalid { path: String, message: String },
 }
 
-/// The lane a subscription runs on (SPEC §5).
+/// The lane a subscription runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Lane {

@@ -1,4 +1,4 @@
-//! The events table: its key schema and the rows the engine writes (SPEC §3).
+//! The events table: its key schema and the rows the engine writes.
 //!
 //! | row | pk | sk | attributes |
 //! |---|---|---|---|

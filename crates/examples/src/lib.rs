@@ -1,4 +1,4 @@
-//! Postbox's runnable examples, on the embedded default (SPEC §10):
+//! Postbox's runnable examples, on the embedded default:
 //!
 //! - [`payments`]: a PAYMENT_COMPLETED event, committed with the payment
 //!   row, fanned out through the relay and the FIFO queue to four DURABLE

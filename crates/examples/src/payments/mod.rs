@@ -1,4 +1,4 @@
-//! The payment fan-out example (SPEC §10a).
+//! The payment fan-out example.
 //!
 //! The payments module captures a payment: it writes the payment row and
 //! emits PAYMENT_COMPLETED in ONE transaction ([`pay`]). The default events

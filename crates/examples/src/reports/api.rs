@@ -1,4 +1,4 @@
-//! The report-job HTTP API (SPEC §10b), an axum [`Router`]:
+//! The report-job HTTP API, an axum [`Router`]:
 //!
 //! - `POST /reports` with `{"branch": "<^[a-z0-9-]{2,40}$>"}` and an
 //!   optional `Idempotency-Key` header (8-128 characters) accepts a job:

@@ -1,4 +1,4 @@
-//! The asynchronous report-job example (SPEC §10b).
+//! The asynchronous report-job example.
 //!
 //! ```text
 //! POST /reports ──▶ jobs row PENDING ──pipe jobs-pending──▶ jobs.fifo ──▶ runner

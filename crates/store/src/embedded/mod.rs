@@ -8,7 +8,8 @@
 //! - `validate`: request rules that need no stored data;
 //! - `writer`: the single writer thread and its group commit;
 //! - `context`: [`WriteContext`], what an operation inside a commit can do;
-//! - `write_ops` / `read_ops`: the item operations;
+//! - `write_ops` / `read_ops` / `range_ops`: the item operations (writes,
+//!   point reads, Query and Scan);
 //! - `stream`: change-stream records and their blocks; `ttl`: expiry and
 //!   the sweeper; `idempotency`: ClientRequestToken of transactions.
 //!
@@ -73,6 +74,7 @@ mod gate;
 mod idempotency;
 mod keys;
 mod logged;
+mod range_ops;
 mod read_ops;
 mod row;
 mod stream;

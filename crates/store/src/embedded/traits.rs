@@ -159,7 +159,7 @@ impl ItemStore for EmbeddedStore {
     }
 
     async fn query(&self, input: QueryInput) -> StoreResult<QueryOutput> {
-        let out = read_ops::query(
+        let out = range_ops::query(
             &self.snapshot().await?,
             self.catalog(),
             self.now_ms(),
@@ -172,7 +172,7 @@ impl ItemStore for EmbeddedStore {
     /// Reads the stored bytes straight from the snapshot: no item is built
     /// except to answer a filter or projection (see `read_ops`).
     async fn query_encoded(&self, input: QueryInput) -> StoreResult<EncodedQueryOutput> {
-        let out = read_ops::query_encoded(
+        let out = range_ops::query_encoded(
             &self.snapshot().await?,
             self.catalog(),
             self.now_ms(),
@@ -183,7 +183,7 @@ impl ItemStore for EmbeddedStore {
     }
 
     async fn scan(&self, input: ScanInput) -> StoreResult<QueryOutput> {
-        let out = read_ops::scan(
+        let out = range_ops::scan(
             &self.snapshot().await?,
             self.catalog(),
             self.now_ms(),
