@@ -1,0 +1,934 @@
+//! Postbox on AWS: the item store on DynamoDB, through the official AWS SDK
+//! for Rust.
+//!
+//! [`DynamoStore`] implements [`ItemStore`] with DynamoDB's own operations,
+//! so the engine, the inbox and everything else written against the trait
+//! run on DynamoDB unchanged. Requests and answers keep DynamoDB's shapes
+//! (the store's `api` is modelled on them); errors map to the same
+//! `StoreError` variants the embedded store gives (`error`).
+//!
+//! Configuration is the AWS way: the SDK's default credential and region
+//! chain and its standard endpoint variables (`AWS_ENDPOINT_URL`,
+//! `AWS_ENDPOINT_URL_DYNAMODB`), so the same binary reaches DynamoDB Local
+//! or an account. A name prefix lets two stacks share an account: every
+//! table Postbox names is `<prefix><name>` in DynamoDB, and answers name it
+//! without the prefix.
+//!
+//! Retries: the SDK retries throttling and transient failures with jittered
+//! exponential backoff (its standard mode). A transaction cancelled only by
+//! `TransactionConflict` (another transaction on the same items) is retried
+//! here, with jittered, bounded backoff, and counted ([`DynamoStats`]).
+//!
+//! Known differences from the embedded store: the `*_unsynced` and
+//! `get_item_committed` calls are the plain ones (every DynamoDB write is
+//! durable when answered), `query_encoded` encodes after a Query, and the
+//! legacy parameters (Expected, AttributesToGet, ...) are refused as the
+//! embedded store refuses them. Change streams (DynamoDB Streams) and the
+//! queues (SQS) are not in this crate yet.
+
+mod convert;
+mod error;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types as sdk;
+use postbox_item::Item;
+use postbox_store::api::*;
+use postbox_store::{ItemStore, StoreError, StoreResult};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use convert::{from_sdk_item, from_sdk_opt, to_sdk_item, to_sdk_names, to_sdk_values};
+
+/// Most attempts of a transaction cancelled only by conflicts.
+const CONFLICT_ATTEMPTS: u32 = 8;
+/// First delay before retrying a conflicted transaction (doubled per
+/// attempt, with full jitter).
+const CONFLICT_BACKOFF: Duration = Duration::from_millis(10);
+
+/// What the backend has retried since it was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DynamoStats {
+    /// Transactions tried again after a `TransactionConflict`.
+    pub conflict_retries: u64,
+    /// Transactions given up after [`CONFLICT_ATTEMPTS`] conflicts.
+    pub conflicts_given_up: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    conflict_retries: AtomicU64,
+    conflicts_given_up: AtomicU64,
+}
+
+/// The item store on DynamoDB. Cheap to clone.
+#[derive(Clone)]
+pub struct DynamoStore {
+    client: Client,
+    prefix: Arc<str>,
+    counters: Arc<Counters>,
+}
+
+impl std::fmt::Debug for DynamoStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DynamoStore")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The SDK's configuration loader on the rustls/ring HTTP client, with the
+/// SDK's default chains for credentials, region and endpoints; a caller may
+/// set any of them before loading.
+pub fn config_loader() -> aws_config::ConfigLoader {
+    use aws_smithy_http_client::tls;
+    let http = aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https();
+    aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(http)
+}
+
+/// The SDK's configuration from the environment ([`config_loader`]).
+pub async fn sdk_config() -> aws_config::SdkConfig {
+    config_loader().load().await
+}
+
+impl DynamoStore {
+    /// A store on the tables of `config`'s account whose names start with
+    /// `prefix` (may be empty).
+    pub fn new(config: &aws_config::SdkConfig, prefix: &str) -> DynamoStore {
+        DynamoStore {
+            client: Client::new(config),
+            prefix: prefix.into(),
+            counters: Arc::default(),
+        }
+    }
+
+    /// [`DynamoStore::new`] with the configuration from the environment
+    /// ([`sdk_config`]). Fails, naming what was tried, when no region is
+    /// configured.
+    pub async fn from_env(prefix: &str) -> StoreResult<DynamoStore> {
+        let config = sdk_config().await;
+        if config.region().is_none() {
+            return Err(StoreError::Validation(
+                "no AWS region: set AWS_REGION (or a region in the profile of AWS_PROFILE)".into(),
+            ));
+        }
+        Ok(DynamoStore::new(&config, prefix))
+    }
+
+    /// The SDK client, for what the trait does not cover.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// What was retried so far.
+    pub fn stats(&self) -> DynamoStats {
+        DynamoStats {
+            conflict_retries: self.counters.conflict_retries.load(Ordering::Relaxed),
+            conflicts_given_up: self.counters.conflicts_given_up.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The DynamoDB name of Postbox's table `name`.
+    fn name(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    /// Postbox's name of DynamoDB's table `name`, if it has the prefix.
+    fn unprefixed<'a>(&self, name: &'a str) -> Option<&'a str> {
+        name.strip_prefix(&*self.prefix)
+    }
+
+    fn describe(&self, t: &sdk::TableDescription) -> StoreResult<TableDescription> {
+        let name = t.table_name().unwrap_or_default();
+        Ok(TableDescription {
+            table_name: self.unprefixed(name).unwrap_or(name).to_owned(),
+            table_arn: t.table_arn().unwrap_or_default().to_owned(),
+            table_status: t
+                .table_status()
+                .map(|s| s.as_str().to_owned())
+                .unwrap_or_default(),
+            creation_date_time: t.creation_date_time().map_or(0.0, |d| d.as_secs_f64()),
+            key_schema: t
+                .key_schema()
+                .iter()
+                .map(|k| {
+                    Ok(KeySchemaElement {
+                        attribute_name: k.attribute_name().to_owned(),
+                        key_type: from_wire(k.key_type().as_str())?,
+                    })
+                })
+                .collect::<StoreResult<_>>()?,
+            attribute_definitions: t
+                .attribute_definitions()
+                .iter()
+                .map(|a| {
+                    Ok(AttributeDefinition {
+                        attribute_name: a.attribute_name().to_owned(),
+                        attribute_type: from_wire(a.attribute_type().as_str())?,
+                    })
+                })
+                .collect::<StoreResult<_>>()?,
+            item_count: t.item_count().unwrap_or(0).max(0) as u64,
+            table_size_bytes: t.table_size_bytes().unwrap_or(0).max(0) as u64,
+            billing_mode_summary: t.billing_mode_summary().and_then(|b| {
+                b.billing_mode()
+                    .map(|m| serde_json::json!({"BillingMode": m.as_str()}))
+            }),
+            stream_specification: t
+                .stream_specification()
+                .map(|s| {
+                    Ok::<_, StoreError>(StreamSpecification {
+                        stream_enabled: s.stream_enabled(),
+                        stream_view_type: s
+                            .stream_view_type()
+                            .map(|v| from_wire(v.as_str()))
+                            .transpose()?,
+                    })
+                })
+                .transpose()?,
+            latest_stream_arn: t.latest_stream_arn().map(str::to_owned),
+            latest_stream_label: t.latest_stream_label().map(str::to_owned),
+        })
+    }
+}
+
+/// An enum of the store's api as DynamoDB spells it.
+fn wire<T: Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        other => unreachable!("an api enum serialises to a string, not {other:?}"),
+    }
+}
+
+/// An enum of the store's api from DynamoDB's spelling.
+fn from_wire<T: DeserializeOwned>(s: &str) -> StoreResult<T> {
+    serde_json::from_value(serde_json::Value::String(s.to_owned())).map_err(|_| {
+        StoreError::Storage(format!(
+            "DynamoDB answered a value Postbox does not know: {s}"
+        ))
+    })
+}
+
+/// Refuses the pre-expression parameters, naming the first one sent.
+fn no_legacy(op: &str, params: &[(&str, bool)]) -> StoreResult<()> {
+    match params.iter().find(|(_, sent)| *sent) {
+        Some((name, _)) => Err(StoreError::Validation(format!(
+            "{op}: Postbox does not take the legacy parameter {name}; use the expression parameters"
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn count(n: i32) -> u64 {
+    n.max(0) as u64
+}
+
+fn key_of(item: &Item) -> std::collections::HashMap<String, sdk::AttributeValue> {
+    to_sdk_item(item)
+}
+
+impl ItemStore for DynamoStore {
+    async fn create_table(&self, input: CreateTableInput) -> StoreResult<TableDescription> {
+        let mut req = self
+            .client
+            .create_table()
+            .table_name(self.name(&input.table_name))
+            .set_key_schema(Some(
+                input
+                    .key_schema
+                    .iter()
+                    .map(|k| {
+                        sdk::KeySchemaElement::builder()
+                            .attribute_name(&k.attribute_name)
+                            .key_type(sdk::KeyType::from(wire(&k.key_type).as_str()))
+                            .build()
+                            .map_err(|e| StoreError::Validation(e.to_string()))
+                    })
+                    .collect::<StoreResult<Vec<_>>>()?,
+            ))
+            .set_attribute_definitions(Some(
+                input
+                    .attribute_definitions
+                    .iter()
+                    .map(|a| {
+                        sdk::AttributeDefinition::builder()
+                            .attribute_name(&a.attribute_name)
+                            .attribute_type(sdk::ScalarAttributeType::from(
+                                wire(&a.attribute_type).as_str(),
+                            ))
+                            .build()
+                            .map_err(|e| StoreError::Validation(e.to_string()))
+                    })
+                    .collect::<StoreResult<Vec<_>>>()?,
+            ));
+        match (&input.billing_mode, &input.provisioned_throughput) {
+            (Some(mode), _) if mode != "PAY_PER_REQUEST" => {
+                req = req.billing_mode(sdk::BillingMode::from(mode.as_str()));
+            }
+            (None, Some(_)) => {}
+            _ => req = req.billing_mode(sdk::BillingMode::PayPerRequest),
+        }
+        if let Some(p) = &input.provisioned_throughput {
+            let units = |k: &str| p.get(k).and_then(serde_json::Value::as_i64).unwrap_or(1);
+            req = req.provisioned_throughput(
+                sdk::ProvisionedThroughput::builder()
+                    .read_capacity_units(units("ReadCapacityUnits"))
+                    .write_capacity_units(units("WriteCapacityUnits"))
+                    .build()
+                    .map_err(|e| StoreError::Validation(e.to_string()))?,
+            );
+        }
+        if let Some(s) = &input.stream_specification {
+            req = req.stream_specification(
+                sdk::StreamSpecification::builder()
+                    .stream_enabled(s.stream_enabled)
+                    .set_stream_view_type(
+                        s.stream_view_type
+                            .map(|v| sdk::StreamViewType::from(wire(&v).as_str())),
+                    )
+                    .build()
+                    .map_err(|e| StoreError::Validation(e.to_string()))?,
+            );
+        }
+        let out = req.send().await.map_err(|e| error::map("CreateTable", e))?;
+        self.describe(out.table_description().ok_or_else(|| {
+            StoreError::Storage("CreateTable answered no TableDescription".into())
+        })?)
+    }
+
+    async fn describe_table(&self, table_name: &str) -> StoreResult<TableDescription> {
+        let out = self
+            .client
+            .describe_table()
+            .table_name(self.name(table_name))
+            .send()
+            .await
+            .map_err(|e| error::map("DescribeTable", e))?;
+        self.describe(
+            out.table()
+                .ok_or_else(|| StoreError::Storage("DescribeTable answered no Table".into()))?,
+        )
+    }
+
+    async fn delete_table(&self, table_name: &str) -> StoreResult<TableDescription> {
+        let out = self
+            .client
+            .delete_table()
+            .table_name(self.name(table_name))
+            .send()
+            .await
+            .map_err(|e| error::map("DeleteTable", e))?;
+        self.describe(out.table_description().ok_or_else(|| {
+            StoreError::Storage("DeleteTable answered no TableDescription".into())
+        })?)
+    }
+
+    async fn list_tables(&self) -> StoreResult<Vec<String>> {
+        let mut names = Vec::new();
+        let mut start: Option<String> = None;
+        loop {
+            let out = self
+                .client
+                .list_tables()
+                .set_exclusive_start_table_name(start.take())
+                .send()
+                .await
+                .map_err(|e| error::map("ListTables", e))?;
+            names.extend(
+                out.table_names()
+                    .iter()
+                    .filter_map(|n| self.unprefixed(n).map(str::to_owned)),
+            );
+            match out.last_evaluated_table_name() {
+                Some(last) => start = Some(last.to_owned()),
+                None => return Ok(names),
+            }
+        }
+    }
+
+    async fn update_time_to_live(
+        &self,
+        table_name: &str,
+        spec: TimeToLiveSpecification,
+    ) -> StoreResult<TimeToLiveSpecification> {
+        self.client
+            .update_time_to_live()
+            .table_name(self.name(table_name))
+            .time_to_live_specification(
+                sdk::TimeToLiveSpecification::builder()
+                    .enabled(spec.enabled)
+                    .attribute_name(&spec.attribute_name)
+                    .build()
+                    .map_err(|e| StoreError::Validation(e.to_string()))?,
+            )
+            .send()
+            .await
+            .map_err(|e| error::map("UpdateTimeToLive", e))?;
+        Ok(spec)
+    }
+
+    async fn describe_time_to_live(&self, table_name: &str) -> StoreResult<Option<String>> {
+        let out = self
+            .client
+            .describe_time_to_live()
+            .table_name(self.name(table_name))
+            .send()
+            .await
+            .map_err(|e| error::map("DescribeTimeToLive", e))?;
+        Ok(out.time_to_live_description().and_then(|d| {
+            let on = matches!(
+                d.time_to_live_status(),
+                Some(sdk::TimeToLiveStatus::Enabled | sdk::TimeToLiveStatus::Enabling)
+            );
+            on.then(|| d.attribute_name().map(str::to_owned)).flatten()
+        }))
+    }
+
+    async fn get_item(&self, input: GetItemInput) -> StoreResult<GetItemOutput> {
+        no_legacy(
+            "GetItem",
+            &[("AttributesToGet", input.attributes_to_get.is_some())],
+        )?;
+        let out = self
+            .client
+            .get_item()
+            .table_name(self.name(&input.table_name))
+            .set_key(Some(key_of(&input.key)))
+            .set_projection_expression(input.projection_expression)
+            .set_expression_attribute_names(to_sdk_names(input.expression_attribute_names.as_ref()))
+            .set_consistent_read(input.consistent_read)
+            .send()
+            .await
+            .map_err(|e| error::map("GetItem", e))?;
+        Ok(GetItemOutput {
+            item: from_sdk_opt(out.item())?,
+        })
+    }
+
+    async fn put_item(&self, input: PutItemInput) -> StoreResult<WriteOutput> {
+        no_legacy(
+            "PutItem",
+            &[
+                ("Expected", input.expected.is_some()),
+                ("ConditionalOperator", input.conditional_operator.is_some()),
+            ],
+        )?;
+        let out = self
+            .client
+            .put_item()
+            .table_name(self.name(&input.table_name))
+            .set_item(Some(to_sdk_item(&input.item)))
+            .set_condition_expression(input.condition_expression)
+            .set_expression_attribute_names(to_sdk_names(input.expression_attribute_names.as_ref()))
+            .set_expression_attribute_values(to_sdk_values(
+                input.expression_attribute_values.as_ref(),
+            ))
+            .return_values(sdk::ReturnValue::from(wire(&input.return_values).as_str()))
+            .return_values_on_condition_check_failure(
+                sdk::ReturnValuesOnConditionCheckFailure::from(
+                    wire(&input.return_values_on_condition_check_failure).as_str(),
+                ),
+            )
+            .send()
+            .await
+            .map_err(|e| match e.as_service_error() {
+                Some(PutItemError::ConditionalCheckFailedException(c)) => {
+                    error::condition_failed(c.item())
+                }
+                _ => error::map("PutItem", e),
+            })?;
+        Ok(WriteOutput {
+            attributes: from_sdk_opt(out.attributes())?,
+        })
+    }
+
+    async fn update_item(&self, input: UpdateItemInput) -> StoreResult<WriteOutput> {
+        no_legacy(
+            "UpdateItem",
+            &[
+                ("Expected", input.expected.is_some()),
+                ("AttributeUpdates", input.attribute_updates.is_some()),
+                ("ConditionalOperator", input.conditional_operator.is_some()),
+            ],
+        )?;
+        let out = self
+            .client
+            .update_item()
+            .table_name(self.name(&input.table_name))
+            .set_key(Some(key_of(&input.key)))
+            .set_update_expression(input.update_expression)
+            .set_condition_expression(input.condition_expression)
+            .set_expression_attribute_names(to_sdk_names(input.expression_attribute_names.as_ref()))
+            .set_expression_attribute_values(to_sdk_values(
+                input.expression_attribute_values.as_ref(),
+            ))
+            .return_values(sdk::ReturnValue::from(wire(&input.return_values).as_str()))
+            .return_values_on_condition_check_failure(
+                sdk::ReturnValuesOnConditionCheckFailure::from(
+                    wire(&input.return_values_on_condition_check_failure).as_str(),
+                ),
+            )
+            .send()
+            .await
+            .map_err(|e| match e.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(c)) => {
+                    error::condition_failed(c.item())
+                }
+                _ => error::map("UpdateItem", e),
+            })?;
+        Ok(WriteOutput {
+            attributes: from_sdk_opt(out.attributes())?,
+        })
+    }
+
+    async fn delete_item(&self, input: DeleteItemInput) -> StoreResult<WriteOutput> {
+        no_legacy(
+            "DeleteItem",
+            &[
+                ("Expected", input.expected.is_some()),
+                ("ConditionalOperator", input.conditional_operator.is_some()),
+            ],
+        )?;
+        let out = self
+            .client
+            .delete_item()
+            .table_name(self.name(&input.table_name))
+            .set_key(Some(key_of(&input.key)))
+            .set_condition_expression(input.condition_expression)
+            .set_expression_attribute_names(to_sdk_names(input.expression_attribute_names.as_ref()))
+            .set_expression_attribute_values(to_sdk_values(
+                input.expression_attribute_values.as_ref(),
+            ))
+            .return_values(sdk::ReturnValue::from(wire(&input.return_values).as_str()))
+            .return_values_on_condition_check_failure(
+                sdk::ReturnValuesOnConditionCheckFailure::from(
+                    wire(&input.return_values_on_condition_check_failure).as_str(),
+                ),
+            )
+            .send()
+            .await
+            .map_err(|e| match e.as_service_error() {
+                Some(DeleteItemError::ConditionalCheckFailedException(c)) => {
+                    error::condition_failed(c.item())
+                }
+                _ => error::map("DeleteItem", e),
+            })?;
+        Ok(WriteOutput {
+            attributes: from_sdk_opt(out.attributes())?,
+        })
+    }
+
+    async fn query(&self, input: QueryInput) -> StoreResult<QueryOutput> {
+        no_legacy(
+            "Query",
+            &[
+                ("KeyConditions", input.key_conditions.is_some()),
+                ("QueryFilter", input.query_filter.is_some()),
+                ("AttributesToGet", input.attributes_to_get.is_some()),
+                ("ConditionalOperator", input.conditional_operator.is_some()),
+            ],
+        )?;
+        let out = self
+            .client
+            .query()
+            .table_name(self.name(&input.table_name))
+            .set_index_name(input.index_name)
+            .set_key_condition_expression(input.key_condition_expression)
+            .set_filter_expression(input.filter_expression)
+            .set_projection_expression(input.projection_expression)
+            .set_expression_attribute_names(to_sdk_names(input.expression_attribute_names.as_ref()))
+            .set_expression_attribute_values(to_sdk_values(
+                input.expression_attribute_values.as_ref(),
+            ))
+            .set_scan_index_forward(input.scan_index_forward)
+            .set_limit(input.limit.map(|l| l.clamp(0, i32::MAX as i64) as i32))
+            .set_exclusive_start_key(input.exclusive_start_key.as_ref().map(to_sdk_item))
+            .set_select(input.select.map(|s| sdk::Select::from(wire(&s).as_str())))
+            .set_consistent_read(input.consistent_read)
+            .send()
+            .await
+            .map_err(|e| error::map("Query", e))?;
+        let counted = matches!(input.select, Some(Select::Count));
+        Ok(QueryOutput {
+            items: (!counted)
+                .then(|| {
+                    out.items()
+                        .iter()
+                        .map(from_sdk_item)
+                        .collect::<StoreResult<_>>()
+                })
+                .transpose()?,
+            count: count(out.count()),
+            scanned_count: count(out.scanned_count()),
+            last_evaluated_key: from_sdk_opt(out.last_evaluated_key())?,
+        })
+    }
+
+    async fn scan(&self, input: ScanInput) -> StoreResult<QueryOutput> {
+        no_legacy(
+            "Scan",
+            &[
+                ("ScanFilter", input.scan_filter.is_some()),
+                ("AttributesToGet", input.attributes_to_get.is_some()),
+                ("ConditionalOperator", input.conditional_operator.is_some()),
+            ],
+        )?;
+        let out = self
+            .client
+            .scan()
+            .table_name(self.name(&input.table_name))
+            .set_index_name(input.index_name)
+            .set_filter_expression(input.filter_expression)
+            .set_projection_expression(input.projection_expression)
+            .set_expression_attribute_names(to_sdk_names(input.expression_attribute_names.as_ref()))
+            .set_expression_attribute_values(to_sdk_values(
+                input.expression_attribute_values.as_ref(),
+            ))
+            .set_limit(input.limit.map(|l| l.clamp(0, i32::MAX as i64) as i32))
+            .set_exclusive_start_key(input.exclusive_start_key.as_ref().map(to_sdk_item))
+            .set_select(input.select.map(|s| sdk::Select::from(wire(&s).as_str())))
+            .set_segment(
+                input
+                    .segment
+                    .map(|s| s.clamp(i32::MIN as i64, i32::MAX as i64) as i32),
+            )
+            .set_total_segments(
+                input
+                    .total_segments
+                    .map(|s| s.clamp(i32::MIN as i64, i32::MAX as i64) as i32),
+            )
+            .set_consistent_read(input.consistent_read)
+            .send()
+            .await
+            .map_err(|e| error::map("Scan", e))?;
+        let counted = matches!(input.select, Some(Select::Count));
+        Ok(QueryOutput {
+            items: (!counted)
+                .then(|| {
+                    out.items()
+                        .iter()
+                        .map(from_sdk_item)
+                        .collect::<StoreResult<_>>()
+                })
+                .transpose()?,
+            count: count(out.count()),
+            scanned_count: count(out.scanned_count()),
+            last_evaluated_key: from_sdk_opt(out.last_evaluated_key())?,
+        })
+    }
+
+    async fn batch_get_item(&self, input: BatchGetItemInput) -> StoreResult<BatchGetItemOutput> {
+        let mut request = std::collections::HashMap::new();
+        for (table, ka) in &input.request_items {
+            let keys = sdk::KeysAndAttributes::builder()
+                .set_keys(Some(ka.keys.iter().map(key_of).collect()))
+                .set_projection_expression(ka.projection_expression.clone())
+                .set_expression_attribute_names(to_sdk_names(
+                    ka.expression_attribute_names.as_ref(),
+                ))
+                .set_consistent_read(ka.consistent_read)
+                .build()
+                .map_err(|e| StoreError::Validation(e.to_string()))?;
+            request.insert(self.name(table), keys);
+        }
+        let out = self
+            .client
+            .batch_get_item()
+            .set_request_items(Some(request))
+            .send()
+            .await
+            .map_err(|e| error::map("BatchGetItem", e))?;
+        let mut responses = BTreeMap::new();
+        for (table, items) in out.responses().into_iter().flatten() {
+            let name = self.unprefixed(table).unwrap_or(table).to_owned();
+            let items = items
+                .iter()
+                .map(from_sdk_item)
+                .collect::<StoreResult<Vec<_>>>()?;
+            responses.insert(name, items);
+        }
+        let mut unprocessed_keys = BTreeMap::new();
+        for (table, ka) in out.unprocessed_keys().into_iter().flatten() {
+            let name = self.unprefixed(table).unwrap_or(table).to_owned();
+            let left = KeysAndAttributes {
+                keys: ka
+                    .keys()
+                    .iter()
+                    .map(from_sdk_item)
+                    .collect::<StoreResult<_>>()?,
+                projection_expression: ka.projection_expression().map(str::to_owned),
+                expression_attribute_names: ka
+                    .expression_attribute_names()
+                    .map(|n| n.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+                consistent_read: ka.consistent_read(),
+            };
+            unprocessed_keys.insert(name, to_json(&left)?);
+        }
+        Ok(BatchGetItemOutput {
+            responses,
+            unprocessed_keys,
+        })
+    }
+
+    async fn batch_write_item(
+        &self,
+        input: BatchWriteItemInput,
+    ) -> StoreResult<BatchWriteItemOutput> {
+        let mut request = std::collections::HashMap::new();
+        for (table, writes) in &input.request_items {
+            let writes = writes
+                .iter()
+                .map(|w| {
+                    let mut b = sdk::WriteRequest::builder();
+                    if let Some(p) = &w.put_request {
+                        b = b.put_request(
+                            sdk::PutRequest::builder()
+                                .set_item(Some(to_sdk_item(&p.item)))
+                                .build()
+                                .map_err(|e| StoreError::Validation(e.to_string()))?,
+                        );
+                    }
+                    if let Some(d) = &w.delete_request {
+                        b = b.delete_request(
+                            sdk::DeleteRequest::builder()
+                                .set_key(Some(key_of(&d.key)))
+                                .build()
+                                .map_err(|e| StoreError::Validation(e.to_string()))?,
+                        );
+                    }
+                    Ok(b.build())
+                })
+                .collect::<StoreResult<Vec<_>>>()?;
+            request.insert(self.name(table), writes);
+        }
+        let out = self
+            .client
+            .batch_write_item()
+            .set_request_items(Some(request))
+            .send()
+            .await
+            .map_err(|e| error::map("BatchWriteItem", e))?;
+        let mut unprocessed_items = BTreeMap::new();
+        for (table, writes) in out.unprocessed_items().into_iter().flatten() {
+            let name = self.unprefixed(table).unwrap_or(table).to_owned();
+            let left = writes
+                .iter()
+                .map(|w| {
+                    Ok(WriteRequest {
+                        put_request: w
+                            .put_request()
+                            .map(|p| {
+                                Ok::<_, StoreError>(PutRequest {
+                                    item: from_sdk_item(p.item())?,
+                                })
+                            })
+                            .transpose()?,
+                        delete_request: w
+                            .delete_request()
+                            .map(|d| {
+                                Ok::<_, StoreError>(DeleteRequest {
+                                    key: from_sdk_item(d.key())?,
+                                })
+                            })
+                            .transpose()?,
+                    })
+                })
+                .collect::<StoreResult<Vec<_>>>()?;
+            unprocessed_items.insert(name, to_json(&left)?);
+        }
+        Ok(BatchWriteItemOutput { unprocessed_items })
+    }
+
+    async fn transact_write_items(&self, input: TransactWriteItemsInput) -> StoreResult<()> {
+        let items = input
+            .transact_items
+            .iter()
+            .map(|i| self.transact_item(i))
+            .collect::<StoreResult<Vec<_>>>()?;
+        let mut attempt = 0;
+        loop {
+            let sent = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items.clone()))
+                .set_client_request_token(input.client_request_token.clone())
+                .send()
+                .await;
+            let e = match sent {
+                Ok(_) => return Ok(()),
+                Err(e) => match e.as_service_error() {
+                    Some(TransactWriteItemsError::TransactionCanceledException(t)) => {
+                        error::cancelled(t.cancellation_reasons())
+                    }
+                    _ => error::map("TransactWriteItems", e),
+                },
+            };
+            let conflicted = matches!(&e, StoreError::TransactionCanceled { reasons } if error::only_conflicts(reasons));
+            attempt += 1;
+            if !conflicted {
+                return Err(e);
+            }
+            if attempt >= CONFLICT_ATTEMPTS {
+                self.counters
+                    .conflicts_given_up
+                    .fetch_add(1, Ordering::Relaxed);
+                return Err(e);
+            }
+            self.counters
+                .conflict_retries
+                .fetch_add(1, Ordering::Relaxed);
+            let cap = CONFLICT_BACKOFF.as_micros() as u64 * (1 << attempt.min(10));
+            tokio::time::sleep(Duration::from_micros(fastrand::u64(0..=cap))).await;
+        }
+    }
+
+    async fn transact_get_items(
+        &self,
+        input: TransactGetItemsInput,
+    ) -> StoreResult<TransactGetItemsOutput> {
+        let items = input
+            .transact_items
+            .iter()
+            .map(|i| {
+                let g = &i.get;
+                Ok(sdk::TransactGetItem::builder()
+                    .get(
+                        sdk::Get::builder()
+                            .table_name(self.name(&g.table_name))
+                            .set_key(Some(key_of(&g.key)))
+                            .set_projection_expression(g.projection_expression.clone())
+                            .set_expression_attribute_names(to_sdk_names(
+                                g.expression_attribute_names.as_ref(),
+                            ))
+                            .build()
+                            .map_err(|e| StoreError::Validation(e.to_string()))?,
+                    )
+                    .build())
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        let out = self
+            .client
+            .transact_get_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+            .map_err(|e| error::map("TransactGetItems", e))?;
+        Ok(TransactGetItemsOutput {
+            responses: out
+                .responses()
+                .iter()
+                .map(|r| {
+                    Ok(ItemResponse {
+                        item: from_sdk_opt(r.item())?,
+                    })
+                })
+                .collect::<StoreResult<_>>()?,
+        })
+    }
+}
+
+impl DynamoStore {
+    /// One action of a TransactWriteItems, to the SDK.
+    fn transact_item(&self, i: &TransactWriteItem) -> StoreResult<sdk::TransactWriteItem> {
+        let invalid =
+            |e: aws_sdk_dynamodb::error::BuildError| StoreError::Validation(e.to_string());
+        let on_failure = |r: &ReturnValuesOnConditionCheckFailure| {
+            sdk::ReturnValuesOnConditionCheckFailure::from(wire(r).as_str())
+        };
+        let mut b = sdk::TransactWriteItem::builder();
+        if let Some(p) = &i.put {
+            b = b.put(
+                sdk::Put::builder()
+                    .table_name(self.name(&p.table_name))
+                    .set_item(Some(to_sdk_item(&p.item)))
+                    .set_condition_expression(p.condition_expression.clone())
+                    .set_expression_attribute_names(to_sdk_names(
+                        p.expression_attribute_names.as_ref(),
+                    ))
+                    .set_expression_attribute_values(to_sdk_values(
+                        p.expression_attribute_values.as_ref(),
+                    ))
+                    .return_values_on_condition_check_failure(on_failure(
+                        &p.return_values_on_condition_check_failure,
+                    ))
+                    .build()
+                    .map_err(invalid)?,
+            );
+        }
+        if let Some(u) = &i.update {
+            b = b.update(
+                sdk::Update::builder()
+                    .table_name(self.name(&u.table_name))
+                    .set_key(Some(key_of(&u.key)))
+                    .update_expression(&u.update_expression)
+                    .set_condition_expression(u.condition_expression.clone())
+                    .set_expression_attribute_names(to_sdk_names(
+                        u.expression_attribute_names.as_ref(),
+                    ))
+                    .set_expression_attribute_values(to_sdk_values(
+                        u.expression_attribute_values.as_ref(),
+                    ))
+                    .return_values_on_condition_check_failure(on_failure(
+                        &u.return_values_on_condition_check_failure,
+                    ))
+                    .build()
+                    .map_err(invalid)?,
+            );
+        }
+        if let Some(d) = &i.delete {
+            b = b.delete(
+                sdk::Delete::builder()
+                    .table_name(self.name(&d.table_name))
+                    .set_key(Some(key_of(&d.key)))
+                    .set_condition_expression(d.condition_expression.clone())
+                    .set_expression_attribute_names(to_sdk_names(
+                        d.expression_attribute_names.as_ref(),
+                    ))
+                    .set_expression_attribute_values(to_sdk_values(
+                        d.expression_attribute_values.as_ref(),
+                    ))
+                    .return_values_on_condition_check_failure(on_failure(
+                        &d.return_values_on_condition_check_failure,
+                    ))
+                    .build()
+                    .map_err(invalid)?,
+            );
+        }
+        if let Some(c) = &i.condition_check {
+            b = b.condition_check(
+                sdk::ConditionCheck::builder()
+                    .table_name(self.name(&c.table_name))
+                    .set_key(Some(key_of(&c.key)))
+                    .condition_expression(&c.condition_expression)
+                    .set_expression_attribute_names(to_sdk_names(
+                        c.expression_attribute_names.as_ref(),
+                    ))
+                    .set_expression_attribute_values(to_sdk_values(
+                        c.expression_attribute_values.as_ref(),
+                    ))
+                    .return_values_on_condition_check_failure(on_failure(
+                        &c.return_values_on_condition_check_failure,
+                    ))
+                    .build()
+                    .map_err(invalid)?,
+            );
+        }
+        Ok(b.build())
+    }
+}
+
+fn to_json<T: Serialize>(v: &T) -> StoreResult<serde_json::Value> {
+    serde_json::to_value(v).map_err(|e| StoreError::Storage(e.to_string()))
+}
