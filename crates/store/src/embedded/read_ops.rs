@@ -42,10 +42,7 @@ fn get_live(
 }
 
 /// A projection parsed from a read request with names only.
-fn projection(
-    src: Option<&str>,
-    names: Option<&Names>,
-) -> Result<Option<Projection>, StoreError> {
+fn projection(src: Option<&str>, names: Option<&Names>) -> Result<Option<Projection>, StoreError> {
     validate::placeholder_maps(names, None, src.is_some())?;
     let mut ph = validate::placeholders(names, None);
     let projection = src
