@@ -43,6 +43,8 @@
 //! be delivered or dead-lettered: they are logged as an error, counted in
 //! [`PipeStats::lost_to_retention`], and the relay continues.
 
+mod batch;
+
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
 use std::sync::Arc;
@@ -58,7 +60,9 @@ use tokio::task::JoinHandle;
 
 use crate::config::{PipeSpec, PipeTarget, RelayConfig, Rule, RuleTarget, StartPosition};
 use crate::lease::{self, Decision};
-use crate::plan::{DeadReason, Delivery, Outcome, QueueMessage, RecordView, dead_letter, plan};
+use crate::plan::{DeadReason, Delivery, Outcome, QueueMessage, RecordView, dead_letter};
+
+use batch::{Planned, batches, plan_records};
 
 /// Fault point inside a delivery commit, after the messages are enqueued
 /// and before the checkpoint moves (see `postbox_store::faults`).
@@ -359,29 +363,6 @@ struct Runner {
     facts: std::sync::Mutex<(std::time::Instant, Facts)>,
 }
 
-/// A record read and planned.
-struct Planned {
-    seq: u64,
-    id: String,
-    json: Value,
-    created_ms: u64,
-    outcome: Outcome,
-}
-
-impl Planned {
-    fn view(&self) -> RecordView<'_> {
-        RecordView {
-            json: &self.json,
-            id: &self.id,
-            created_ms: self.created_ms,
-        }
-    }
-
-    fn delivers(&self) -> bool {
-        matches!(self.outcome, Outcome::Deliver(_))
-    }
-}
-
 /// Everything one commit writes: from checkpoint `from` to `to`.
 struct Commit {
     from: u64,
@@ -666,27 +647,7 @@ impl Runner {
         inflight: &mut Option<InFlight>,
     ) -> Result<u64, RelayError> {
         let now = self.options.clock.now_ms();
-        let table = &self.spec.table;
-        let mut planned: Vec<Planned> = records
-            .iter()
-            .map(|r| {
-                let json = crate::record::to_json(table, r);
-                let id = crate::record::record_id(table, r.sequence_number);
-                let view = RecordView {
-                    json: &json,
-                    id: &id,
-                    created_ms: r.approximate_creation_time_ms,
-                };
-                let outcome = plan(&self.spec, &self.buses, view, now);
-                Planned {
-                    seq: r.sequence_number,
-                    id,
-                    json,
-                    created_ms: r.approximate_creation_time_ms,
-                    outcome,
-                }
-            })
-            .collect();
+        let mut planned = plan_records(&self.spec, &self.buses, &records, now);
         self.counters.read.fetch_add(planned.len() as u64, Relaxed);
         let mut facts = {
             let mut cached = self.facts.lock().expect("facts lock");
@@ -1087,27 +1048,6 @@ impl Runner {
 /// Whether the relay was told to stop (or dropped without being stopped).
 fn stopped(stop: &watch::Receiver<bool>) -> bool {
     *stop.borrow() || stop.has_changed().is_err()
-}
-
-/// Splits records into delivery batches: contiguous runs holding at most
-/// `size` delivering records (filtered and dead records ride along, so the
-/// checkpoint always moves over a contiguous range).
-fn batches(planned: &[Planned], size: usize) -> Vec<Vec<usize>> {
-    let mut out = Vec::new();
-    let mut current = Vec::new();
-    let mut delivering = 0;
-    for (i, p) in planned.iter().enumerate() {
-        if p.delivers() && delivering == size {
-            out.push(std::mem::take(&mut current));
-            delivering = 0;
-        }
-        delivering += usize::from(p.delivers());
-        current.push(i);
-    }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    out
 }
 
 fn queue_facts(queues: &Queues, queue: &str) -> Option<QueueFacts> {
