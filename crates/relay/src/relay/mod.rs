@@ -44,8 +44,9 @@
 //! [`PipeStats::lost_to_retention`], and the relay continues.
 
 mod batch;
+mod precheck;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -63,6 +64,7 @@ use crate::lease::{self, Decision};
 use crate::plan::{DeadReason, Delivery, Outcome, QueueMessage, RecordView, dead_letter};
 
 use batch::{Planned, batches, plan_records};
+use precheck::{Facts, FactsCache, check_batch, queue_facts};
 
 /// Fault point inside a delivery commit, after the messages are enqueued
 /// and before the checkpoint moves (see `postbox_store::faults`).
@@ -260,7 +262,7 @@ impl Relay {
                 options: options.clone(),
                 lease: config.lease,
                 counters: Counters::default(),
-                facts: std::sync::Mutex::new((std::time::Instant::now(), HashMap::new())),
+                facts: FactsCache::new(),
             }));
         }
         let tasks = runners
@@ -358,9 +360,8 @@ struct Runner {
     options: RelayOptions,
     lease: Duration,
     counters: Counters,
-    /// Queue facts for pre-checks, refreshed every second: looking them up
-    /// per round would cost a queue walk per few records at low latency.
-    facts: std::sync::Mutex<(std::time::Instant, Facts)>,
+    /// Queue facts for pre-checks.
+    facts: FactsCache,
 }
 
 /// Everything one commit writes: from checkpoint `from` to `to`.
@@ -440,16 +441,6 @@ struct InFlight {
 enum Committed {
     Done { failed_sends: Vec<(usize, String)> },
     LeaseLost,
-}
-
-/// Queue facts by queue name (`None`: the queue does not exist).
-type Facts = HashMap<String, Option<QueueFacts>>;
-
-/// The queue facts a pre-check needs.
-#[derive(Clone)]
-struct QueueFacts {
-    max_size: usize,
-    content_dedup: bool,
 }
 
 impl Runner {
@@ -649,19 +640,13 @@ impl Runner {
         let now = self.options.clock.now_ms();
         let mut planned = plan_records(&self.spec, &self.buses, &records, now);
         self.counters.read.fetch_add(planned.len() as u64, Relaxed);
-        let mut facts = {
-            let mut cached = self.facts.lock().expect("facts lock");
-            if cached.0.elapsed() > Duration::from_secs(1) {
-                *cached = (std::time::Instant::now(), HashMap::new());
-            }
-            std::mem::take(&mut cached.1)
-        };
+        let mut facts = self.facts.take();
         let batches = batches(&planned, self.spec.batch_size);
         let all_pass = batches
             .iter()
             .all(|b| self.precheck(&planned, b, &mut facts).is_ok());
         if all_pass {
-            self.facts.lock().expect("facts lock").1 = facts;
+            self.facts.put(facts);
             let mut commit = Commit::new(after);
             for (i, p) in planned.iter_mut().enumerate() {
                 let outcome = std::mem::replace(&mut p.outcome, Outcome::Filtered);
@@ -707,7 +692,7 @@ impl Runner {
         at: u64,
         token: u64,
         mut error: String,
-        facts: &mut HashMap<String, Option<QueueFacts>>,
+        facts: &mut Facts,
     ) -> Result<u64, RelayError> {
         for attempt in 0..self.spec.max_retries {
             self.counters.retries.fetch_add(1, Relaxed);
@@ -751,7 +736,7 @@ impl Runner {
         part: &[usize],
         at: u64,
         token: u64,
-        facts: &mut HashMap<String, Option<QueueFacts>>,
+        facts: &mut Facts,
     ) -> Result<u64, RelayError> {
         match self.precheck(planned, part, facts) {
             Ok(()) => {
@@ -771,29 +756,9 @@ impl Runner {
         &self,
         planned: &[Planned],
         batch: &[usize],
-        facts: &mut HashMap<String, Option<QueueFacts>>,
+        facts: &mut Facts,
     ) -> Result<(), String> {
-        for &i in batch {
-            let Outcome::Deliver(list) = &planned[i].outcome else {
-                continue;
-            };
-            for d in list {
-                let Delivery::Queue(m) = d else { continue };
-                let f = facts
-                    .entry(m.queue.clone())
-                    .or_insert_with(|| queue_facts(&self.queues, &m.queue))
-                    .clone();
-                let Some(f) = f else {
-                    return Err(format!(
-                        "record {}: queue {} does not exist",
-                        planned[i].id, m.queue
-                    ));
-                };
-                check_message(&m.queue, &m.message, &f)
-                    .map_err(|e| format!("record {}: {e}", planned[i].id))?;
-            }
-        }
-        Ok(())
+        check_batch(planned, batch, facts, |q| queue_facts(&self.queues, q))
     }
 
     /// Writes log lines, then commits the enqueues, dead letters and the
@@ -1048,72 +1013,6 @@ impl Runner {
 /// Whether the relay was told to stop (or dropped without being stopped).
 fn stopped(stop: &watch::Receiver<bool>) -> bool {
     *stop.borrow() || stop.has_changed().is_err()
-}
-
-fn queue_facts(queues: &Queues, queue: &str) -> Option<QueueFacts> {
-    let names = [
-        "MaximumMessageSize".to_owned(),
-        "ContentBasedDeduplication".to_owned(),
-    ];
-    let attrs = queues.queue_attributes(queue, &names).ok()?;
-    Some(QueueFacts {
-        max_size: attrs
-            .get("MaximumMessageSize")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(262_144),
-        content_dedup: attrs
-            .get("ContentBasedDeduplication")
-            .is_some_and(|v| v == "true"),
-    })
-}
-
-/// SendMessage's checks of one message, as the queue will apply them.
-fn check_message(queue: &str, m: &postbox_queue::NewMessage, f: &QueueFacts) -> Result<(), String> {
-    m.validate().map_err(|e| format!("queue {queue}: {e}"))?;
-    if m.size() > f.max_size {
-        return Err(format!(
-            "queue {queue}: the message is {} bytes, over the queue's maximum of {}",
-            m.size(),
-            f.max_size
-        ));
-    }
-    let id_ok = |id: &str| {
-        !id.is_empty()
-            && id.len() <= 128
-            && id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c.is_ascii_punctuation())
-    };
-    if queue.ends_with(".fifo") {
-        match &m.group_id {
-            Some(g) if id_ok(g) => {}
-            Some(g) => {
-                return Err(format!(
-                    "queue {queue}: MessageGroupId {g:?} must be 1-128 letters, digits or punctuation"
-                ));
-            }
-            None => {
-                return Err(format!(
-                    "queue {queue}: a FIFO message needs a MessageGroupId"
-                ));
-            }
-        }
-        match &m.deduplication_id {
-            Some(d) if id_ok(d) => {}
-            Some(d) => {
-                return Err(format!(
-                    "queue {queue}: MessageDeduplicationId {d:?} must be 1-128 letters, digits or punctuation"
-                ));
-            }
-            None if f.content_dedup => {}
-            None => {
-                return Err(format!(
-                    "queue {queue}: no MessageDeduplicationId and content-based deduplication is off"
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Appends log lines and fsyncs each file once.
