@@ -45,11 +45,12 @@
 
 mod batch;
 mod precheck;
+mod stats;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use postbox_queue::{PreparedSend, QueueError, QueueResult, Queues};
@@ -65,6 +66,9 @@ use crate::plan::{DeadReason, Delivery, Outcome, QueueMessage, RecordView, dead_
 
 use batch::{Planned, batches, plan_records};
 use precheck::{Facts, FactsCache, check_batch, queue_facts};
+use stats::{CommitCounts, Counters};
+
+pub use stats::PipeStats;
 
 /// Fault point inside a delivery commit, after the messages are enqueued
 /// and before the checkpoint moves (see `postbox_store::faults`).
@@ -146,79 +150,6 @@ pub enum RelayError {
         /// What is wrong.
         message: String,
     },
-}
-
-/// Counters and lag of one pipe.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PipeStats {
-    /// The pipe.
-    pub pipe: String,
-    /// Whether this relay holds the pipe's lease.
-    pub holds_lease: bool,
-    /// The checkpoint (sequence number of the last relayed record): while
-    /// this relay holds the lease, the last commit its counters include
-    /// (the stats are one view); otherwise the durable one in the store.
-    pub checkpoint: u64,
-    /// The stream's newest sequence number.
-    pub head: u64,
-    /// Records committed but not yet relayed (filtered ones included).
-    pub records_behind: u64,
-    /// Age of the oldest record not yet relayed, ms; `None` when caught up.
-    pub oldest_unrelayed_age_ms: Option<u64>,
-    /// Records read.
-    pub read: u64,
-    /// Records no filter matched.
-    pub filtered: u64,
-    /// Records delivered.
-    pub delivered: u64,
-    /// Messages enqueued (a bus record may yield several) and log lines.
-    pub messages: u64,
-    /// Records sent to the dead-letter queue.
-    pub dead_lettered: u64,
-    /// ... of which for a template error.
-    pub template_errors: u64,
-    /// ... of which for exceeding the maximum record age.
-    pub too_old: u64,
-    /// Batch retries.
-    pub retries: u64,
-    /// Batch bisections.
-    pub bisections: u64,
-    /// Delivery commits.
-    pub commits: u64,
-    /// Records the stream's retention removed before they were relayed
-    /// (logged as errors; they cannot be dead-lettered).
-    pub lost_to_retention: u64,
-}
-
-#[derive(Default)]
-struct Counters {
-    /// The checkpoint as counted: the last commit whose records the counters
-    /// below include (None without the lease). Its lock is held while a
-    /// commit is counted and while [`PipeStats`] are read, so the stats are
-    /// one view even though the store shows a commit's checkpoint before the
-    /// pipe's task has counted it.
-    counted: std::sync::Mutex<Option<u64>>,
-    token: AtomicU64,
-    read: AtomicU64,
-    filtered: AtomicU64,
-    delivered: AtomicU64,
-    messages: AtomicU64,
-    dead_lettered: AtomicU64,
-    template_errors: AtomicU64,
-    too_old: AtomicU64,
-    retries: AtomicU64,
-    bisections: AtomicU64,
-    commits: AtomicU64,
-    lost_to_retention: AtomicU64,
-}
-
-impl Counters {
-    /// The pipe's lease is gone: its stats come from the store again.
-    fn without_lease(&self) {
-        let mut counted = self.counted.lock().expect("relay counters");
-        self.token.store(0, Relaxed);
-        *counted = None;
-    }
 }
 
 /// A running relay: one task per pipe.
@@ -430,11 +361,7 @@ type CommitTask =
 struct InFlight {
     task: Option<CommitTask>,
     to: u64,
-    filtered: u64,
-    delivered: u64,
-    logs: usize,
-    sends: usize,
-    dead: Vec<DeadReason>,
+    counts: CommitCounts,
 }
 
 /// What a delivery commit found.
@@ -784,11 +711,7 @@ impl Runner {
             return Ok(InFlight {
                 task: None,
                 to: c.to,
-                filtered: 0,
-                delivered: 0,
-                logs: 0,
-                sends: 0,
-                dead: Vec::new(),
+                counts: CommitCounts::default(),
             });
         }
         if !c.logs.is_empty() {
@@ -909,11 +832,13 @@ impl Runner {
         Ok(InFlight {
             task: Some(task),
             to,
-            filtered: c.filtered,
-            delivered: c.delivered,
-            logs: c.logs.len(),
-            sends,
-            dead: dead_reasons,
+            counts: CommitCounts {
+                filtered: c.filtered,
+                delivered: c.delivered,
+                logs: c.logs.len(),
+                sends,
+                dead: dead_reasons,
+            },
         })
     }
 
@@ -921,92 +846,18 @@ impl Runner {
     async fn finish_commit(&self, f: InFlight) -> Result<u64, RelayError> {
         let Some(task) = f.task else { return Ok(f.to) };
         let result = task.await;
-        let (to, dead_reasons) = (f.to, f.dead);
         let failed = match result {
             Ok(Committed::Done { failed_sends }) => failed_sends,
             Ok(Committed::LeaseLost) => return Err(RelayError::LeaseLost(self.spec.name.clone())),
             Err(e) => return Err(e.into()),
         };
-        let k = &self.counters;
-        let mut counted = k.counted.lock().expect("relay counters");
-        *counted = Some(to);
-        k.commits.fetch_add(1, Relaxed);
-        k.filtered.fetch_add(f.filtered, Relaxed);
-        k.delivered
-            .fetch_add(f.delivered.saturating_sub(failed.len() as u64), Relaxed);
-        k.messages.fetch_add(f.logs as u64, Relaxed);
-        k.dead_lettered
-            .fetch_add((dead_reasons.len() + failed.len()) as u64, Relaxed);
-        for r in &dead_reasons {
-            match r {
-                DeadReason::Template(e) => {
-                    k.template_errors.fetch_add(1, Relaxed);
-                    tracing::warn!(pipe = %self.spec.name, error = %e, "record sent to the dead-letter queue");
-                }
-                DeadReason::TooOld { .. } => {
-                    k.too_old.fetch_add(1, Relaxed);
-                }
-                DeadReason::Delivery(e) => {
-                    tracing::warn!(pipe = %self.spec.name, error = %e, "record sent to the dead-letter queue")
-                }
-            }
-        }
-        k.messages
-            .fetch_add(f.sends.saturating_sub(failed.len()) as u64, Relaxed);
-        drop(counted);
+        let to = f.to;
+        self.counters
+            .count_commit(&self.spec.name, to, f.counts, failed.len());
         if let Some(hook) = &self.options.on_commit {
             hook(&self.spec.name, to);
         }
         Ok(to)
-    }
-
-    async fn stats(&self) -> Result<PipeStats, RelayError> {
-        let k = &self.counters;
-        let table = &self.spec.table;
-        // One view: the counters with the checkpoint they include.
-        let (counted, mut stats) = {
-            let counted = k.counted.lock().expect("relay counters");
-            let stats = PipeStats {
-                pipe: self.spec.name.clone(),
-                holds_lease: k.token.load(Relaxed) != 0,
-                read: k.read.load(Relaxed),
-                filtered: k.filtered.load(Relaxed),
-                delivered: k.delivered.load(Relaxed),
-                messages: k.messages.load(Relaxed),
-                dead_lettered: k.dead_lettered.load(Relaxed),
-                template_errors: k.template_errors.load(Relaxed),
-                too_old: k.too_old.load(Relaxed),
-                retries: k.retries.load(Relaxed),
-                bisections: k.bisections.load(Relaxed),
-                commits: k.commits.load(Relaxed),
-                lost_to_retention: k.lost_to_retention.load(Relaxed),
-                ..PipeStats::default()
-            };
-            (*counted, stats)
-        };
-        let checkpoint = match counted {
-            Some(c) => c,
-            None => self
-                .store
-                .checkpoint(table, &self.reader())
-                .await?
-                .unwrap_or(0),
-        };
-        let head = self.store.stream_head(table).await?;
-        stats.oldest_unrelayed_age_ms = match self.store.read_stream(table, checkpoint, 1).await {
-            Ok(r) => r.first().map(|r| {
-                self.options
-                    .clock
-                    .now_ms()
-                    .saturating_sub(r.approximate_creation_time_ms)
-            }),
-            Err(StoreError::TrimmedData(_)) => None,
-            Err(e) => return Err(e.into()),
-        };
-        stats.checkpoint = checkpoint;
-        stats.head = head;
-        stats.records_behind = head.saturating_sub(checkpoint);
-        Ok(stats)
     }
 }
 
