@@ -44,11 +44,11 @@
 //! [`PipeStats::lost_to_retention`], and the relay continues.
 
 mod batch;
+mod logs;
 mod precheck;
 mod stats;
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -65,6 +65,7 @@ use crate::lease::{self, Decision};
 use crate::plan::{DeadReason, Delivery, Outcome, QueueMessage, RecordView, dead_letter};
 
 use batch::{Planned, batches, plan_records};
+use logs::append_logs;
 use precheck::{Facts, FactsCache, check_batch, queue_facts};
 use stats::{CommitCounts, Counters};
 
@@ -864,35 +865,4 @@ impl Runner {
 /// Whether the relay was told to stop (or dropped without being stopped).
 fn stopped(stop: &watch::Receiver<bool>) -> bool {
     *stop.borrow() || stop.has_changed().is_err()
-}
-
-/// Appends log lines and fsyncs each file once.
-fn append_logs(lines: &[(std::path::PathBuf, String)]) -> Result<(), RelayError> {
-    let mut files: Vec<(&std::path::PathBuf, std::fs::File)> = Vec::new();
-    for (path, line) in lines {
-        let io = |e: std::io::Error| RelayError::Log {
-            path: path.display().to_string(),
-            error: e.to_string(),
-        };
-        let at = match files.iter().position(|(p, _)| *p == path) {
-            Some(at) => at,
-            None => {
-                let f = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .map_err(io)?;
-                files.push((path, f));
-                files.len() - 1
-            }
-        };
-        writeln!(files[at].1, "{line}").map_err(io)?;
-    }
-    for (path, f) in files {
-        f.sync_data().map_err(|e| RelayError::Log {
-            path: path.display().to_string(),
-            error: e.to_string(),
-        })?;
-    }
-    Ok(())
 }
