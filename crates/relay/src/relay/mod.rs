@@ -44,6 +44,7 @@
 //! [`PipeStats::lost_to_retention`], and the relay continues.
 
 mod batch;
+mod commit;
 mod logs;
 mod precheck;
 mod stats;
@@ -62,9 +63,10 @@ use tokio::task::JoinHandle;
 
 use crate::config::{PipeSpec, PipeTarget, RelayConfig, Rule, RuleTarget, StartPosition};
 use crate::lease::{self, Decision};
-use crate::plan::{DeadReason, Delivery, Outcome, QueueMessage, RecordView, dead_letter};
+use crate::plan::{DeadReason, Outcome, RecordView, dead_letter};
 
 use batch::{Planned, batches, plan_records};
+use commit::Commit;
 use logs::append_logs;
 use precheck::{Facts, FactsCache, check_batch, queue_facts};
 use stats::{CommitCounts, Counters};
@@ -294,64 +296,6 @@ struct Runner {
     counters: Counters,
     /// Queue facts for pre-checks.
     facts: FactsCache,
-}
-
-/// Everything one commit writes: from checkpoint `from` to `to`.
-struct Commit {
-    from: u64,
-    to: u64,
-    /// Per queue, in order: messages and the index of their record.
-    sends: Vec<(String, Vec<(usize, postbox_queue::NewMessage)>)>,
-    logs: Vec<(std::path::PathBuf, String)>,
-    dead: Vec<(usize, DeadReason)>,
-    delivered: u64,
-    filtered: u64,
-}
-
-impl Commit {
-    fn new(from: u64) -> Commit {
-        Commit {
-            from,
-            to: from,
-            sends: Vec::new(),
-            logs: Vec::new(),
-            dead: Vec::new(),
-            delivered: 0,
-            filtered: 0,
-        }
-    }
-
-    fn send(&mut self, index: usize, m: QueueMessage) {
-        match self.sends.iter_mut().find(|(q, _)| *q == m.queue) {
-            Some((_, list)) => list.push((index, m.message)),
-            None => self.sends.push((m.queue, vec![(index, m.message)])),
-        }
-    }
-
-    /// Adds record `index` as planned (or as dead with `dead`).
-    fn add(&mut self, index: usize, record: &Planned, dead: Option<DeadReason>) {
-        self.add_outcome(index, record.seq, record.outcome.clone(), dead);
-    }
-
-    /// [`Commit::add`] taking the outcome by value (the fast path moves it,
-    /// saving a copy of every message body).
-    fn add_outcome(&mut self, index: usize, seq: u64, outcome: Outcome, dead: Option<DeadReason>) {
-        self.to = seq;
-        match (dead, outcome) {
-            (Some(reason), _) => self.dead.push((index, reason)),
-            (None, Outcome::Filtered) => self.filtered += 1,
-            (None, Outcome::Dead(reason)) => self.dead.push((index, reason)),
-            (None, Outcome::Deliver(list)) => {
-                self.delivered += 1;
-                for d in list {
-                    match d {
-                        Delivery::Queue(m) => self.send(index, m),
-                        Delivery::Log { path, line } => self.logs.push((path, line)),
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// A delivery commit queued to the store's writer.
@@ -633,8 +577,7 @@ impl Runner {
             facts.clear();
             match self.precheck(planned, batch, facts) {
                 Ok(()) => {
-                    let mut c = Commit::new(at);
-                    batch.iter().for_each(|&i| c.add(i, &planned[i], None));
+                    let c = Commit::of_batch(planned, batch, at);
                     return self.commit(planned, c, token).await;
                 }
                 Err(e) => error = e,
@@ -668,8 +611,7 @@ impl Runner {
     ) -> Result<u64, RelayError> {
         match self.precheck(planned, part, facts) {
             Ok(()) => {
-                let mut c = Commit::new(at);
-                part.iter().for_each(|&i| c.add(i, &planned[i], None));
+                let c = Commit::of_batch(planned, part, at);
                 self.commit(planned, c, token).await
             }
             Err(e) => {
@@ -708,7 +650,7 @@ impl Runner {
         mut c: Commit,
         token: u64,
     ) -> Result<InFlight, RelayError> {
-        if c.to == c.from {
+        if !c.moves() {
             return Ok(InFlight {
                 task: None,
                 to: c.to,
@@ -721,12 +663,7 @@ impl Runner {
         }
         let dlq = self.spec.dead_letter_queue.clone();
         let now = self.options.clock.now_ms();
-        let dead: Vec<QueueMessage> = c
-            .dead
-            .iter()
-            .map(|(i, r)| dead_letter(&self.spec.name, &dlq, planned[*i].view(), r, now))
-            .collect();
-        let dead_reasons: Vec<DeadReason> = c.dead.iter().map(|(_, r)| r.clone()).collect();
+        let dead = c.dead_letters(&self.spec.name, &dlq, planned, now);
         // Validated and encoded here, not on the store's writer: the writer
         // is the one serial part, and only enqueues.
         let sends: Vec<(String, Vec<usize>, QueueResult<PreparedSend>)> =
@@ -829,17 +766,10 @@ impl Runner {
             std::task::Poll::Ready(result) => Box::pin(std::future::ready(result)) as CommitTask,
             std::task::Poll::Pending => task,
         };
-        let sends = c.sends.iter().map(|(_, l)| l.len()).sum();
         Ok(InFlight {
             task: Some(task),
             to,
-            counts: CommitCounts {
-                filtered: c.filtered,
-                delivered: c.delivered,
-                logs: c.logs.len(),
-                sends,
-                dead: dead_reasons,
-            },
+            counts: c.counts(),
         })
     }
 
