@@ -45,31 +45,32 @@
 
 mod batch;
 mod commit;
+mod inflight;
 mod logs;
 mod precheck;
 mod stats;
+mod transaction;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use postbox_queue::{PreparedSend, QueueError, QueueResult, Queues};
+use postbox_queue::{QueueError, Queues};
 use postbox_store::embedded::{Clock, EmbeddedStore, SystemClock};
 use postbox_store::{ChangeStreams, StoreError};
-use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::{PipeSpec, PipeTarget, RelayConfig, Rule, RuleTarget, StartPosition};
 use crate::lease::{self, Decision};
-use crate::plan::{DeadReason, Outcome, RecordView, dead_letter};
+use crate::plan::{DeadReason, Outcome};
 
 use batch::{Planned, batches, plan_records};
 use commit::Commit;
-use logs::append_logs;
+use inflight::InFlight;
 use precheck::{Facts, FactsCache, check_batch, queue_facts};
-use stats::{CommitCounts, Counters};
+use stats::Counters;
 
 pub use stats::PipeStats;
 
@@ -296,23 +297,6 @@ struct Runner {
     counters: Counters,
     /// Queue facts for pre-checks.
     facts: FactsCache,
-}
-
-/// A delivery commit queued to the store's writer.
-type CommitTask =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Committed, StoreError>> + Send>>;
-
-/// A commit handed to the writer, and what to count when it returns.
-struct InFlight {
-    task: Option<CommitTask>,
-    to: u64,
-    counts: CommitCounts,
-}
-
-/// What a delivery commit found.
-enum Committed {
-    Done { failed_sends: Vec<(usize, String)> },
-    LeaseLost,
 }
 
 impl Runner {
@@ -629,166 +613,6 @@ impl Runner {
         facts: &mut Facts,
     ) -> Result<(), String> {
         check_batch(planned, batch, facts, |q| queue_facts(&self.queues, q))
-    }
-
-    /// Writes log lines, then commits the enqueues, dead letters and the
-    /// checkpoint move in one store operation fenced by the lease.
-    async fn commit(&self, planned: &[Planned], c: Commit, token: u64) -> Result<u64, RelayError> {
-        let started = self.begin_commit(planned, c, token).await?;
-        self.finish_commit(started).await
-    }
-
-    /// Writes the log lines and hands the commit to the store's writer.
-    ///
-    /// The records were read before their commit was synced
-    /// (`read_committed_stream`): the commit below is logged after them, so
-    /// a crash loses the two together. A log line leaves the store at once,
-    /// so it waits for the records' sync first.
-    async fn begin_commit(
-        &self,
-        planned: &[Planned],
-        mut c: Commit,
-        token: u64,
-    ) -> Result<InFlight, RelayError> {
-        if !c.moves() {
-            return Ok(InFlight {
-                task: None,
-                to: c.to,
-                counts: CommitCounts::default(),
-            });
-        }
-        if !c.logs.is_empty() {
-            self.store.wait_synced().await?;
-            append_logs(&c.logs)?;
-        }
-        let dlq = self.spec.dead_letter_queue.clone();
-        let now = self.options.clock.now_ms();
-        let dead = c.dead_letters(&self.spec.name, &dlq, planned, now);
-        // Validated and encoded here, not on the store's writer: the writer
-        // is the one serial part, and only enqueues.
-        let sends: Vec<(String, Vec<usize>, QueueResult<PreparedSend>)> =
-            std::mem::take(&mut c.sends)
-                .into_iter()
-                .map(|(queue, list)| {
-                    let (index, messages): (Vec<usize>, Vec<_>) = list.into_iter().unzip();
-                    let prepared = self.queues.prepare_send(&queue, messages);
-                    (queue, index, prepared)
-                })
-                .collect();
-        let (pipe, owner, table, reader, lease_for) = (
-            self.spec.name.clone(),
-            self.options.owner.clone(),
-            self.spec.table.clone(),
-            self.reader(),
-            self.lease,
-        );
-        let queues = self.queues.clone();
-        // Sequence numbers, not ids: nothing allocated per record for the
-        // rare in-commit refusal, and nothing to free on the writer thread.
-        let seqs: Vec<u64> = planned.iter().map(|p| p.seq).collect();
-        let (from, to) = (c.from, c.to);
-        let store = self.store.clone();
-        let op = move |ctx: &mut postbox_store::embedded::WriteContext<'_>| {
-            // Validate everything before the first (unstaged) write.
-            if !lease::check_in(ctx, &pipe, &owner, token, lease_for)?
-                || ctx.checkpoint(&table, &reader)?.unwrap_or(0) != from
-            {
-                return Ok(Committed::LeaseLost);
-            }
-            if queues.queue_exists(&dlq).is_err() {
-                return Err(StoreError::validation(format!(
-                    "the dead-letter queue {dlq} of pipe {pipe} does not exist"
-                )));
-            }
-            let mut failed = Vec::new();
-            for (queue, index, prepared) in sends {
-                let sent = match prepared {
-                    Ok(prepared) => queues.send_prepared_in(ctx, prepared)?,
-                    Err(e) => Err(e),
-                };
-                if let Err(e) = sent {
-                    failed.extend(index.iter().map(|&i| (i, format!("queue {queue}: {e}"))));
-                }
-            }
-            // A queue's batch is all or nothing. One refused when prepared
-            // or inside the commit (the pre-check passed, so the queue
-            // changed in between) wrote nothing; retrying here would hold
-            // the writer, so its records go to the DLQ in this commit.
-            let mut letters = dead;
-            for (i, e) in &failed {
-                let id = crate::record::record_id(&table, seqs[*i]);
-                let view = RecordView {
-                    json: &Value::Null,
-                    id: &id,
-                    created_ms: 0,
-                };
-                letters.push(dead_letter(
-                    &pipe,
-                    &dlq,
-                    view,
-                    &DeadReason::Delivery(e.clone()),
-                    ctx.now_ms(),
-                ));
-            }
-            if !letters.is_empty() {
-                let messages = letters.into_iter().map(|m| m.message).collect();
-                if let Err(e) = queues.send_in(ctx, &dlq, messages)? {
-                    tracing::error!(pipe = %pipe, error = %e, "dead letters could not be enqueued");
-                }
-            }
-            // Killed here, the process leaves this commit unwritten: the
-            // messages above are not enqueued and the checkpoint has not
-            // moved, so a restarted relay sends them once.
-            if postbox_store::faults::hit(AFTER_ENQUEUE_BEFORE_CHECKPOINT) {
-                return Err(StoreError::validation(format!(
-                    "fault point {AFTER_ENQUEUE_BEFORE_CHECKPOINT}: the delivery commit is abandoned"
-                )));
-            }
-            ctx.set_checkpoint(&table, &reader, to)?;
-            Ok(Committed::Done {
-                failed_sends: failed,
-            })
-        };
-        // Answered at its commit, before the commit log syncs it: every
-        // effect of a delivery is in this store (log-file lines were
-        // written and synced above), and what a crash takes back it takes
-        // back together with the checkpoint, so the relay sends it again.
-        // The relay moves on to the next records without waiting out a sync.
-        let task = async move { store.submit_unsynced(op).await };
-        // Poll once now: that queues the operation to the writer, so commits
-        // reach the writer in the order they were begun (the next one checks
-        // the checkpoint this one moves).
-        let mut task: CommitTask = Box::pin(task);
-        let poll = task
-            .as_mut()
-            .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
-        let task = match poll {
-            std::task::Poll::Ready(result) => Box::pin(std::future::ready(result)) as CommitTask,
-            std::task::Poll::Pending => task,
-        };
-        Ok(InFlight {
-            task: Some(task),
-            to,
-            counts: c.counts(),
-        })
-    }
-
-    /// Waits for a commit and counts what it did.
-    async fn finish_commit(&self, f: InFlight) -> Result<u64, RelayError> {
-        let Some(task) = f.task else { return Ok(f.to) };
-        let result = task.await;
-        let failed = match result {
-            Ok(Committed::Done { failed_sends }) => failed_sends,
-            Ok(Committed::LeaseLost) => return Err(RelayError::LeaseLost(self.spec.name.clone())),
-            Err(e) => return Err(e.into()),
-        };
-        let to = f.to;
-        self.counters
-            .count_commit(&self.spec.name, to, f.counts, failed.len());
-        if let Some(hook) = &self.options.on_commit {
-            hook(&self.spec.name, to);
-        }
-        Ok(to)
     }
 }
 
