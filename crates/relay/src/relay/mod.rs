@@ -48,6 +48,7 @@ mod commit;
 mod inflight;
 mod logs;
 mod precheck;
+mod retry;
 mod stats;
 mod transaction;
 
@@ -64,12 +65,12 @@ use tokio::task::JoinHandle;
 
 use crate::config::{PipeSpec, PipeTarget, RelayConfig, Rule, RuleTarget, StartPosition};
 use crate::lease::{self, Decision};
-use crate::plan::{DeadReason, Outcome};
+use crate::plan::Outcome;
 
-use batch::{Planned, batches, plan_records};
+use batch::{batches, plan_records};
 use commit::Commit;
 use inflight::InFlight;
-use precheck::{Facts, FactsCache, check_batch, queue_facts};
+use precheck::FactsCache;
 use stats::Counters;
 
 pub use stats::PipeStats;
@@ -519,100 +520,8 @@ impl Runner {
         if let Some(previous) = inflight.take() {
             self.finish_commit(previous).await?;
         }
-        facts.clear();
-        let mut commit = Commit::new(after);
-        for batch in batches {
-            match self.precheck(&planned, &batch, &mut facts) {
-                Ok(()) => batch.iter().for_each(|&i| commit.add(i, &planned[i], None)),
-                Err(error) => {
-                    // Deliver what came before, then work on the failing batch alone.
-                    let done = std::mem::replace(&mut commit, Commit::new(0));
-                    let at = self.commit(&planned, done, token).await?;
-                    let at = self
-                        .deliver_failing(&planned, &batch, at, token, error, &mut facts)
-                        .await?;
-                    commit = Commit::new(at);
-                }
-            }
-        }
-        self.commit(&planned, commit, token).await
-    }
-
-    /// Retries a failing batch with backoff, then bisects it, then sends
-    /// what still fails alone to the dead-letter queue. Returns the new
-    /// checkpoint.
-    async fn deliver_failing(
-        &self,
-        planned: &[Planned],
-        batch: &[usize],
-        at: u64,
-        token: u64,
-        mut error: String,
-        facts: &mut Facts,
-    ) -> Result<u64, RelayError> {
-        for attempt in 0..self.spec.max_retries {
-            self.counters.retries.fetch_add(1, Relaxed);
-            let backoff = self
-                .spec
-                .retry_backoff
-                .saturating_mul(1 << attempt.min(16))
-                .min(Duration::from_secs(30));
-            tokio::time::sleep(backoff).await;
-            facts.clear();
-            match self.precheck(planned, batch, facts) {
-                Ok(()) => {
-                    let c = Commit::of_batch(planned, batch, at);
-                    return self.commit(planned, c, token).await;
-                }
-                Err(e) => error = e,
-            }
-        }
-        let delivering = batch.iter().filter(|&&i| planned[i].delivers()).count();
-        if self.spec.bisect_on_failure && delivering > 1 {
-            self.counters.bisections.fetch_add(1, Relaxed);
-            let (left, right) = batch.split_at(batch.len() / 2);
-            let at = Box::pin(self.deliver_part(planned, left, at, token, facts)).await?;
-            return Box::pin(self.deliver_part(planned, right, at, token, facts)).await;
-        }
-        let mut c = Commit::new(at);
-        for &i in batch {
-            let dead = planned[i]
-                .delivers()
-                .then(|| DeadReason::Delivery(error.clone()));
-            c.add(i, &planned[i], dead);
-        }
-        self.commit(planned, c, token).await
-    }
-
-    /// A half of a bisected batch: delivered if it passes, else failing.
-    async fn deliver_part(
-        &self,
-        planned: &[Planned],
-        part: &[usize],
-        at: u64,
-        token: u64,
-        facts: &mut Facts,
-    ) -> Result<u64, RelayError> {
-        match self.precheck(planned, part, facts) {
-            Ok(()) => {
-                let c = Commit::of_batch(planned, part, at);
-                self.commit(planned, c, token).await
-            }
-            Err(e) => {
-                self.deliver_failing(planned, part, at, token, e, facts)
-                    .await
-            }
-        }
-    }
-
-    /// Checks a batch's messages against their queues as SendMessage would.
-    fn precheck(
-        &self,
-        planned: &[Planned],
-        batch: &[usize],
-        facts: &mut Facts,
-    ) -> Result<(), String> {
-        check_batch(planned, batch, facts, |q| queue_facts(&self.queues, q))
+        self.relay_batch_by_batch(&planned, batches, after, token)
+            .await
     }
 }
 

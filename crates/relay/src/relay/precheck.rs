@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use postbox_queue::{NewMessage, Queues};
 
+use super::Runner;
 use super::batch::Planned;
 use crate::plan::{Delivery, Outcome};
 
@@ -89,17 +90,29 @@ impl FactsCache {
 }
 
 /// The facts of `queue`; `None` when it does not exist.
-pub(super) fn queue_facts(queues: &Queues, queue: &str) -> Option<QueueFacts> {
+fn queue_facts(queues: &Queues, queue: &str) -> Option<QueueFacts> {
     let attrs = queues
         .queue_attributes(queue, &QueueFacts::attribute_names())
         .ok()?;
     Some(QueueFacts::from_attributes(&attrs))
 }
 
+impl Runner {
+    /// Checks a batch's messages against their queues as SendMessage would.
+    pub(super) fn precheck(
+        &self,
+        planned: &[Planned],
+        batch: &[usize],
+        facts: &mut Facts,
+    ) -> Result<(), String> {
+        check_batch(planned, batch, facts, |q| queue_facts(&self.queues, q))
+    }
+}
+
 /// Checks the queue messages of records `batch` of `planned` as
 /// SendMessage would: the first failure, naming its record. `lookup` gives
 /// the facts of a queue not yet in `facts`.
-pub(super) fn check_batch(
+fn check_batch(
     planned: &[Planned],
     batch: &[usize],
     facts: &mut Facts,
