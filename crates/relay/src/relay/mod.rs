@@ -49,6 +49,7 @@ mod inflight;
 mod logs;
 mod precheck;
 mod retry;
+mod setup;
 mod stats;
 mod transaction;
 
@@ -63,7 +64,7 @@ use postbox_store::{ChangeStreams, StoreError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::config::{PipeSpec, PipeTarget, RelayConfig, Rule, RuleTarget, StartPosition};
+use crate::config::{PipeSpec, RelayConfig, Rule, StartPosition};
 use crate::lease::{self, Decision};
 use crate::plan::Outcome;
 
@@ -71,6 +72,7 @@ use batch::{batches, plan_records};
 use commit::Commit;
 use inflight::InFlight;
 use precheck::FactsCache;
+use setup::prepare;
 use stats::Counters;
 
 pub use stats::PipeStats;
@@ -228,63 +230,6 @@ impl Relay {
             let _ = t.await;
         }
     }
-}
-
-/// Checks a pipe's source and creates its missing queues.
-async fn prepare(
-    store: &EmbeddedStore,
-    queues: &Queues,
-    spec: &PipeSpec,
-    buses: &BTreeMap<String, Vec<Rule>>,
-    create: bool,
-) -> Result<(), RelayError> {
-    store
-        .stream_head(&spec.table)
-        .await
-        .map_err(|e| RelayError::Setup {
-            pipe: spec.name.clone(),
-            message: format!(
-                "its source table {} cannot be read as a stream: {e}",
-                spec.table
-            ),
-        })?;
-    let mut wanted = vec![spec.dead_letter_queue.clone()];
-    match &spec.target {
-        PipeTarget::Queue(q) => wanted.push(q.queue.clone()),
-        PipeTarget::Bus { .. } => {
-            for rule in buses.values().flatten() {
-                for t in &rule.targets {
-                    if let RuleTarget::Queue(q) = t {
-                        wanted.push(q.queue.clone());
-                    }
-                }
-            }
-        }
-    }
-    for queue in wanted {
-        if queues.queue_exists(&queue).is_ok() {
-            continue;
-        }
-        if !create {
-            return Err(RelayError::Setup {
-                pipe: spec.name.clone(),
-                message: format!("queue {queue} does not exist; create it first"),
-            });
-        }
-        let mut attributes = BTreeMap::new();
-        if queue.ends_with(".fifo") {
-            attributes.insert("FifoQueue".to_owned(), "true".to_owned());
-        }
-        queues
-            .create_queue(&queue, attributes)
-            .await
-            .map_err(|error| RelayError::Queue {
-                queue: queue.clone(),
-                error,
-            })?;
-        tracing::info!(pipe = %spec.name, %queue, "created a missing queue");
-    }
-    Ok(())
 }
 
 /// One pipe's task state.
