@@ -12,7 +12,7 @@ use super::stats::CommitCounts;
 use crate::plan::{DeadReason, Delivery, Outcome, QueueMessage, dead_letter};
 
 /// Everything one commit writes: from checkpoint `from` to `to`.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub(super) struct Commit {
     pub(super) from: u64,
     pub(super) to: u64,
@@ -43,6 +43,18 @@ impl Commit {
     pub(super) fn of_batch(planned: &[Planned], batch: &[usize], from: u64) -> Commit {
         let mut c = Commit::new(from);
         batch.iter().for_each(|&i| c.add(i, &planned[i], None));
+        c
+    }
+
+    /// A commit of every record of `planned`, as planned, after checkpoint
+    /// `from`. The outcomes are moved out (each record is left filtered),
+    /// saving a copy of every message body.
+    pub(super) fn taking_all(planned: &mut [Planned], from: u64) -> Commit {
+        let mut c = Commit::new(from);
+        for (i, p) in planned.iter_mut().enumerate() {
+            let outcome = std::mem::replace(&mut p.outcome, Outcome::Filtered);
+            c.add_outcome(i, p.seq, outcome, None);
+        }
         c
     }
 
@@ -179,6 +191,17 @@ mod tests {
         let c = Commit::of_batch(&p, &[0, 1], 10);
         assert_eq!((c.to, c.delivered, c.sends.len()), (12, 1, 2));
         assert!(!Commit::of_batch(&p, &[], 10).moves());
+    }
+
+    #[test]
+    fn taking_all_the_records_is_adding_each_as_planned() {
+        let mut p = round();
+        let by_batch = Commit::of_batch(&p, &[0, 1, 2, 3], 10);
+        let taken = Commit::taking_all(&mut p, 10);
+        assert_eq!(taken, by_batch);
+        assert!(p.iter().all(|p| p.outcome == Outcome::Filtered));
+        // The records themselves stay, for their dead letters.
+        assert_eq!(p[3].id, "t#14");
     }
 
     #[test]

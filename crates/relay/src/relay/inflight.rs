@@ -16,10 +16,10 @@ use postbox_store::StoreError;
 use postbox_store::embedded::EmbeddedStore;
 
 use super::RelayError;
-use super::Runner;
 use super::batch::Planned;
 use super::commit::Commit;
 use super::logs::append_logs;
+use super::runner::Runner;
 use super::stats::CommitCounts;
 use super::transaction::{Committed, Fence, Transaction, prepare_sends};
 

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use postbox_queue::{NewMessage, Queues};
 
-use super::Runner;
 use super::batch::Planned;
+use super::runner::Runner;
 use crate::plan::{Delivery, Outcome};
 
 /// How long looked-up queue facts are used before they are looked up again.

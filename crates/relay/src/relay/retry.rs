@@ -12,10 +12,10 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use super::RelayError;
-use super::Runner;
 use super::batch::Planned;
 use super::commit::Commit;
 use super::precheck::Facts;
+use super::runner::Runner;
 use crate::plan::DeadReason;
 
 /// The longest wait before a retry.

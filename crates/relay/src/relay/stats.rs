@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use postbox_store::{ChangeStreams, StoreError};
 
 use super::RelayError;
-use super::Runner;
+use super::runner::Runner;
 use crate::plan::DeadReason;
 
 /// Counters and lag of one pipe.
