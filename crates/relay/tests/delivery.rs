@@ -50,9 +50,10 @@ async fn filtered_records_are_templated_into_the_fifo_queue_once() {
         (
             stats[0].delivered,
             stats[0].filtered,
-            stats[0].dead_lettered
+            stats[0].dead_lettered,
+            stats[0].messages
         ),
-        (20, 5, 0)
+        (20, 5, 0, 20)
     );
     assert_eq!(stats[0].oldest_unrelayed_age_ms, None);
     relay.shutdown().await;

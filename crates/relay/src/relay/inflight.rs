@@ -63,12 +63,14 @@ impl Runner {
             });
         }
         self.write_logs(&c).await?;
+        // Counted before the transaction takes the sends out of `c`.
+        let counts = c.counts();
         let transaction = self.transaction(planned, &mut c, token);
         let task = queue_to_writer(&self.store, transaction);
         Ok(InFlight {
             task: Some(task),
             to: c.to,
-            counts: c.counts(),
+            counts,
         })
     }
 
