@@ -5,7 +5,7 @@
 //! ```toml
 //! [relay]
 //! lease_seconds = 10
-//! events_pipe = true                   # the default events pipe (SPEC §6)
+//! events_pipe = true                   # the default events pipe
 //! # events_table, events_queue: default to the node's topology
 //!
 //! [pipes.jobs-pending]
@@ -92,7 +92,7 @@ struct FileToml {
 struct RelayToml {
     lease_seconds: Option<u64>,
     create_missing_queues: Option<bool>,
-    /// Run the default events pipe (SPEC §6).
+    /// Run the default events pipe.
     events_pipe: Option<bool>,
     events_table: Option<String>,
     events_queue: Option<String>,
@@ -316,7 +316,7 @@ impl RelayConfig {
     }
 }
 
-/// The default events pipe (SPEC §6): INSERTs of event rows of `table`
+/// The default events pipe: INSERTs of event rows of `table`
 /// only (head and checkpoint rows dropped), the raw NewImage as the body,
 /// MessageGroupId = tenant, MessageDeduplicationId = event id, into the
 /// FIFO queue `queue`.
@@ -356,7 +356,7 @@ pub fn default_events_pipe(table: &str, queue: &str) -> PipeSpec {
     }
 }
 
-/// The default row-change pipes (SPEC §5, lane BEST_EFFORT): one per table
+/// The default row-change pipes (lane BEST_EFFORT): one per table
 /// of `entities` (pairs of the catalog's entity name and its table),
 /// forwarding every stream record of an item of a declared entity — `pk`
 /// equal to the name or starting with `<name>#` — whole, as the Pipe sees
