@@ -379,7 +379,7 @@ pub(crate) fn decode_error(status: u16, body: &[u8]) -> QueueError {
     };
     let code = err.kind.rsplit('#').next().unwrap_or_default();
     let message = err.message.or(err.message_upper).unwrap_or_default();
-    if status >= 500 && known_error(code, message.clone()).is_none() {
+    if status >= 500 && QueueError::from_code(code, message.clone()).is_none() {
         return QueueError::Unavailable(format!("{code} ({status}): {message}"));
     }
     error_from_code(code, message)
@@ -388,90 +388,8 @@ pub(crate) fn decode_error(status: u16, body: &[u8]) -> QueueError {
 /// The variant for an SQS error code; a code SQS does not have is kept in
 /// an InvalidParameterValue's message.
 fn error_from_code(code: &str, message: String) -> QueueError {
-    known_error(code, message.clone())
+    QueueError::from_code(code, message.clone())
         .unwrap_or_else(|| QueueError::InvalidParameterValue(format!("{code}: {message}")))
-}
-
-/// The variant for an SQS error code, with the parts the variant carries
-/// taken back out of the message its `Display` wrote.
-fn known_error(code: &str, message: String) -> Option<QueueError> {
-    let between = |prefix: &str, suffix: &str| {
-        message
-            .strip_prefix(prefix)
-            .and_then(|m| m.strip_suffix(suffix))
-            .map(str::to_owned)
-    };
-    Some(match code {
-        "QueueDoesNotExist" | "AWS.SimpleQueueService.NonExistentQueue" => {
-            QueueError::QueueDoesNotExist
-        }
-        "QueueNameExists" | "QueueAlreadyExists" => QueueError::QueueNameExists(
-            between(
-                "A queue already exists with the same name and a different value for attribute ",
-                "",
-            )
-            .unwrap_or(message),
-        ),
-        "InvalidParameterValue" => QueueError::InvalidParameterValue(message),
-        "MissingParameter" => QueueError::MissingParameter(message),
-        "InvalidAttributeName" => {
-            QueueError::InvalidAttributeName(between("Unknown Attribute ", ".").unwrap_or(message))
-        }
-        "InvalidAttributeValue" => QueueError::InvalidAttributeValue(message),
-        "InvalidMessageContents" => QueueError::InvalidMessageContents(message),
-        "ReceiptHandleIsInvalid" => QueueError::ReceiptHandleIsInvalid(message),
-        "MessageNotInflight" | "AWS.SimpleQueueService.MessageNotInflight" => {
-            QueueError::MessageNotInflight
-        }
-        "EmptyBatchRequest" | "AWS.SimpleQueueService.EmptyBatchRequest" => {
-            QueueError::EmptyBatchRequest(
-                between("There should be at least one ", " in the request.").unwrap_or(message),
-            )
-        }
-        "TooManyEntriesInBatchRequest" | "AWS.SimpleQueueService.TooManyEntriesInBatchRequest" => {
-            QueueError::TooManyEntriesInBatchRequest(
-                between(
-                    "Maximum number of entries per request are 10. You have sent ",
-                    ".",
-                )
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0),
-            )
-        }
-        "BatchEntryIdsNotDistinct" | "AWS.SimpleQueueService.BatchEntryIdsNotDistinct" => {
-            QueueError::BatchEntryIdsNotDistinct(between("Id ", " repeated.").unwrap_or(message))
-        }
-        "InvalidBatchEntryId" | "AWS.SimpleQueueService.InvalidBatchEntryId" => {
-            QueueError::InvalidBatchEntryId
-        }
-        "BatchRequestTooLong" | "AWS.SimpleQueueService.BatchRequestTooLong" => {
-            let sizes = between("Batch requests cannot be longer than ", " bytes.")
-                .and_then(|m| {
-                    let (max, sent) = m.split_once(" bytes. You have sent ")?;
-                    Some((max.parse().ok()?, sent.parse().ok()?))
-                })
-                .unwrap_or((0, 0));
-            QueueError::BatchRequestTooLong(sizes.0, sizes.1)
-        }
-        "PurgeQueueInProgress" | "AWS.SimpleQueueService.PurgeQueueInProgress" => {
-            QueueError::PurgeQueueInProgress(message)
-        }
-        "UnsupportedOperation"
-        | "AWS.SimpleQueueService.UnsupportedOperation"
-        | "InvalidAction" => QueueError::UnsupportedOperation(message),
-        "ResourceNotFoundException" => QueueError::ResourceNotFound(message),
-        "InternalError" | "InternalFailure" => QueueError::Storage(
-            message
-                .strip_prefix("storage failure: ")
-                .map(str::to_owned)
-                .unwrap_or(message),
-        ),
-        "ServiceUnavailable" => QueueError::Unavailable(message),
-        "RequestThrottled" | "ThrottlingException" => {
-            QueueError::Unavailable(format!("{code}: {message}"))
-        }
-        _ => return None,
-    })
 }
 
 #[cfg(test)]

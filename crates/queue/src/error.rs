@@ -77,6 +77,91 @@ pub enum QueueError {
 }
 
 impl QueueError {
+    /// The variant for an SQS error code (the JSON protocol's or the legacy
+    /// query code), with the parts the variant carries taken back out of the
+    /// message its `Display` wrote; `None` for a code SQS does not have.
+    /// Every client of SQS (over the wire or through the AWS SDK) decodes
+    /// errors with it.
+    pub fn from_code(code: &str, message: String) -> Option<QueueError> {
+        let between = |prefix: &str, suffix: &str| {
+            message
+                .strip_prefix(prefix)
+                .and_then(|m| m.strip_suffix(suffix))
+                .map(str::to_owned)
+        };
+        Some(match code {
+            "QueueDoesNotExist" | "AWS.SimpleQueueService.NonExistentQueue" => {
+                QueueError::QueueDoesNotExist
+            }
+            "QueueNameExists" | "QueueAlreadyExists" => QueueError::QueueNameExists(
+                between(
+                    "A queue already exists with the same name and a different value for attribute ",
+                    "",
+                )
+                .unwrap_or(message),
+            ),
+            "InvalidParameterValue" => QueueError::InvalidParameterValue(message),
+            "MissingParameter" => QueueError::MissingParameter(message),
+            "InvalidAttributeName" => {
+                QueueError::InvalidAttributeName(between("Unknown Attribute ", ".").unwrap_or(message))
+            }
+            "InvalidAttributeValue" => QueueError::InvalidAttributeValue(message),
+            "InvalidMessageContents" => QueueError::InvalidMessageContents(message),
+            "ReceiptHandleIsInvalid" => QueueError::ReceiptHandleIsInvalid(message),
+            "MessageNotInflight" | "AWS.SimpleQueueService.MessageNotInflight" => {
+                QueueError::MessageNotInflight
+            }
+            "EmptyBatchRequest" | "AWS.SimpleQueueService.EmptyBatchRequest" => {
+                QueueError::EmptyBatchRequest(
+                    between("There should be at least one ", " in the request.").unwrap_or(message),
+                )
+            }
+            "TooManyEntriesInBatchRequest" | "AWS.SimpleQueueService.TooManyEntriesInBatchRequest" => {
+                QueueError::TooManyEntriesInBatchRequest(
+                    between(
+                        "Maximum number of entries per request are 10. You have sent ",
+                        ".",
+                    )
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0),
+                )
+            }
+            "BatchEntryIdsNotDistinct" | "AWS.SimpleQueueService.BatchEntryIdsNotDistinct" => {
+                QueueError::BatchEntryIdsNotDistinct(between("Id ", " repeated.").unwrap_or(message))
+            }
+            "InvalidBatchEntryId" | "AWS.SimpleQueueService.InvalidBatchEntryId" => {
+                QueueError::InvalidBatchEntryId
+            }
+            "BatchRequestTooLong" | "AWS.SimpleQueueService.BatchRequestTooLong" => {
+                let sizes = between("Batch requests cannot be longer than ", " bytes.")
+                    .and_then(|m| {
+                        let (max, sent) = m.split_once(" bytes. You have sent ")?;
+                        Some((max.parse().ok()?, sent.parse().ok()?))
+                    })
+                    .unwrap_or((0, 0));
+                QueueError::BatchRequestTooLong(sizes.0, sizes.1)
+            }
+            "PurgeQueueInProgress" | "AWS.SimpleQueueService.PurgeQueueInProgress" => {
+                QueueError::PurgeQueueInProgress(message)
+            }
+            "UnsupportedOperation"
+            | "AWS.SimpleQueueService.UnsupportedOperation"
+            | "InvalidAction" => QueueError::UnsupportedOperation(message),
+            "ResourceNotFoundException" => QueueError::ResourceNotFound(message),
+            "InternalError" | "InternalFailure" => QueueError::Storage(
+                message
+                    .strip_prefix("storage failure: ")
+                    .map(str::to_owned)
+                    .unwrap_or(message),
+            ),
+            "ServiceUnavailable" => QueueError::Unavailable(message),
+            "RequestThrottled" | "ThrottlingException" => {
+                QueueError::Unavailable(format!("{code}: {message}"))
+            }
+            _ => return None,
+        })
+    }
+
     /// The error shape name, as the JSON protocol's `__type` ends.
     pub fn code(&self) -> &'static str {
         match self {
