@@ -23,11 +23,16 @@
 //! `get_item_committed` calls are the plain ones (every DynamoDB write is
 //! durable when answered), `query_encoded` encodes after a Query, and the
 //! legacy parameters (Expected, AttributesToGet, ...) are refused as the
-//! embedded store refuses them. Change streams (DynamoDB Streams) and the
-//! queues (SQS) are not in this crate yet.
+//! embedded store refuses them.
+//!
+//! [`SqsQueues`] implements the queues' [`postbox_queue::QueueClient`] on
+//! SQS (`sqs`). Change streams (DynamoDB Streams) are not in this crate yet.
 
 mod convert;
 mod error;
+mod sqs;
+
+pub use sqs::SqsQueues;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
