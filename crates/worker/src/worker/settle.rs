@@ -1,0 +1,233 @@
+//! Settlement: what becomes of a claim once its handler is done (failed
+//! for a retry, dead-lettered, or dropped when its lease was taken over),
+//! and of a message once its claims are known (deleted, made visible again
+//! later, or left as it is), applied to the queue ten messages per call.
+//! Also the poison record, which settles a body that is no event.
+
+use std::time::Instant;
+
+use postbox_engine::Envelope;
+use postbox_queue::core::MAX_HIDDEN_AFTER_RECEIVE_MS;
+use postbox_queue::{QueueClient, ReceivedMessage};
+use postbox_store::ItemStore;
+
+use super::Worker;
+use super::stats::bump;
+use crate::claim::{self, ClaimRow, FailureKind, Status};
+use crate::error::{WorkerError, WorkerResult};
+use crate::poison;
+
+/// What became of one (event, subscription), or of a whole message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Outcome {
+    /// COMPLETED or DEAD.
+    Settled,
+    /// Waiting for a predecessor or another worker's lease.
+    Wait,
+    /// A retryable failure: come back after this many seconds.
+    Retry(i64),
+    /// This worker gave up its part (fenced, or a fault point): leave the
+    /// message exactly as it is.
+    Abandon,
+}
+
+/// How one group of a batch leaves the queue: messages to delete, and
+/// visibility changes for the held ones.
+#[derive(Default)]
+pub(super) struct Settlement {
+    pub(super) delete: Vec<Settle>,
+    pub(super) visibility: Vec<(Settle, i64)>,
+}
+
+/// What settling a message needs of it, moved out of the message rather
+/// than cloned with its body and attributes.
+pub(super) struct Settle {
+    pub(super) message_id: String,
+    pub(super) receipt_handle: String,
+}
+
+impl From<ReceivedMessage> for Settle {
+    fn from(m: ReceivedMessage) -> Settle {
+        Settle {
+            message_id: m.message_id,
+            receipt_handle: m.receipt_handle,
+        }
+    }
+}
+
+/// What becomes of one message of a batched group.
+#[derive(Clone, Copy)]
+pub(super) enum Leave {
+    /// Settled: deleted.
+    Delete,
+    /// Held, or put back: visible again after this many seconds.
+    Visible(i64),
+    /// Left as it is (its visibility timeout brings it back).
+    Untouched,
+}
+
+impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
+    /// Deletes and changes the visibility of a batch's messages, ten per
+    /// call; returns how many were deleted.
+    pub(super) async fn apply(&self, settlement: Settlement, received: Instant) -> usize {
+        let queue = &self.inner.options.queue;
+        let mut deleted = 0;
+        for chunk in settlement.delete.chunks(10) {
+            let handles = chunk.iter().map(|m| m.receipt_handle.clone()).collect();
+            let results = match self.inner.queues.delete_batch(queue, handles).await {
+                Ok(results) => results,
+                Err(e) => vec![Err(e); chunk.len()],
+            };
+            for (m, r) in chunk.iter().zip(results) {
+                if self.settle(r, &m.message_id) {
+                    bump(&self.inner.counters.deleted);
+                    deleted += 1;
+                }
+            }
+        }
+        for chunk in settlement.visibility.chunks(10) {
+            let entries = chunk
+                .iter()
+                .map(|(m, seconds)| (m.receipt_handle.clone(), hidden_for(*seconds, received)))
+                .collect();
+            let results = match self
+                .inner
+                .queues
+                .change_visibility_batch(queue, entries)
+                .await
+            {
+                Ok(results) => results,
+                Err(e) => vec![Err(e); chunk.len()],
+            };
+            for ((m, _), r) in chunk.iter().zip(results) {
+                self.settle(r, &m.message_id);
+            }
+        }
+        deleted
+    }
+
+    /// Logs and counts a delete or visibility change the queue refused
+    /// (typically: the receipt handle expired because the message's
+    /// visibility ran out and it was handed out again). Nothing is lost: the
+    /// message comes back and its claims make the redelivery a no-op or a
+    /// wait. Returns whether the call succeeded.
+    pub(super) fn settle(&self, result: postbox_queue::QueueResult<()>, message_id: &str) -> bool {
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(message_id, error = %e, "the queue refused to settle a message; it will come back");
+                bump(&self.inner.counters.settle_failures);
+                false
+            }
+        }
+    }
+
+    pub(super) async fn record_poison(
+        &self,
+        m: &ReceivedMessage,
+        reason: &str,
+    ) -> WorkerResult<()> {
+        tracing::error!(message_id = %m.message_id, reason, "poison message: recorded and deleted");
+        let item = poison::poison_item(
+            &self.inner.options.queue,
+            &m.message_id,
+            &m.body,
+            reason,
+            self.now(),
+        );
+        self.inner.inbox.record_poison(item).await?;
+        bump(&self.inner.counters.poison);
+        Ok(())
+    }
+
+    pub(super) async fn settle_failure(
+        &self,
+        row: &ClaimRow,
+        envelope: &Envelope,
+        index: usize,
+        error: &str,
+        kind: FailureKind,
+    ) -> WorkerResult<Outcome> {
+        let sub = &self.inner.subscriptions[index];
+        let max = sub.retry.max_attempts.max(1);
+        match self
+            .inner
+            .inbox
+            .fail(row, self.now(), error, kind, max, &envelope.event_type)
+            .await
+        {
+            Ok(next) if next.status == Status::Dead => {
+                tracing::error!(event = %envelope.id, subscription = %sub.name, error, attempts = next.attempts, "dead-lettered");
+                bump(&self.inner.counters.dead);
+                self.mark_settled(envelope, &sub.name);
+                Ok(Outcome::Settled)
+            }
+            Ok(next) => {
+                tracing::warn!(event = %envelope.id, subscription = %sub.name, error, attempts = next.attempts, "handler failed; will retry");
+                bump(&self.inner.counters.retried);
+                Ok(Outcome::Retry(claim::backoff_seconds(
+                    sub.retry.backoff_ms,
+                    next.attempts,
+                )))
+            }
+            Err(WorkerError::Fenced { .. }) => self.fenced(row),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(super) async fn settle_exhausted(
+        &self,
+        row: &ClaimRow,
+        envelope: &Envelope,
+    ) -> WorkerResult<Outcome> {
+        match self
+            .inner
+            .inbox
+            .bury_exhausted(row, self.now(), &envelope.event_type)
+            .await
+        {
+            Ok(_) => {
+                bump(&self.inner.counters.dead);
+                self.mark_settled(envelope, &row.key.subscription);
+                Ok(Outcome::Settled)
+            }
+            // Someone else moved the row first: look again next time.
+            Err(WorkerError::Fenced { .. }) => Ok(Outcome::Wait),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(super) fn fenced(&self, row: &ClaimRow) -> WorkerResult<Outcome> {
+        tracing::warn!(claim = %row.key.pk(), "lease taken over by another worker; result dropped");
+        bump(&self.inner.counters.fenced);
+        Ok(Outcome::Abandon)
+    }
+}
+
+/// How long after its receive a queue keeps a message hidden at most.
+pub(super) const MAX_HIDDEN_SECONDS: i64 = (MAX_HIDDEN_AFTER_RECEIVE_MS / 1000) as i64;
+
+/// Slack for the time between a receive and the start of its batch (a
+/// remote queue's answer on its way), so a cut wait is never refused.
+const RECEIVE_SLACK_SECONDS: i64 = 60;
+
+/// The visibility timeout to ask for `seconds` of waiting on a message
+/// received at about `received`: cut to what is left of the queue's 12
+/// hours, since a change past them is refused and the message would come
+/// back at the end of its lease instead.
+pub(super) fn hidden_for(seconds: i64, received: Instant) -> i64 {
+    let left =
+        MAX_HIDDEN_SECONDS - received.elapsed().as_secs_f64().ceil() as i64 - RECEIVE_SLACK_SECONDS;
+    seconds.min(left).max(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_least_settled_outcome_wins() {
+        assert!(Outcome::Settled < Outcome::Wait && Outcome::Wait < Outcome::Retry(0));
+        assert!(Outcome::Retry(900) < Outcome::Abandon);
+    }
+}
