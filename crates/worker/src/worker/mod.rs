@@ -47,13 +47,15 @@
 //!
 //! Where each part lives:
 //! - `receive`: the loop, a batch split by group, the settlements applied;
-//! - `group`: which of a group's messages may be claimed together;
+//! - `message`: a received message, its body parsed once;
+//! - `group`: a batch by group; which of a group's messages go together;
 //! - `process`: a group's messages run: claim, handler, outcome;
 //! - `ordering`: predecessor checks and the per-worker order cache;
 //! - `settle`: claims failed or dead-lettered, messages deleted or held;
 //! - `options` and `stats`: the options, the startup check, the counters.
 
 mod group;
+mod message;
 mod options;
 mod ordering;
 mod process;

@@ -10,6 +10,7 @@ use postbox_store::{ItemStore, StoreError};
 
 use super::Worker;
 use super::group::batchable;
+use super::message::{Body, Received};
 use super::settle::{Leave, MAX_HIDDEN_SECONDS, Outcome, Settlement, hidden_for};
 use super::stats::bump;
 use crate::claim::{ClaimKey, ClaimRow, ClaimTarget, Decision, FailureKind, Lease};
@@ -17,7 +18,6 @@ use crate::error::{WorkerError, WorkerResult};
 use crate::faults;
 use crate::handler::{Delivery, Handler, HandlerError};
 use crate::inbox::ClaimOutcome;
-use crate::poison;
 
 /// What the claim step left to do for one (event, subscription).
 pub(super) enum Step {
@@ -25,6 +25,13 @@ pub(super) enum Step {
     Run(Box<ClaimRow>),
     /// Nothing to run: settled already, or waiting.
     Done(Outcome),
+}
+
+/// What the batched path leaves of a group: what becomes of each message,
+/// and an error met after part of the group was settled.
+struct Left {
+    leave: Vec<Leave>,
+    error: Option<WorkerError>,
 }
 
 impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
@@ -37,13 +44,22 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         messages: Vec<ReceivedMessage>,
         received: Instant,
     ) -> WorkerResult<(usize, Settlement, Option<WorkerError>)> {
+        let group: Vec<Received> = messages.into_iter().map(Received::parse).collect();
         if self.inner.options.batch
-            && let Some(envelopes) = batchable(&messages)
+            && let Some(envelopes) = batchable(&group)
         {
-            let (settlement, error) = self.process_group_batched(messages, envelopes).await;
-            return Ok((0, settlement, error));
+            let leave = self.process_group_batched(&group, envelopes).await;
+            let mut settlement = Settlement::default();
+            for (m, leave) in group.into_iter().zip(leave.leave) {
+                match leave {
+                    Leave::Delete => settlement.delete.push(m.settle),
+                    Leave::Visible(seconds) => settlement.visibility.push((m.settle, seconds)),
+                    Leave::Untouched => {}
+                }
+            }
+            return Ok((0, settlement, leave.error));
         }
-        let deleted = self.process_group(messages, received).await?;
+        let deleted = self.process_group(group, received).await?;
         Ok((deleted, Settlement::default(), None))
     }
 
@@ -59,11 +75,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
     /// predecessor (the group's seqs are contiguous) and settles first, or
     /// the group stops before it. Handlers of one subscription still run one
     /// event at a time, each after its predecessor's completion committed.
-    async fn process_group_batched(
-        &self,
-        messages: Vec<ReceivedMessage>,
-        envelopes: Vec<Envelope>,
-    ) -> (Settlement, Option<WorkerError>) {
+    async fn process_group_batched(&self, group: &[Received], envelopes: Vec<&Envelope>) -> Left {
         let subscriptions = &self.inner.subscriptions;
         // (message, subscription, whether it must check its predecessor)
         let mut pairs = Vec::new();
@@ -80,25 +92,22 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
             pairs
                 .iter()
                 .map(|&(i, s, check)| {
-                    Box::pin(self.claim_step(&envelopes[i], s, check, 0)) as Boxed<'_, _>
+                    Box::pin(self.claim_step(envelopes[i], s, check, 0)) as Boxed<'_, _>
                 })
                 .collect(),
         )
         .await;
         let mut steps: Vec<Vec<(usize, WorkerResult<Step>)>> =
-            messages.iter().map(|_| Vec::new()).collect();
+            group.iter().map(|_| Vec::new()).collect();
         for (&(i, s, _), step) in pairs.iter().zip(claims) {
             steps[i].push((s, step));
         }
 
-        let mut leave = vec![Leave::Untouched; messages.len()];
+        let mut leave = vec![Leave::Untouched; group.len()];
         let mut error = None;
         let mut stopped = false;
-        for (((m, envelope), mine), leave) in messages
-            .iter()
-            .zip(&envelopes)
-            .zip(&mut steps)
-            .zip(&mut leave)
+        for (((m, &envelope), mine), leave) in
+            group.iter().zip(&envelopes).zip(&mut steps).zip(&mut leave)
         {
             if stopped {
                 // Back to visible now; the FIFO queue hands it out only after
@@ -115,9 +124,12 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                 .into_iter()
                 .map(|(s, step)| -> Boxed<'_, WorkerResult<Outcome>> {
                     match step {
-                        Ok(Step::Run(row)) => {
-                            Box::pin(self.run_claimed(envelope, s, *row, Some(&m.receipt_handle)))
-                        }
+                        Ok(Step::Run(row)) => Box::pin(self.run_claimed(
+                            envelope,
+                            s,
+                            *row,
+                            Some(&m.settle.receipt_handle),
+                        )),
                         Ok(Step::Done(o)) => Box::pin(std::future::ready(Ok(o))),
                         Err(e) => Box::pin(std::future::ready(Err(e))),
                     }
@@ -145,14 +157,6 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                 Outcome::Settled | Outcome::Abandon => {}
             }
         }
-        let mut settlement = Settlement::default();
-        for (m, leave) in messages.into_iter().zip(leave) {
-            match leave {
-                Leave::Delete => settlement.delete.push(m.into()),
-                Leave::Visible(seconds) => settlement.visibility.push((m.into(), seconds)),
-                Leave::Untouched => {}
-            }
-        }
         // Claims taken for events that did not get their turn.
         let now = self.now();
         let releases = steps
@@ -172,19 +176,19 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
             })
             .collect();
         join_all(releases).await;
-        (settlement, error)
+        Left { leave, error }
     }
 
     /// One group's messages of a batch, in order; returns how many were deleted.
     async fn process_group(
         &self,
-        messages: Vec<ReceivedMessage>,
+        messages: Vec<Received>,
         received: Instant,
     ) -> WorkerResult<usize> {
         let queue = &self.inner.options.queue;
         let mut deleted = 0;
         let mut held = false;
-        for m in messages {
+        for Received { settle: m, body } in messages {
             if held {
                 // Back to visible now; the FIFO queue hands it out only after
                 // the held message of its group is settled.
@@ -195,13 +199,13 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                     .ok();
                 continue;
             }
-            let outcome = match poison::parse_body(&m.body) {
-                Err(reason) => {
-                    self.record_poison(&m, &reason).await?;
+            let outcome = match &body {
+                Body::Poison { text, reason } => {
+                    self.record_poison(&m.message_id, text, reason).await?;
                     Outcome::Settled
                 }
-                Ok(envelope) => {
-                    self.process_event(&envelope, Some(&m.receipt_handle))
+                Body::Event(envelope) => {
+                    self.process_event(envelope, Some(&m.receipt_handle))
                         .await?
                 }
             };

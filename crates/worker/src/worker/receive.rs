@@ -4,14 +4,14 @@
 //! concurrently and applies their settlements together.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use postbox_queue::{QueueClient, ReceiveOptions, ReceivedMessage};
 use postbox_store::ItemStore;
 
-use super::Worker;
 use super::settle::Settlement;
-use super::stats::bump;
+use super::{Worker, group};
 use crate::error::WorkerResult;
 
 /// What one batch did.
@@ -107,22 +107,18 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         // visibility at most count from about now.
         let since = Instant::now();
         let received = messages.len();
-        let mut groups: Vec<(String, Vec<ReceivedMessage>)> = Vec::new();
-        for m in messages {
-            bump(&self.inner.counters.received);
-            let group = m.system.get("MessageGroupId").cloned().unwrap_or_default();
-            match groups.iter_mut().find(|(g, _)| *g == group) {
-                Some((_, ms)) => ms.push(m),
-                None => groups.push((group, vec![m])),
-            }
-        }
+        self.inner
+            .counters
+            .received
+            .fetch_add(received as u64, Ordering::Relaxed);
+        let mut groups = group::by_group(messages);
         let mut results = Vec::new();
         if groups.len() == 1 {
-            let (_, ms) = groups.pop().unwrap_or_default();
+            let ms = groups.pop().unwrap_or_default();
             results.push(self.run_group(ms, since).await);
         } else {
             let mut tasks = tokio::task::JoinSet::new();
-            for (_, ms) in groups {
+            for ms in groups {
                 let w = self.clone();
                 tasks.spawn(async move { w.run_group(ms, since).await });
             }

@@ -7,8 +7,8 @@
 use std::time::Instant;
 
 use postbox_engine::Envelope;
+use postbox_queue::QueueClient;
 use postbox_queue::core::MAX_HIDDEN_AFTER_RECEIVE_MS;
-use postbox_queue::{QueueClient, ReceivedMessage};
 use postbox_store::ItemStore;
 
 use super::Worker;
@@ -44,15 +44,6 @@ pub(super) struct Settlement {
 pub(super) struct Settle {
     pub(super) message_id: String,
     pub(super) receipt_handle: String,
-}
-
-impl From<ReceivedMessage> for Settle {
-    fn from(m: ReceivedMessage) -> Settle {
-        Settle {
-            message_id: m.message_id,
-            receipt_handle: m.receipt_handle,
-        }
-    }
 }
 
 /// What becomes of one message of a batched group.
@@ -124,14 +115,15 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
 
     pub(super) async fn record_poison(
         &self,
-        m: &ReceivedMessage,
+        message_id: &str,
+        text: &str,
         reason: &str,
     ) -> WorkerResult<()> {
-        tracing::error!(message_id = %m.message_id, reason, "poison message: recorded and deleted");
+        tracing::error!(message_id, reason, "poison message: recorded and deleted");
         let item = poison::poison_item(
             &self.inner.options.queue,
-            &m.message_id,
-            &m.body,
+            message_id,
+            text,
             reason,
             self.now(),
         );
