@@ -2,8 +2,8 @@
 //!
 //! One batch: receive up to 10 messages from the events FIFO queue; for each
 //! message, in order:
-//! 1. parse the body (the event row's raw NewImage) back into an envelope;
-//!    a body that is no event is POISON: recorded and deleted at once;
+//! 1. parse the body (the event row's raw NewImage) back into an envelope,
+//!    once; a body that is no event is POISON: recorded and deleted;
 //! 2. for each matching DURABLE subscription: wait for its predecessor
 //!    (per-subscription seq order within the tenant), claim, run the handler
 //!    in the event's tenant context while renewing the lease and the
@@ -15,21 +15,27 @@
 //!    is put back untouched: a tenant's later events never overtake it,
 //!    other tenants carry on.
 //!
-//! Batched (the default, [`WorkerOptions::batch`]): the steps above cost
-//! about three commits per message when taken one at a time, so a group's
-//! messages are claimed at once — every (event, subscription) as its own
-//! conditional write, issued together so the embedded store commits them
-//! in one group commit and each succeeds or fails alone — then run event by
-//! event in order, the subscriptions of one event concurrently (their
-//! completions share a commit too), and the batch's deletes and visibility
-//! changes go in one call each. The handler of a tenant's next event still
-//! runs only after the previous event's completion committed, so it sees
-//! its predecessor's writes. The first event not settled stops its group
-//! as above, and the claims taken for the later events are released
-//! unrun (their lease ends now; attempts untouched). Groups with a poison
-//! body or a gap in their seqs go one by one. A claim waiting for its turn
-//! behind a long handler is not renewed; should its lease run out and
-//! another worker take it, the completion is refused by the token fence.
+//! Batched: the steps above cost about three commits per message when
+//! taken one at a time, so a group's messages are claimed at once — every
+//! (event, subscription) as its own conditional write, issued together so
+//! the embedded store commits them in one group commit and each succeeds or
+//! fails alone — then run event by event in order, the subscriptions of one
+//! event concurrently (their completions share a commit too), and the
+//! batch's deletes and visibility changes go in one call each. The handler
+//! of a tenant's next event still runs only after the previous event's
+//! completion committed, so it sees its predecessor's writes. The first
+//! event not settled stops its group as above, and the claims taken for the
+//! later events are released unrun (their lease ends now; attempts
+//! untouched). A claim waiting for its turn behind a long handler is not
+//! renewed; should its lease run out and another worker take it, the
+//! completion is refused by the token fence.
+//!
+//! A group is claimed at once only when every body is an event and its
+//! seqs are contiguous (so an earlier event of the group is the predecessor
+//! of the next). A group with a poison body, a gap or a replayed duplicate,
+//! and every group when [`WorkerOptions::batch`] is off, is taken message
+//! by message, each message a batch of one: the same steps, with no claim
+//! taken ahead for the group's later messages.
 //!
 //! Order within a tenant: the FIFO queue already delivers a tenant's events
 //! in order; the check here also covers a source that reorders (DynamoDB
@@ -51,7 +57,7 @@
 //! - `group`: a batch by group; which of a group's messages go together;
 //! - `process`: a group's messages run: claim, handler, outcome;
 //! - `ordering`: predecessor checks and the per-worker order cache;
-//! - `settle`: claims failed or dead-lettered, messages deleted or held;
+//! - `settle`: claims completed or failed, messages deleted or held;
 //! - `options` and `stats`: the options, the startup check, the counters.
 
 mod group;
@@ -64,7 +70,7 @@ mod settle;
 mod stats;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use postbox_engine::catalog::{Catalog, Lane, Retry};
 use postbox_engine::glob::Glob;
@@ -77,6 +83,7 @@ use crate::inbox::Inbox;
 
 pub(crate) use options::dead_letter_queue;
 pub use options::{CompletionHook, WorkerOptions, check_retention};
+use ordering::OrderCache;
 pub use ordering::read_event;
 pub use receive::BatchReport;
 use stats::Counters;
@@ -111,9 +118,7 @@ struct Inner<S, Q> {
     inbox: Inbox<S>,
     options: WorkerOptions,
     subscriptions: Vec<Bound>,
-    /// (tenant, subscription) -> seq up to which every matching event is
-    /// known COMPLETED or DEAD.
-    settled_upto: Mutex<HashMap<(String, String), u64>>,
+    order: OrderCache,
     counters: Counters,
 }
 
@@ -164,7 +169,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                 inbox,
                 options,
                 subscriptions,
-                settled_upto: Mutex::new(HashMap::new()),
+                order: OrderCache::default(),
                 counters: Counters::default(),
             }),
         })

@@ -34,11 +34,11 @@ pub struct WorkerOptions {
     pub order_wait_seconds: i64,
     /// The source of "now" for leases and timestamps.
     pub clock: Arc<dyn Clock>,
-    /// Settle a received batch together (see the module doc): every claim
-    /// of a tenant's messages in one round of concurrent writes, each
-    /// event's subscriptions completed together, one delete for the batch.
-    /// Off: claim, run, complete and delete one (event, subscription) at a
-    /// time, which costs about three commits per message.
+    /// Claim a tenant's received messages together (see the module doc):
+    /// every (event, subscription) of the group in one round of concurrent
+    /// writes. Off: each message is a batch of one, so no claim is taken
+    /// for a tenant's next message before this one is settled (the baseline
+    /// of the worker bench).
     pub batch: bool,
     /// Called after each completion committed, with the event and the
     /// subscription (metrics; benchmarks measure latency with it).

@@ -5,6 +5,9 @@
 //! subscription), the seq up to which this is known, so the common case
 //! costs no read.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use postbox_engine::{Envelope, layout};
 use postbox_item::AttributeValue;
 use postbox_queue::QueueClient;
@@ -12,6 +15,7 @@ use postbox_store::ItemStore;
 use postbox_store::api::{GetItemInput, QueryInput, Values};
 
 use super::Worker;
+use super::process::{Boxed, Step};
 use super::settle::Outcome;
 use super::stats::bump;
 use crate::claim::ClaimKey;
@@ -28,8 +32,8 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         depth: usize,
     ) -> WorkerResult<bool> {
         let sub = &self.inner.subscriptions[index];
-        let cached = self.settled_upto(&envelope.tenant, &sub.name);
-        if envelope.seq <= 1 || cached + 1 >= envelope.seq {
+        let cached = self.inner.order.settled_upto(&envelope.tenant, &sub.name);
+        if known_settled_before(envelope.seq, cached) {
             return Ok(true);
         }
         // The nearest earlier event of the tenant this subscription matches.
@@ -43,10 +47,38 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
             None if depth >= 64 => Ok(false),
             None => {
                 bump(&self.inner.counters.predecessors_from_log);
-                let o = self.deliver(&previous, index, None, depth + 1).await?;
+                let o = self
+                    .deliver_predecessor(&previous, index, depth + 1)
+                    .await?;
                 Ok(o == Outcome::Settled)
             }
         }
+    }
+
+    /// Delivers a predecessor read from the log to subscription `index` the
+    /// way a chunk delivers its own events (ordered, claimed, run, settled),
+    /// with no message to keep hidden. `depth` counts the predecessors
+    /// being delivered so.
+    fn deliver_predecessor<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+        index: usize,
+        depth: usize,
+    ) -> Boxed<'a, WorkerResult<Outcome>> {
+        Box::pin(async move {
+            match self.claim_step(envelope, index, true, depth).await? {
+                Step::Run(row) => self.run_claimed(envelope, index, *row, None).await,
+                Step::Done(outcome) => Ok(outcome),
+            }
+        })
+    }
+
+    /// Records that `envelope` is settled for `sub`; its predecessors were
+    /// checked before it ran, so every matching event up to it is settled.
+    pub(super) fn mark_settled(&self, envelope: &Envelope, sub: &str) {
+        self.inner
+            .order
+            .mark_settled(&envelope.tenant, sub, envelope.seq);
     }
 
     /// The latest event before `envelope` in its tenant's log whose type
@@ -104,23 +136,37 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
             }
         }
     }
+}
 
-    fn settled_upto(&self, tenant: &str, sub: &str) -> u64 {
-        let map = self.inner.settled_upto.lock().unwrap();
+/// The per-worker order cache: per (tenant, subscription), the seq up to
+/// which every matching event is known COMPLETED or DEAD.
+#[derive(Default)]
+pub(super) struct OrderCache(Mutex<HashMap<(String, String), u64>>);
+
+impl OrderCache {
+    /// The seq up to which `sub`'s events of `tenant` are known settled (0:
+    /// none known).
+    pub(super) fn settled_upto(&self, tenant: &str, sub: &str) -> u64 {
+        let map = self.0.lock().unwrap();
         map.get(&(tenant.to_owned(), sub.to_owned()))
             .copied()
             .unwrap_or(0)
     }
 
-    /// Records that `envelope` is settled for `sub`; its predecessors were
-    /// checked before it ran, so every matching event up to it is settled.
-    pub(super) fn mark_settled(&self, envelope: &Envelope, sub: &str) {
-        let mut map = self.inner.settled_upto.lock().unwrap();
-        let e = map
-            .entry((envelope.tenant.clone(), sub.to_owned()))
-            .or_insert(0);
-        *e = (*e).max(envelope.seq);
+    /// Records that `sub`'s events of `tenant` are settled up to `seq`; the
+    /// mark never moves back.
+    pub(super) fn mark_settled(&self, tenant: &str, sub: &str, seq: u64) {
+        let mut map = self.0.lock().unwrap();
+        let e = map.entry((tenant.to_owned(), sub.to_owned())).or_insert(0);
+        *e = (*e).max(seq);
     }
+}
+
+/// Whether the event at `seq` needs no look at its predecessor: it is its
+/// tenant's first, or every event before it is known settled
+/// (`settled_upto`).
+fn known_settled_before(seq: u64, settled_upto: u64) -> bool {
+    seq <= 1 || settled_upto + 1 >= seq
 }
 
 /// Reads one event of the log, for replay and for tests.

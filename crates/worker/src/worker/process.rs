@@ -1,19 +1,21 @@
-//! Running a group's messages: ordering and claiming each (event,
-//! subscription), running its handler under a renewed lease, and folding
-//! the outcomes into what becomes of each message.
+//! Running a group's messages, the one processing path: a group is taken
+//! in chunks (see `group::chunks`); each chunk's (event, subscription)
+//! pairs are ordered and claimed at once, then its messages run in order,
+//! each event's subscriptions concurrently, each handler under a renewed
+//! lease. The first message not settled stops the group: it is held, the
+//! later ones are put back and the claims taken for them released, unrun.
 
-use std::time::Instant;
-
+use postbox_engine::glob::Glob;
 use postbox_engine::{Context, Envelope};
 use postbox_queue::{QueueClient, ReceivedMessage};
-use postbox_store::{ItemStore, StoreError};
+use postbox_store::ItemStore;
 
 use super::Worker;
-use super::group::batchable;
+use super::group::{self, Chunk};
 use super::message::{Body, Received};
-use super::settle::{Leave, MAX_HIDDEN_SECONDS, Outcome, Settlement, hidden_for};
+use super::settle::{Leave, Outcome, Settlement};
 use super::stats::bump;
-use crate::claim::{ClaimKey, ClaimRow, ClaimTarget, Decision, FailureKind, Lease};
+use crate::claim::{ClaimKey, ClaimRow, ClaimTarget, Decision, Lease};
 use crate::error::{WorkerError, WorkerResult};
 use crate::faults;
 use crate::handler::{Delivery, Handler, HandlerError};
@@ -27,137 +29,150 @@ pub(super) enum Step {
     Done(Outcome),
 }
 
-/// What the batched path leaves of a group: what becomes of each message,
-/// and an error met after part of the group was settled.
-struct Left {
-    leave: Vec<Leave>,
-    error: Option<WorkerError>,
-}
+/// The claim steps of one message's subscriptions: (subscription, step).
+type Steps = Vec<(usize, WorkerResult<Step>)>;
 
 impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
-    /// One group's messages: batched when [`WorkerOptions::batch`] is on and
-    /// the group qualifies, else one by one. Returns the messages the
-    /// one-by-one path deleted, what is left to settle, and an error met
-    /// after part of the group was settled.
-    pub(super) async fn run_group(
+    /// One group's messages, in order: each body parsed once, then chunk by
+    /// chunk. Returns what is left to settle, and an error met after part
+    /// of the group was settled (the message it hit is left as it is and
+    /// comes back after its visibility timeout).
+    pub(super) async fn process_group(
         &self,
         messages: Vec<ReceivedMessage>,
-        received: Instant,
-    ) -> WorkerResult<(usize, Settlement, Option<WorkerError>)> {
+    ) -> (Settlement, Option<WorkerError>) {
         let group: Vec<Received> = messages.into_iter().map(Received::parse).collect();
-        if self.inner.options.batch
-            && let Some(envelopes) = batchable(&group)
-        {
-            let leave = self.process_group_batched(&group, envelopes).await;
-            let mut settlement = Settlement::default();
-            for (m, leave) in group.into_iter().zip(leave.leave) {
-                match leave {
-                    Leave::Delete => settlement.delete.push(m.settle),
-                    Leave::Visible(seconds) => settlement.visibility.push((m.settle, seconds)),
-                    Leave::Untouched => {}
-                }
+        let globs: Vec<&Glob> = self.inner.subscriptions.iter().map(|s| &s.glob).collect();
+        // None: the message did not get its turn.
+        let mut leave = vec![None; group.len()];
+        let mut error = None;
+        for chunk in group::chunks(&group, &globs, self.inner.options.batch) {
+            if !self
+                .process_chunk(&group, chunk, &mut leave, &mut error)
+                .await
+            {
+                break;
             }
-            return Ok((0, settlement, leave.error));
         }
-        let deleted = self.process_group(group, received).await?;
-        Ok((deleted, Settlement::default(), None))
+        // Back to visible now; the FIFO queue hands them out only after the
+        // held message of their group is settled.
+        let leave = leave
+            .into_iter()
+            .map(|l| l.unwrap_or(Leave::Visible(0)))
+            .collect();
+        (Settlement::new(group, leave), error)
     }
 
-    /// One group's messages, batched: every (event, subscription) claimed
-    /// at once (concurrent conditional writes, which the store commits
-    /// together), then event by event in order, each event's subscriptions
-    /// run and completed concurrently. The first event not settled stops
-    /// the group as in the one-by-one path: it is held, the later ones are
-    /// put back and the claims taken for them are released, unrun.
+    /// One chunk of a group: every (event, subscription) claimed at once
+    /// (concurrent conditional writes, which the store commits together),
+    /// then message by message in order, each event's subscriptions run and
+    /// completed concurrently, until one is not settled. Sets what becomes
+    /// of each message that ran in `leave`; returns whether the group goes
+    /// on.
     ///
     /// Ordering: a pair whose subscription also matches an earlier event of
-    /// this batch skips the predecessor check — that event is its
-    /// predecessor (the group's seqs are contiguous) and settles first, or
-    /// the group stops before it. Handlers of one subscription still run one
+    /// the chunk skips the predecessor check — that event is its
+    /// predecessor (a chunk's seqs are contiguous) and settles first, or the
+    /// group stops before it. Handlers of one subscription still run one
     /// event at a time, each after its predecessor's completion committed.
-    async fn process_group_batched(&self, group: &[Received], envelopes: Vec<&Envelope>) -> Left {
-        let subscriptions = &self.inner.subscriptions;
-        // (message, subscription, whether it must check its predecessor)
-        let mut pairs = Vec::new();
-        let mut matched_earlier = vec![false; subscriptions.len()];
-        for (i, e) in envelopes.iter().enumerate() {
-            for (s, sub) in subscriptions.iter().enumerate() {
-                if sub.glob.matches(&e.event_type) {
-                    pairs.push((i, s, !matched_earlier[s]));
-                    matched_earlier[s] = true;
-                }
-            }
-        }
+    async fn process_chunk(
+        &self,
+        group: &[Received],
+        chunk: Chunk,
+        leave: &mut [Option<Leave>],
+        error: &mut Option<WorkerError>,
+    ) -> bool {
+        let pairs: Vec<_> = chunk
+            .pairs
+            .iter()
+            .filter_map(|p| Some((p, group[p.message].envelope()?)))
+            .collect();
         let claims = join_all(
             pairs
                 .iter()
-                .map(|&(i, s, check)| {
-                    Box::pin(self.claim_step(envelopes[i], s, check, 0)) as Boxed<'_, _>
+                .map(|&(p, e)| {
+                    Box::pin(self.claim_step(e, p.subscription, p.check_order, 0)) as Boxed<'_, _>
                 })
                 .collect(),
         )
         .await;
-        let mut steps: Vec<Vec<(usize, WorkerResult<Step>)>> =
-            group.iter().map(|_| Vec::new()).collect();
-        for (&(i, s, _), step) in pairs.iter().zip(claims) {
-            steps[i].push((s, step));
+        let first = chunk.messages.start;
+        let mut steps: Vec<Steps> = chunk.messages.clone().map(|_| Vec::new()).collect();
+        for (&(p, _), step) in pairs.iter().zip(claims) {
+            steps[p.message - first].push((p.subscription, step));
         }
 
-        let mut leave = vec![Leave::Untouched; group.len()];
-        let mut error = None;
-        let mut stopped = false;
-        for (((m, &envelope), mine), leave) in
-            group.iter().zip(&envelopes).zip(&mut steps).zip(&mut leave)
-        {
-            if stopped {
-                // Back to visible now; the FIFO queue hands it out only after
-                // the held message of its group is settled.
-                *leave = Leave::Visible(0);
-                continue;
-            }
-            let mut outcome = Outcome::Settled;
-            if mine.is_empty() {
-                tracing::warn!(event = %envelope.id, r#type = %envelope.event_type, "durable event delivered to nobody");
-                bump(&self.inner.counters.delivered_to_nobody);
-            }
-            let runs = std::mem::take(mine)
-                .into_iter()
-                .map(|(s, step)| -> Boxed<'_, WorkerResult<Outcome>> {
-                    match step {
-                        Ok(Step::Run(row)) => Box::pin(self.run_claimed(
-                            envelope,
-                            s,
-                            *row,
-                            Some(&m.settle.receipt_handle),
-                        )),
-                        Ok(Step::Done(o)) => Box::pin(std::future::ready(Ok(o))),
-                        Err(e) => Box::pin(std::future::ready(Err(e))),
-                    }
-                })
-                .collect();
-            for r in join_all(runs).await {
-                match r {
-                    Ok(o) => outcome = outcome.max(o),
-                    Err(e) => {
-                        // Leave the message as it is: it comes back after
-                        // its visibility timeout.
-                        outcome = Outcome::Abandon;
-                        error.get_or_insert(e);
-                    }
+        let mut goes_on = true;
+        for (i, mine) in chunk.messages.zip(&mut steps) {
+            let m = &group[i];
+            let outcome = match &m.body {
+                Body::Poison { text, reason } => self
+                    .record_poison(&m.settle.message_id, text, reason)
+                    .await
+                    .map(|()| Outcome::Settled),
+                Body::Event(envelope) => {
+                    self.run_event(envelope, std::mem::take(mine), &m.settle.receipt_handle)
+                        .await
                 }
-            }
-            stopped = true;
-            match outcome {
-                Outcome::Settled if !faults::hit(faults::AFTER_COMPLETE_BEFORE_DELETE) => {
-                    *leave = Leave::Delete;
-                    stopped = false;
+            };
+            let outcome = outcome.unwrap_or_else(|e| {
+                error.get_or_insert(e);
+                Outcome::Abandon
+            });
+            let l = match outcome.leave(self.inner.options.order_wait_seconds) {
+                Leave::Delete if faults::hit(faults::AFTER_COMPLETE_BEFORE_DELETE) => {
+                    Leave::Untouched
                 }
-                Outcome::Retry(seconds) => *leave = Leave::Visible(seconds),
-                Outcome::Wait => *leave = Leave::Visible(self.inner.options.order_wait_seconds),
-                Outcome::Settled | Outcome::Abandon => {}
+                l => l,
+            };
+            leave[i] = Some(l);
+            if l != Leave::Delete {
+                goes_on = false;
+                break;
             }
         }
-        // Claims taken for events that did not get their turn.
+        self.release_unrun(steps).await;
+        goes_on
+    }
+
+    /// Runs the claims one event holds, its subscriptions concurrently; its
+    /// outcome is the least settled of theirs. An error (the first met)
+    /// leaves the message as it is.
+    async fn run_event(
+        &self,
+        envelope: &Envelope,
+        steps: Steps,
+        receipt: &str,
+    ) -> WorkerResult<Outcome> {
+        if steps.is_empty() {
+            tracing::warn!(event = %envelope.id, r#type = %envelope.event_type, "durable event delivered to nobody");
+            bump(&self.inner.counters.delivered_to_nobody);
+        }
+        let runs = steps
+            .into_iter()
+            .map(|(s, step)| -> Boxed<'_, WorkerResult<Outcome>> {
+                match step {
+                    Ok(Step::Run(row)) => {
+                        Box::pin(self.run_claimed(envelope, s, *row, Some(receipt)))
+                    }
+                    Ok(Step::Done(o)) => Box::pin(std::future::ready(Ok(o))),
+                    Err(e) => Box::pin(std::future::ready(Err(e))),
+                }
+            })
+            .collect();
+        let mut outcome = Ok(Outcome::Settled);
+        for r in join_all(runs).await {
+            outcome = match (outcome, r) {
+                (Ok(a), Ok(b)) => Ok(a.max(b)),
+                (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+            };
+        }
+        outcome
+    }
+
+    /// Gives back the claims taken for events that did not get their turn:
+    /// their lease ends now, their attempts untouched.
+    async fn release_unrun(&self, steps: Vec<Steps>) {
         let now = self.now();
         let releases = steps
             .into_iter()
@@ -176,130 +191,14 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
             })
             .collect();
         join_all(releases).await;
-        Left { leave, error }
-    }
-
-    /// One group's messages of a batch, in order; returns how many were deleted.
-    async fn process_group(
-        &self,
-        messages: Vec<Received>,
-        received: Instant,
-    ) -> WorkerResult<usize> {
-        let queue = &self.inner.options.queue;
-        let mut deleted = 0;
-        let mut held = false;
-        for Received { settle: m, body } in messages {
-            if held {
-                // Back to visible now; the FIFO queue hands it out only after
-                // the held message of its group is settled.
-                self.inner
-                    .queues
-                    .change_visibility(queue, &m.receipt_handle, 0)
-                    .await
-                    .ok();
-                continue;
-            }
-            let outcome = match &body {
-                Body::Poison { text, reason } => {
-                    self.record_poison(&m.message_id, text, reason).await?;
-                    Outcome::Settled
-                }
-                Body::Event(envelope) => {
-                    self.process_event(envelope, Some(&m.receipt_handle))
-                        .await?
-                }
-            };
-            match outcome {
-                Outcome::Settled => {
-                    if faults::hit(faults::AFTER_COMPLETE_BEFORE_DELETE) {
-                        held = true;
-                        continue;
-                    }
-                    if self.settle(
-                        self.inner.queues.delete(queue, &m.receipt_handle).await,
-                        &m.message_id,
-                    ) {
-                        bump(&self.inner.counters.deleted);
-                        deleted += 1;
-                    }
-                }
-                Outcome::Retry(seconds) => {
-                    held = true;
-                    let r = self
-                        .inner
-                        .queues
-                        .change_visibility(queue, &m.receipt_handle, hidden_for(seconds, received))
-                        .await;
-                    self.settle(r, &m.message_id);
-                }
-                Outcome::Wait => {
-                    held = true;
-                    let wait = self.inner.options.order_wait_seconds;
-                    let r = self
-                        .inner
-                        .queues
-                        .change_visibility(queue, &m.receipt_handle, wait)
-                        .await;
-                    self.settle(r, &m.message_id);
-                }
-                Outcome::Abandon => held = true,
-            }
-        }
-        Ok(deleted)
-    }
-
-    /// Delivers `envelope` to every matching subscription; the message's
-    /// outcome is the least settled of theirs.
-    async fn process_event(
-        &self,
-        envelope: &Envelope,
-        receipt: Option<&str>,
-    ) -> WorkerResult<Outcome> {
-        let mut outcome = Outcome::Settled;
-        let mut matched = false;
-        for index in 0..self.inner.subscriptions.len() {
-            if !self.inner.subscriptions[index]
-                .glob
-                .matches(&envelope.event_type)
-            {
-                continue;
-            }
-            matched = true;
-            let o = self.deliver(envelope, index, receipt, 0).await?;
-            outcome = outcome.max(o);
-        }
-        if !matched {
-            tracing::warn!(event = %envelope.id, r#type = %envelope.event_type, "durable event delivered to nobody");
-            bump(&self.inner.counters.delivered_to_nobody);
-        }
-        Ok(outcome)
-    }
-
-    /// Delivers `envelope` to subscription `index`: order, claim, run, settle.
-    /// `depth` counts predecessors being delivered from the log.
-    pub(super) fn deliver<'a>(
-        &'a self,
-        envelope: &'a Envelope,
-        index: usize,
-        receipt: Option<&'a str>,
-        depth: usize,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = WorkerResult<Outcome>> + Send + 'a>>
-    where
-        S: ItemStore,
-    {
-        Box::pin(async move {
-            match self.claim_step(envelope, index, true, depth).await? {
-                Step::Run(row) => self.run_claimed(envelope, index, *row, receipt).await,
-                Step::Done(outcome) => Ok(outcome),
-            }
-        })
     }
 
     /// Orders and claims `envelope` for subscription `index`. With
     /// `check_order`, first waits for the subscription's previous matching
-    /// event (the batched path skips it when that event is earlier in the
-    /// same batch and settles first).
-    async fn claim_step(
+    /// event (skipped when that event is earlier in the same chunk and
+    /// settles first). `depth` counts predecessors being delivered from the
+    /// log.
+    pub(super) async fn claim_step(
         &self,
         envelope: &Envelope,
         index: usize,
@@ -343,9 +242,9 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         }
     }
 
-    /// Runs the handler of a claim the caller holds, then completes (with
-    /// the handler's writes) or fails it.
-    async fn run_claimed(
+    /// Runs the handler of a claim the caller holds, then settles the
+    /// claim with what the handler returned.
+    pub(super) async fn run_claimed(
         &self,
         envelope: &Envelope,
         index: usize,
@@ -363,59 +262,12 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
             context: Context::caused_by(envelope, format!("subscription:{}", sub.name)),
             attempt: row.attempts,
         };
-        let (result, row) = match self
+        match self
             .run_with_renewal(&sub.handler, delivery, row, receipt)
             .await?
         {
-            Some(done) => done,
-            None => return Ok(Outcome::Abandon),
-        };
-        match result {
-            Ok(writes) => {
-                if faults::hit(faults::AFTER_HANDLER_BEFORE_COMPLETE) {
-                    return Ok(Outcome::Abandon);
-                }
-                match self.inner.inbox.complete(&row, self.now(), writes).await {
-                    Ok(_) => {
-                        bump(&self.inner.counters.completed);
-                        if let Some(hook) = &self.inner.options.on_completed {
-                            hook(envelope, &sub.name);
-                        }
-                        self.mark_settled(envelope, &sub.name);
-                        Ok(Outcome::Settled)
-                    }
-                    Err(WorkerError::Fenced { .. }) => self.fenced(&row),
-                    Err(e @ WorkerError::WriteRefused { .. }) => {
-                        self.settle_failure(
-                            &row,
-                            envelope,
-                            index,
-                            &e.to_string(),
-                            FailureKind::Retryable,
-                        )
-                        .await
-                    }
-                    Err(WorkerError::Store(e @ StoreError::Validation(_))) => {
-                        let msg = format!("the handler's writes were refused: {e}");
-                        self.settle_failure(&row, envelope, index, &msg, FailureKind::Terminal)
-                            .await
-                    }
-                    Err(e) => Err(e),
-                }
-            }
-            Err(e) => {
-                let outcome = self
-                    .settle_failure(&row, envelope, index, e.message(), e.kind())
-                    .await?;
-                // A dependency that said when to come back is not asked sooner
-                // (as far as the queue's 12 hours allow: `hidden_for`).
-                Ok(match (outcome, e.min_delay()) {
-                    (Outcome::Retry(secs), Some(d)) => {
-                        Outcome::Retry(secs.max(d.as_secs().min(MAX_HIDDEN_SECONDS as u64) as i64))
-                    }
-                    (o, _) => o,
-                })
-            }
+            Some((result, row)) => self.settle_run(envelope, index, &row, result).await,
+            None => Ok(Outcome::Abandon),
         }
     }
 
@@ -463,7 +315,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
 }
 
 /// A future borrowed for the length of a batch.
-type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+pub(super) type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// Runs `futures` concurrently on the current task; their outputs in
 /// order. Concurrent store writes issued this way reach the embedded

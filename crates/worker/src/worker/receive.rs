@@ -115,12 +115,12 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         let mut results = Vec::new();
         if groups.len() == 1 {
             let ms = groups.pop().unwrap_or_default();
-            results.push(self.run_group(ms, since).await);
+            results.push(self.process_group(ms).await);
         } else {
             let mut tasks = tokio::task::JoinSet::new();
             for ms in groups {
                 let w = self.clone();
-                tasks.spawn(async move { w.run_group(ms, since).await });
+                tasks.spawn(async move { w.process_group(ms).await });
             }
             while let Some(joined) = tasks.join_next().await {
                 match joined {
@@ -131,25 +131,15 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         }
         // Every group's settlement is applied before an error is returned:
         // what completed is deleted rather than received again for nothing.
-        let mut deleted = 0;
         let mut settlement = Settlement::default();
         let mut first_error = None;
-        for r in results {
-            match r {
-                Ok((n, s, error)) => {
-                    deleted += n;
-                    settlement.delete.extend(s.delete);
-                    settlement.visibility.extend(s.visibility);
-                    if let Some(e) = error {
-                        first_error.get_or_insert(e);
-                    }
-                }
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
+        for (s, error) in results {
+            settlement.extend(s);
+            if let Some(e) = error {
+                first_error.get_or_insert(e);
             }
         }
-        deleted += self.apply(settlement, since).await;
+        let deleted = self.apply(settlement, since).await;
         match first_error {
             Some(e) => Err(e),
             None => Ok(BatchReport { received, deleted }),

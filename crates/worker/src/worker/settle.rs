@@ -1,21 +1,23 @@
-//! Settlement: what becomes of a claim once its handler is done (failed
-//! for a retry, dead-lettered, or dropped when its lease was taken over),
-//! and of a message once its claims are known (deleted, made visible again
-//! later, or left as it is), applied to the queue ten messages per call.
-//! Also the poison record, which settles a body that is no event.
-
+//! Settlement: what becomes of a claim once its handler is done (completed
+//! with the handler's writes, failed for a retry, dead-lettered, or dropped
+//! when its lease was taken over), and of a message once its claims are
+//! known (deleted, made visible again later, or left as it is), applied to
+//! the queue ten messages per call. Also the poison record, which settles
+//! a body that is no event.
 use std::time::Instant;
 
-use postbox_engine::Envelope;
+use postbox_engine::{Envelope, Write};
 use postbox_queue::QueueClient;
 use postbox_queue::core::MAX_HIDDEN_AFTER_RECEIVE_MS;
-use postbox_store::ItemStore;
+use postbox_store::{ItemStore, StoreError};
 
 use super::Worker;
+use super::message::Received;
 use super::stats::bump;
 use crate::claim::{self, ClaimRow, FailureKind, Status};
 use crate::error::{WorkerError, WorkerResult};
-use crate::poison;
+use crate::handler::HandlerError;
+use crate::{faults, poison};
 
 /// What became of one (event, subscription), or of a whole message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -31,12 +33,46 @@ pub(super) enum Outcome {
     Abandon,
 }
 
-/// How one group of a batch leaves the queue: messages to delete, and
+impl Outcome {
+    /// What becomes of a message whose subscriptions ended so (before the
+    /// fault point between complete and delete).
+    pub(super) fn leave(self, order_wait_seconds: i64) -> Leave {
+        match self {
+            Outcome::Settled => Leave::Delete,
+            Outcome::Retry(seconds) => Leave::Visible(seconds),
+            Outcome::Wait => Leave::Visible(order_wait_seconds),
+            Outcome::Abandon => Leave::Untouched,
+        }
+    }
+}
+
+/// How the groups of a batch leave the queue: messages to delete, and
 /// visibility changes for the held ones.
 #[derive(Default)]
 pub(super) struct Settlement {
     pub(super) delete: Vec<Settle>,
     pub(super) visibility: Vec<(Settle, i64)>,
+}
+
+impl Settlement {
+    /// The queue calls that `leave` asks for a group's messages.
+    pub(super) fn new(group: Vec<Received>, leave: Vec<Leave>) -> Settlement {
+        let mut s = Settlement::default();
+        for (m, leave) in group.into_iter().zip(leave) {
+            match leave {
+                Leave::Delete => s.delete.push(m.settle),
+                Leave::Visible(seconds) => s.visibility.push((m.settle, seconds)),
+                Leave::Untouched => {}
+            }
+        }
+        s
+    }
+
+    /// Adds another group's calls.
+    pub(super) fn extend(&mut self, other: Settlement) {
+        self.delete.extend(other.delete);
+        self.visibility.extend(other.visibility);
+    }
 }
 
 /// What settling a message needs of it, moved out of the message rather
@@ -46,8 +82,8 @@ pub(super) struct Settle {
     pub(super) receipt_handle: String,
 }
 
-/// What becomes of one message of a batched group.
-#[derive(Clone, Copy)]
+/// What becomes of one message of a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Leave {
     /// Settled: deleted.
     Delete,
@@ -132,6 +168,69 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         Ok(())
     }
 
+    /// Settles a claim whose handler returned `result`: completes it with
+    /// the handler's writes, or fails it (for a retry, or dead when
+    /// terminal or out of attempts).
+    pub(super) async fn settle_run(
+        &self,
+        envelope: &Envelope,
+        index: usize,
+        row: &ClaimRow,
+        result: Result<Vec<Write>, HandlerError>,
+    ) -> WorkerResult<Outcome> {
+        let sub = &self.inner.subscriptions[index];
+        match result {
+            Ok(writes) => {
+                if faults::hit(faults::AFTER_HANDLER_BEFORE_COMPLETE) {
+                    return Ok(Outcome::Abandon);
+                }
+                match self.inner.inbox.complete(row, self.now(), writes).await {
+                    Ok(_) => {
+                        bump(&self.inner.counters.completed);
+                        if let Some(hook) = &self.inner.options.on_completed {
+                            hook(envelope, &sub.name);
+                        }
+                        self.mark_settled(envelope, &sub.name);
+                        Ok(Outcome::Settled)
+                    }
+                    Err(WorkerError::Fenced { .. }) => self.fenced(row),
+                    Err(e @ WorkerError::WriteRefused { .. }) => {
+                        self.settle_failure(
+                            row,
+                            envelope,
+                            index,
+                            &e.to_string(),
+                            FailureKind::Retryable,
+                        )
+                        .await
+                    }
+                    Err(WorkerError::Store(e @ StoreError::Validation(_))) => {
+                        let msg = format!("the handler's writes were refused: {e}");
+                        self.settle_failure(row, envelope, index, &msg, FailureKind::Terminal)
+                            .await
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => {
+                let outcome = self
+                    .settle_failure(row, envelope, index, e.message(), e.kind())
+                    .await?;
+                // A dependency that said when to come back is not asked sooner
+                // (as far as the queue's 12 hours allow: `hidden_for`).
+                Ok(match (outcome, e.min_delay()) {
+                    (Outcome::Retry(secs), Some(d)) => {
+                        Outcome::Retry(secs.max(d.as_secs().min(MAX_HIDDEN_SECONDS as u64) as i64))
+                    }
+                    (o, _) => o,
+                })
+            }
+        }
+    }
+
+    /// Fails the claim `row` held for subscription `index` with `error`:
+    /// FAILED, to be retried after the subscription's backoff, or DEAD with
+    /// a dead letter when the failure is terminal or the attempts ran out.
     pub(super) async fn settle_failure(
         &self,
         row: &ClaimRow,
@@ -167,6 +266,9 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         }
     }
 
+    /// Dead-letters a claim found FAILED with no attempts left (the worker
+    /// died between its last failure and the DEAD write, or `max_attempts`
+    /// was lowered).
     pub(super) async fn settle_exhausted(
         &self,
         row: &ClaimRow,
@@ -189,6 +291,8 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         }
     }
 
+    /// Counts a lease another worker took over; this worker's part is
+    /// dropped and the message left as it is.
     pub(super) fn fenced(&self, row: &ClaimRow) -> WorkerResult<Outcome> {
         tracing::warn!(claim = %row.key.pk(), "lease taken over by another worker; result dropped");
         bump(&self.inner.counters.fenced);
@@ -197,7 +301,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
 }
 
 /// How long after its receive a queue keeps a message hidden at most.
-pub(super) const MAX_HIDDEN_SECONDS: i64 = (MAX_HIDDEN_AFTER_RECEIVE_MS / 1000) as i64;
+const MAX_HIDDEN_SECONDS: i64 = (MAX_HIDDEN_AFTER_RECEIVE_MS / 1000) as i64;
 
 /// Slack for the time between a receive and the start of its batch (a
 /// remote queue's answer on its way), so a cut wait is never refused.
