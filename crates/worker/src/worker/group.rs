@@ -101,3 +101,129 @@ fn chunk(group: &[Received], messages: Range<usize>, globs: &[&Glob]) -> Chunk {
     }
     Chunk { messages, pairs }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::message::tests::{event, message};
+    use super::*;
+
+    fn parsed(messages: Vec<ReceivedMessage>) -> Vec<Received> {
+        messages.into_iter().map(Received::parse).collect()
+    }
+
+    /// `(message, subscription, check_order)` of each pair of `chunk`.
+    fn pairs(chunk: &Chunk) -> Vec<(usize, usize, bool)> {
+        chunk
+            .pairs
+            .iter()
+            .map(|p| (p.message, p.subscription, p.check_order))
+            .collect()
+    }
+
+    #[test]
+    fn groups_keep_the_order_of_their_first_message_and_their_own_order() {
+        let batch = vec![
+            event("acme", 1, "ORDER_PLACED"),
+            event("globex", 1, "ORDER_PLACED"),
+            event("acme", 2, "ORDER_PLACED"),
+            message("", "a", "{}".into()),
+            event("globex", 2, "ORDER_PLACED"),
+            event("acme", 3, "ORDER_PLACED"),
+        ];
+        let groups: Vec<Vec<String>> = by_group(batch)
+            .into_iter()
+            .map(|g| g.into_iter().map(|m| m.message_id).collect())
+            .collect();
+        let id = |seq: u64| format!("m-01JDQ4Z8Y3V5X7W9T1R3P5N{seq:03}");
+        assert_eq!(
+            groups,
+            vec![
+                vec![id(1), id(2), id(3)],
+                vec![id(1), id(2)],
+                vec!["m-a".to_owned()],
+            ]
+        );
+    }
+
+    #[test]
+    fn only_contiguous_events_of_one_tenant_qualify() {
+        let q = |ms: Vec<ReceivedMessage>| qualifies(&parsed(ms));
+        let e = |tenant, seq| event(tenant, seq, "ORDER_PLACED");
+        assert!(q(vec![e("acme", 4)]), "one event");
+        assert!(q(vec![e("acme", 4), e("acme", 5), e("acme", 6)]));
+        assert!(!q(vec![e("acme", 4), e("acme", 6)]), "a gap");
+        assert!(!q(vec![e("acme", 4), e("acme", 4)]), "a duplicate");
+        assert!(!q(vec![e("acme", 5), e("acme", 4)]), "out of order");
+        assert!(!q(vec![e("acme", 1), e("globex", 2)]), "two tenants");
+        let poison = message("acme", "p", "junk".into());
+        assert!(!q(vec![e("acme", 4), poison]), "a poison body");
+    }
+
+    #[test]
+    fn a_qualifying_group_is_one_chunk_where_only_each_subscriptions_first_event_checks_its_predecessor()
+     {
+        let (ship, mail) = (Glob::new("ORDER_*"), Glob::new("*"));
+        let group = parsed(vec![
+            event("acme", 3, "ORDER_PLACED"),
+            event("acme", 4, "PAYMENT_COMPLETED"),
+            event("acme", 5, "ORDER_PLACED"),
+        ]);
+        let chunks = chunks(&group, &[&ship, &mail], true);
+        assert_eq!(chunks.len(), 1);
+        assert_eq!(chunks[0].messages, 0..3);
+        assert_eq!(
+            pairs(&chunks[0]),
+            vec![
+                (0, 0, true),
+                (0, 1, true),
+                // ship does not match a payment; mail follows seq 3.
+                (1, 1, false),
+                // ship's predecessor in the log is seq 3, in this chunk.
+                (2, 0, false),
+                (2, 1, false),
+            ]
+        );
+    }
+
+    #[test]
+    fn without_batching_each_message_is_a_chunk_whose_pairs_all_check_their_predecessor() {
+        let ship = Glob::new("ORDER_*");
+        let group = parsed(vec![
+            event("acme", 3, "ORDER_PLACED"),
+            event("acme", 4, "ORDER_PLACED"),
+        ]);
+        let chunks = chunks(&group, &[&ship], false);
+        let got: Vec<_> = chunks
+            .iter()
+            .map(|c| (c.messages.clone(), pairs(c)))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(0..1, vec![(0, 0, true)]), (1..2, vec![(1, 0, true)])]
+        );
+    }
+
+    #[test]
+    fn a_group_with_poison_goes_in_chunks_of_one_and_poison_pairs_with_nobody() {
+        let ship = Glob::new("ORDER_*");
+        let group = parsed(vec![
+            message("acme", "p", "{not an event".into()),
+            event("acme", 1, "ORDER_PLACED"),
+            event("acme", 2, "PAYMENT_COMPLETED"),
+        ]);
+        let chunks = chunks(&group, &[&ship], true);
+        let got: Vec<_> = chunks
+            .iter()
+            .map(|c| (c.messages.clone(), pairs(c)))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0..1, vec![]),
+                (1..2, vec![(1, 0, true)]),
+                // Matched by no subscription: delivered to nobody.
+                (2..3, vec![]),
+            ]
+        );
+    }
+}

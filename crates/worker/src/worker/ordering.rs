@@ -196,3 +196,39 @@ pub async fn read_event<S: ItemStore>(
     })?;
     Ok(e)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_event_and_one_right_after_the_known_settled_ones_need_no_look() {
+        assert!(known_settled_before(1, 0), "a tenant's first event");
+        assert!(!known_settled_before(2, 0), "nothing known yet");
+        assert!(known_settled_before(2, 1));
+        assert!(known_settled_before(5, 4));
+        assert!(!known_settled_before(5, 3), "seq 4 is not known settled");
+        assert!(known_settled_before(3, 9), "a redelivery of an old event");
+    }
+
+    #[test]
+    fn the_order_cache_is_kept_per_tenant_and_subscription_and_never_moves_back() {
+        let cache = OrderCache::default();
+        assert_eq!(cache.settled_upto("acme", "ship"), 0);
+        cache.mark_settled("acme", "ship", 4);
+        cache.mark_settled("acme", "ship", 2);
+        assert_eq!(
+            cache.settled_upto("acme", "ship"),
+            4,
+            "a late mark of seq 2"
+        );
+        cache.mark_settled("acme", "ship", 5);
+        assert_eq!(cache.settled_upto("acme", "ship"), 5);
+        assert_eq!(
+            cache.settled_upto("acme", "mail"),
+            0,
+            "another subscription"
+        );
+        assert_eq!(cache.settled_upto("globex", "ship"), 0, "another tenant");
+    }
+}

@@ -352,3 +352,30 @@ async fn join_all<T>(futures: Vec<Boxed<'_, T>>) -> Vec<T> {
 fn new_token() -> String {
     format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn join_all_answers_in_the_order_given_whatever_order_the_futures_finish_in() {
+        // A chunk's claims are matched to its pairs by position.
+        let finished = Mutex::new(Vec::new());
+        let finished = &finished;
+        let futures = (0..3usize)
+            .map(|i| {
+                Box::pin(async move {
+                    for _ in 0..(3 - i) * 2 {
+                        tokio::task::yield_now().await;
+                    }
+                    finished.lock().unwrap().push(i);
+                    i
+                }) as Boxed<'_, usize>
+            })
+            .collect();
+        assert_eq!(join_all(futures).await, vec![0, 1, 2]);
+        assert_eq!(*finished.lock().unwrap(), vec![2, 1, 0]);
+    }
+}

@@ -4,7 +4,7 @@
 //! known (deleted, made visible again later, or left as it is), applied to
 //! the queue ten messages per call. Also the poison record, which settles
 //! a body that is no event.
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use postbox_engine::{Envelope, Write};
 use postbox_queue::QueueClient;
@@ -115,7 +115,10 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         for chunk in settlement.visibility.chunks(10) {
             let entries = chunk
                 .iter()
-                .map(|(m, seconds)| (m.receipt_handle.clone(), hidden_for(*seconds, received)))
+                .map(|(m, seconds)| {
+                    let hidden = hidden_for(*seconds, received.elapsed());
+                    (m.receipt_handle.clone(), hidden)
+                })
                 .collect();
             let results = match self
                 .inner
@@ -308,22 +311,72 @@ const MAX_HIDDEN_SECONDS: i64 = (MAX_HIDDEN_AFTER_RECEIVE_MS / 1000) as i64;
 const RECEIVE_SLACK_SECONDS: i64 = 60;
 
 /// The visibility timeout to ask for `seconds` of waiting on a message
-/// received at about `received`: cut to what is left of the queue's 12
+/// received `since_receive` ago: cut to what is left of the queue's 12
 /// hours, since a change past them is refused and the message would come
 /// back at the end of its lease instead.
-pub(super) fn hidden_for(seconds: i64, received: Instant) -> i64 {
+fn hidden_for(seconds: i64, since_receive: Duration) -> i64 {
     let left =
-        MAX_HIDDEN_SECONDS - received.elapsed().as_secs_f64().ceil() as i64 - RECEIVE_SLACK_SECONDS;
+        MAX_HIDDEN_SECONDS - since_receive.as_secs_f64().ceil() as i64 - RECEIVE_SLACK_SECONDS;
     seconds.min(left).max(0)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::message::tests::event;
     use super::*;
 
     #[test]
     fn the_least_settled_outcome_wins() {
         assert!(Outcome::Settled < Outcome::Wait && Outcome::Wait < Outcome::Retry(0));
         assert!(Outcome::Retry(900) < Outcome::Abandon);
+    }
+
+    #[test]
+    fn only_a_settled_message_is_deleted_and_a_waiting_one_comes_back_after_the_order_wait() {
+        assert_eq!(Outcome::Settled.leave(5), Leave::Delete);
+        assert_eq!(Outcome::Retry(120).leave(5), Leave::Visible(120));
+        assert_eq!(Outcome::Wait.leave(5), Leave::Visible(5));
+        assert_eq!(Outcome::Abandon.leave(5), Leave::Untouched);
+    }
+
+    #[test]
+    fn a_groups_settlement_holds_the_calls_its_messages_ask_for_and_no_others() {
+        let group: Vec<Received> = (1..=4)
+            .map(|seq| Received::parse(event("acme", seq, "ORDER_PLACED")))
+            .collect();
+        let leave = vec![
+            Leave::Delete,
+            Leave::Visible(30),
+            Leave::Untouched,
+            Leave::Visible(0),
+        ];
+        let s = Settlement::new(group, leave);
+        let handle = |seq: u64| format!("r-01JDQ4Z8Y3V5X7W9T1R3P5N{seq:03}");
+        let deleted: Vec<_> = s.delete.iter().map(|m| m.receipt_handle.clone()).collect();
+        assert_eq!(deleted, vec![handle(1)]);
+        let visible: Vec<_> = s
+            .visibility
+            .iter()
+            .map(|(m, secs)| (m.receipt_handle.clone(), *secs))
+            .collect();
+        assert_eq!(visible, vec![(handle(2), 30), (handle(4), 0)]);
+    }
+
+    #[test]
+    fn a_wait_is_cut_to_what_is_left_of_the_queues_twelve_hours() {
+        let hour = Duration::from_secs(3600);
+        assert_eq!(hidden_for(30, Duration::ZERO), 30, "a short wait is kept");
+        assert_eq!(
+            hidden_for(24 * 3600, hour),
+            12 * 3600 - 3600 - RECEIVE_SLACK_SECONDS,
+            "a day, an hour after the receive"
+        );
+        // A part of a second counts as a whole one, so the wait is never
+        // refused for being a moment too long.
+        assert_eq!(
+            hidden_for(24 * 3600, Duration::from_millis(1)),
+            12 * 3600 - 1 - RECEIVE_SLACK_SECONDS
+        );
+        assert_eq!(hidden_for(30, 12 * hour), 0, "nothing left: no wait");
     }
 }
