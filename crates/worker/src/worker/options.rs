@@ -43,13 +43,14 @@ pub struct WorkerOptions {
     /// Called after each completion committed, with the event and the
     /// subscription (metrics; benchmarks measure latency with it).
     pub on_completed: Option<CompletionHook>,
-    /// Batches one [`Worker::run`] loop keeps in flight: above 1 it
-    /// receives again as soon as a batch is handed to its own task, so each
-    /// receive takes what arrived meanwhile (up to 10) instead of many idle
-    /// loops each waking for one message. The FIFO queue never hands one
-    /// group to two batches at once. Default 8: a tenant's events complete
-    /// one commit after another, so throughput with few subscriptions comes
-    /// from many tenants' batches sharing each commit.
+    /// Batches one [`Worker::run`](super::Worker::run) loop keeps in
+    /// flight: above 1 it receives again as soon as a batch is handed to its
+    /// own task, so each receive takes what arrived meanwhile (up to 10)
+    /// instead of many idle loops each waking for one message. The FIFO
+    /// queue never hands one group to two batches at once. Default 8: a
+    /// tenant's events complete one commit after another, so throughput
+    /// with few subscriptions comes from many tenants' batches sharing each
+    /// commit.
     pub batches_in_flight: usize,
 }
 

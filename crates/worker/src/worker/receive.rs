@@ -1,7 +1,9 @@
 //! The receive loop: receives batches of up to 10 messages from the events
-//! queue, keeps up to [`WorkerOptions::batches_in_flight`](super::WorkerOptions::batches_in_flight) of them running,
+//! queue, keeps up to [`WorkerOptions::batches_in_flight`] of them running,
 //! splits each batch by message group (tenant), runs the groups
 //! concurrently and applies their settlements together.
+//!
+//! [`WorkerOptions::batches_in_flight`]: super::WorkerOptions::batches_in_flight
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -25,10 +27,12 @@ pub struct BatchReport {
 
 impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
     /// Runs batches until `stop` turns true, up to
-    /// [`WorkerOptions::batches_in_flight`](super::WorkerOptions::batches_in_flight) at once. A failed batch is
+    /// [`WorkerOptions::batches_in_flight`] at once. A failed batch is
     /// logged and the loop goes on (after a pause if the receive failed):
     /// its messages stay in the queue and come back after their visibility
     /// timeout, so nothing is lost by going on.
+    ///
+    /// [`WorkerOptions::batches_in_flight`]: super::WorkerOptions::batches_in_flight
     pub async fn run(&self, mut stop: tokio::sync::watch::Receiver<bool>) {
         let in_flight = self.inner.options.batches_in_flight.max(1);
         let permits = Arc::new(tokio::sync::Semaphore::new(in_flight));

@@ -4,6 +4,7 @@
 //! known (deleted, made visible again later, or left as it is), applied to
 //! the queue ten messages per call. Also the poison record, which settles
 //! a body that is no event.
+
 use std::time::{Duration, Instant};
 
 use postbox_engine::{Envelope, Write};
