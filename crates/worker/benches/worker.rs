@@ -1,7 +1,7 @@
 //! The durable worker on the embedded store, durable commits (fsync) on,
-//! each figure beside a baseline measured in the same run: the one-by-one
-//! path (`WorkerOptions::batch = false`: claim, run, complete and delete
-//! one (event, subscription) at a time).
+//! each figure beside a baseline measured in the same run: one message at
+//! a time (`WorkerOptions::batch = false`: each message a batch of one, so
+//! a tenant's messages are claimed one after another, not together).
 //!
 //!     cargo bench -p postbox-worker --bench worker
 //!
