@@ -27,7 +27,7 @@
 //! batched alternating so both see the same moments of a shared machine;
 //! the figures are the medians, with every run's figure beside them.
 //!
-//! Targets (SPEC §12): >= 20,000 handler completions/s; emit to completion
+//! Targets: >= 20,000 handler completions/s; emit to completion
 //! p50 < 2 ms and p99 < 20 ms at 5,000 events/s. The last line says which
 //! the medians meet.
 

@@ -1,4 +1,4 @@
-//! The claim state machine (SPEC §8), as pure functions over one claim row
+//! The claim state machine, as pure functions over one claim row
 //! with the clock passed in.
 //!
 //! One row per (event, subscription), key `IDEMP#<event_id>:<subscription>`:

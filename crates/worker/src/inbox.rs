@@ -33,7 +33,7 @@ use crate::deadletter::{DeadLetter, dead_letter_pk};
 use crate::error::{WorkerError, WorkerResult};
 
 /// The default inbox table.
-pub const DEFAULT_INBOX_TABLE: &str = "postbox_inbox";
+pub const DEFAULT_INBOX_TABLE: &str = postbox_topology::INBOX_TABLE;
 
 /// What a claim attempt did.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! Dead letters: listing and replay (SPEC §9), as library calls.
+//! Dead letters: listing and replay, as library calls.
 //!
 //! The runbook: a handler fails terminally (or runs out of attempts), its
 //! claim is DEAD with a dead letter; the handler is fixed and deployed; a

@@ -1,4 +1,4 @@
-//! The reconciliation report (SPEC §9) as a library call: per tenant, is
+//! The reconciliation report as a library call: per tenant, is
 //! the chain intact, how far is the log, how many dead letters; for the
 //! events queue, its depth, in-flight messages and its DLQ's depth; and
 //! poison messages. Anything dead-lettered, poisoned, in a DLQ or a broken

@@ -1,4 +1,4 @@
-//! The row-change consumer (SPEC §5, lane BEST_EFFORT): delivers changes of
+//! The row-change consumer (lane BEST_EFFORT): delivers changes of
 //! entity tables to the catalog's BEST_EFFORT subscriptions.
 //!
 //! The relay's row-change pipes forward each stream record of a declared
@@ -32,7 +32,7 @@ use crate::error::{WorkerError, WorkerResult};
 use crate::handler::HandlerError;
 
 /// The standard queue the relay's default row-change pipes fill.
-pub const DEFAULT_ROW_CHANGES_QUEUE: &str = "postbox-row-changes";
+pub const DEFAULT_ROW_CHANGES_QUEUE: &str = postbox_topology::ROW_CHANGES_QUEUE;
 
 /// One change of an entity's item, as its stream record told it.
 #[derive(Clone, Debug, PartialEq)]

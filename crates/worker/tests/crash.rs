@@ -1,4 +1,4 @@
-//! The crash test (SPEC §11): a real worker process is killed with SIGKILL
+//! The crash test: a real worker process is killed with SIGKILL
 //! at each named fault point between claim and delete; on redelivery the
 //! event's effect happens exactly once.
 //!

@@ -1,4 +1,4 @@
-//! The runbook (SPEC §9, §11): a handler fails terminally, is fixed, a
+//! The runbook: a handler fails terminally, is fixed, a
 //! replay runs it once, and the subscriptions that already COMPLETED the
 //! same event do not run again.
 //!

@@ -1,4 +1,4 @@
-//! The durable worker end to end on the embedded store (SPEC §11): the
+//! The durable worker end to end on the embedded store: the
 //! flaky test, the poison test, the ordering test, predecessors read from
 //! the log, events delivered to nobody, and the startup refusals.
 //!

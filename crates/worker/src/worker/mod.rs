@@ -1,4 +1,4 @@
-//! The durable worker loop (SPEC §8).
+//! The durable worker loop.
 //!
 //! One batch: receive up to 10 messages from the events FIFO queue; for each
 //! message, in order:

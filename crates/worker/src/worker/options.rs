@@ -61,8 +61,8 @@ impl Default for WorkerOptions {
     fn default() -> Self {
         WorkerOptions {
             owner: format!("worker-{}-{:08x}", std::process::id(), fastrand::u32(..)),
-            queue: "postbox-events.fifo".into(),
-            events_table: "postbox_events".into(),
+            queue: postbox_topology::EVENTS_QUEUE.into(),
+            events_table: postbox_topology::EVENTS_TABLE.into(),
             inbox_table: DEFAULT_INBOX_TABLE.into(),
             lease: Duration::from_secs(30),
             claim_retention: Duration::from_secs(30 * 24 * 3600),
