@@ -393,6 +393,9 @@ mod tests {
     #[test]
     fn an_unknown_entry_code_keeps_its_code() {
         let e = failed(&error("0", "SomethingNew"));
-        assert_eq!(e, QueueError::InvalidParameterValue("SomethingNew: m".into()));
+        assert_eq!(
+            e,
+            QueueError::InvalidParameterValue("SomethingNew: m".into())
+        );
     }
 }

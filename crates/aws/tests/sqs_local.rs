@@ -57,12 +57,19 @@ async fn a_fifo_queue_sends_receives_hides_and_deletes_in_group_order() {
     let sent = q
         .send_batch(
             "events.fifo",
-            vec![message("acme", "1"), message("acme", "2"), message("globex", "3")],
+            vec![
+                message("acme", "1"),
+                message("acme", "2"),
+                message("globex", "3"),
+            ],
         )
         .await
         .unwrap();
     assert_eq!(sent.len(), 3);
-    assert!(sent.iter().all(|r| r.as_ref().is_ok_and(|s| s.sequence_number.is_some())));
+    assert!(
+        sent.iter()
+            .all(|r| r.as_ref().is_ok_and(|s| s.sequence_number.is_some()))
+    );
 
     let got = q.receive("events.fifo", receive(10, 30)).await.unwrap();
     let bodies: Vec<&str> = got.iter().map(|m| m.body.as_str()).collect();
@@ -73,10 +80,21 @@ async fn a_fifo_queue_sends_receives_hides_and_deletes_in_group_order() {
         .map(|m| m.body.as_str())
         .collect();
     assert_eq!(acme, [r#"{"id": "1"}"#, r#"{"id": "2"}"#]);
-    assert_eq!(got[0].system.get("ApproximateReceiveCount").map(String::as_str), Some("1"));
+    assert_eq!(
+        got[0]
+            .system
+            .get("ApproximateReceiveCount")
+            .map(String::as_str),
+        Some("1")
+    );
 
     // Hidden while in flight; visible again after a visibility change to 0.
-    assert!(q.receive("events.fifo", receive(10, 30)).await.unwrap().is_empty());
+    assert!(
+        q.receive("events.fifo", receive(10, 30))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let first = got[0].receipt_handle.clone();
     q.change_visibility("events.fifo", &first, 0).await.unwrap();
     let rest: Vec<String> = got[1..].iter().map(|m| m.receipt_handle.clone()).collect();
@@ -85,14 +103,19 @@ async fn a_fifo_queue_sends_receives_hides_and_deletes_in_group_order() {
     let again = q.receive("events.fifo", receive(10, 30)).await.unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].body, got[0].body);
-    q.delete("events.fifo", &again[0].receipt_handle).await.unwrap();
+    q.delete("events.fifo", &again[0].receipt_handle)
+        .await
+        .unwrap();
 
     let attrs = q
         .queue_attributes("events.fifo", &["All".to_owned()])
         .await
         .unwrap();
     assert_eq!(attrs.get("FifoQueue").map(String::as_str), Some("true"));
-    assert_eq!(attrs.get("ApproximateNumberOfMessages").map(String::as_str), Some("0"));
+    assert_eq!(
+        attrs.get("ApproximateNumberOfMessages").map(String::as_str),
+        Some("0")
+    );
 }
 
 #[tokio::test]
@@ -107,6 +130,13 @@ async fn errors_keep_sqs_codes() {
         .send_batch("e.fifo", vec![NewMessage::new("x"), message("g", "1")])
         .await
         .unwrap();
-    assert!(matches!(out[0], Err(QueueError::MissingParameter(_) | QueueError::InvalidParameterValue(_))), "{:?}", out[0]);
+    assert!(
+        matches!(
+            out[0],
+            Err(QueueError::MissingParameter(_) | QueueError::InvalidParameterValue(_))
+        ),
+        "{:?}",
+        out[0]
+    );
     assert!(out[1].is_ok(), "{:?}", out[1]);
 }
