@@ -35,14 +35,7 @@ async fn store(test: &str) -> Arc<DynamoStore> {
     let endpoint = std::env::var("POSTBOX_TEST_DYNAMODB_ENDPOINT").expect(
         "POSTBOX_TEST_DYNAMODB_ENDPOINT: the URL of a DynamoDB Local (scripts/test starts one)",
     );
-    let config = postbox_aws::config_loader()
-        .endpoint_url(endpoint)
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_credential_types::Credentials::new(
-            "local", "local", None, None, "test",
-        ))
-        .load()
-        .await;
+    let config = postbox_aws::local_config(&endpoint).await;
     let prefix = format!("t{}-{test}-", fastrand::u32(..));
     Arc::new(DynamoStore::new(&config, &prefix))
 }

@@ -12,14 +12,7 @@ async fn queues(test: &str) -> SqsQueues {
     let endpoint = std::env::var("POSTBOX_TEST_SQS_ENDPOINT").expect(
         "POSTBOX_TEST_SQS_ENDPOINT: the URL of an SQS-compatible server (scripts/test starts one)",
     );
-    let config = postbox_aws::config_loader()
-        .endpoint_url(endpoint)
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_credential_types::Credentials::new(
-            "test", "test", None, None, "test",
-        ))
-        .load()
-        .await;
+    let config = postbox_aws::local_config(&endpoint).await;
     SqsQueues::new(&config, &format!("t{}-{test}-", fastrand::u32(..)))
 }
 

@@ -42,14 +42,7 @@ const QUEUE: &str = "events.fifo";
 async fn config(var: &str) -> aws_config::SdkConfig {
     let endpoint = std::env::var(var)
         .unwrap_or_else(|_| panic!("{var}: the URL of the local service (scripts/test starts it)"));
-    postbox_aws::config_loader()
-        .endpoint_url(endpoint)
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_credential_types::Credentials::new(
-            "test", "test", None, None, "test",
-        ))
-        .load()
-        .await
+    postbox_aws::local_config(&endpoint).await
 }
 
 /// What the default events pipe does with one event row, with `dedup` as

@@ -3,6 +3,7 @@
 //! With no subcommand it serves the embedded default, so `cargo run` on a
 //! fresh clone starts a working store with no configuration.
 
+mod backend;
 mod bench;
 mod bench_http;
 mod builtin;

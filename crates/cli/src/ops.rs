@@ -79,6 +79,8 @@ pub struct VerifyArgs {
     /// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set.
     #[arg(long, default_value = "postbox-data", env = "POSTBOX_DATA")]
     data: std::path::PathBuf,
+    #[command(flatten)]
+    backend: crate::backend::BackendArgs,
 }
 
 /// `postbox status`
@@ -314,11 +316,30 @@ pub async fn tail(args: TailArgs) -> Result<(), Failure> {
 }
 
 pub async fn verify(args: VerifyArgs) -> Result<(), Failure> {
-    let endpoint = crate::http::wire_endpoint(&args.endpoint, &args.data)?;
-    let store = Arc::new(RemoteStore::new(endpoint.clone()));
-    let failed = |e: postbox_engine::verify::VerifyError| {
-        Failure::new(1, crate::http::explain_wire_error(e.to_string(), &endpoint))
-    };
+    match args.backend.backend {
+        crate::backend::Backend::Embedded => {
+            let endpoint = crate::http::wire_endpoint(&args.endpoint, &args.data)?;
+            let store = Arc::new(RemoteStore::new(endpoint.clone()));
+            let explain = |e: String| crate::http::explain_wire_error(e, &endpoint);
+            verify_on(store, &args, &explain).await
+        }
+        crate::backend::Backend::Aws => {
+            let (store, _) = crate::backend::aws(&args.backend).await?;
+            verify_on(Arc::new(store), &args, &|e| {
+                format!("verify on DynamoDB: {e}")
+            })
+            .await
+        }
+    }
+}
+
+/// `postbox verify` on `store`; `explain` words a failure to read it.
+async fn verify_on<S: postbox_store::ItemStore>(
+    store: Arc<S>,
+    args: &VerifyArgs,
+    explain: &(dyn Fn(String) -> String + Sync),
+) -> Result<(), Failure> {
+    let failed = |e: postbox_engine::verify::VerifyError| Failure::new(1, explain(e.to_string()));
     let options = VerifyOptions {
         full: args.full,
         sample: args.sample as usize,

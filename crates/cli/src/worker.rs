@@ -1,5 +1,6 @@
 //! `postbox worker`: durable workers in their own process, reaching the
-//! store and the queues of a running `postbox serve` over the wire. They run
+//! store and the queues of a running `postbox serve` over the wire, or
+//! DynamoDB and SQS with `--backend aws`. They run
 //! the catalog's webhook subscriptions (handlers that are URLs); subscriptions
 //! whose handlers are code run inside the process that registers that code.
 
@@ -37,6 +38,8 @@ pub struct WorkerArgs {
     /// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set.
     #[arg(long, default_value = "postbox-data", env = "POSTBOX_DATA")]
     data: PathBuf,
+    #[command(flatten)]
+    backend: crate::backend::BackendArgs,
 }
 
 pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
@@ -65,22 +68,56 @@ pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::new(EXIT_REFUSED, format!("subscription {:?}: {e}", s.name)))?;
         handlers.insert(s.handler.clone(), hook);
     }
-    let endpoint = crate::http::wire_endpoint(&args.endpoint, &args.data)?;
-    let store = Arc::new(RemoteStore::new(endpoint.clone()));
-    let queues = RemoteQueues::new(endpoint.clone());
-    let worker = Worker::new(store, queues, &catalog, handlers, WorkerOptions::default())
-        .await
-        .map_err(|e| {
-            Failure::new(
-                1,
-                crate::http::explain_wire_error(
-                    format!("the worker refuses to start: {e}"),
-                    &endpoint,
-                ),
+    match args.backend.backend {
+        crate::backend::Backend::Embedded => {
+            let endpoint = crate::http::wire_endpoint(&args.endpoint, &args.data)?;
+            let store = Arc::new(RemoteStore::new(endpoint.clone()));
+            let queues = RemoteQueues::new(endpoint.clone());
+            let explain = |e: String| crate::http::explain_wire_error(e, &endpoint);
+            run_on(
+                store,
+                queues,
+                &catalog,
+                handlers,
+                &args.endpoint,
+                args.tasks,
+                &explain,
             )
-        })?;
+            .await
+        }
+        crate::backend::Backend::Aws => {
+            let (store, queues) = crate::backend::aws(&args.backend).await?;
+            let at = format!("DynamoDB and SQS (prefix {:?})", args.backend.aws_prefix);
+            let explain = |e: String| e;
+            run_on(
+                Arc::new(store),
+                queues,
+                &catalog,
+                handlers,
+                &at,
+                args.tasks,
+                &explain,
+            )
+            .await
+        }
+    }
+}
+
+/// Runs `tasks` worker loops on `store` and `queues` until a stop signal.
+async fn run_on<S: postbox_store::ItemStore, Q: postbox_queue::QueueClient>(
+    store: Arc<S>,
+    queues: Q,
+    catalog: &Catalog,
+    handlers: HashMap<String, postbox_worker::Handler>,
+    at: &str,
+    tasks: usize,
+    explain: &(dyn Fn(String) -> String + Sync),
+) -> Result<(), Failure> {
+    let worker = Worker::new(store, queues, catalog, handlers, WorkerOptions::default())
+        .await
+        .map_err(|e| Failure::new(1, explain(format!("the worker refuses to start: {e}"))))?;
     let (stop, rx) = tokio::sync::watch::channel(false);
-    let tasks: Vec<_> = (0..args.tasks.max(1))
+    let tasks: Vec<_> = (0..tasks.max(1))
         .map(|_| {
             let w = worker.clone();
             let rx = rx.clone();
@@ -88,9 +125,8 @@ pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
         })
         .collect();
     println!(
-        "postbox worker running {} task(s) against {}",
-        tasks.len(),
-        args.endpoint
+        "postbox worker running {} task(s) against {at}",
+        tasks.len()
     );
     crate::shutdown_signal().await;
     let _ = stop.send(true);
