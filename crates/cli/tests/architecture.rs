@@ -22,9 +22,9 @@ fn top_modules(src: &Path) -> BTreeSet<String> {
     for entry in std::fs::read_dir(src).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_stem().unwrap().to_string_lossy().into_owned();
-        if path.is_dir() && path.join("mod.rs").exists() {
-            out.insert(name);
-        } else if path.extension().is_some_and(|e| e == "rs") && name != "lib" && name != "main" {
+        let folder = path.is_dir() && path.join("mod.rs").exists();
+        let file = path.extension().is_some_and(|e| e == "rs") && name != "lib" && name != "main";
+        if folder || file {
             out.insert(name);
         }
     }
