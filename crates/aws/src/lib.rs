@@ -60,18 +60,24 @@ const CONFLICT_ATTEMPTS: u32 = 8;
 const CONFLICT_BACKOFF: Duration = Duration::from_millis(10);
 
 /// What the backend has retried since it was made.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct DynamoStats {
     /// Transactions tried again after a `TransactionConflict`.
     pub conflict_retries: u64,
     /// Transactions given up after [`CONFLICT_ATTEMPTS`] conflicts.
     pub conflicts_given_up: u64,
+    /// Write capacity units DynamoDB reported for the writes so far (every
+    /// write asks for `ReturnConsumedCapacity = TOTAL`): what the writes
+    /// cost in an account's bill.
+    pub write_capacity_units: f64,
 }
 
 #[derive(Default)]
 struct Counters {
     conflict_retries: AtomicU64,
     conflicts_given_up: AtomicU64,
+    /// Thousandths of a write capacity unit.
+    write_milli_units: AtomicU64,
 }
 
 /// The item store on DynamoDB. Cheap to clone.
@@ -161,7 +167,20 @@ impl DynamoStore {
         DynamoStats {
             conflict_retries: self.counters.conflict_retries.load(Ordering::Relaxed),
             conflicts_given_up: self.counters.conflicts_given_up.load(Ordering::Relaxed),
+            write_capacity_units: self.counters.write_milli_units.load(Ordering::Relaxed) as f64
+                / 1000.0,
         }
+    }
+
+    /// Counts the capacity a write consumed.
+    fn consumed<'a>(&self, capacity: impl IntoIterator<Item = &'a sdk::ConsumedCapacity>) {
+        let units: f64 = capacity
+            .into_iter()
+            .map(|c| c.capacity_units().unwrap_or(0.0))
+            .sum();
+        self.counters
+            .write_milli_units
+            .fetch_add((units * 1000.0).round() as u64, Ordering::Relaxed);
     }
 
     /// The DynamoDB name of Postbox's table `name`.
@@ -465,6 +484,7 @@ impl ItemStore for DynamoStore {
                     wire(&input.return_values_on_condition_check_failure).as_str(),
                 ),
             )
+            .return_consumed_capacity(sdk::ReturnConsumedCapacity::Total)
             .send()
             .await
             .map_err(|e| match e.as_service_error() {
@@ -473,6 +493,7 @@ impl ItemStore for DynamoStore {
                 }
                 _ => error::map("PutItem", e),
             })?;
+        self.consumed(out.consumed_capacity());
         Ok(WriteOutput {
             attributes: from_sdk_opt(out.attributes())?,
         })
@@ -504,6 +525,7 @@ impl ItemStore for DynamoStore {
                     wire(&input.return_values_on_condition_check_failure).as_str(),
                 ),
             )
+            .return_consumed_capacity(sdk::ReturnConsumedCapacity::Total)
             .send()
             .await
             .map_err(|e| match e.as_service_error() {
@@ -512,6 +534,7 @@ impl ItemStore for DynamoStore {
                 }
                 _ => error::map("UpdateItem", e),
             })?;
+        self.consumed(out.consumed_capacity());
         Ok(WriteOutput {
             attributes: from_sdk_opt(out.attributes())?,
         })
@@ -541,6 +564,7 @@ impl ItemStore for DynamoStore {
                     wire(&input.return_values_on_condition_check_failure).as_str(),
                 ),
             )
+            .return_consumed_capacity(sdk::ReturnConsumedCapacity::Total)
             .send()
             .await
             .map_err(|e| match e.as_service_error() {
@@ -549,6 +573,7 @@ impl ItemStore for DynamoStore {
                 }
                 _ => error::map("DeleteItem", e),
             })?;
+        self.consumed(out.consumed_capacity());
         Ok(WriteOutput {
             attributes: from_sdk_opt(out.attributes())?,
         })
@@ -741,9 +766,11 @@ impl ItemStore for DynamoStore {
             .client
             .batch_write_item()
             .set_request_items(Some(request))
+            .return_consumed_capacity(sdk::ReturnConsumedCapacity::Total)
             .send()
             .await
             .map_err(|e| error::map("BatchWriteItem", e))?;
+        self.consumed(out.consumed_capacity());
         let mut unprocessed_items = BTreeMap::new();
         for (table, writes) in out.unprocessed_items().into_iter().flatten() {
             let name = self.unprefixed(table).unwrap_or(table).to_owned();
@@ -788,10 +815,14 @@ impl ItemStore for DynamoStore {
                 .transact_write_items()
                 .set_transact_items(Some(items.clone()))
                 .set_client_request_token(input.client_request_token.clone())
+                .return_consumed_capacity(sdk::ReturnConsumedCapacity::Total)
                 .send()
                 .await;
             let e = match sent {
-                Ok(_) => return Ok(()),
+                Ok(out) => {
+                    self.consumed(out.consumed_capacity());
+                    return Ok(());
+                }
                 Err(e) => match e.as_service_error() {
                     Some(TransactWriteItemsError::TransactionCanceledException(t)) => {
                         error::cancelled(t.cancellation_reasons())
