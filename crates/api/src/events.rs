@@ -95,6 +95,10 @@ pub(crate) async fn read_body(api: &Api, body: Body) -> Result<Bytes, ApiError> 
         })
 }
 
+/// The requests table's TTL attribute: a key's row expires after
+/// `ApiConfig::idempotency_ttl_secs`.
+pub const REQUESTS_TTL: &str = "expires_at";
+
 pub(crate) async fn ensure_requests_table(
     store: &EmbeddedStore,
     table: &str,
@@ -106,7 +110,7 @@ pub(crate) async fn ensure_requests_table(
     }
     let spec = postbox_store::api::TimeToLiveSpecification {
         enabled: true,
-        attribute_name: "expires_at".into(),
+        attribute_name: REQUESTS_TTL.into(),
     };
     match store.update_time_to_live(table, spec).await {
         Ok(_) => {}
@@ -272,7 +276,7 @@ fn request_row(pk: &str, body_hash: &str, seq: u64, expires_at: u64) -> Item {
     row.insert("pk".into(), AttributeValue::s(pk));
     row.insert("body_sha256".into(), AttributeValue::s(body_hash));
     row.insert("event_seq".into(), AttributeValue::n(seq as i64));
-    row.insert("expires_at".into(), AttributeValue::n(expires_at as i64));
+    row.insert(REQUESTS_TTL.into(), AttributeValue::n(expires_at as i64));
     row
 }
 

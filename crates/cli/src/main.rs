@@ -10,6 +10,7 @@ mod builtin;
 mod catalog;
 mod demo;
 mod http;
+mod init;
 mod node;
 mod ops;
 mod pipe;
@@ -58,8 +59,12 @@ enum Command {
     Pipe(pipe::PipeArgs),
     /// Run the pipes of a config file: change stream -> filter -> template -> queue or bus.
     Relay(pipe::RelayArgs),
-    /// Run durable workers for webhook subscriptions against a running server.
+    /// Run durable workers for webhook subscriptions against a running server
+    /// (or DynamoDB and SQS with --backend aws).
     Worker(worker::WorkerArgs),
+    /// Create the tables and queues a node needs on AWS (--backend aws), if
+    /// missing; refuse existing ones that differ.
+    Init(init::InitArgs),
     /// Emit an event (with extra writes) through a running server.
     Emit(ops::EmitArgs),
     /// Print a tenant's log; with --follow, keep printing new events.
@@ -208,6 +213,7 @@ fn main() -> ExitCode {
         Command::Relay(args) => return pipe::relay(args, &runtime),
         Command::Demo(a) => return remote(runtime.block_on(demo::run(a))),
         Command::Worker(a) => return remote(runtime.block_on(worker::run(a))),
+        Command::Init(a) => return remote(runtime.block_on(init::run(a))),
         Command::Emit(a) => return remote(runtime.block_on(ops::emit(a))),
         Command::Tail(a) => return remote(runtime.block_on(ops::tail(a))),
         Command::Verify(a) => return remote(runtime.block_on(ops::verify(a))),

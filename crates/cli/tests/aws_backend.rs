@@ -1,9 +1,11 @@
-//! `postbox verify --backend aws` against DynamoDB Local: an intact log
-//! exits 0, a tampered event is reported at its seq with exit code 4, and a
-//! missing region is refused at startup, naming what to set.
+//! The commands on `--backend aws`, against DynamoDB Local and an SQS
+//! server: `postbox verify` exits 0 on an intact log, reports a tampered
+//! event at its seq with exit code 4, and refuses to start without a region;
+//! `postbox init` creates what is missing once and refuses a table keyed
+//! otherwise, naming it and the difference.
 //!
-//! `scripts/test` runs it with `POSTBOX_TEST_DYNAMODB_ENDPOINT` set (a
-//! plain `cargo test` ignores it).
+//! `scripts/test` runs these with `POSTBOX_TEST_DYNAMODB_ENDPOINT` and
+//! `POSTBOX_TEST_SQS_ENDPOINT` set (a plain `cargo test` ignores them).
 
 use std::process::Command;
 use std::sync::Arc;
@@ -109,4 +111,88 @@ async fn verify_on_dynamodb_finds_a_tampered_event_at_its_seq() {
     let (code, out) = verify(&prefix, None, &[]);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("AWS_REGION"), "{out}");
+}
+
+/// `postbox init` with the AWS configuration of local DynamoDB and SQS.
+fn init(prefix: &str) -> (i32, String) {
+    let sqs = std::env::var("POSTBOX_TEST_SQS_ENDPOINT").expect(
+        "POSTBOX_TEST_SQS_ENDPOINT: the URL of an SQS-compatible server (scripts/test starts one)",
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_postbox"))
+        .args(["init", "--backend", "aws", "--aws-prefix", prefix])
+        .env("AWS_ENDPOINT_URL_DYNAMODB", endpoint())
+        .env("AWS_ENDPOINT_URL_SQS", sqs)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "local")
+        .env("AWS_SECRET_ACCESS_KEY", "local")
+        .env("AWS_CONFIG_FILE", "/nonexistent")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+        .env_remove("AWS_PROFILE")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DynamoDB Local and an SQS server: scripts/test runs it"]
+async fn init_creates_what_is_missing_once_and_refuses_a_table_keyed_otherwise() {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let prefix = format!("t{nanos}-init-");
+    let (code, out) = init(&prefix);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out.matches(": created").count(), 6, "{out}");
+    let config = postbox_aws::local_config(&endpoint()).await;
+    let store = DynamoStore::new(&config, &prefix);
+    let events = store
+        .describe_table(postbox_topology::EVENTS_TABLE)
+        .await
+        .unwrap();
+    assert!(
+        events
+            .stream_specification
+            .is_some_and(|s| s.stream_enabled),
+        "the events table has no stream"
+    );
+    assert_eq!(
+        store
+            .describe_time_to_live(postbox_topology::INBOX_TABLE)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("ttl")
+    );
+
+    // Again: everything exists, nothing changes.
+    let (code, out) = init(&prefix);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out.matches(": exists").count(), 6, "{out}");
+
+    // A stack whose inbox was made by hand with the wrong keys.
+    let other = format!("{prefix}x-");
+    let store = DynamoStore::new(&config, &other);
+    store
+        .create_table(postbox_store::api::CreateTableInput::keyed_by(
+            postbox_topology::INBOX_TABLE,
+            "pk",
+        ))
+        .await
+        .unwrap();
+    let (code, out) = init(&other);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains(
+            "table postbox_inbox: key schema is [pk HASH S], Postbox needs [pk HASH S, sk RANGE S]"
+        ),
+        "{out}"
+    );
 }

@@ -51,6 +51,27 @@ pub struct Inbox<S> {
     retention_ms: u64,
 }
 
+/// CreateTable of an inbox named `table`: `pk` and `sk`, strings, on
+/// demand (its TTL attribute, [`claim::attr::TTL`], is enabled after).
+pub fn table_input(table: String) -> CreateTableInput {
+    let key = |name: &str, key_type| KeySchemaElement {
+        attribute_name: name.into(),
+        key_type,
+    };
+    let def = |name: &str| AttributeDefinition {
+        attribute_name: name.into(),
+        attribute_type: ScalarType::S,
+    };
+    CreateTableInput {
+        table_name: table,
+        key_schema: vec![key("pk", KeyType::Hash), key("sk", KeyType::Range)],
+        attribute_definitions: vec![def("pk"), def("sk")],
+        billing_mode: Some("PAY_PER_REQUEST".into()),
+        provisioned_throughput: None,
+        stream_specification: None,
+    }
+}
+
 impl<S> Clone for Inbox<S> {
     fn clone(&self) -> Self {
         Inbox {
@@ -85,22 +106,7 @@ impl<S: ItemStore> Inbox<S> {
 
     /// Creates the inbox table (pk, sk; TTL on `ttl`) if it is missing.
     pub async fn create_table(&self) -> WorkerResult<()> {
-        let key = |name: &str, key_type| KeySchemaElement {
-            attribute_name: name.into(),
-            key_type,
-        };
-        let def = |name: &str| AttributeDefinition {
-            attribute_name: name.into(),
-            attribute_type: ScalarType::S,
-        };
-        let input = CreateTableInput {
-            table_name: self.table.clone(),
-            key_schema: vec![key("pk", KeyType::Hash), key("sk", KeyType::Range)],
-            attribute_definitions: vec![def("pk"), def("sk")],
-            billing_mode: Some("PAY_PER_REQUEST".into()),
-            provisioned_throughput: None,
-            stream_specification: None,
-        };
+        let input = table_input(self.table.clone());
         match self.store.create_table(input).await {
             Ok(_) | Err(StoreError::ResourceInUse(_)) => {}
             Err(e) => return Err(e.into()),

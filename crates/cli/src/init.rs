@@ -1,0 +1,268 @@
+//! `postbox init --backend aws`: creates what a node needs on AWS and is
+//! missing, for development accounts and local services; production stacks
+//! come from a template. Idempotent: what exists is checked, not changed,
+//! and a table whose keys or stream differ from what Postbox needs is
+//! refused, naming the table and the difference. Nothing else ever creates
+//! resources in an account.
+//!
+//! Tables: the events table (pk, sk; stream NEW_AND_OLD_IMAGES), the inbox
+//! (pk, sk; TTL), the Idempotency-Key requests table and the tokens table
+//! (pk; the first with TTL). Queues: the events FIFO queue with its
+//! dead-letter queue (RedrivePolicy after 20 receives).
+
+use aws_sdk_sqs::types::QueueAttributeName;
+use postbox_aws::{DynamoStore, SqsQueues};
+use postbox_store::api::{CreateTableInput, KeyType, StreamViewType, TimeToLiveSpecification};
+use postbox_store::{ItemStore, StoreError};
+use postbox_topology::Topology;
+
+use crate::backend::{Backend, BackendArgs};
+use crate::http::{EXIT_REFUSED, Failure};
+
+/// `postbox init`
+#[derive(clap::Args)]
+pub struct InitArgs {
+    #[command(flatten)]
+    backend: BackendArgs,
+}
+
+/// One table a node needs: how to create it and its TTL attribute.
+struct Want {
+    input: CreateTableInput,
+    ttl: Option<&'static str>,
+}
+
+fn tables(t: &Topology) -> Vec<Want> {
+    vec![
+        Want {
+            input: postbox_engine::layout::create_events_table(&t.events_table),
+            ttl: None,
+        },
+        Want {
+            input: postbox_worker::inbox::table_input(t.inbox_table.clone()),
+            ttl: Some(postbox_worker::claim::attr::TTL),
+        },
+        Want {
+            input: CreateTableInput::keyed_by(t.requests_table.clone(), "pk"),
+            ttl: Some(postbox_api::events::REQUESTS_TTL),
+        },
+        Want {
+            input: CreateTableInput::keyed_by(t.tokens_table.clone(), "pk"),
+            ttl: None,
+        },
+    ]
+}
+
+/// How an existing table differs from what Postbox needs, if it does.
+fn differences(want: &CreateTableInput, got: &postbox_store::api::TableDescription) -> Vec<String> {
+    let mut out = Vec::new();
+    let keys = |schema: &[postbox_store::api::KeySchemaElement],
+                defs: &[postbox_store::api::AttributeDefinition]| {
+        schema
+            .iter()
+            .map(|k| {
+                let ty = defs
+                    .iter()
+                    .find(|d| d.attribute_name == k.attribute_name)
+                    .map(|d| format!("{:?}", d.attribute_type))
+                    .unwrap_or_else(|| "?".into());
+                let role = if k.key_type == KeyType::Hash {
+                    "HASH"
+                } else {
+                    "RANGE"
+                };
+                format!("{} {role} {ty}", k.attribute_name)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (w, g) = (
+        keys(&want.key_schema, &want.attribute_definitions),
+        keys(&got.key_schema, &got.attribute_definitions),
+    );
+    if w != g {
+        out.push(format!("key schema is [{g}], Postbox needs [{w}]"));
+    }
+    let view = |s: Option<&postbox_store::api::StreamSpecification>| -> Option<StreamViewType> {
+        s.filter(|s| s.stream_enabled)
+            .and_then(|s| s.stream_view_type)
+    };
+    let want_view = view(want.stream_specification.as_ref());
+    if want_view.is_some() && view(got.stream_specification.as_ref()) != want_view {
+        out.push(format!(
+            "stream is {:?}, Postbox needs {:?}",
+            view(got.stream_specification.as_ref()),
+            want_view
+        ));
+    }
+    out
+}
+
+/// Creates `want` unless it exists; says what it did, or why the table is
+/// refused.
+async fn ensure_table(store: &DynamoStore, want: &Want) -> Result<&'static str, String> {
+    let name = &want.input.table_name;
+    let refused = |e: StoreError| format!("table {name}: {e}");
+    let outcome = match store.describe_table(name).await {
+        Ok(got) => {
+            let diff = differences(&want.input, &got);
+            if !diff.is_empty() {
+                return Err(format!("table {name}: {}", diff.join("; ")));
+            }
+            "exists"
+        }
+        Err(StoreError::ResourceNotFound(_)) => {
+            store
+                .create_table(want.input.clone())
+                .await
+                .map_err(refused)?;
+            "created"
+        }
+        Err(e) => return Err(refused(e)),
+    };
+    if let Some(attribute) = want.ttl {
+        match store.describe_time_to_live(name).await.map_err(refused)? {
+            Some(a) if a == attribute => {}
+            Some(other) => {
+                return Err(format!(
+                    "table {name}: TTL is on attribute {other:?}, Postbox needs {attribute:?}"
+                ));
+            }
+            None => {
+                let spec = TimeToLiveSpecification {
+                    enabled: true,
+                    attribute_name: attribute.into(),
+                };
+                store
+                    .update_time_to_live(name, spec)
+                    .await
+                    .map_err(refused)?;
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// Creates FIFO queue `name` with `attributes` unless it exists; returns
+/// what it did and the queue's ARN.
+async fn ensure_fifo(
+    queues: &SqsQueues,
+    name: &str,
+    attributes: &[(QueueAttributeName, String)],
+) -> Result<(&'static str, String), String> {
+    let client = queues.client();
+    let full = queues.name(name);
+    let failed = |e: &dyn std::fmt::Display| format!("queue {name}: {e}");
+    let (outcome, url) = match client.get_queue_url().queue_name(&full).send().await {
+        Ok(out) => ("exists", out.queue_url().unwrap_or_default().to_owned()),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_queue_does_not_exist()) =>
+        {
+            let mut create = client
+                .create_queue()
+                .queue_name(&full)
+                .attributes(QueueAttributeName::FifoQueue, "true");
+            for (k, v) in attributes {
+                create = create.attributes(k.clone(), v);
+            }
+            let out = create
+                .send()
+                .await
+                .map_err(|e| failed(&aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+            ("created", out.queue_url().unwrap_or_default().to_owned())
+        }
+        Err(e) => return Err(failed(&aws_sdk_sqs::error::DisplayErrorContext(e))),
+    };
+    let attrs = client
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::All)
+        .send()
+        .await
+        .map_err(|e| failed(&aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+    let got = attrs.attributes().cloned().unwrap_or_default();
+    if got.get(&QueueAttributeName::FifoQueue).map(String::as_str) != Some("true") {
+        return Err(format!("queue {name}: not a FIFO queue"));
+    }
+    Ok((
+        outcome,
+        got.get(&QueueAttributeName::QueueArn)
+            .cloned()
+            .unwrap_or_default(),
+    ))
+}
+
+pub async fn run(args: InitArgs) -> Result<(), Failure> {
+    if args.backend.backend != Backend::Aws {
+        return Err(Failure::new(
+            EXIT_REFUSED,
+            "postbox init creates resources on AWS (--backend aws); `postbox serve` creates what the embedded store needs itself",
+        ));
+    }
+    let (store, queues) = crate::backend::aws(&args.backend).await?;
+    let topology = Topology::default();
+    let mut problems = Vec::new();
+    for want in tables(&topology) {
+        match ensure_table(&store, &want).await {
+            Ok(outcome) => println!("table {}: {outcome}", want.input.table_name),
+            Err(e) => problems.push(e),
+        }
+    }
+    match ensure_fifo(&queues, &topology.events_dlq, &[]).await {
+        Ok((outcome, dlq_arn)) => {
+            println!("queue {}: {outcome}", topology.events_dlq);
+            let policy = format!(
+                r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":{}}}"#,
+                crate::node::MAX_RECEIVE_COUNT
+            );
+            match ensure_fifo(
+                &queues,
+                &topology.events_queue,
+                &[(QueueAttributeName::RedrivePolicy, policy)],
+            )
+            .await
+            {
+                Ok((outcome, _)) => println!("queue {}: {outcome}", topology.events_queue),
+                Err(e) => problems.push(e),
+            }
+        }
+        Err(e) => problems.push(e),
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::new(EXIT_REFUSED, problems.join("\n")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_keyed_otherwise_is_named_with_its_difference() {
+        let want = postbox_engine::layout::create_events_table("e");
+        let mut got = postbox_store::api::TableDescription {
+            table_name: "e".into(),
+            table_arn: String::new(),
+            table_status: "ACTIVE".into(),
+            creation_date_time: 0.0,
+            key_schema: want.key_schema.clone(),
+            attribute_definitions: want.attribute_definitions.clone(),
+            item_count: 0,
+            table_size_bytes: 0,
+            billing_mode_summary: None,
+            stream_specification: want.stream_specification.clone(),
+            latest_stream_arn: None,
+            latest_stream_label: None,
+        };
+        assert!(differences(&want, &got).is_empty());
+        got.key_schema.truncate(1);
+        got.stream_specification = None;
+        let diff = differences(&want, &got);
+        assert_eq!(diff.len(), 2, "{diff:?}");
+        assert!(diff[0].contains("key schema is [pk HASH S]"), "{diff:?}");
+        assert!(diff[1].contains("stream is None"), "{diff:?}");
+    }
+}
