@@ -18,8 +18,9 @@ use postbox_client::{Credentials, Endpoint, EndpointOptions, RemoteQueues, Remot
 use postbox_queue::QueueClient;
 use postbox_queue::{NewMessage, Queues};
 use postbox_server::{AccessKey, WireAuth};
+use postbox_store::ManualClock;
 use postbox_store::api::*;
-use postbox_store::embedded::{EmbeddedStore, ManualClock};
+use postbox_store::embedded::EmbeddedStore;
 use postbox_store::{ItemStore, StoreError};
 use serde_json::{Value, json};
 

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use postbox_store::embedded::{Clock, SystemClock};
+use postbox_store::{Clock, SystemClock};
 
 /// The system clock shifted forward by an adjustable offset.
 #[derive(Debug, Default)]

@@ -23,7 +23,8 @@ use std::sync::Arc;
 
 use common::*;
 use postbox_queue::{NewMessage, Queues, QueuesOptions, ReceiveOptions};
-use postbox_store::embedded::{Clock, EmbeddedOptions, EmbeddedStore, ManualClock, SystemClock};
+use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
+use postbox_store::{Clock, ManualClock, SystemClock};
 
 const CHILD_ENV: &str = "POSTBOX_QUEUE_CRASH_CHILD";
 const STANDARD: usize = 600;

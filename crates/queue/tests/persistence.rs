@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use common::*;
 use postbox_queue::NewMessage;
-use postbox_store::embedded::ManualClock;
+use postbox_store::ManualClock;
 
 #[tokio::test]
 async fn state_survives_reopen() {

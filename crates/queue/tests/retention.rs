@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use common::*;
 use postbox_queue::{NewMessage, Queues, QueuesOptions};
-use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore, ManualClock};
+use postbox_store::ManualClock;
+use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore};
 
 #[tokio::test]
 async fn the_sweeper_drops_expired_messages() {

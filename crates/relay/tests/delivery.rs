@@ -7,7 +7,8 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use postbox_store::embedded::{EmbeddedOptions, ManualClock};
+use postbox_store::ManualClock;
+use postbox_store::embedded::EmbeddedOptions;
 use serde_json::json;
 
 const JOBS: &str = r#"

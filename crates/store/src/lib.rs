@@ -1,11 +1,13 @@
 //! The item store: DynamoDB's data model, operations and change streams.
 //!
 //! [`ItemStore`] and [`ChangeStreams`] are the contract every backend
-//! fulfils; they know nothing of any backend. [`api`] holds the requests and
+//! fulfils; they know nothing of any backend. [`Clock`] is the time every
+//! part of a node reads, injected so tests need not sleep. [`api`] holds the requests and
 //! responses in DynamoDB's own shapes. The `embedded` module is the default
 //! backend: one durable local file.
 
 pub mod api;
+pub mod clock;
 pub mod embedded;
 mod error;
 pub mod faults;
@@ -14,6 +16,7 @@ mod query_only;
 use std::future::Future;
 use std::time::Duration;
 
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;
 pub use query_only::QueryOnly;
 

@@ -58,7 +58,7 @@ async fn faulty_store() -> (EmbeddedStore, Arc<AtomicBool>) {
         inner: InMemoryBackend::new(),
         fail: fail.clone(),
     };
-    let mut opts = options(Arc::new(postbox_store::embedded::ManualClock::new(NOW_MS)));
+    let mut opts = options(Arc::new(postbox_store::ManualClock::new(NOW_MS)));
     opts.durability = Durability::Durable;
     let store = EmbeddedStore::open_with_backend(backend, opts).unwrap();
     create(&store, "tbl", None, Some("NEW_IMAGE")).await;

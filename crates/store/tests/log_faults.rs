@@ -14,7 +14,8 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use postbox_store::embedded::{Durability, EmbeddedStore, ManualClock};
+use postbox_store::ManualClock;
+use postbox_store::embedded::{Durability, EmbeddedStore};
 use postbox_store::faults::{self, Action};
 use postbox_store::{ChangeStreams, ItemStore, StoreError};
 use serde_json::json;

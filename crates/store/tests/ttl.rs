@@ -211,7 +211,7 @@ async fn an_update_that_keeps_the_expiry_still_expires() {
 #[tokio::test]
 async fn the_background_sweeper_runs_on_its_interval() {
     let dir = tempfile::tempdir().unwrap();
-    let clock = std::sync::Arc::new(postbox_store::embedded::ManualClock::new(NOW_MS));
+    let clock = std::sync::Arc::new(postbox_store::ManualClock::new(NOW_MS));
     let mut opts = options(clock.clone());
     opts.ttl_sweep_interval = std::time::Duration::from_millis(20);
     let s = postbox_store::embedded::EmbeddedStore::open(dir.path().join("s.redb"), opts).unwrap();

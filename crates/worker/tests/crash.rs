@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use common::*;
-use postbox_store::embedded::{Clock, ManualClock, SystemClock};
+use postbox_store::{Clock, ManualClock, SystemClock};
 use postbox_worker::{ClaimKey, Handler, Status, Worker, faults, handler};
 
 const CHILD_ENV: &str = "POSTBOX_WORKER_CRASH_CHILD";

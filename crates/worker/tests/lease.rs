@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use common::*;
 use postbox_queue::ReceiveOptions;
-use postbox_store::embedded::{Clock, ManualClock, SystemClock};
+use postbox_store::{Clock, ManualClock, SystemClock};
 use postbox_worker::claim::{ClaimTarget, Decision, Lease};
 use postbox_worker::{ClaimKey, ClaimOutcome, Status, Worker, handler};
 

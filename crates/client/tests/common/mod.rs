@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use postbox_client::{Credentials, Endpoint, EndpointOptions, RemoteQueues, RemoteStore};
 use postbox_queue::{Queues, QueuesOptions};
-use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore, ManualClock};
+use postbox_store::ManualClock;
+use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 

@@ -30,7 +30,8 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
 
 use postbox_store::StoreError;
-use postbox_store::embedded::{Clock, EmbeddedStore, SystemClock, WriteContext};
+use postbox_store::embedded::{EmbeddedStore, WriteContext};
+use postbox_store::{Clock, SystemClock};
 use tokio::sync::Notify;
 
 pub use moves::{MoveTask, MoveTaskStatus};

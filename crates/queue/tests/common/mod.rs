@@ -8,7 +8,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use postbox_queue::{NewMessage, Queues, QueuesOptions, ReceiveOptions, ReceivedMessage};
-use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore, ManualClock};
+use postbox_store::ManualClock;
+use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore};
 
 /// Start of the manual clock: a plausible "now" in ms.
 pub const T0: u64 = 1_700_000_000_000;

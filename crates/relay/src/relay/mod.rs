@@ -66,7 +66,8 @@ use std::sync::Arc;
 
 use postbox_queue::{QueueError, Queues};
 use postbox_store::StoreError;
-use postbox_store::embedded::{Clock, EmbeddedStore, SystemClock};
+use postbox_store::embedded::EmbeddedStore;
+use postbox_store::{Clock, SystemClock};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 

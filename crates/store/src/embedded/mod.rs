@@ -67,7 +67,6 @@
 //!   refused; the expression forms do the same and every client has them.
 
 mod catalog;
-mod clock;
 mod context;
 mod deferred;
 mod gate;
@@ -97,9 +96,9 @@ use tokio::sync::watch;
 use crate::api::*;
 use crate::{ChangeStreams, ItemStore, StoreError, StoreResult};
 
+use crate::clock::{Clock, SystemClock};
 use catalog::{Catalog, TableMeta as Meta};
 pub use catalog::{KeyAttribute, TableMeta};
-pub use clock::{Clock, ManualClock, SystemClock};
 pub use context::WriteContext;
 pub use logged::{LoggedTable, TableOpener};
 pub use tables::{QUEUE_DEDUP, QUEUE_PAYLOADS, QUEUE_QUEUES, QUEUE_STATES, QUEUE_SYSTEM};

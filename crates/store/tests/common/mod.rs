@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use postbox_item::{Item, item_from_json};
+use postbox_store::ManualClock;
 use postbox_store::api::*;
-use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore, ManualClock};
+use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore};
 use postbox_store::{ItemStore, StoreResult};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use postbox_engine::Envelope;
 use postbox_queue::QueueClient;
-use postbox_store::embedded::Clock;
+use postbox_store::Clock;
 
 use crate::error::{WorkerError, WorkerResult};
 use crate::inbox::DEFAULT_INBOX_TABLE;
@@ -68,7 +68,7 @@ impl Default for WorkerOptions {
             claim_retention: Duration::from_secs(30 * 24 * 3600),
             wait_seconds: 1,
             order_wait_seconds: 1,
-            clock: Arc::new(postbox_store::embedded::SystemClock),
+            clock: Arc::new(postbox_store::SystemClock),
             batch: true,
             on_completed: None,
             batches_in_flight: 8,

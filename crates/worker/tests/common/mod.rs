@@ -15,7 +15,8 @@ use postbox_item::{AttributeValue, Item, item_to_json};
 use postbox_queue::{NewMessage, Queues, QueuesOptions};
 use postbox_store::ItemStore;
 use postbox_store::api::*;
-use postbox_store::embedded::{Clock, EmbeddedOptions, EmbeddedStore, SystemClock};
+use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
+use postbox_store::{Clock, SystemClock};
 use postbox_worker::{Handler, Worker, WorkerOptions};
 
 pub const QUEUE: &str = "postbox-events.fifo";
