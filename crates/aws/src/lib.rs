@@ -278,6 +278,25 @@ fn count(n: i32) -> u64 {
     n.max(0) as u64
 }
 
+/// A Query or Scan page from the SDK's answer (no items for SELECT COUNT).
+fn page(
+    select: Option<Select>,
+    items: &[std::collections::HashMap<String, sdk::AttributeValue>],
+    n: i32,
+    scanned: i32,
+    last_key: Option<&std::collections::HashMap<String, sdk::AttributeValue>>,
+) -> StoreResult<QueryOutput> {
+    let counted = matches!(select, Some(Select::Count));
+    Ok(QueryOutput {
+        items: (!counted)
+            .then(|| items.iter().map(from_sdk_item).collect::<StoreResult<_>>())
+            .transpose()?,
+        count: count(n),
+        scanned_count: count(scanned),
+        last_evaluated_key: from_sdk_opt(last_key)?,
+    })
+}
+
 fn key_of(item: &Item) -> std::collections::HashMap<String, sdk::AttributeValue> {
     to_sdk_item(item)
 }
@@ -609,20 +628,13 @@ impl ItemStore for DynamoStore {
             .send()
             .await
             .map_err(|e| error::map("Query", e))?;
-        let counted = matches!(input.select, Some(Select::Count));
-        Ok(QueryOutput {
-            items: (!counted)
-                .then(|| {
-                    out.items()
-                        .iter()
-                        .map(from_sdk_item)
-                        .collect::<StoreResult<_>>()
-                })
-                .transpose()?,
-            count: count(out.count()),
-            scanned_count: count(out.scanned_count()),
-            last_evaluated_key: from_sdk_opt(out.last_evaluated_key())?,
-        })
+        page(
+            input.select,
+            out.items(),
+            out.count(),
+            out.scanned_count(),
+            out.last_evaluated_key(),
+        )
     }
 
     async fn scan(&self, input: ScanInput) -> StoreResult<QueryOutput> {
@@ -662,20 +674,13 @@ impl ItemStore for DynamoStore {
             .send()
             .await
             .map_err(|e| error::map("Scan", e))?;
-        let counted = matches!(input.select, Some(Select::Count));
-        Ok(QueryOutput {
-            items: (!counted)
-                .then(|| {
-                    out.items()
-                        .iter()
-                        .map(from_sdk_item)
-                        .collect::<StoreResult<_>>()
-                })
-                .transpose()?,
-            count: count(out.count()),
-            scanned_count: count(out.scanned_count()),
-            last_evaluated_key: from_sdk_opt(out.last_evaluated_key())?,
-        })
+        page(
+            input.select,
+            out.items(),
+            out.count(),
+            out.scanned_count(),
+            out.last_evaluated_key(),
+        )
     }
 
     async fn batch_get_item(&self, input: BatchGetItemInput) -> StoreResult<BatchGetItemOutput> {

@@ -22,12 +22,11 @@ fn endpoint() -> String {
     )
 }
 
-/// `postbox verify --backend aws` with the AWS configuration of a local
-/// DynamoDB and nothing from this machine's own AWS files.
-fn verify(prefix: &str, region: Option<&str>, args: &[&str]) -> (i32, String) {
+/// `postbox <args>` with the AWS configuration of local services (and
+/// `region`), nothing from this machine's own AWS files.
+fn postbox(args: &[&str], region: Option<&str>) -> (i32, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_postbox"));
-    cmd.args(["verify", "--backend", "aws", "--aws-prefix", prefix])
-        .args(args)
+    cmd.args(args)
         .env("AWS_ENDPOINT_URL_DYNAMODB", endpoint())
         .env("AWS_ACCESS_KEY_ID", "local")
         .env("AWS_SECRET_ACCESS_KEY", "local")
@@ -36,6 +35,9 @@ fn verify(prefix: &str, region: Option<&str>, args: &[&str]) -> (i32, String) {
         .env_remove("AWS_PROFILE")
         .env_remove("AWS_DEFAULT_REGION")
         .env_remove("AWS_REGION");
+    if let Ok(sqs) = std::env::var("POSTBOX_TEST_SQS_ENDPOINT") {
+        cmd.env("AWS_ENDPOINT_URL_SQS", sqs);
+    }
     if let Some(r) = region {
         cmd.env("AWS_REGION", r);
     }
@@ -48,6 +50,13 @@ fn verify(prefix: &str, region: Option<&str>, args: &[&str]) -> (i32, String) {
             String::from_utf8_lossy(&out.stderr)
         ),
     )
+}
+
+/// `postbox verify --backend aws`.
+fn verify(prefix: &str, region: Option<&str>, args: &[&str]) -> (i32, String) {
+    let mut all = vec!["verify", "--backend", "aws", "--aws-prefix", prefix];
+    all.extend_from_slice(args);
+    postbox(&all, region)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -113,30 +122,14 @@ async fn verify_on_dynamodb_finds_a_tampered_event_at_its_seq() {
     assert!(out.contains("AWS_REGION"), "{out}");
 }
 
-/// `postbox init` with the AWS configuration of local DynamoDB and SQS.
+/// `postbox init --backend aws`; needs an SQS server too.
 fn init(prefix: &str) -> (i32, String) {
-    let sqs = std::env::var("POSTBOX_TEST_SQS_ENDPOINT").expect(
+    std::env::var("POSTBOX_TEST_SQS_ENDPOINT").expect(
         "POSTBOX_TEST_SQS_ENDPOINT: the URL of an SQS-compatible server (scripts/test starts one)",
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_postbox"))
-        .args(["init", "--backend", "aws", "--aws-prefix", prefix])
-        .env("AWS_ENDPOINT_URL_DYNAMODB", endpoint())
-        .env("AWS_ENDPOINT_URL_SQS", sqs)
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "local")
-        .env("AWS_SECRET_ACCESS_KEY", "local")
-        .env("AWS_CONFIG_FILE", "/nonexistent")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-        .env_remove("AWS_PROFILE")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
+    postbox(
+        &["init", "--backend", "aws", "--aws-prefix", prefix],
+        Some("us-east-1"),
     )
 }
 
