@@ -263,8 +263,8 @@ async fn reset_one<S: ItemStore>(
     }
 }
 
-/// The raw row of event `seq` of `tenant`.
-async fn read_event_row<S: ItemStore>(
+/// The raw row of event `seq` of `tenant` (a consistent read).
+pub(crate) async fn read_event_row<S: ItemStore>(
     store: &S,
     events_table: &str,
     tenant: &str,

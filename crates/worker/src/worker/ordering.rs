@@ -12,7 +12,7 @@ use postbox_engine::{Envelope, layout};
 use postbox_item::AttributeValue;
 use postbox_queue::QueueClient;
 use postbox_store::ItemStore;
-use postbox_store::api::{GetItemInput, QueryInput, Values};
+use postbox_store::api::{QueryInput, Values};
 
 use super::Worker;
 use super::process::{Boxed, Step};
@@ -176,19 +176,7 @@ pub async fn read_event<S: ItemStore>(
     tenant: &str,
     seq: u64,
 ) -> WorkerResult<Envelope> {
-    let out = store
-        .get_item(GetItemInput {
-            table_name: events_table.to_owned(),
-            key: layout::key(layout::event_pk(tenant), &layout::seq_sk(seq)),
-            consistent_read: Some(true),
-            ..Default::default()
-        })
-        .await?;
-    let item = out.item.ok_or_else(|| WorkerError::MissingEvent {
-        tenant: tenant.to_owned(),
-        seq,
-        detail: "no such row".into(),
-    })?;
+    let item = crate::replay::read_event_row(store, events_table, tenant, seq).await?;
     let (e, _) = layout::envelope_of(&item).map_err(|m| WorkerError::MissingEvent {
         tenant: tenant.to_owned(),
         seq,
