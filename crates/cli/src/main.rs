@@ -179,6 +179,29 @@ fn parse_wire_listen(text: &str) -> Result<WireListen, String> {
         .map_err(|e| format!("{e}: expected an address such as 127.0.0.1:8001, or `off`"))
 }
 
+/// Logs to stderr, filtered by POSTBOX_LOG (default `default_filter`), as
+/// text (coloured only on a terminal) or, with POSTBOX_LOG_FORMAT=json, as
+/// one JSON object per line (timestamp, level, target, fields, spans).
+fn init_logs(default_filter: &str) -> Result<(), String> {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("POSTBOX_LOG")
+        .unwrap_or_else(|_| default_filter.into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match std::env::var("POSTBOX_LOG_FORMAT").as_deref() {
+        Err(_) | Ok("text") => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        Ok("json") => builder.json().with_current_span(true).init(),
+        Ok(other) => {
+            return Err(format!(
+                "POSTBOX_LOG_FORMAT={other:?}: expected `text` or `json`"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     postbox_alloc::tune();
     let cli = Cli::parse();
@@ -192,13 +215,10 @@ fn main() -> ExitCode {
         Some(Command::Bench(_)) => "error",
         _ => "warn",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("POSTBOX_LOG")
-                .unwrap_or_else(|_| default_filter.into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    if let Err(e) = init_logs(default_filter) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -53,6 +53,7 @@ pub mod json;
 pub mod lanes;
 pub mod layout;
 pub mod schema;
+pub mod throttle;
 pub mod verify;
 pub mod writes;
 

@@ -152,6 +152,8 @@ struct Inner<Q> {
     options: RowChangeOptions,
     subscriptions: Vec<Bound>,
     counters: Counters,
+    /// "Delivered to nobody", logged once a minute per row type.
+    nobody: postbox_engine::throttle::Throttle,
 }
 
 /// The BEST_EFFORT dispatcher. Cheap to clone; clones share counters.
@@ -219,6 +221,7 @@ impl<Q: QueueClient> RowChangeConsumer<Q> {
                 options,
                 subscriptions,
                 counters: Counters::default(),
+                nobody: Default::default(),
             }),
         })
     }
@@ -303,7 +306,13 @@ impl<Q: QueueClient> RowChangeConsumer<Q> {
                 runs.spawn(async move { (label, tokio::time::timeout(timeout, run).await) });
             }
             if !matched {
-                tracing::warn!(r#type = %change.row_type, "row change delivered to nobody");
+                if let Some(held_back) = self
+                    .inner
+                    .nobody
+                    .admit(&change.row_type, std::time::Instant::now())
+                {
+                    tracing::warn!(r#type = %change.row_type, held_back, "row change delivered to nobody (logged once a minute per type)");
+                }
                 add(&c.delivered_to_nobody, 1);
             }
         }

@@ -308,6 +308,7 @@ impl<S: ItemStore> EngineBuilder<S> {
                 counters,
                 local,
                 batchers: Mutex::new(HashMap::new()),
+                nobody: Default::default(),
             }),
         })
     }
@@ -323,6 +324,8 @@ pub(crate) struct Inner<S> {
     local: LocalPool,
     /// Per-tenant batchers: (generation, queue).
     pub batchers: Mutex<HashMap<String, (u64, mpsc::UnboundedSender<batcher::Pending>)>>,
+    /// "Delivered to nobody", logged once a minute per event type.
+    pub nobody: crate::throttle::Throttle,
 }
 
 /// The event engine over an item store. Cheap to clone.
@@ -463,7 +466,12 @@ impl<S: ItemStore> Engine<S> {
         bump(&inner.counters.emitted, 1);
         if !route.delivered {
             bump(&inner.counters.undelivered, 1);
-            tracing::warn!(event = %env.id, event_type = %env.event_type, tenant = %env.tenant, seq, "event delivered to nobody: it matches no subscription on any lane");
+            if let Some(held_back) = inner
+                .nobody
+                .admit(&env.event_type, std::time::Instant::now())
+            {
+                tracing::warn!(event = %env.id, event_type = %env.event_type, tenant = %env.tenant, seq, held_back, "event delivered to nobody: it matches no subscription on any lane (logged once a minute per type; postbox_events_undelivered_total counts them all)");
+            }
         }
         inner.local.dispatch(&route, &env, &inner.counters);
         // Killed here, the event and the caller's writes are committed but

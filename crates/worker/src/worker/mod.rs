@@ -120,6 +120,8 @@ struct Inner<S, Q> {
     subscriptions: Vec<Bound>,
     order: OrderCache,
     counters: Counters,
+    /// "Delivered to nobody", logged once a minute per event type.
+    nobody: postbox_engine::throttle::Throttle,
 }
 
 impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
@@ -171,6 +173,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                 subscriptions,
                 order: OrderCache::default(),
                 counters: Counters::default(),
+                nobody: Default::default(),
             }),
         })
     }

@@ -145,7 +145,13 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         receipt: &str,
     ) -> WorkerResult<Outcome> {
         if steps.is_empty() {
-            tracing::warn!(event = %envelope.id, r#type = %envelope.event_type, "durable event delivered to nobody");
+            if let Some(held_back) = self
+                .inner
+                .nobody
+                .admit(&envelope.event_type, std::time::Instant::now())
+            {
+                tracing::warn!(event = %envelope.id, r#type = %envelope.event_type, held_back, "durable event delivered to nobody (logged once a minute per type)");
+            }
             bump(&self.inner.counters.delivered_to_nobody);
         }
         let runs = steps
