@@ -9,10 +9,18 @@
 //!   so the receiver can drop a delivery it already acted on;
 //! - `Postbox-Event-Id`, `Postbox-Event-Type`, `Postbox-Subscription`,
 //!   `Postbox-Attempt` (1 on the first delivery);
+//! - the Standard Webhooks headers (<https://www.standardwebhooks.com>), so
+//!   receivers can check deliveries with that specification's libraries:
+//!   `webhook-id` (the idempotency key), `webhook-timestamp` (unix seconds)
+//!   and `webhook-signature: v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<body>")>`;
 //! - `Postbox-Timestamp: <unix seconds>` and
-//!   `Postbox-Signature: v1=<hex HMAC-SHA256(secret, "<timestamp>.<body>")>`:
-//!   the receiver recomputes the MAC with the shared secret, compares in
-//!   constant time, and rejects old timestamps to stop replays.
+//!   `Postbox-Signature: v1=<hex HMAC-SHA256(key, "<timestamp>.<body>")>`,
+//!   Postbox's earlier scheme, for receivers written against it.
+//!
+//! The key is the shared secret: a Standard Webhooks secret `whsec_<base64>`
+//! stands for the bytes it encodes ([`signing_key`]; new data directories
+//! get one), any other secret for its own bytes. Receivers recompute the MAC,
+//! compare in constant time, and reject old timestamps to stop replays.
 //!
 //! The answer decides: 2xx completes; 408, 429, 5xx, a timeout or a
 //! connection error is retryable (the queue's backoff retries it, and a
@@ -34,6 +42,32 @@ pub fn is_webhook(reference: &str) -> bool {
     reference.starts_with("http://") || reference.starts_with("https://")
 }
 
+/// The HMAC key a webhook secret stands for: the bytes a Standard Webhooks
+/// secret (`whsec_<base64>`) encodes, else the secret's own bytes.
+pub fn signing_key(secret: &[u8]) -> Vec<u8> {
+    use base64::Engine;
+    secret
+        .strip_prefix(b"whsec_")
+        .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
+        .unwrap_or_else(|| secret.to_vec())
+}
+
+/// The `webhook-signature` value of the Standard Webhooks specification:
+/// `v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<body>")>`.
+pub fn standard_signature(key: &[u8], id: &str, timestamp: u64, body: &[u8]) -> String {
+    use base64::Engine;
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(id.as_bytes());
+    mac.update(b".");
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+    )
+}
+
 /// The MAC a signature carries: HMAC-SHA256 of `<timestamp>.<body>`.
 fn mac(secret: &[u8], timestamp: u64, body: &[u8]) -> Hmac<Sha256> {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
@@ -43,9 +77,10 @@ fn mac(secret: &[u8], timestamp: u64, body: &[u8]) -> Hmac<Sha256> {
     mac
 }
 
-/// The signature header's value for `body` sent at `timestamp`.
-pub fn signature(secret: &[u8], timestamp: u64, body: &[u8]) -> String {
-    let bytes = mac(secret, timestamp, body).finalize().into_bytes();
+/// The `Postbox-Signature` value for `body` sent at `timestamp`, with the
+/// HMAC key `key` ([`signing_key`] of the secret).
+pub fn signature(key: &[u8], timestamp: u64, body: &[u8]) -> String {
+    let bytes = mac(key, timestamp, body).finalize().into_bytes();
     format!(
         "v1={}",
         bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
@@ -81,7 +116,9 @@ pub fn verify_signature(
     else {
         return false;
     };
-    mac(secret, ts, body).verify_slice(&given).is_ok()
+    mac(&signing_key(secret), ts, body)
+        .verify_slice(&given)
+        .is_ok()
 }
 
 /// Why a webhook URL cannot be used.
@@ -170,7 +207,7 @@ pub fn webhook(
         .wrap_connector(http);
     let client: Client<Connector, Full<bytes::Bytes>> =
         Client::builder(TokioExecutor::new()).build(connector);
-    let secret = std::sync::Arc::new(secret);
+    let secret = std::sync::Arc::new(signing_key(&secret));
     Ok(postbox_worker::handler(move |d: Delivery| {
         let client = client.clone();
         let uri = uri.clone();
@@ -186,6 +223,12 @@ pub fn webhook(
                 .header("postbox-event-type", &d.envelope.event_type)
                 .header("postbox-subscription", &d.subscription)
                 .header("postbox-attempt", (d.attempt + 1).to_string())
+                .header("webhook-id", &d.idempotency_key)
+                .header("webhook-timestamp", timestamp.to_string())
+                .header(
+                    "webhook-signature",
+                    standard_signature(&secret, &d.idempotency_key, timestamp, &body),
+                )
                 .header("postbox-timestamp", timestamp.to_string())
                 .header("postbox-signature", signature(&secret, timestamp, &body))
                 .body(Full::new(bytes::Bytes::from(body)))
@@ -260,4 +303,31 @@ fn with_causes(e: &dyn std::error::Error) -> String {
         cause = c.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The example of the Standard Webhooks specification's reference
+    /// libraries.
+    #[test]
+    fn the_standard_signature_matches_the_specifications_example() {
+        let key = signing_key(b"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+        let sig = standard_signature(
+            &key,
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            1614265330,
+            br#"{"test": 2432232314}"#,
+        );
+        assert_eq!(sig, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+    }
+
+    #[test]
+    fn a_secret_without_the_prefix_is_its_own_key() {
+        assert_eq!(signing_key(b"0123abcd"), b"0123abcd");
+        assert_eq!(signing_key(b"whsec_AAEC"), [0u8, 1, 2]);
+        // Not base64 after the prefix: the bytes as given.
+        assert_eq!(signing_key(b"whsec_!!"), b"whsec_!!");
+    }
 }

@@ -445,7 +445,15 @@ fn webhook_secret(data: &Path) -> Result<Vec<u8>, String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes)
         .map_err(|e| format!("no random bytes for the webhook secret: {e}"))?;
-    let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    // A Standard Webhooks secret, which that specification's libraries take
+    // as it is.
+    let secret = {
+        use base64::Engine;
+        format!(
+            "whsec_{}",
+            base64::engine::general_purpose::STANDARD.encode(bytes)
+        )
+    };
     write_private(&path, &secret)?;
     Ok(secret.into_bytes())
 }
