@@ -19,7 +19,9 @@
 //!
 //! The key is the shared secret: a Standard Webhooks secret `whsec_<base64>`
 //! stands for the bytes it encodes ([`signing_key`]; new data directories
-//! get one), any other secret for its own bytes. Receivers recompute the MAC,
+//! get one), any other secret for its own bytes. The setting may hold two
+//! secrets separated by a space while a new one rolls out: each delivery is
+//! then signed with both ([`signing_keys`]). Receivers recompute the MAC,
 //! compare in constant time, and reject old timestamps to stop replays.
 //!
 //! The answer decides: 2xx completes; 408, 429, 5xx, a timeout or a
@@ -50,6 +52,18 @@ pub fn signing_key(secret: &[u8]) -> Vec<u8> {
         .strip_prefix(b"whsec_")
         .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
         .unwrap_or_else(|| secret.to_vec())
+}
+
+/// The keys of a secret setting that may hold several secrets separated by
+/// whitespace: while a new secret rolls out, deliveries carry a signature
+/// for each (`webhook-signature: v1,<a> v1,<b>`), so receivers holding
+/// either accept them; `Postbox-Signature` uses the first.
+pub fn signing_keys(secrets: &[u8]) -> Vec<Vec<u8>> {
+    secrets
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(signing_key)
+        .collect()
 }
 
 /// The `webhook-signature` value of the Standard Webhooks specification:
@@ -116,9 +130,9 @@ pub fn verify_signature(
     else {
         return false;
     };
-    mac(&signing_key(secret), ts, body)
-        .verify_slice(&given)
-        .is_ok()
+    signing_keys(secret)
+        .iter()
+        .any(|k| mac(k, ts, body).verify_slice(&given).is_ok())
 }
 
 /// Why a webhook URL cannot be used.
@@ -207,11 +221,14 @@ pub fn webhook(
         .wrap_connector(http);
     let client: Client<Connector, Full<bytes::Bytes>> =
         Client::builder(TokioExecutor::new()).build(connector);
-    let secret = std::sync::Arc::new(signing_key(&secret));
+    let keys = std::sync::Arc::new(signing_keys(&secret));
+    if keys.is_empty() {
+        return Err(err("the webhook secret is empty".into()));
+    }
     Ok(postbox_worker::handler(move |d: Delivery| {
         let client = client.clone();
         let uri = uri.clone();
-        let secret = secret.clone();
+        let keys = keys.clone();
         async move {
             let body = serde_json::to_vec(&d.envelope)
                 .map_err(|e| HandlerError::terminal(format!("the event cannot be encoded: {e}")))?;
@@ -227,10 +244,13 @@ pub fn webhook(
                 .header("webhook-timestamp", timestamp.to_string())
                 .header(
                     "webhook-signature",
-                    standard_signature(&secret, &d.idempotency_key, timestamp, &body),
+                    keys.iter()
+                        .map(|k| standard_signature(k, &d.idempotency_key, timestamp, &body))
+                        .collect::<Vec<_>>()
+                        .join(" "),
                 )
                 .header("postbox-timestamp", timestamp.to_string())
-                .header("postbox-signature", signature(&secret, timestamp, &body))
+                .header("postbox-signature", signature(&keys[0], timestamp, &body))
                 .body(Full::new(bytes::Bytes::from(body)))
                 .map_err(|e| HandlerError::terminal(format!("cannot build the request: {e}")))?;
             let res = match tokio::time::timeout(timeout, client.request(req)).await {
@@ -321,6 +341,13 @@ mod tests {
             br#"{"test": 2432232314}"#,
         );
         assert_eq!(sig, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+    }
+
+    #[test]
+    fn several_secrets_are_several_keys_in_order() {
+        let keys = signing_keys(b" whsec_AAEC\n raw ");
+        assert_eq!(keys, vec![vec![0u8, 1, 2], b"raw".to_vec()]);
+        assert!(signing_keys(b"  ").is_empty());
     }
 
     #[test]

@@ -70,9 +70,11 @@ print("verified")
     out.status.success()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs Python with standardwebhooks: scripts/test runs it"]
-async fn the_standard_webhooks_library_verifies_a_real_delivery() {
+/// Starts `postbox serve` with a webhook subscription to a local receiver
+/// (and `secret` in its data directory, if given), emits one event and
+/// returns the delivery's headers, body, the event id and the data
+/// directory's secret setting.
+async fn one_delivery(secret: Option<&str>) -> (HeaderMap, Vec<u8>, String, String) {
     let calls = Calls::default();
     let app = axum::Router::new()
         .route("/hook", post(receive))
@@ -103,6 +105,10 @@ handler = "http://{hook}/hook"
     )
     .unwrap();
     let data = dir.path().join("data");
+    if let Some(secret) = secret {
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::write(data.join("webhook-secret"), secret).unwrap();
+    }
     let server = Server::start(&["serve", "--catalog", catalog.to_str().unwrap()], &data);
     let tenant = server.tenant_token("acme").await;
     let (status, emitted) = call(
@@ -120,16 +126,41 @@ handler = "http://{hook}/hook"
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let (headers, body) = calls.lock().unwrap()[0].clone();
-    let secret = std::fs::read_to_string(data.join("webhook-secret")).unwrap();
-    let secret = secret.trim();
+    let setting = std::fs::read_to_string(data.join("webhook-secret"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let event_id = emitted["event"]["id"].as_str().unwrap().to_owned();
+    (headers, body, event_id, setting)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Python with standardwebhooks: scripts/test runs it"]
+async fn the_standard_webhooks_library_verifies_a_real_delivery() {
+    let (headers, body, event_id, secret) = one_delivery(None).await;
     assert!(secret.starts_with("whsec_"), "{secret}");
-    let event_id = emitted["event"]["id"].as_str().unwrap();
     assert_eq!(
         headers.get("webhook-id").unwrap(),
         &format!("{event_id}:hook")
     );
-    assert!(python_verifies(secret, &headers, &body));
+    assert!(python_verifies(&secret, &headers, &body));
     let mut tampered = body.clone();
     tampered[1] ^= 1;
-    assert!(!python_verifies(secret, &headers, &tampered));
+    assert!(!python_verifies(&secret, &headers, &tampered));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Python with standardwebhooks: scripts/test runs it"]
+async fn while_a_secret_rolls_out_receivers_with_either_accept_deliveries() {
+    use base64::Engine;
+    let b64 = |b: u8| base64::engine::general_purpose::STANDARD.encode([b; 32]);
+    let (old, new, other) = (
+        format!("whsec_{}", b64(1)),
+        format!("whsec_{}", b64(2)),
+        format!("whsec_{}", b64(3)),
+    );
+    let (headers, body, _, _) = one_delivery(Some(&format!("{old} {new}"))).await;
+    assert!(python_verifies(&old, &headers, &body));
+    assert!(python_verifies(&new, &headers, &body));
+    assert!(!python_verifies(&other, &headers, &body));
 }
