@@ -10,7 +10,7 @@ use postbox_client::RemoteStore;
 use postbox_engine::VerifyOptions;
 use serde_json::{Value, json};
 
-use crate::http::{Api, EXIT_ATTENTION, EXIT_REFUSED, Failure, Remote};
+use crate::http::{Api, EXIT_ATTENTION, EXIT_REFUSED, EXIT_UNREACHABLE, Failure, Remote};
 
 /// `postbox emit`
 #[derive(clap::Args)]
@@ -339,7 +339,17 @@ async fn verify_on<S: postbox_store::ItemStore>(
     args: &VerifyArgs,
     explain: &(dyn Fn(String) -> String + Sync),
 ) -> Result<(), Failure> {
-    let failed = |e: postbox_engine::verify::VerifyError| Failure::new(1, explain(e.to_string()));
+    let failed = |e: postbox_engine::verify::VerifyError| {
+        // A store that did not answer is "unreachable" (3), as for every
+        // client command; anything else failed (1).
+        let code = match &e {
+            postbox_engine::verify::VerifyError::Store(postbox_store::StoreError::Unavailable(
+                _,
+            )) => EXIT_UNREACHABLE,
+            _ => 1,
+        };
+        Failure::new(code, explain(e.to_string()))
+    };
     let options = VerifyOptions {
         full: args.full,
         sample: args.sample as usize,
@@ -369,11 +379,26 @@ async fn verify_on<S: postbox_store::ItemStore>(
         }
     };
     let reports = match &args.tenant {
-        Some(t) => vec![
-            postbox_engine::verify::verify_tenant(&store, &args.table, t, &options, &mut progress)
-                .await
-                .map_err(failed)?,
-        ],
+        Some(t) => {
+            let report = postbox_engine::verify::verify_tenant(
+                &store,
+                &args.table,
+                t,
+                &options,
+                &mut progress,
+            )
+            .await
+            .map_err(failed)?;
+            if report.head_seq == 0 && report.checked == 0 {
+                return Err(Failure::new(
+                    EXIT_REFUSED,
+                    format!(
+                        "tenant {t:?} has no events in the log: nothing to verify (without --tenant, every tenant is verified)"
+                    ),
+                ));
+            }
+            vec![report]
+        }
         None => postbox_engine::verify::verify_all(&store, &args.table, &options, &mut progress)
             .await
             .map_err(failed)?,

@@ -54,6 +54,13 @@ async fn verify_reports_a_byte_changed_over_the_wire_at_its_seq() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("every chain is intact"), "{out}");
 
+    // A tenant with no log is refused, not reported intact.
+    let (code, out) = verify(&base, &data, &["--tenant", "nobody"]);
+    assert_eq!(code, 2, "{out}");
+    // A server that does not answer is unreachable (exit 3).
+    let (code, out) = verify("http://127.0.0.1:9", &data, &[]);
+    assert_eq!(code, 3, "{out}");
+
     // Without the key, verify is refused and says what to do.
     let out = Command::new(env!("CARGO_BIN_EXE_postbox"))
         .args(["verify", "--endpoint", &base, "--data"])
