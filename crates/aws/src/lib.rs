@@ -28,9 +28,13 @@
 //! [`SqsQueues`] implements the queues' [`postbox_queue::QueueClient`] on
 //! SQS (`sqs`). Change streams (DynamoDB Streams) are not in this crate yet.
 
+mod config;
 mod convert;
 mod error;
+mod shapes;
 mod sqs;
+
+pub use config::{config_loader, local_config, sdk_config};
 
 pub use sqs::SqsQueues;
 
@@ -45,13 +49,11 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types as sdk;
-use postbox_item::Item;
 use postbox_store::api::*;
 use postbox_store::{ItemStore, StoreError, StoreResult};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use convert::{from_sdk_item, from_sdk_opt, to_sdk_item, to_sdk_names, to_sdk_values};
+use shapes::{key_of, no_legacy, page, to_json, wire};
 
 /// Most attempts of a transaction cancelled only by conflicts.
 const CONFLICT_ATTEMPTS: u32 = 8;
@@ -94,43 +96,6 @@ impl std::fmt::Debug for DynamoStore {
             .field("prefix", &self.prefix)
             .finish_non_exhaustive()
     }
-}
-
-/// The SDK's configuration loader on the rustls/ring HTTP client, with the
-/// SDK's default chains for credentials, region and endpoints; a caller may
-/// set any of them before loading.
-pub fn config_loader() -> aws_config::ConfigLoader {
-    use aws_smithy_http_client::tls;
-    let http = aws_smithy_http_client::Builder::new()
-        .tls_provider(tls::Provider::Rustls(
-            tls::rustls_provider::CryptoMode::Ring,
-        ))
-        .build_https();
-    aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(http)
-}
-
-/// The SDK's configuration for services on `endpoint` that accept any
-/// credentials (DynamoDB Local, a local SQS server): region `us-east-1`
-/// and placeholder keys, nothing read from the environment. For tests and
-/// local benchmarks.
-pub async fn local_config(endpoint: &str) -> aws_config::SdkConfig {
-    config_loader()
-        .endpoint_url(endpoint)
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_credential_types::Credentials::new(
-            "local",
-            "local",
-            None,
-            None,
-            "postbox-local",
-        ))
-        .load()
-        .await
-}
-
-/// The SDK's configuration from the environment ([`config_loader`]).
-pub async fn sdk_config() -> aws_config::SdkConfig {
-    config_loader().load().await
 }
 
 impl DynamoStore {
@@ -192,113 +157,6 @@ impl DynamoStore {
     fn unprefixed<'a>(&self, name: &'a str) -> Option<&'a str> {
         name.strip_prefix(&*self.prefix)
     }
-
-    fn describe(&self, t: &sdk::TableDescription) -> StoreResult<TableDescription> {
-        let name = t.table_name().unwrap_or_default();
-        Ok(TableDescription {
-            table_name: self.unprefixed(name).unwrap_or(name).to_owned(),
-            table_arn: t.table_arn().unwrap_or_default().to_owned(),
-            table_status: t
-                .table_status()
-                .map(|s| s.as_str().to_owned())
-                .unwrap_or_default(),
-            creation_date_time: t.creation_date_time().map_or(0.0, |d| d.as_secs_f64()),
-            key_schema: t
-                .key_schema()
-                .iter()
-                .map(|k| {
-                    Ok(KeySchemaElement {
-                        attribute_name: k.attribute_name().to_owned(),
-                        key_type: from_wire(k.key_type().as_str())?,
-                    })
-                })
-                .collect::<StoreResult<_>>()?,
-            attribute_definitions: t
-                .attribute_definitions()
-                .iter()
-                .map(|a| {
-                    Ok(AttributeDefinition {
-                        attribute_name: a.attribute_name().to_owned(),
-                        attribute_type: from_wire(a.attribute_type().as_str())?,
-                    })
-                })
-                .collect::<StoreResult<_>>()?,
-            item_count: t.item_count().unwrap_or(0).max(0) as u64,
-            table_size_bytes: t.table_size_bytes().unwrap_or(0).max(0) as u64,
-            billing_mode_summary: t.billing_mode_summary().and_then(|b| {
-                b.billing_mode()
-                    .map(|m| serde_json::json!({"BillingMode": m.as_str()}))
-            }),
-            stream_specification: t
-                .stream_specification()
-                .map(|s| {
-                    Ok::<_, StoreError>(StreamSpecification {
-                        stream_enabled: s.stream_enabled(),
-                        stream_view_type: s
-                            .stream_view_type()
-                            .map(|v| from_wire(v.as_str()))
-                            .transpose()?,
-                    })
-                })
-                .transpose()?,
-            latest_stream_arn: t.latest_stream_arn().map(str::to_owned),
-            latest_stream_label: t.latest_stream_label().map(str::to_owned),
-        })
-    }
-}
-
-/// An enum of the store's api as DynamoDB spells it.
-fn wire<T: Serialize>(v: &T) -> String {
-    match serde_json::to_value(v) {
-        Ok(serde_json::Value::String(s)) => s,
-        other => unreachable!("an api enum serialises to a string, not {other:?}"),
-    }
-}
-
-/// An enum of the store's api from DynamoDB's spelling.
-fn from_wire<T: DeserializeOwned>(s: &str) -> StoreResult<T> {
-    serde_json::from_value(serde_json::Value::String(s.to_owned())).map_err(|_| {
-        StoreError::Storage(format!(
-            "DynamoDB answered a value Postbox does not know: {s}"
-        ))
-    })
-}
-
-/// Refuses the pre-expression parameters, naming the first one sent.
-fn no_legacy(op: &str, params: &[(&str, bool)]) -> StoreResult<()> {
-    match params.iter().find(|(_, sent)| *sent) {
-        Some((name, _)) => Err(StoreError::Validation(format!(
-            "{op}: Postbox does not take the legacy parameter {name}; use the expression parameters"
-        ))),
-        None => Ok(()),
-    }
-}
-
-fn count(n: i32) -> u64 {
-    n.max(0) as u64
-}
-
-/// A Query or Scan page from the SDK's answer (no items for SELECT COUNT).
-fn page(
-    select: Option<Select>,
-    items: &[std::collections::HashMap<String, sdk::AttributeValue>],
-    n: i32,
-    scanned: i32,
-    last_key: Option<&std::collections::HashMap<String, sdk::AttributeValue>>,
-) -> StoreResult<QueryOutput> {
-    let counted = matches!(select, Some(Select::Count));
-    Ok(QueryOutput {
-        items: (!counted)
-            .then(|| items.iter().map(from_sdk_item).collect::<StoreResult<_>>())
-            .transpose()?,
-        count: count(n),
-        scanned_count: count(scanned),
-        last_evaluated_key: from_sdk_opt(last_key)?,
-    })
-}
-
-fn key_of(item: &Item) -> std::collections::HashMap<String, sdk::AttributeValue> {
-    to_sdk_item(item)
 }
 
 impl ItemStore for DynamoStore {
@@ -897,98 +755,4 @@ impl ItemStore for DynamoStore {
                 .collect::<StoreResult<_>>()?,
         })
     }
-}
-
-impl DynamoStore {
-    /// One action of a TransactWriteItems, to the SDK.
-    fn transact_item(&self, i: &TransactWriteItem) -> StoreResult<sdk::TransactWriteItem> {
-        let invalid =
-            |e: aws_sdk_dynamodb::error::BuildError| StoreError::Validation(e.to_string());
-        let on_failure = |r: &ReturnValuesOnConditionCheckFailure| {
-            sdk::ReturnValuesOnConditionCheckFailure::from(wire(r).as_str())
-        };
-        let mut b = sdk::TransactWriteItem::builder();
-        if let Some(p) = &i.put {
-            b = b.put(
-                sdk::Put::builder()
-                    .table_name(self.name(&p.table_name))
-                    .set_item(Some(to_sdk_item(&p.item)))
-                    .set_condition_expression(p.condition_expression.clone())
-                    .set_expression_attribute_names(to_sdk_names(
-                        p.expression_attribute_names.as_ref(),
-                    ))
-                    .set_expression_attribute_values(to_sdk_values(
-                        p.expression_attribute_values.as_ref(),
-                    ))
-                    .return_values_on_condition_check_failure(on_failure(
-                        &p.return_values_on_condition_check_failure,
-                    ))
-                    .build()
-                    .map_err(invalid)?,
-            );
-        }
-        if let Some(u) = &i.update {
-            b = b.update(
-                sdk::Update::builder()
-                    .table_name(self.name(&u.table_name))
-                    .set_key(Some(key_of(&u.key)))
-                    .update_expression(&u.update_expression)
-                    .set_condition_expression(u.condition_expression.clone())
-                    .set_expression_attribute_names(to_sdk_names(
-                        u.expression_attribute_names.as_ref(),
-                    ))
-                    .set_expression_attribute_values(to_sdk_values(
-                        u.expression_attribute_values.as_ref(),
-                    ))
-                    .return_values_on_condition_check_failure(on_failure(
-                        &u.return_values_on_condition_check_failure,
-                    ))
-                    .build()
-                    .map_err(invalid)?,
-            );
-        }
-        if let Some(d) = &i.delete {
-            b = b.delete(
-                sdk::Delete::builder()
-                    .table_name(self.name(&d.table_name))
-                    .set_key(Some(key_of(&d.key)))
-                    .set_condition_expression(d.condition_expression.clone())
-                    .set_expression_attribute_names(to_sdk_names(
-                        d.expression_attribute_names.as_ref(),
-                    ))
-                    .set_expression_attribute_values(to_sdk_values(
-                        d.expression_attribute_values.as_ref(),
-                    ))
-                    .return_values_on_condition_check_failure(on_failure(
-                        &d.return_values_on_condition_check_failure,
-                    ))
-                    .build()
-                    .map_err(invalid)?,
-            );
-        }
-        if let Some(c) = &i.condition_check {
-            b = b.condition_check(
-                sdk::ConditionCheck::builder()
-                    .table_name(self.name(&c.table_name))
-                    .set_key(Some(key_of(&c.key)))
-                    .condition_expression(&c.condition_expression)
-                    .set_expression_attribute_names(to_sdk_names(
-                        c.expression_attribute_names.as_ref(),
-                    ))
-                    .set_expression_attribute_values(to_sdk_values(
-                        c.expression_attribute_values.as_ref(),
-                    ))
-                    .return_values_on_condition_check_failure(on_failure(
-                        &c.return_values_on_condition_check_failure,
-                    ))
-                    .build()
-                    .map_err(invalid)?,
-            );
-        }
-        Ok(b.build())
-    }
-}
-
-fn to_json<T: Serialize>(v: &T) -> StoreResult<serde_json::Value> {
-    serde_json::to_value(v).map_err(|e| StoreError::Storage(e.to_string()))
 }

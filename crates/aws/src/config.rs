@@ -1,0 +1,40 @@
+//! The SDK's configuration: the AWS way (default chains for credentials,
+//! region and endpoints) on the rustls/ring HTTP client, or fixed for local
+//! services.
+
+/// The SDK's configuration loader on the rustls/ring HTTP client, with the
+/// SDK's default chains for credentials, region and endpoints; a caller may
+/// set any of them before loading.
+pub fn config_loader() -> aws_config::ConfigLoader {
+    use aws_smithy_http_client::tls;
+    let http = aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https();
+    aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(http)
+}
+
+/// The SDK's configuration for services on `endpoint` that accept any
+/// credentials (DynamoDB Local, a local SQS server): region `us-east-1`
+/// and placeholder keys, nothing read from the environment. For tests and
+/// local benchmarks.
+pub async fn local_config(endpoint: &str) -> aws_config::SdkConfig {
+    config_loader()
+        .endpoint_url(endpoint)
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_credential_types::Credentials::new(
+            "local",
+            "local",
+            None,
+            None,
+            "postbox-local",
+        ))
+        .load()
+        .await
+}
+
+/// The SDK's configuration from the environment ([`config_loader`]).
+pub async fn sdk_config() -> aws_config::SdkConfig {
+    config_loader().load().await
+}
