@@ -115,7 +115,18 @@ async fn run_on<S: postbox_store::ItemStore, Q: postbox_queue::QueueClient>(
 ) -> Result<(), Failure> {
     let worker = Worker::new(store, queues, catalog, handlers, WorkerOptions::default())
         .await
-        .map_err(|e| Failure::new(1, explain(format!("the worker refuses to start: {e}"))))?;
+        .map_err(|e| {
+            // A store or queue that did not answer is "unreachable" (3), as
+            // for every client command.
+            let code = match &e {
+                postbox_worker::WorkerError::Store(postbox_store::StoreError::Unavailable(_))
+                | postbox_worker::WorkerError::Queue(postbox_queue::QueueError::Unavailable(_)) => {
+                    crate::http::EXIT_UNREACHABLE
+                }
+                _ => 1,
+            };
+            Failure::new(code, explain(format!("the worker refuses to start: {e}")))
+        })?;
     let (stop, rx) = tokio::sync::watch::channel(false);
     let tasks: Vec<_> = (0..tasks.max(1))
         .map(|_| {

@@ -242,6 +242,24 @@ async fn a_separate_worker_process_delivers_webhooks_over_the_wire() {
     );
     let base = server.base.clone();
     let secret = std::fs::read_to_string(data.join("webhook-secret")).unwrap();
+    // Against an address where nothing answers, the worker exits 3
+    // (unreachable), as every client command does.
+    let unreachable = Command::new(env!("CARGO_BIN_EXE_postbox"))
+        .args(["worker", "--endpoint", "http://127.0.0.1:9", "--catalog"])
+        .arg(&catalog)
+        .arg("--data")
+        .arg(&data)
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env("POSTBOX_WEBHOOK_SECRET", secret.trim())
+        .output()
+        .unwrap();
+    assert_eq!(
+        unreachable.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&unreachable.stderr)
+    );
     let worker = Command::new(env!("CARGO_BIN_EXE_postbox"))
         .args(["worker", "--endpoint", &base, "--tasks", "2", "--catalog"])
         .arg(&catalog)
