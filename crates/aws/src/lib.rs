@@ -53,7 +53,7 @@ use postbox_store::api::*;
 use postbox_store::{ItemStore, StoreError, StoreResult};
 
 use convert::{from_sdk_item, from_sdk_opt, to_sdk_item, to_sdk_names, to_sdk_values};
-use shapes::{key_of, no_legacy, page, to_json, wire};
+use shapes::{key_of, no_legacy, on_failure, page, return_values, to_json, wire};
 
 /// Most attempts of a transaction cancelled only by conflicts.
 const CONFLICT_ATTEMPTS: u32 = 8;
@@ -135,6 +135,19 @@ impl DynamoStore {
             write_capacity_units: self.counters.write_milli_units.load(Ordering::Relaxed) as f64
                 / 1000.0,
         }
+    }
+
+    /// A single-item write's answer: its capacity counted, its returned
+    /// attributes.
+    fn written(
+        &self,
+        capacity: Option<&sdk::ConsumedCapacity>,
+        attributes: Option<&std::collections::HashMap<String, sdk::AttributeValue>>,
+    ) -> StoreResult<WriteOutput> {
+        self.consumed(capacity);
+        Ok(WriteOutput {
+            attributes: from_sdk_opt(attributes)?,
+        })
     }
 
     /// Counts the capacity a write consumed.
@@ -355,12 +368,10 @@ impl ItemStore for DynamoStore {
             .set_expression_attribute_values(to_sdk_values(
                 input.expression_attribute_values.as_ref(),
             ))
-            .return_values(sdk::ReturnValue::from(wire(&input.return_values).as_str()))
-            .return_values_on_condition_check_failure(
-                sdk::ReturnValuesOnConditionCheckFailure::from(
-                    wire(&input.return_values_on_condition_check_failure).as_str(),
-                ),
-            )
+            .return_values(return_values(input.return_values))
+            .return_values_on_condition_check_failure(on_failure(
+                input.return_values_on_condition_check_failure,
+            ))
             .return_consumed_capacity(sdk::ReturnConsumedCapacity::Total)
             .send()
             .await
@@ -370,10 +381,7 @@ impl ItemStore for DynamoStore {
                 }
                 _ => error::map("PutItem", e),
             })?;
-        self.consumed(out.consumed_capacity());
-        Ok(WriteOutput {
-            attributes: from_sdk_opt(out.attributes())?,
-        })
+        self.written(out.consumed_capacity(), out.attributes())
     }
 
     async fn update_item(&self, input: UpdateItemInput) -> StoreResult<WriteOutput> {
@@ -396,12 +404,10 @@ impl ItemStore for DynamoStore {
             .set_expression_attribute_values(to_sdk_values(
                 input.expression_attribute_values.as_ref(),
             ))
-            .return_values(sdk::ReturnValue::from(wire(&input.return_values).as_str()))
-            .return_values_on_condition_check_failure(
-                sdk::ReturnValuesOnConditionCheckFailure::from(
-                    wire(&input.return_values_on_condition_check_failure).as_str(),
-                ),
-            )
+            .return_values(return_values(input.return_values))
+            .return_values_on_condition_check_failure(on_failure(
+                input.return_values_on_condition_check_failure,
+            ))
             .return_consumed_capacity(sdk::ReturnConsumedCapacity::Total)
             .send()
             .await
@@ -411,10 +417,7 @@ impl ItemStore for DynamoStore {
                 }
                 _ => error::map("UpdateItem", e),
             })?;
-        self.consumed(out.consumed_capacity());
-        Ok(WriteOutput {
-            attributes: from_sdk_opt(out.attributes())?,
-        })
+        self.written(out.consumed_capacity(), out.attributes())
     }
 
     async fn delete_item(&self, input: DeleteItemInput) -> StoreResult<WriteOutput> {
@@ -435,12 +438,10 @@ impl ItemStore for DynamoStore {
             .set_expression_attribute_values(to_sdk_values(
                 input.expression_attribute_values.as_ref(),
             ))
-            .return_values(sdk::ReturnValue::from(wire(&input.return_values).as_str()))
-            .return_values_on_condition_check_failure(
-                sdk::ReturnValuesOnConditionCheckFailure::from(
-                    wire(&input.return_values_on_condition_check_failure).as_str(),
-                ),
-            )
+            .return_values(return_values(input.return_values))
+            .return_values_on_condition_check_failure(on_failure(
+                input.return_values_on_condition_check_failure,
+            ))
             .return_consumed_capacity(sdk::ReturnConsumedCapacity::Total)
             .send()
             .await
@@ -450,10 +451,7 @@ impl ItemStore for DynamoStore {
                 }
                 _ => error::map("DeleteItem", e),
             })?;
-        self.consumed(out.consumed_capacity());
-        Ok(WriteOutput {
-            attributes: from_sdk_opt(out.attributes())?,
-        })
+        self.written(out.consumed_capacity(), out.attributes())
     }
 
     async fn query(&self, input: QueryInput) -> StoreResult<QueryOutput> {

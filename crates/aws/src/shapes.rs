@@ -118,6 +118,18 @@ pub(crate) fn page(
     })
 }
 
+/// ReturnValues, as the SDK takes it.
+pub(crate) fn return_values(v: ReturnValue) -> sdk::ReturnValue {
+    sdk::ReturnValue::from(wire(&v).as_str())
+}
+
+/// ReturnValuesOnConditionCheckFailure, as the SDK takes it.
+pub(crate) fn on_failure(
+    v: ReturnValuesOnConditionCheckFailure,
+) -> sdk::ReturnValuesOnConditionCheckFailure {
+    sdk::ReturnValuesOnConditionCheckFailure::from(wire(&v).as_str())
+}
+
 pub(crate) fn key_of(item: &Item) -> std::collections::HashMap<String, sdk::AttributeValue> {
     to_sdk_item(item)
 }
@@ -130,9 +142,6 @@ impl DynamoStore {
     ) -> StoreResult<sdk::TransactWriteItem> {
         let invalid =
             |e: aws_sdk_dynamodb::error::BuildError| StoreError::Validation(e.to_string());
-        let on_failure = |r: &ReturnValuesOnConditionCheckFailure| {
-            sdk::ReturnValuesOnConditionCheckFailure::from(wire(r).as_str())
-        };
         let mut b = sdk::TransactWriteItem::builder();
         if let Some(p) = &i.put {
             b = b.put(
@@ -147,7 +156,7 @@ impl DynamoStore {
                         p.expression_attribute_values.as_ref(),
                     ))
                     .return_values_on_condition_check_failure(on_failure(
-                        &p.return_values_on_condition_check_failure,
+                        p.return_values_on_condition_check_failure,
                     ))
                     .build()
                     .map_err(invalid)?,
@@ -167,7 +176,7 @@ impl DynamoStore {
                         u.expression_attribute_values.as_ref(),
                     ))
                     .return_values_on_condition_check_failure(on_failure(
-                        &u.return_values_on_condition_check_failure,
+                        u.return_values_on_condition_check_failure,
                     ))
                     .build()
                     .map_err(invalid)?,
@@ -186,7 +195,7 @@ impl DynamoStore {
                         d.expression_attribute_values.as_ref(),
                     ))
                     .return_values_on_condition_check_failure(on_failure(
-                        &d.return_values_on_condition_check_failure,
+                        d.return_values_on_condition_check_failure,
                     ))
                     .build()
                     .map_err(invalid)?,
@@ -205,7 +214,7 @@ impl DynamoStore {
                         c.expression_attribute_values.as_ref(),
                     ))
                     .return_values_on_condition_check_failure(on_failure(
-                        &c.return_values_on_condition_check_failure,
+                        c.return_values_on_condition_check_failure,
                     ))
                     .build()
                     .map_err(invalid)?,
