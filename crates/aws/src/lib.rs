@@ -26,15 +26,25 @@
 //! embedded store refuses them.
 //!
 //! [`SqsQueues`] implements the queues' [`postbox_queue::QueueClient`] on
-//! SQS (`sqs`). Change streams (DynamoDB Streams) are not in this crate yet.
+//! SQS (`sqs`). [`StreamsRelay`] runs the relay config's pipes on DynamoDB
+//! Streams (`relay`): shards and records read with the SDK (`streams`), the
+//! order shards are read in (`lineage`), and each pipe's lease and shard
+//! checkpoints in a DynamoDB table (`pipe_state`).
 
 mod config;
 mod convert;
 mod error;
+pub mod lineage;
+pub mod pipe_state;
+pub mod relay;
 mod shapes;
 mod sqs;
+pub mod streams;
 
+pub use aws_config::SdkConfig;
 pub use config::{config_loader, local_config, sdk_config};
+pub use relay::{StreamsPipeStats, StreamsRelay, StreamsRelayOptions};
+pub use streams::Streams;
 
 pub use sqs::SqsQueues;
 
@@ -162,7 +172,7 @@ impl DynamoStore {
     }
 
     /// The DynamoDB name of Postbox's table `name`.
-    fn name(&self, name: &str) -> String {
+    pub fn name(&self, name: &str) -> String {
         format!("{}{name}", self.prefix)
     }
 

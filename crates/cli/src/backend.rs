@@ -33,8 +33,8 @@ pub struct BackendArgs {
     pub aws_prefix: String,
 }
 
-/// The store and queues on AWS, or a startup error naming what is missing.
-pub async fn aws(args: &BackendArgs) -> Result<(DynamoStore, SqsQueues), Failure> {
+/// The SDK's configuration, or a startup error naming what is missing.
+pub async fn aws_config() -> Result<postbox_aws::SdkConfig, Failure> {
     let config = postbox_aws::sdk_config().await;
     if config.region().is_none() {
         return Err(Failure::new(
@@ -42,6 +42,12 @@ pub async fn aws(args: &BackendArgs) -> Result<(DynamoStore, SqsQueues), Failure
             "--backend aws: no AWS region; set AWS_REGION (or a region in the profile AWS_PROFILE names)",
         ));
     }
+    Ok(config)
+}
+
+/// The store and queues on AWS, or a startup error naming what is missing.
+pub async fn aws(args: &BackendArgs) -> Result<(DynamoStore, SqsQueues), Failure> {
+    let config = aws_config().await?;
     Ok((
         DynamoStore::new(&config, &args.aws_prefix),
         SqsQueues::new(&config, &args.aws_prefix),

@@ -7,8 +7,10 @@
 //!
 //! Tables: the events table (pk, sk; stream NEW_AND_OLD_IMAGES), the inbox
 //! (pk, sk; TTL), the Idempotency-Key requests table and the tokens table
-//! (pk; the first with TTL). Queues: the events FIFO queue with its
-//! dead-letter queue (RedrivePolicy after 20 receives).
+//! (pk; the first with TTL), the relay's leases and shard checkpoints (pk,
+//! sk). Queues: the events FIFO queue with its dead-letter queue
+//! (RedrivePolicy after 20 receives), and the events pipe's dead-letter
+//! queue.
 
 use aws_sdk_sqs::types::QueueAttributeName;
 use postbox_aws::{DynamoStore, SqsQueues};
@@ -48,6 +50,10 @@ fn tables(t: &Topology) -> Vec<Want> {
         },
         Want {
             input: CreateTableInput::keyed_by(t.tokens_table.clone(), "pk"),
+            ttl: None,
+        },
+        Want {
+            input: postbox_aws::pipe_state::table_input(t.relay_shards_table.clone()),
             ttl: None,
         },
     ]
@@ -143,13 +149,14 @@ async fn ensure_table(store: &DynamoStore, want: &Want) -> Result<&'static str, 
     Ok(outcome)
 }
 
-/// Creates FIFO queue `name` with `attributes` unless it exists; returns
-/// what it did and the queue's ARN.
-async fn ensure_fifo(
+/// Creates queue `name` (FIFO when it ends in `.fifo`) with `attributes`
+/// unless it exists; returns what it did and the queue's ARN.
+async fn ensure_queue(
     queues: &SqsQueues,
     name: &str,
     attributes: &[(QueueAttributeName, String)],
 ) -> Result<(&'static str, String), String> {
+    let fifo = name.ends_with(".fifo");
     let client = queues.client();
     let full = queues.name(name);
     let failed = |e: &dyn std::fmt::Display| format!("queue {name}: {e}");
@@ -159,10 +166,10 @@ async fn ensure_fifo(
             if e.as_service_error()
                 .is_some_and(|s| s.is_queue_does_not_exist()) =>
         {
-            let mut create = client
-                .create_queue()
-                .queue_name(&full)
-                .attributes(QueueAttributeName::FifoQueue, "true");
+            let mut create = client.create_queue().queue_name(&full);
+            if fifo {
+                create = create.attributes(QueueAttributeName::FifoQueue, "true");
+            }
             for (k, v) in attributes {
                 create = create.attributes(k.clone(), v);
             }
@@ -182,7 +189,7 @@ async fn ensure_fifo(
         .await
         .map_err(|e| failed(&aws_sdk_sqs::error::DisplayErrorContext(e)))?;
     let got = attrs.attributes().cloned().unwrap_or_default();
-    if got.get(&QueueAttributeName::FifoQueue).map(String::as_str) != Some("true") {
+    if fifo && got.get(&QueueAttributeName::FifoQueue).map(String::as_str) != Some("true") {
         return Err(format!("queue {name}: not a FIFO queue"));
     }
     Ok((
@@ -209,14 +216,14 @@ pub async fn run(args: InitArgs) -> Result<(), Failure> {
             Err(e) => problems.push(e),
         }
     }
-    match ensure_fifo(&queues, &topology.events_dlq, &[]).await {
+    match ensure_queue(&queues, &topology.events_dlq, &[]).await {
         Ok((outcome, dlq_arn)) => {
             println!("queue {}: {outcome}", topology.events_dlq);
             let policy = format!(
                 r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":{}}}"#,
                 crate::node::MAX_RECEIVE_COUNT
             );
-            match ensure_fifo(
+            match ensure_queue(
                 &queues,
                 &topology.events_queue,
                 &[(QueueAttributeName::RedrivePolicy, policy)],
@@ -227,6 +234,10 @@ pub async fn run(args: InitArgs) -> Result<(), Failure> {
                 Err(e) => problems.push(e),
             }
         }
+        Err(e) => problems.push(e),
+    }
+    match ensure_queue(&queues, &topology.events_relay_dlq, &[]).await {
+        Ok((outcome, _)) => println!("queue {}: {outcome}", topology.events_relay_dlq),
         Err(e) => problems.push(e),
     }
     if problems.is_empty() {

@@ -1,4 +1,5 @@
-//! `postbox relay` runs the pipes of a config file on the embedded store;
+//! `postbox relay` runs the pipes of a config file on the embedded store,
+//! or with `--backend aws` on DynamoDB Streams and SQS;
 //! `postbox pipe test` runs one pipe's filters and templates over a sample
 //! record and prints the message it would send, or the error that would
 //! send the record to the dead-letter queue.
@@ -11,6 +12,9 @@ use postbox_queue::{Queues, QueuesOptions};
 use postbox_relay::{Relay, RelayConfig, RelayOptions};
 use postbox_store::ItemStore;
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
+
+use crate::backend::{Backend, BackendArgs};
+use crate::http::{EXIT_REFUSED, Failure};
 
 /// `postbox pipe ...`
 #[derive(clap::Args)]
@@ -42,7 +46,9 @@ struct TestArgs {
 /// `postbox relay`
 #[derive(clap::Args)]
 pub struct RelayArgs {
-    /// Directory holding the store's file.
+    #[command(flatten)]
+    backend: BackendArgs,
+    /// Directory holding the store's file (embedded backend).
     #[arg(long, default_value = "postbox-data", env = "POSTBOX_DATA")]
     data: PathBuf,
     /// The config file declaring the pipes.
@@ -83,13 +89,71 @@ pub fn run(args: PipeArgs) -> ExitCode {
 
 /// Runs `postbox relay` until SIGINT or SIGTERM.
 pub fn relay(args: RelayArgs, runtime: &tokio::runtime::Runtime) -> ExitCode {
-    match runtime.block_on(run_relay(args)) {
+    let result = match args.backend.backend {
+        Backend::Embedded => runtime.block_on(run_relay(args)).map_err(Failure::from),
+        Backend::Aws => runtime.block_on(run_relay_on_aws(args)),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
+            eprintln!("error: {}", e.message);
+            ExitCode::from(e.code)
         }
     }
+}
+
+/// The relay config of `args`, with at least one pipe.
+fn pipes_of(args: &RelayArgs) -> Result<RelayConfig, Failure> {
+    let config = load(&args.config).map_err(|e| Failure::new(EXIT_REFUSED, e))?;
+    if config.pipes.is_empty() {
+        return Err(Failure::new(
+            EXIT_REFUSED,
+            format!(
+                "{}: no pipes are declared (add [pipes.NAME] or relay.events_pipe = true)",
+                args.config.display()
+            ),
+        ));
+    }
+    Ok(config)
+}
+
+/// `postbox relay --backend aws`: the pipes on DynamoDB Streams, delivering
+/// to SQS, their state in the stack's relay-shards table.
+async fn run_relay_on_aws(args: RelayArgs) -> Result<(), Failure> {
+    let config = pipes_of(&args)?;
+    let sdk = crate::backend::aws_config().await?;
+    let prefix = &args.backend.aws_prefix;
+    let names: Vec<String> = config.pipes.iter().map(|p| p.name.clone()).collect();
+    let relay = postbox_aws::StreamsRelay::start(
+        postbox_aws::DynamoStore::new(&sdk, prefix),
+        postbox_aws::Streams::new(&sdk),
+        postbox_aws::SqsQueues::new(&sdk, prefix),
+        config,
+        postbox_aws::StreamsRelayOptions::default(),
+    )
+    .await
+    .map_err(|e| Failure::new(EXIT_REFUSED, e.to_string()))?;
+    println!(
+        "postbox relay running pipes {} on DynamoDB Streams (prefix {prefix:?})",
+        names.join(", ")
+    );
+    let mut every = tokio::time::interval(Duration::from_secs(args.stats_every.max(1)));
+    let stop = crate::shutdown_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => break,
+            _ = every.tick() => {
+                for s in relay.stats() {
+                    tracing::info!(pipe = %s.pipe, lease = s.holds_lease, delivered = s.delivered,
+                        filtered = s.filtered, dead = s.dead_lettered, gaps = s.gaps, "relay");
+                }
+            }
+        }
+    }
+    relay.shutdown().await;
+    tracing::info!("relay stopped cleanly");
+    Ok(())
 }
 
 /// Starts the pipes of `config` on an open store, creating the engine's events
@@ -115,13 +179,7 @@ pub async fn start_relay(
 }
 
 async fn run_relay(args: RelayArgs) -> Result<(), String> {
-    let config = load(&args.config)?;
-    if config.pipes.is_empty() {
-        return Err(format!(
-            "{}: no pipes are declared (add [pipes.NAME] or relay.events_pipe = true)",
-            args.config.display()
-        ));
-    }
+    let config = pipes_of(&args).map_err(|f| f.message)?;
     std::fs::create_dir_all(&args.data).map_err(|e| {
         format!(
             "cannot create the data directory {}: {e}",

@@ -2,7 +2,9 @@
 //! server: `postbox verify` exits 0 on an intact log, reports a tampered
 //! event at its seq with exit code 4, and refuses to start without a region;
 //! `postbox init` creates what is missing once and refuses a table keyed
-//! otherwise, naming it and the difference.
+//! otherwise, naming it and the difference; `postbox relay` delivers events
+//! emitted on DynamoDB to the events queue through DynamoDB Streams, and
+//! refuses to start on a stack without its source table.
 //!
 //! `scripts/test` runs these with `POSTBOX_TEST_DYNAMODB_ENDPOINT` and
 //! `POSTBOX_TEST_SQS_ENDPOINT` set (a plain `cargo test` ignores them).
@@ -24,10 +26,11 @@ fn endpoint() -> String {
 
 /// `postbox <args>` with the AWS configuration of local services (and
 /// `region`), nothing from this machine's own AWS files.
-fn postbox(args: &[&str], region: Option<&str>) -> (i32, String) {
+fn command(args: &[&str], region: Option<&str>) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_postbox"));
     cmd.args(args)
         .env("AWS_ENDPOINT_URL_DYNAMODB", endpoint())
+        .env("AWS_ENDPOINT_URL_DYNAMODB_STREAMS", endpoint())
         .env("AWS_ACCESS_KEY_ID", "local")
         .env("AWS_SECRET_ACCESS_KEY", "local")
         .env("AWS_CONFIG_FILE", "/nonexistent")
@@ -41,7 +44,12 @@ fn postbox(args: &[&str], region: Option<&str>) -> (i32, String) {
     if let Some(r) = region {
         cmd.env("AWS_REGION", r);
     }
-    let out = cmd.output().unwrap();
+    cmd
+}
+
+/// Runs [`command`] to its end: its exit code and output.
+fn postbox(args: &[&str], region: Option<&str>) -> (i32, String) {
+    let out = command(args, region).output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         format!(
@@ -143,7 +151,7 @@ async fn init_creates_what_is_missing_once_and_refuses_a_table_keyed_otherwise()
     let prefix = format!("t{nanos}-init-");
     let (code, out) = init(&prefix);
     assert_eq!(code, 0, "{out}");
-    assert_eq!(out.matches(": created").count(), 6, "{out}");
+    assert_eq!(out.matches(": created").count(), 8, "{out}");
     let config = postbox_aws::local_config(&endpoint()).await;
     let store = DynamoStore::new(&config, &prefix);
     let events = store
@@ -168,7 +176,7 @@ async fn init_creates_what_is_missing_once_and_refuses_a_table_keyed_otherwise()
     // Again: everything exists, nothing changes.
     let (code, out) = init(&prefix);
     assert_eq!(code, 0, "{out}");
-    assert_eq!(out.matches(": exists").count(), 6, "{out}");
+    assert_eq!(out.matches(": exists").count(), 8, "{out}");
 
     // A stack whose inbox was made by hand with the wrong keys.
     let other = format!("{prefix}x-");
@@ -188,4 +196,82 @@ async fn init_creates_what_is_missing_once_and_refuses_a_table_keyed_otherwise()
         ),
         "{out}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DynamoDB Local and an SQS server: scripts/test runs it"]
+async fn relay_on_aws_delivers_emitted_events_to_the_events_queue() {
+    use postbox_queue::QueueClient;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let prefix = format!("t{nanos}-relay-");
+    let config = std::env::temp_dir().join(format!("{prefix}pipes.toml"));
+    std::fs::write(&config, "[relay]\nevents_pipe = true\n").unwrap();
+    let config = config.to_str().unwrap().to_owned();
+    let relay_args = [
+        "relay",
+        "--backend",
+        "aws",
+        "--aws-prefix",
+        &prefix,
+        "--config",
+        &config,
+    ];
+
+    // Before `init` there is no events table to read: refused, named.
+    let (code, out) = postbox(&relay_args, Some("us-east-1"));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("source table postbox_events"), "{out}");
+
+    let (code, out) = init(&prefix);
+    assert_eq!(code, 0, "{out}");
+    let store = DynamoStore::new(&postbox_aws::local_config(&endpoint()).await, &prefix);
+    let catalog = Catalog::from_toml(
+        "[[event_types]]\nname = \"ORDER_PLACED\"\nproducers = [\"orders\"]\n",
+        "test",
+    )
+    .unwrap();
+    let engine = Engine::builder(Arc::new(store), catalog)
+        .build()
+        .await
+        .unwrap();
+    let ctx = Context::new("acme", "tester").unwrap();
+    for i in 0..5 {
+        engine
+            .emit(&ctx, "ORDER_PLACED", serde_json::json!({ "i": i }), vec![])
+            .await
+            .unwrap();
+    }
+    let child = command(&relay_args, Some("us-east-1"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sqs = std::env::var("POSTBOX_TEST_SQS_ENDPOINT").unwrap();
+    let queues = postbox_aws::SqsQueues::new(&postbox_aws::local_config(&sqs).await, &prefix);
+    let mut depth = 0;
+    for _ in 0..200 {
+        let attrs = queues
+            .queue_attributes(postbox_topology::EVENTS_QUEUE, &["All".to_owned()])
+            .await
+            .unwrap();
+        depth = attrs["ApproximateNumberOfMessages"].parse::<u64>().unwrap();
+        if depth >= 5 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // SIGTERM: the relay stops after its page and gives its lease up.
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(depth, 5, "{text}");
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("on DynamoDB Streams"), "{text}");
 }

@@ -248,6 +248,28 @@ pub struct RelayConfig {
     pub create_missing_queues: bool,
 }
 
+impl PipeSpec {
+    /// The queues this pipe may deliver to: its dead-letter queue, then its
+    /// target queue or, for a bus target, the queue targets of every bus's
+    /// rules (an event can reach any bus through the rules' bus targets).
+    pub fn queues(&self, buses: &BTreeMap<String, Vec<Rule>>) -> Vec<String> {
+        let mut wanted = vec![self.dead_letter_queue.clone()];
+        match &self.target {
+            PipeTarget::Queue(q) => wanted.push(q.queue.clone()),
+            PipeTarget::Bus { .. } => {
+                for rule in buses.values().flatten() {
+                    for t in &rule.targets {
+                        if let RuleTarget::Queue(q) = t {
+                            wanted.push(q.queue.clone());
+                        }
+                    }
+                }
+            }
+        }
+        wanted
+    }
+}
+
 impl RelayConfig {
     /// Parses and validates the relay part of a config file.
     pub fn from_toml(text: &str) -> Result<RelayConfig, ConfigError> {

@@ -41,6 +41,9 @@ pub const REQUESTS_TABLE: &str = "postbox_requests";
 pub const ACCESS_KEYS_TABLE: &str = "postbox_access_keys";
 /// Leases of relay pipes, so one relay runs each pipe.
 pub const RELAY_LEASES_TABLE: &str = "postbox_relay_leases";
+/// On AWS, the relay's state per pipe: its lease and a checkpoint per
+/// DynamoDB Streams shard (pk = pipe, sk = `LEASE` or `SHARD#<id>`).
+pub const RELAY_SHARDS_TABLE: &str = "postbox_relay_shards";
 
 /// The tables and queues of one node. [`Topology::default`] is the
 /// standard set; a test or a second node in one store may rename them.
@@ -66,6 +69,8 @@ pub struct Topology {
     pub access_keys_table: String,
     /// See [`RELAY_LEASES_TABLE`].
     pub relay_leases_table: String,
+    /// See [`RELAY_SHARDS_TABLE`].
+    pub relay_shards_table: String,
 }
 
 impl Default for Topology {
@@ -81,6 +86,7 @@ impl Default for Topology {
             requests_table: REQUESTS_TABLE.to_owned(),
             access_keys_table: ACCESS_KEYS_TABLE.to_owned(),
             relay_leases_table: RELAY_LEASES_TABLE.to_owned(),
+            relay_shards_table: RELAY_SHARDS_TABLE.to_owned(),
         }
     }
 }

@@ -10,7 +10,7 @@ use postbox_store::ChangeStreams;
 use postbox_store::embedded::EmbeddedStore;
 
 use super::RelayError;
-use crate::config::{PipeSpec, PipeTarget, Rule, RuleTarget};
+use crate::config::{PipeSpec, Rule};
 
 /// Checks a pipe's source and creates its missing queues (`create`) or
 /// refuses to start without them.
@@ -31,7 +31,7 @@ pub(super) async fn prepare(
                 spec.table
             ),
         })?;
-    for queue in wanted_queues(spec, buses) {
+    for queue in spec.queues(buses) {
         if queues.queue_exists(&queue).is_ok() {
             continue;
         }
@@ -51,26 +51,6 @@ pub(super) async fn prepare(
         tracing::info!(pipe = %spec.name, %queue, "created a missing queue");
     }
     Ok(())
-}
-
-/// The queues pipe `spec` may deliver to: its dead-letter queue, then its
-/// target queue or, for a bus target, the queue targets of every bus's
-/// rules (an event can reach any bus through the rules' bus targets).
-fn wanted_queues(spec: &PipeSpec, buses: &BTreeMap<String, Vec<Rule>>) -> Vec<String> {
-    let mut wanted = vec![spec.dead_letter_queue.clone()];
-    match &spec.target {
-        PipeTarget::Queue(q) => wanted.push(q.queue.clone()),
-        PipeTarget::Bus { .. } => {
-            for rule in buses.values().flatten() {
-                for t in &rule.targets {
-                    if let RuleTarget::Queue(q) = t {
-                        wanted.push(q.queue.clone());
-                    }
-                }
-            }
-        }
-    }
-    wanted
 }
 
 /// The attributes a missing queue is created with: a `.fifo` name makes a
@@ -94,7 +74,7 @@ mod tests {
             "[pipes.p]\nsource = \"t\"\ntarget = { queue = \"jobs.fifo\", message_group_id = \"g\" }\n",
         )
         .unwrap();
-        assert_eq!(wanted_queues(&c.pipes[0], &c.buses), ["p-dlq", "jobs.fifo"]);
+        assert_eq!(c.pipes[0].queues(&c.buses), ["p-dlq", "jobs.fifo"]);
     }
 
     #[test]
@@ -118,7 +98,7 @@ targets = [{ queue = "b" }]
 "#,
         )
         .unwrap();
-        let mut wanted = wanted_queues(&c.pipes[0], &c.buses);
+        let mut wanted = c.pipes[0].queues(&c.buses);
         wanted[1..].sort();
         assert_eq!(wanted, ["dead", "a", "b"]);
     }

@@ -1,0 +1,51 @@
+//! The relay on AWS stopped between sending a page and moving its
+//! checkpoint (fault point `relay::aws::after_send_before_checkpoint`):
+//! the next session sends the page again, and the FIFO queue keeps one
+//! copy of each event (its deduplication id is the event id). In a file of
+//! its own: fault points are process-wide.
+//!
+//! Needs DynamoDB Local and an SQS server: `scripts/test` runs it with
+//! `POSTBOX_TEST_DYNAMODB_ENDPOINT` and `POSTBOX_TEST_SQS_ENDPOINT` set.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Stack;
+use postbox_aws::relay::AFTER_SEND_BEFORE_CHECKPOINT;
+use postbox_store::faults::{self, Action};
+
+#[tokio::test]
+#[ignore = "needs DynamoDB Local and an SQS server: scripts/test runs it"]
+async fn a_page_sent_again_after_a_stop_before_its_checkpoint_is_enqueued_once() {
+    let stack = Stack::new("crash").await;
+    stack.emit(&["acme", "globex"], 5).await;
+    faults::arm(AFTER_SEND_BEFORE_CHECKPOINT, Action::Stop);
+    let relay = stack.relay("relay-1").await;
+    // The page was sent, and the session stopped before the checkpoint.
+    assert_eq!(stack.wait_for(10).await, 10);
+    let sent_before = relay.stats()[0].delivered;
+    faults::disarm(AFTER_SEND_BEFORE_CHECKPOINT);
+    // The next session (after its pause) sends the same records again.
+    for _ in 0..100 {
+        if relay.stats()[0].delivered >= sent_before + 10 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stats = relay.stats()[0].clone();
+    relay.shutdown().await;
+    assert!(
+        stats.delivered >= 20,
+        "the page was not sent again: {stats:?}"
+    );
+    let got = stack.drain().await;
+    assert_eq!(got.len(), 10, "{got:?}");
+
+    // And the checkpoint moved: a new relay sends nothing again.
+    let relay = stack.relay("relay-2").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(relay.stats()[0].delivered, 0, "{:?}", relay.stats());
+    relay.shutdown().await;
+}
