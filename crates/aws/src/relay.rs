@@ -45,7 +45,7 @@ use tokio::task::JoinHandle;
 
 use crate::lineage::{ShardState, Step, steps};
 use crate::pipe_state::{PipeState, StateError};
-use crate::streams::{ReadError, Start, StreamRecord, Streams};
+use crate::streams::{ReadError, Start, StreamRecord, StreamSource};
 use crate::{DynamoStore, SqsQueues};
 
 /// Fault point: after a page's messages were sent, before its checkpoint
@@ -152,10 +152,11 @@ impl std::fmt::Debug for StreamsRelay {
 
 impl StreamsRelay {
     /// Checks every pipe (its table has a stream; its queues exist), then
-    /// starts one task per pipe.
-    pub async fn start(
+    /// starts one task per pipe, reading the streams through `streams`
+    /// (a [`crate::Streams`] client).
+    pub async fn start<S: StreamSource>(
         store: DynamoStore,
-        streams: Streams,
+        streams: S,
         queues: SqsQueues,
         config: RelayConfig,
         options: StreamsRelayOptions,
@@ -285,11 +286,11 @@ impl From<StateError> for SessionError {
 }
 
 /// One pipe's task.
-struct Pipe {
+struct Pipe<S> {
     spec: PipeSpec,
     buses: Arc<BTreeMap<String, Vec<Rule>>>,
     store: DynamoStore,
-    streams: Streams,
+    streams: S,
     queues: SqsQueues,
     state: PipeState,
     options: StreamsRelayOptions,
@@ -303,7 +304,7 @@ struct Held {
     renew_at: u64,
 }
 
-impl Pipe {
+impl<S: StreamSource> Pipe<S> {
     fn now(&self) -> u64 {
         self.options.clock.now_ms()
     }

@@ -10,6 +10,7 @@
 //! is gone; the rest are transient and retried by the caller.
 
 use std::collections::HashMap;
+use std::future::Future;
 
 use aws_sdk_dynamodbstreams::Client;
 use aws_sdk_dynamodbstreams::error::DisplayErrorContext;
@@ -80,10 +81,46 @@ pub enum ReadError {
     Other(String),
 }
 
+/// What the relay reads a stream through: DynamoDB Streams ([`Streams`]),
+/// or in tests a scripted stream that splits shards, expires iterators
+/// and trims records, which the local services never do.
+pub trait StreamSource: Clone + Send + Sync + 'static {
+    /// Every shard of stream `arn`.
+    fn shards(&self, arn: &str) -> impl Future<Output = Result<Vec<Shard>, ReadError>> + Send;
+    /// An iterator on `shard` of stream `arn` at `start`.
+    fn iterator(
+        &self,
+        arn: &str,
+        shard: &str,
+        start: &Start,
+    ) -> impl Future<Output = Result<String, ReadError>> + Send;
+    /// Up to `limit` records from `iterator`.
+    fn records(
+        &self,
+        arn: &str,
+        iterator: &str,
+        limit: i32,
+    ) -> impl Future<Output = Result<Page, ReadError>> + Send;
+}
+
 /// A DynamoDB Streams client.
 #[derive(Clone, Debug)]
 pub struct Streams {
     client: Client,
+}
+
+impl StreamSource for Streams {
+    async fn shards(&self, arn: &str) -> Result<Vec<Shard>, ReadError> {
+        Streams::shards(self, arn).await
+    }
+
+    async fn iterator(&self, arn: &str, shard: &str, start: &Start) -> Result<String, ReadError> {
+        Streams::iterator(self, arn, shard, start).await
+    }
+
+    async fn records(&self, arn: &str, iterator: &str, limit: i32) -> Result<Page, ReadError> {
+        Streams::records(self, arn, iterator, limit).await
+    }
 }
 
 impl Streams {

@@ -1,6 +1,7 @@
 //! The relay on AWS: events emitted on DynamoDB, read from DynamoDB
 //! Streams by the default events pipe and delivered to the SQS FIFO queue,
-//! once each, in order per tenant, with one relay holding the pipe.
+//! once each, in order per tenant, with one relay holding the pipe; and the
+//! whole path on AWS, emit to relay to worker to the handler's write.
 //!
 //! Needs DynamoDB Local and an SQS server: `scripts/test` runs it with
 //! `POSTBOX_TEST_DYNAMODB_ENDPOINT` and `POSTBOX_TEST_SQS_ENDPOINT` set.
@@ -104,4 +105,79 @@ async fn a_replaced_stream_is_reported_as_a_gap_and_the_new_one_is_read() {
     assert_eq!(stats.delivered, 2, "{stats:?}");
     let seqs: Vec<u64> = stack.drain().await.into_iter().map(|(_, _, s)| s).collect();
     assert_eq!(seqs, (1..=4).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+#[ignore = "needs DynamoDB Local and an SQS server: scripts/test runs it"]
+async fn the_whole_path_on_aws_runs_each_handler_once_per_event() {
+    use postbox_item::{AttributeValue, Item};
+    use postbox_store::ItemStore;
+    use postbox_store::api::{CreateTableInput, GetItemInput};
+    use postbox_worker::{Worker, WorkerOptions, handler};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let stack = Stack::new("path").await;
+    stack
+        .store
+        .create_table(CreateTableInput::keyed_by("effects", "pk"))
+        .await
+        .unwrap();
+    let emitted = stack.emit(&["acme", "globex"], 4).await;
+    let relay = stack.relay("relay-1").await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let handlers = std::collections::HashMap::from([(
+        "orders::mirror".to_owned(),
+        handler(move |d: postbox_worker::Delivery| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let key = format!("{}#{}", d.envelope.tenant, d.envelope.seq);
+            let write = postbox_engine::Write::put(
+                "effects",
+                Item::from([("pk".to_owned(), AttributeValue::S(key))]),
+            )
+            .condition("attribute_not_exists(pk)");
+            async move { Ok(vec![write]) }
+        }),
+    )]);
+    let worker = Worker::new(
+        Arc::new(stack.store.clone()),
+        stack.queues.clone(),
+        &stack.catalog,
+        handlers,
+        WorkerOptions {
+            owner: "w1".into(),
+            queue: postbox_topology::EVENTS_QUEUE.into(),
+            wait_seconds: 1,
+            order_wait_seconds: 0,
+            ..WorkerOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    for _ in 0..100 {
+        worker.run_once().await.unwrap();
+        if worker.stats().completed >= 8 {
+            break;
+        }
+    }
+    relay.shutdown().await;
+    assert_eq!(worker.stats().completed, 8, "{:?}", worker.stats());
+    assert_eq!(runs.load(Ordering::SeqCst), 8, "a handler ran twice");
+    for e in &emitted {
+        let got = stack
+            .store
+            .get_item(GetItemInput {
+                table_name: "effects".into(),
+                key: Item::from([(
+                    "pk".to_owned(),
+                    AttributeValue::S(format!("{}#{}", e.tenant, e.seq)),
+                )]),
+                consistent_read: Some(true),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert!(got.item.is_some(), "no effect for {}#{}", e.tenant, e.seq);
+    }
 }

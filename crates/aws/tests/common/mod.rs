@@ -19,6 +19,12 @@ pub const CATALOG: &str = r#"
 [[event_types]]
 name = "ORDER_PLACED"
 producers = ["orders"]
+
+[[subscriptions]]
+name = "mirror"
+glob = "ORDER_*"
+lane = "DURABLE"
+handler = "orders::mirror"
 "#;
 
 /// The relay config of a node: the default events pipe.
@@ -37,6 +43,7 @@ pub struct Stack {
     pub streams: Streams,
     pub queues: SqsQueues,
     pub engine: Engine<DynamoStore>,
+    pub catalog: Catalog,
 }
 
 impl Stack {
@@ -66,7 +73,7 @@ impl Stack {
             .await
             .unwrap();
         let catalog = Catalog::from_toml(CATALOG, "test").unwrap();
-        let engine = Engine::builder(Arc::new(store.clone()), catalog)
+        let engine = Engine::builder(Arc::new(store.clone()), catalog.clone())
             .build()
             .await
             .unwrap();
@@ -75,6 +82,7 @@ impl Stack {
             streams,
             queues,
             engine,
+            catalog,
         }
     }
 
