@@ -15,6 +15,7 @@ use axum::http::request::Parts;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use postbox_item::{AttributeValue, Item};
+use postbox_queue::QueueClient;
 use postbox_store::api::{CreateTableInput, GetItemInput, PutItemInput};
 use postbox_store::{ItemStore, StoreError};
 use serde::Deserialize;
@@ -349,10 +350,10 @@ pub fn token_id(token: &str) -> String {
     token_hash(token)[..16].to_owned()
 }
 
-impl FromRequestParts<Api> for Caller {
+impl<S: ItemStore, Q: QueueClient> FromRequestParts<Api<S, Q>> for Caller {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, api: &Api) -> Result<Caller, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, api: &Api<S, Q>) -> Result<Caller, ApiError> {
         let header = parts
             .headers
             .get(axum::http::header::AUTHORIZATION)
@@ -414,8 +415,8 @@ fn expiry(expires_in: Option<u64>) -> Result<Option<u64>, ApiError> {
 /// `"aws": true`, an access key for the wire protocols instead (an admin
 /// one, or one scoped to `"tenant"`): `{"access_key_id",
 /// "secret_access_key"}`, once.
-pub(crate) async fn create_token(
-    State(api): State<Api>,
+pub(crate) async fn create_token<S: ItemStore, Q: QueueClient>(
+    State(api): State<Api<S, Q>>,
     caller: Caller,
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
@@ -485,8 +486,8 @@ pub(crate) async fn create_token(
 
 /// `GET /v1/tokens` (admin): every API token and wire access key, by id,
 /// without secrets.
-pub(crate) async fn list_tokens(
-    State(api): State<Api>,
+pub(crate) async fn list_tokens<S: ItemStore, Q: QueueClient>(
+    State(api): State<Api<S, Q>>,
     caller: Caller,
 ) -> Result<Json<Value>, ApiError> {
     caller.require_admin()?;
@@ -518,8 +519,8 @@ pub(crate) async fn list_tokens(
 
 /// `DELETE /v1/tokens/{id}` (admin): revokes an API token or a wire access
 /// key; the next request with it is refused.
-pub(crate) async fn revoke_token(
-    State(api): State<Api>,
+pub(crate) async fn revoke_token<S: ItemStore, Q: QueueClient>(
+    State(api): State<Api<S, Q>>,
     caller: Caller,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Result<Json<Value>, ApiError> {
@@ -540,8 +541,8 @@ pub(crate) async fn revoke_token(
 /// `POST /v1/tokens/{id}/rotate` (admin): a new API token for the same
 /// tenant and subject (and, with `{"expires_in": N}`, a new expiry; else the
 /// old one's), shown once; the old token is revoked.
-pub(crate) async fn rotate_token(
-    State(api): State<Api>,
+pub(crate) async fn rotate_token<S: ItemStore, Q: QueueClient>(
+    State(api): State<Api<S, Q>>,
     caller: Caller,
     axum::extract::Path(id): axum::extract::Path<String>,
     body: axum::body::Bytes,
@@ -586,8 +587,8 @@ pub(crate) async fn rotate_token(
 }
 
 /// Middleware of [`Api::tenant_scoped`](crate::Api::tenant_scoped).
-pub(crate) async fn scope_to_tenant(
-    State(api): State<Api>,
+pub(crate) async fn scope_to_tenant<S: ItemStore, Q: QueueClient>(
+    State(api): State<Api<S, Q>>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {

@@ -30,10 +30,10 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use postbox_engine::layout;
 use postbox_engine::{Context, EmitError, Envelope, InlineHandler, Write};
 use postbox_item::{AttributeValue, Item};
+use postbox_queue::QueueClient;
 use postbox_store::api::{
     CreateTableInput, GetItemInput, KeyType, QueryInput, TransactWriteItem, Values,
 };
-use postbox_store::embedded::EmbeddedStore;
 use postbox_store::{ItemStore, StoreError};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -68,7 +68,10 @@ fn parse_value(body: &[u8]) -> Result<Value, ApiError> {
 /// client sending its body a byte at a time does not hold the connection),
 /// a malformed body (a broken chunked encoding, a connection cut mid-body)
 /// 400.
-pub(crate) async fn read_body(api: &Api, body: Body) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_body<S: ItemStore, Q: QueueClient>(
+    api: &Api<S, Q>,
+    body: Body,
+) -> Result<Bytes, ApiError> {
     use postbox_server::BodyError;
     let limit = api.inner.config.max_body_bytes;
     let timeout = api.inner.config.body_timeout;
@@ -99,8 +102,8 @@ pub(crate) async fn read_body(api: &Api, body: Body) -> Result<Bytes, ApiError> 
 /// `ApiConfig::idempotency_ttl_secs`.
 pub const REQUESTS_TTL: &str = "expires_at";
 
-pub(crate) async fn ensure_requests_table(
-    store: &EmbeddedStore,
+pub(crate) async fn ensure_requests_table<S: ItemStore>(
+    store: &S,
     table: &str,
 ) -> Result<(), ApiError> {
     let input = CreateTableInput::keyed_by(table.to_owned(), "pk");
@@ -135,8 +138,8 @@ struct EmitRequest {
 }
 
 /// `POST /v1/events`.
-pub(crate) async fn emit(
-    State(api): State<Api>,
+pub(crate) async fn emit<S: ItemStore, Q: QueueClient>(
+    State(api): State<Api<S, Q>>,
     caller: Caller,
     headers: HeaderMap,
     body: Body,
@@ -246,7 +249,10 @@ pub(crate) async fn emit(
 
 /// Takes one emit from `tenant`'s budget (a token bucket of the catalog's
 /// `[limits]`), or 429 with the seconds until one is there.
-fn take_emit_budget(api: &Api, tenant: &str) -> Result<(), ApiError> {
+fn take_emit_budget<S: ItemStore, Q: QueueClient>(
+    api: &Api<S, Q>,
+    tenant: &str,
+) -> Result<(), ApiError> {
     let Some((rate, burst)) = api.inner.engine.catalog().limits.tenant_emits() else {
         return Ok(());
     };
@@ -285,8 +291,8 @@ fn request_row(pk: &str, body_hash: &str, seq: u64, expires_at: u64) -> Item {
 /// from the log: the row commits with the event, so a keyed emit costs one
 /// commit and its answer can never be lost. (Rows written by earlier
 /// versions may also hold the answer's text; it is used when present.)
-async fn remembered(
-    api: &Api,
+async fn remembered<S: ItemStore, Q: QueueClient>(
+    api: &Api<S, Q>,
     tenant: &str,
     pk: &str,
     body_hash: &str,
@@ -335,8 +341,8 @@ async fn remembered(
 
 /// Postbox's own tables cannot be written through the API, and a write's
 /// partition key must be in the caller's namespace.
-async fn check_write(
-    api: &Api,
+async fn check_write<S: ItemStore, Q: QueueClient>(
+    api: &Api<S, Q>,
     tenant: &str,
     index: usize,
     item: &TransactWriteItem,
@@ -448,8 +454,8 @@ pub(crate) struct LogQuery {
 
 /// Events of `tenant` from seq `from`, at most `limit`, each as its seq
 /// and its JSON (`{"event": .., "hash": ..}`).
-async fn page(
-    api: &Api,
+async fn page<S: ItemStore, Q: QueueClient>(
+    api: &Api<S, Q>,
     tenant: &str,
     from: u64,
     limit: usize,
@@ -490,8 +496,8 @@ fn next_seq(events: &[(u64, Value)], from: u64) -> u64 {
 }
 
 /// `GET /v1/events?from=1&limit=100`: the caller's log, oldest first.
-pub(crate) async fn read(
-    State(api): State<Api>,
+pub(crate) async fn read<S: ItemStore, Q: QueueClient>(
+    State(api): State<Api<S, Q>>,
     caller: Caller,
     query: Result<Query<LogQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
@@ -514,8 +520,8 @@ pub(crate) async fn read(
 /// `GET /v1/events/stream?from=1`: the caller's log as server-sent events,
 /// following new events as they commit. Each event's SSE id is its seq, so
 /// a client that reconnects with `Last-Event-ID` resumes after it.
-pub(crate) async fn follow(
-    State(api): State<Api>,
+pub(crate) async fn follow<S: ItemStore, Q: QueueClient>(
+    State(api): State<Api<S, Q>>,
     caller: Caller,
     headers: HeaderMap,
     query: Result<Query<LogQuery>, axum::extract::rejection::QueryRejection>,
@@ -574,13 +580,13 @@ pub(crate) async fn follow(
 
 /// One open log stream of a caller, counted while it lives: a caller may
 /// hold `ApiConfig::max_streams_per_token` at once.
-struct StreamSlot {
-    api: Api,
+struct StreamSlot<S, Q> {
+    api: Api<S, Q>,
     key: (Option<String>, String),
 }
 
-impl StreamSlot {
-    fn take(api: &Api, caller: &Caller) -> Result<StreamSlot, ApiError> {
+impl<S, Q> StreamSlot<S, Q> {
+    fn take(api: &Api<S, Q>, caller: &Caller) -> Result<StreamSlot<S, Q>, ApiError> {
         let key = (caller.tenant.clone(), caller.subject.clone());
         let max = api.inner.config.max_streams_per_token;
         let mut open = api.inner.streams.lock().expect("stream counts");
@@ -600,7 +606,7 @@ impl StreamSlot {
     }
 }
 
-impl Drop for StreamSlot {
+impl<S, Q> Drop for StreamSlot<S, Q> {
     fn drop(&mut self) {
         let mut open = self.api.inner.streams.lock().expect("stream counts");
         if let Some(n) = open.get_mut(&self.key) {

@@ -30,7 +30,8 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{any, delete, get, post};
 use postbox_engine::Engine;
-use postbox_queue::Queues;
+use postbox_queue::{QueueClient, Queues};
+use postbox_store::ItemStore;
 use postbox_store::embedded::EmbeddedStore;
 use postbox_worker::Inbox;
 
@@ -125,18 +126,26 @@ pub struct Sources {
     pub report: Option<ReportSource>,
 }
 
-/// Everything a request handler reaches.
-#[derive(Clone)]
-pub struct Api {
-    pub(crate) inner: Arc<Inner>,
+/// Everything a request handler reaches, on any backend: the store `S`
+/// (the embedded store by default, DynamoDB on AWS) and the queues `Q`.
+pub struct Api<S = EmbeddedStore, Q = Queues> {
+    pub(crate) inner: Arc<Inner<S, Q>>,
 }
 
-pub(crate) struct Inner {
-    pub(crate) store: Arc<EmbeddedStore>,
-    pub(crate) engine: Arc<Engine<EmbeddedStore>>,
-    pub(crate) queues: Queues,
-    pub(crate) inbox: Inbox<EmbeddedStore>,
-    pub(crate) tokens: Tokens<EmbeddedStore>,
+impl<S, Q> Clone for Api<S, Q> {
+    fn clone(&self) -> Self {
+        Api {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+pub(crate) struct Inner<S, Q> {
+    pub(crate) store: Arc<S>,
+    pub(crate) engine: Arc<Engine<S>>,
+    pub(crate) queues: Q,
+    pub(crate) inbox: Inbox<S>,
+    pub(crate) tokens: Tokens<S>,
     pub(crate) config: ApiConfig,
     pub(crate) sources: Sources,
     pub(crate) requests: ops::RequestCounters,
@@ -148,19 +157,19 @@ pub(crate) struct Inner {
         std::sync::Mutex<std::collections::HashMap<(Option<String>, String), usize>>,
 }
 
-impl Api {
+impl<S: ItemStore, Q: QueueClient> Api<S, Q> {
     /// The API over a running engine and its queues. Creates the tokens and
     /// requests tables if they are missing.
     pub async fn new(
-        engine: Arc<Engine<EmbeddedStore>>,
-        queues: Queues,
+        engine: Arc<Engine<S>>,
+        queues: Q,
         config: ApiConfig,
         sources: Sources,
-    ) -> Result<Api, ApiError> {
+    ) -> Result<Api<S, Q>, ApiError> {
         let store = engine.store().clone();
         let tokens = Tokens::new(store.clone(), config.tokens_table.clone());
         tokens.ensure_table().await?;
-        events::ensure_requests_table(&store, &config.requests_table).await?;
+        events::ensure_requests_table(store.as_ref(), &config.requests_table).await?;
         let inbox = Inbox::new(store.clone(), config.inbox_table.clone(), 0);
         // Dead letters and the report read the inbox even before a worker ran.
         inbox.create_table().await?;
@@ -179,9 +188,33 @@ impl Api {
             }),
         })
     }
+}
 
+impl Api<EmbeddedStore, Queues> {
+    /// [`Api::new`] on the embedded backend, with the store's and the
+    /// queues' own metrics (`ops::embedded_metrics`) before those of
+    /// `sources`.
+    pub async fn embedded(
+        engine: Arc<Engine<EmbeddedStore>>,
+        queues: Queues,
+        config: ApiConfig,
+        mut sources: Sources,
+    ) -> Result<Self, ApiError> {
+        let own = ops::embedded_metrics(engine.store().as_ref().clone(), queues.clone());
+        let rest = sources.metrics.take();
+        sources.metrics = Some(Arc::new(move |out: &mut String| {
+            own(out);
+            if let Some(rest) = &rest {
+                rest(out);
+            }
+        }));
+        Api::new(engine, queues, config, sources).await
+    }
+}
+
+impl<S: ItemStore, Q: QueueClient> Api<S, Q> {
     /// The token store, to create tokens at startup or from tests.
-    pub fn tokens(&self) -> &Tokens<EmbeddedStore> {
+    pub fn tokens(&self) -> &Tokens<S> {
         &self.inner.tokens
     }
 
@@ -192,7 +225,7 @@ impl Api {
     pub fn tenant_scoped(&self, routes: Router) -> Router {
         routes.layer(axum::middleware::from_fn_with_state(
             self.clone(),
-            auth::scope_to_tenant,
+            auth::scope_to_tenant::<S, Q>,
         ))
     }
 
@@ -200,26 +233,29 @@ impl Api {
     pub fn router(&self) -> Router {
         Router::new()
             .route("/v1/health", get(ops::health))
-            .route("/v1/ready", get(ops::ready))
+            .route("/v1/ready", get(ops::ready::<S, Q>))
             .route("/v1/openapi.json", get(openapi::serve))
-            .route("/v1/events", post(events::emit).get(events::read))
-            .route("/v1/events/stream", get(events::follow))
-            .route("/v1/dead-letters", get(ops::dead_letters))
-            .route("/v1/dead-letters/replay", post(ops::replay))
-            .route("/v1/queues/redrive", post(ops::redrive))
-            .route("/v1/catalog", get(ops::catalog))
-            .route("/v1/reconciliation", get(ops::reconciliation))
-            .route("/v1/metrics", get(ops::metrics))
+            .route(
+                "/v1/events",
+                post(events::emit::<S, Q>).get(events::read::<S, Q>),
+            )
+            .route("/v1/events/stream", get(events::follow::<S, Q>))
+            .route("/v1/dead-letters", get(ops::dead_letters::<S, Q>))
+            .route("/v1/dead-letters/replay", post(ops::replay::<S, Q>))
+            .route("/v1/queues/redrive", post(ops::redrive::<S, Q>))
+            .route("/v1/catalog", get(ops::catalog::<S, Q>))
+            .route("/v1/reconciliation", get(ops::reconciliation::<S, Q>))
+            .route("/v1/metrics", get(ops::metrics::<S, Q>))
             .route(
                 "/v1/tokens",
-                post(auth::create_token).get(auth::list_tokens),
+                post(auth::create_token::<S, Q>).get(auth::list_tokens::<S, Q>),
             )
-            .route("/v1/tokens/{id}", delete(auth::revoke_token))
-            .route("/v1/tokens/{id}/rotate", post(auth::rotate_token))
+            .route("/v1/tokens/{id}", delete(auth::revoke_token::<S, Q>))
+            .route("/v1/tokens/{id}/rotate", post(auth::rotate_token::<S, Q>))
             .route("/v1/{*rest}", any(error::not_found))
             .layer(axum::middleware::from_fn_with_state(
                 self.clone(),
-                ops::count_requests,
+                ops::count_requests::<S, Q>,
             ))
             .with_state(self.clone())
     }

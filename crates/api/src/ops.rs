@@ -10,6 +10,7 @@ use axum::extract::{Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use postbox_queue::QueueClient;
 use postbox_store::ItemStore;
 use postbox_worker::deadletter::DeadLetter;
 use postbox_worker::replay::{self, Selection};
@@ -27,8 +28,8 @@ pub(crate) struct RequestCounters {
 }
 
 /// Counts every answered request by status class.
-pub(crate) async fn count_requests(
-    State(api): State<Api>,
+pub(crate) async fn count_requests<S: ItemStore, Q: QueueClient>(
+    State(api): State<Api<S, Q>>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -47,7 +48,9 @@ pub(crate) async fn health() -> Json<Value> {
 
 /// `GET /v1/ready`: the store answers reads. No token needed, so it costs
 /// one point read (never a count of the events table).
-pub(crate) async fn ready(State(api): State<Api>) -> Result<Json<Value>, ApiError> {
+pub(crate) async fn ready<S: ItemStore, Q: QueueClient>(
+    State(api): State<Api<S, Q>>,
+) -> Result<Json<Value>, ApiError> {
     use postbox_engine::layout;
     let key = layout::key(layout::event_pk("_ready"), &layout::seq_sk(0));
     api.inner
@@ -132,8 +135,8 @@ impl SelectionQuery {
 }
 
 /// `GET /v1/dead-letters`.
-pub(crate) async fn dead_letters(
-    State(api): State<Api>,
+pub(crate) async fn dead_letters<S: ItemStore, Q: QueueClient>(
+    State(api): State<Api<S, Q>>,
     caller: Caller,
     query: Result<Query<SelectionQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
@@ -147,8 +150,8 @@ pub(crate) async fn dead_letters(
 
 /// `POST /v1/dead-letters/replay`: resets the selected dead letters' claims
 /// and sends their events again (`"dry_run": true` only lists them).
-pub(crate) async fn replay(
-    State(api): State<Api>,
+pub(crate) async fn replay<S: ItemStore, Q: QueueClient>(
+    State(api): State<Api<S, Q>>,
     caller: Caller,
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
@@ -192,8 +195,8 @@ pub(crate) async fn replay(
 
 /// `POST /v1/queues/redrive` (admin): moves the events queue's dead-letter
 /// queue back, clearing the claims its messages need first.
-pub(crate) async fn redrive(
-    State(api): State<Api>,
+pub(crate) async fn redrive<S: ItemStore, Q: QueueClient>(
+    State(api): State<Api<S, Q>>,
     caller: Caller,
 ) -> Result<Json<Value>, ApiError> {
     caller.require_admin()?;
@@ -202,6 +205,7 @@ pub(crate) async fn redrive(
         .inner
         .queues
         .queue_attributes(&cfg.queue, &["RedrivePolicy".to_owned()])
+        .await
         .map_err(|e| ApiError::not_found(format!("queue {}: {e}", cfg.queue)))?;
     let dlq = attrs
         .get("RedrivePolicy")
@@ -235,8 +239,8 @@ pub(crate) struct CatalogQuery {
 
 /// `GET /v1/catalog`: the catalog and its contract report (JSON, or
 /// Markdown with `?format=markdown`).
-pub(crate) async fn catalog(
-    State(api): State<Api>,
+pub(crate) async fn catalog<S: ItemStore, Q: QueueClient>(
+    State(api): State<Api<S, Q>>,
     _caller: Caller,
     query: Result<Query<CatalogQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -258,8 +262,8 @@ pub(crate) async fn catalog(
 
 /// `GET /v1/reconciliation`: the whole report for an admin token, the
 /// caller's own line for a tenant token.
-pub(crate) async fn reconciliation(
-    State(api): State<Api>,
+pub(crate) async fn reconciliation<S: ItemStore, Q: QueueClient>(
+    State(api): State<Api<S, Q>>,
     caller: Caller,
 ) -> Result<Json<Value>, ApiError> {
     let cfg = &api.inner.config;
@@ -333,7 +337,10 @@ pub(crate) async fn reconciliation(
 }
 
 /// `GET /v1/metrics` (admin): Prometheus text exposition.
-pub(crate) async fn metrics(State(api): State<Api>, caller: Caller) -> Result<Response, ApiError> {
+pub(crate) async fn metrics<S: ItemStore, Q: QueueClient>(
+    State(api): State<Api<S, Q>>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
     caller.require_admin()?;
     let mut out = String::new();
     let s = api.inner.engine.stats();
@@ -393,38 +400,6 @@ pub(crate) async fn metrics(State(api): State<Api>, caller: Caller) -> Result<Re
     }
     let _ = writeln!(
         out,
-        "# HELP postbox_queue_messages Messages in a queue by state."
-    );
-    let _ = writeln!(out, "# TYPE postbox_queue_messages gauge");
-    let all = api.inner.queues.all_stats();
-    for q in &all {
-        for (state, v) in [
-            ("visible", q.visible),
-            ("in_flight", q.in_flight),
-            ("delayed", q.delayed),
-        ] {
-            let _ = writeln!(
-                out,
-                "postbox_queue_messages{{queue=\"{}\",state=\"{state}\"}} {v}",
-                q.name
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP postbox_queue_oldest_message_age_seconds Age of the oldest message."
-    );
-    let _ = writeln!(out, "# TYPE postbox_queue_oldest_message_age_seconds gauge");
-    for q in &all {
-        let _ = writeln!(
-            out,
-            "postbox_queue_oldest_message_age_seconds{{queue=\"{}\"}} {}",
-            q.name,
-            q.oldest_age_ms as f64 / 1000.0
-        );
-    }
-    let _ = writeln!(
-        out,
         "# HELP postbox_http_requests_total API requests answered, by status class."
     );
     let _ = writeln!(out, "# TYPE postbox_http_requests_total counter");
@@ -433,31 +408,6 @@ pub(crate) async fn metrics(State(api): State<Api>, caller: Caller) -> Result<Re
             out,
             "postbox_http_requests_total{{class=\"{class}xx\"}} {}",
             c.load(Ordering::Relaxed)
-        );
-    }
-    let w = api.inner.store.writer_stats();
-    counter(
-        &mut out,
-        "postbox_store_commits_total",
-        "Store transactions committed (group commits).",
-        w.commits,
-    );
-    counter(
-        &mut out,
-        "postbox_store_operations_total",
-        "Store write operations committed; over postbox_store_commits_total, the mean group size.",
-        w.operations,
-    );
-    let _ = writeln!(
-        out,
-        "# HELP postbox_store_writer_seconds_total Time the store's writer thread spent running operations and committing them."
-    );
-    let _ = writeln!(out, "# TYPE postbox_store_writer_seconds_total counter");
-    for (phase, us) in [("run", w.run_us), ("commit", w.commit_us)] {
-        let _ = writeln!(
-            out,
-            "postbox_store_writer_seconds_total{{phase=\"{phase}\"}} {}",
-            us as f64 / 1e6
         );
     }
     if let Some(source) = &api.inner.sources.metrics {
@@ -472,6 +422,74 @@ pub(crate) async fn metrics(State(api): State<Api>, caller: Caller) -> Result<Re
         out,
     )
         .into_response())
+}
+
+/// The embedded backend's own metrics: messages per queue and state, the
+/// oldest message's age, and the store's writer (commits, operations, time
+/// running and committing). [`crate::Api::embedded`] adds them.
+pub fn embedded_metrics(
+    store: postbox_store::embedded::EmbeddedStore,
+    queues: postbox_queue::Queues,
+) -> impl Fn(&mut String) + Send + Sync + 'static {
+    move |out: &mut String| {
+        let _ = writeln!(
+            out,
+            "# HELP postbox_queue_messages Messages in a queue by state."
+        );
+        let _ = writeln!(out, "# TYPE postbox_queue_messages gauge");
+        let all = queues.all_stats();
+        for q in &all {
+            for (state, v) in [
+                ("visible", q.visible),
+                ("in_flight", q.in_flight),
+                ("delayed", q.delayed),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "postbox_queue_messages{{queue=\"{}\",state=\"{state}\"}} {v}",
+                    q.name
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP postbox_queue_oldest_message_age_seconds Age of the oldest message."
+        );
+        let _ = writeln!(out, "# TYPE postbox_queue_oldest_message_age_seconds gauge");
+        for q in &all {
+            let _ = writeln!(
+                out,
+                "postbox_queue_oldest_message_age_seconds{{queue=\"{}\"}} {}",
+                q.name,
+                q.oldest_age_ms as f64 / 1000.0
+            );
+        }
+        let w = store.writer_stats();
+        counter(
+            out,
+            "postbox_store_commits_total",
+            "Store transactions committed (group commits).",
+            w.commits,
+        );
+        counter(
+            out,
+            "postbox_store_operations_total",
+            "Store write operations committed; over postbox_store_commits_total, the mean group size.",
+            w.operations,
+        );
+        let _ = writeln!(
+            out,
+            "# HELP postbox_store_writer_seconds_total Time the store's writer thread spent running operations and committing them."
+        );
+        let _ = writeln!(out, "# TYPE postbox_store_writer_seconds_total counter");
+        for (phase, us) in [("run", w.run_us), ("commit", w.commit_us)] {
+            let _ = writeln!(
+                out,
+                "postbox_store_writer_seconds_total{{phase=\"{phase}\"}} {}",
+                us as f64 / 1e6
+            );
+        }
+    }
 }
 
 /// Writes one counter with its HELP and TYPE lines.

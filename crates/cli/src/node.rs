@@ -305,7 +305,7 @@ impl Node {
             )));
         }
         let sources = sources(relay_stats, worker, verified);
-        let api = Api::new(
+        let api = Api::embedded(
             engine.clone(),
             queues.clone(),
             ApiConfig {

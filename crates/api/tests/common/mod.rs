@@ -70,7 +70,7 @@ pub async fn env_with(catalog: &str) -> Env {
         .build()
         .await
         .unwrap();
-    let api = Api::new(
+    let api = Api::embedded(
         Arc::new(engine),
         queues,
         ApiConfig {
