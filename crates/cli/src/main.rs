@@ -12,6 +12,7 @@ mod demo;
 mod http;
 mod init;
 mod node;
+mod node_aws;
 mod ops;
 mod pipe;
 mod verifier;
@@ -154,6 +155,10 @@ struct ServeArgs {
     /// keep-alive connection is kept.
     #[arg(long, default_value_t = 10, env = "POSTBOX_HEADER_TIMEOUT", value_parser = clap::value_parser!(u64).range(1..=3600))]
     header_timeout: u64,
+    /// `--backend aws`: serve on DynamoDB, DynamoDB Streams and SQS (the
+    /// stack `postbox init --backend aws` created) instead of a local file.
+    #[command(flatten)]
+    backend: backend::BackendArgs,
 }
 
 /// `--wire-auth`.
@@ -226,33 +231,26 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = match cli.command.unwrap_or(Command::Serve(cli.serve)) {
-        Command::Serve(args) => runtime.block_on(serve(args)),
-        Command::Catalog(args) => return catalog::run(args),
-        Command::Pipe(args) => return pipe::run(args),
-        Command::Relay(args) => return pipe::relay(args, &runtime),
-        Command::Demo(a) => return remote(runtime.block_on(demo::run(a))),
-        Command::Worker(a) => return remote(runtime.block_on(worker::run(a))),
-        Command::Init(a) => return remote(runtime.block_on(init::run(a))),
-        Command::Emit(a) => return remote(runtime.block_on(ops::emit(a))),
-        Command::Tail(a) => return remote(runtime.block_on(ops::tail(a))),
-        Command::Verify(a) => return remote(runtime.block_on(ops::verify(a))),
-        Command::Status(a) => return remote(runtime.block_on(ops::status(a))),
-        Command::DeadLetters(a) => return remote(runtime.block_on(ops::dead_letters(a))),
-        Command::Redrive(a) => return remote(runtime.block_on(ops::redrive(a))),
-        Command::Token(a) => return remote(runtime.block_on(ops::token(a))),
-        Command::Bench(a) => return remote(runtime.block_on(bench::run(a))),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
+    match cli.command.unwrap_or(Command::Serve(cli.serve)) {
+        Command::Serve(args) => remote(runtime.block_on(serve(args))),
+        Command::Catalog(args) => catalog::run(args),
+        Command::Pipe(args) => pipe::run(args),
+        Command::Relay(args) => pipe::relay(args, &runtime),
+        Command::Demo(a) => remote(runtime.block_on(demo::run(a))),
+        Command::Worker(a) => remote(runtime.block_on(worker::run(a))),
+        Command::Init(a) => remote(runtime.block_on(init::run(a))),
+        Command::Emit(a) => remote(runtime.block_on(ops::emit(a))),
+        Command::Tail(a) => remote(runtime.block_on(ops::tail(a))),
+        Command::Verify(a) => remote(runtime.block_on(ops::verify(a))),
+        Command::Status(a) => remote(runtime.block_on(ops::status(a))),
+        Command::DeadLetters(a) => remote(runtime.block_on(ops::dead_letters(a))),
+        Command::Redrive(a) => remote(runtime.block_on(ops::redrive(a))),
+        Command::Token(a) => remote(runtime.block_on(ops::token(a))),
+        Command::Bench(a) => remote(runtime.block_on(bench::run(a))),
     }
 }
 
-async fn serve(args: ServeArgs) -> Result<(), String> {
+async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
     // Read the configuration first: a bad file is reported before anything opens.
     let pipes = args.pipes.as_ref().map(pipe::load).transpose()?;
     let (catalog, handlers) = match &args.catalog {
@@ -276,7 +274,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         if !addr.ip().is_loopback() {
             return Err(format!(
                 "--wire-auth none accepts unsigned requests from anyone who can reach {addr}, so it is allowed only on a loopback address: use --wire-listen 127.0.0.1:PORT (or --listen 127.0.0.1:PORT), or keep --wire-auth sigv4"
-            ));
+            ).into());
         }
     }
     let tls = match (&args.tls_cert, &args.tls_key) {
@@ -292,7 +290,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
             if !addr.ip().is_loopback() {
                 return Err(format!(
                     "{addr} is not a loopback address: serve it with --tls-cert and --tls-key, or pass --insecure-http to send tokens and data in clear"
-                ));
+                ).into());
             }
         }
     }
@@ -301,6 +299,13 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         WireAuthMode::Sigv4 => postbox_server::WireAuth::sigv4(),
         WireAuthMode::None => postbox_server::WireAuth::None,
     };
+    let limits = postbox_server::Limits {
+        max_connections: args.max_connections as usize,
+        header_timeout: std::time::Duration::from_secs(args.header_timeout),
+    };
+    if args.backend.backend == backend::Backend::Aws {
+        return serve_aws(args, pipes, tls, scheme, limits).await;
+    }
     let node = node::Node::start(node::NodeOptions {
         data: args.data.clone(),
         catalog,
@@ -365,10 +370,6 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
             "--wire-auth none: the DynamoDB, DynamoDB Streams and SQS endpoints accept unsigned requests; anyone who can reach them can read and change every table, the tokens included"
         );
     }
-    let limits = postbox_server::Limits {
-        max_connections: args.max_connections as usize,
-        header_timeout: std::time::Duration::from_secs(args.header_timeout),
-    };
     let wire_task = wire_apart.map(|(wire_listener, bound)| {
         tracing::info!(addr = %bound, "serving the DynamoDB, DynamoDB Streams and SQS wire protocols");
         tokio::spawn(postbox_server::serve_with(
@@ -395,6 +396,56 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
             Err(e) => tracing::warn!("the wire listener's task failed: {e}"),
         }
     }
+    node.shutdown().await;
+    tracing::info!("shut down cleanly");
+    Ok(())
+}
+
+/// `serve --backend aws` ([`node_aws`]): the API on --listen, no wire
+/// endpoints.
+async fn serve_aws(
+    args: ServeArgs,
+    pipes: Option<postbox_relay::RelayConfig>,
+    tls: Option<postbox_server::Tls>,
+    scheme: &str,
+    limits: postbox_server::Limits,
+) -> Result<(), http::Failure> {
+    let node = node_aws::AwsNode::start(node_aws::AwsNodeOptions {
+        prefix: args.backend.aws_prefix.clone(),
+        data: args.data.clone(),
+        catalog: args.catalog.clone(),
+        pipes,
+        workers: args.workers,
+    })
+    .await?;
+    let (listener, addr) = postbox_server::bind(args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let mut banner = format!(
+        "postbox listening on {scheme}://{addr} ({})\n",
+        node_aws::describe(&args.data, &args.backend.aws_prefix)
+    );
+    if node.created_admin_token {
+        banner.push_str(&format!(
+            "admin token written to {} (use it as 'Authorization: Bearer <token>')\n",
+            node.admin_token_file.display()
+        ));
+    }
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
+    }
+    tracing::info!(%addr, prefix = %args.backend.aws_prefix, "serving the HTTP API on DynamoDB and SQS");
+    postbox_server::serve_with(
+        node.router.clone(),
+        listener,
+        shutdown_signal(),
+        limits,
+        tls,
+    )
+    .await
+    .map_err(|e| format!("server failed: {e}"))?;
     node.shutdown().await;
     tracing::info!("shut down cleanly");
     Ok(())

@@ -432,7 +432,7 @@ fn row_change_pipes(catalog: &Catalog) -> Result<Vec<postbox_relay::config::Pipe
 /// The secret webhook deliveries are signed with: `POSTBOX_WEBHOOK_SECRET`
 /// if set, else the one in `<data>/webhook-secret`, created on first use
 /// (readable by the owner only) so receivers can be given it once.
-fn webhook_secret(data: &Path) -> Result<Vec<u8>, String> {
+pub(crate) fn webhook_secret(data: &Path) -> Result<Vec<u8>, String> {
     if let Ok(s) = std::env::var("POSTBOX_WEBHOOK_SECRET")
         && !s.is_empty()
     {
@@ -484,7 +484,13 @@ fn write_private(path: &Path, text: &str) -> Result<(), String> {
 
 /// Creates an admin token on first start and writes it to `path` (readable
 /// by the owner only); later starts leave it.
-async fn ensure_admin_token(api: &Api, path: &Path) -> Result<bool, String> {
+pub(crate) async fn ensure_admin_token<
+    S: postbox_store::ItemStore,
+    Q: postbox_queue::QueueClient,
+>(
+    api: &Api<S, Q>,
+    path: &Path,
+) -> Result<bool, String> {
     if path.exists() {
         return Ok(false);
     }

@@ -45,29 +45,11 @@ pub struct WorkerArgs {
 pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
     let catalog =
         Catalog::load(&args.catalog).map_err(|e| Failure::new(EXIT_REFUSED, e.to_string()))?;
-    let mut handlers = HashMap::new();
-    for s in catalog
-        .subscriptions
-        .iter()
-        .filter(|s| s.lane == Lane::Durable)
-    {
-        if !postbox_api::webhook::is_webhook(&s.handler) {
-            return Err(Failure::new(
-                EXIT_REFUSED,
-                format!(
-                    "subscription {:?} names code handler {:?}; `postbox worker` runs webhook subscriptions only (run code handlers in the process that registers them)",
-                    s.name, s.handler
-                ),
-            ));
-        }
-        let hook = postbox_api::webhook::webhook(
-            &s.handler,
-            args.webhook_secret.clone().into_bytes(),
-            &crate::node::webhook_options().map_err(|e| Failure::new(EXIT_REFUSED, e))?,
-        )
-        .map_err(|e| Failure::new(EXIT_REFUSED, format!("subscription {:?}: {e}", s.name)))?;
-        handlers.insert(s.handler.clone(), hook);
-    }
+    let handlers = webhook_handlers(
+        &catalog,
+        args.webhook_secret.clone().into_bytes(),
+        "postbox worker",
+    )?;
     match args.backend.backend {
         crate::backend::Backend::Embedded => {
             let endpoint = crate::http::wire_endpoint(&args.endpoint, &args.data)?;
@@ -101,6 +83,37 @@ pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
             .await
         }
     }
+}
+
+/// The catalog's DURABLE subscriptions as webhook handlers signed with
+/// `secret`; a subscription whose handler is code is refused, naming it
+/// (`command` runs webhook subscriptions only).
+pub(crate) fn webhook_handlers(
+    catalog: &Catalog,
+    secret: Vec<u8>,
+    command: &str,
+) -> Result<HashMap<String, postbox_worker::Handler>, Failure> {
+    let options = crate::node::webhook_options().map_err(|e| Failure::new(EXIT_REFUSED, e))?;
+    let mut handlers = HashMap::new();
+    for s in catalog
+        .subscriptions
+        .iter()
+        .filter(|s| s.lane == Lane::Durable)
+    {
+        if !postbox_api::webhook::is_webhook(&s.handler) {
+            return Err(Failure::new(
+                EXIT_REFUSED,
+                format!(
+                    "subscription {:?} names code handler {:?}; `{command}` runs webhook subscriptions only (run code handlers in the process that registers them)",
+                    s.name, s.handler
+                ),
+            ));
+        }
+        let hook = postbox_api::webhook::webhook(&s.handler, secret.clone(), &options)
+            .map_err(|e| Failure::new(EXIT_REFUSED, format!("subscription {:?}: {e}", s.name)))?;
+        handlers.insert(s.handler.clone(), hook);
+    }
+    Ok(handlers)
 }
 
 /// Runs `tasks` worker loops on `store` and `queues` until a stop signal.

@@ -4,10 +4,14 @@
 //! `postbox init` creates what is missing once and refuses a table keyed
 //! otherwise, naming it and the difference; `postbox relay` delivers events
 //! emitted on DynamoDB to the events queue through DynamoDB Streams, and
-//! refuses to start on a stack without its source table.
+//! refuses to start on a stack without its source table; `postbox serve
+//! --backend aws` takes emits over HTTP and its webhook subscription
+//! receives each event, and refuses a stack `init` has not made.
 //!
 //! `scripts/test` runs these with `POSTBOX_TEST_DYNAMODB_ENDPOINT` and
 //! `POSTBOX_TEST_SQS_ENDPOINT` set (a plain `cargo test` ignores them).
+
+mod common;
 
 use std::process::Command;
 use std::sync::Arc;
@@ -274,4 +278,131 @@ async fn relay_on_aws_delivers_emitted_events_to_the_events_queue() {
     assert_eq!(depth, 5, "{text}");
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("on DynamoDB Streams"), "{text}");
+}
+
+/// The AWS configuration [`command`] gives, for a child started otherwise.
+fn aws_env() -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_ENDPOINT_URL_DYNAMODB", endpoint()),
+        ("AWS_ENDPOINT_URL_DYNAMODB_STREAMS", endpoint()),
+        (
+            "AWS_ENDPOINT_URL_SQS",
+            std::env::var("POSTBOX_TEST_SQS_ENDPOINT").unwrap(),
+        ),
+        ("AWS_ACCESS_KEY_ID", "local".into()),
+        ("AWS_SECRET_ACCESS_KEY", "local".into()),
+        ("AWS_CONFIG_FILE", "/nonexistent".into()),
+        ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent".into()),
+        ("AWS_REGION", "us-east-1".into()),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DynamoDB Local and an SQS server: scripts/test runs it"]
+async fn serve_on_aws_takes_emits_over_http_and_its_webhook_receives_each_event() {
+    use axum::routing::post;
+    use std::sync::Mutex;
+
+    // The webhook receiver: the event ids it was sent.
+    let got: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        post(move |body: axum::body::Bytes| {
+            let sink = sink.clone();
+            async move {
+                let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+                let id = v["id"]
+                    .as_str()
+                    .or(v["event"]["id"].as_str())
+                    .unwrap_or("?");
+                sink.lock().unwrap().push(id.to_owned());
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let prefix = format!("t{nanos}-serve-");
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog.toml");
+    std::fs::write(
+        &catalog,
+        format!(
+            r#"
+[[event_types]]
+name = "ORDER_PLACED"
+producers = ["shop"]
+[[producers]]
+name = "shop"
+emits = ["ORDER_PLACED"]
+[[subscriptions]]
+name = "hook"
+glob = "ORDER_*"
+lane = "DURABLE"
+handler = "http://{hook}/hook"
+"#
+        ),
+    )
+    .unwrap();
+    let catalog = catalog.to_str().unwrap().to_owned();
+    let data = dir.path().join("data");
+    let serve = [
+        "serve",
+        "--backend",
+        "aws",
+        "--aws-prefix",
+        &prefix,
+        "--catalog",
+        &catalog,
+    ];
+
+    // Before `init`: refused, naming what is missing and what creates it.
+    let mut args = serve.to_vec();
+    args.extend(["--listen", "127.0.0.1:0", "--data", data.to_str().unwrap()]);
+    let (code, out) = postbox(&args, Some("us-east-1"));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("table postbox_events"), "{out}");
+    assert!(out.contains("postbox init --backend aws"), "{out}");
+
+    let (code, out) = init(&prefix);
+    assert_eq!(code, 0, "{out}");
+    let server = common::Server::start_with_env(&serve, &data, &aws_env());
+    let tenant = server.tenant_token("acme").await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let (status, emitted) = common::call(
+            &server.base,
+            Some(&tenant),
+            "POST",
+            "/v1/events",
+            Some(serde_json::json!({"type": "ORDER_PLACED", "payload": {"i": i}})),
+        )
+        .await;
+        assert_eq!(status, 201, "{emitted}");
+        ids.push(emitted["event"]["id"].as_str().unwrap().to_owned());
+    }
+    for _ in 0..300 {
+        if got.lock().unwrap().len() >= 5 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // The log reads back over HTTP from DynamoDB.
+    let (status, log) = common::call(&server.base, Some(&tenant), "GET", "/v1/events", None).await;
+    assert_eq!(status, 200, "{log}");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let (status, stderr) = server.terminate();
+    assert!(status.success(), "{stderr}");
+    let mut received = got.lock().unwrap().clone();
+    received.sort();
+    ids.sort();
+    assert_eq!(received, ids, "each event once at the webhook; {stderr}");
+    assert_eq!(log["events"].as_array().map(Vec::len), Some(5), "{log}");
 }

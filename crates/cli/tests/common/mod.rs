@@ -29,11 +29,17 @@ impl Server {
     /// Starts `postbox <args> --listen 127.0.0.1:0 --data <data>` (args
     /// usually begin with `serve`) and waits for its address.
     pub fn start(args: &[&str], data: &Path) -> Server {
+        Server::start_with_env(args, data, &[])
+    }
+
+    /// [`Server::start`] with `env` added to the child's environment.
+    pub fn start_with_env(args: &[&str], data: &Path, env: &[(&str, String)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_postbox"))
             .args(args)
             .args(["--listen", "127.0.0.1:0", "--data"])
             .arg(data)
             .env("POSTBOX_LOG", "warn")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

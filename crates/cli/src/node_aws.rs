@@ -1,0 +1,225 @@
+//! `postbox serve --backend aws`: the node on DynamoDB, DynamoDB Streams
+//! and SQS. The HTTP API and the engine emit into the stack's events table,
+//! the relay reads its stream into the events FIFO queue, and the workers
+//! run the catalog's webhook subscriptions with the inbox on DynamoDB. No
+//! DynamoDB or SQS wire endpoint is served: clients reach AWS directly.
+//!
+//! The stack must exist (`postbox init --backend aws`): a missing table or
+//! queue is refused at start, naming it; nothing is created in the account.
+//! The admin token and the webhook secret are kept in the data directory,
+//! as on the embedded backend.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use postbox_api::{Api, ApiConfig, Sources};
+use postbox_aws::{DynamoStore, SqsQueues, Streams, StreamsRelay, StreamsRelayOptions};
+use postbox_engine::{Catalog, Engine, Lane};
+use postbox_queue::QueueClient;
+use postbox_relay::RelayConfig;
+use postbox_relay::config::default_events_pipe;
+use postbox_store::{ItemStore, StoreError};
+use postbox_topology::Topology;
+use postbox_worker::{Worker, WorkerOptions};
+use tokio::sync::watch;
+
+use crate::http::{EXIT_REFUSED, EXIT_UNREACHABLE, Failure};
+
+/// What `serve --backend aws` runs.
+pub struct AwsNodeOptions {
+    /// The stack's name prefix.
+    pub prefix: String,
+    /// Where the admin token and the webhook secret are kept.
+    pub data: PathBuf,
+    /// The event catalog (required on AWS).
+    pub catalog: Option<PathBuf>,
+    /// Pipes beyond the default events pipe.
+    pub pipes: Option<RelayConfig>,
+    /// Worker loops in this process.
+    pub workers: usize,
+}
+
+/// The node, started: its API router and what stops with it.
+pub struct AwsNode {
+    /// The HTTP API.
+    pub router: axum::Router,
+    /// The admin token's file.
+    pub admin_token_file: PathBuf,
+    /// Whether this start created the admin token.
+    pub created_admin_token: bool,
+    relay: Option<StreamsRelay>,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+    stop: watch::Sender<bool>,
+}
+
+impl AwsNode {
+    /// Checks the stack, then starts the engine, the API, the relay and
+    /// the workers.
+    pub async fn start(options: AwsNodeOptions) -> Result<AwsNode, Failure> {
+        let refused = |m: String| Failure::new(EXIT_REFUSED, m);
+        let Some(path) = &options.catalog else {
+            return Err(refused(
+                "serve --backend aws needs --catalog: the built-in examples run on the embedded store".into(),
+            ));
+        };
+        let catalog = Catalog::load(path).map_err(|e| refused(e.to_string()))?;
+        let sdk = crate::backend::aws_config().await?;
+        let store = DynamoStore::new(&sdk, &options.prefix);
+        let queues = SqsQueues::new(&sdk, &options.prefix);
+        let topology = Topology::default();
+        check_stack(&store, &queues, &topology).await?;
+        std::fs::create_dir_all(&options.data).map_err(|e| {
+            refused(format!(
+                "cannot create the data directory {}: {e}",
+                options.data.display()
+            ))
+        })?;
+
+        let durable = catalog
+            .subscriptions
+            .iter()
+            .any(|s| s.lane == Lane::Durable);
+        let handlers = if durable {
+            let secret = crate::node::webhook_secret(&options.data).map_err(refused)?;
+            crate::worker::webhook_handlers(&catalog, secret, "postbox serve --backend aws")?
+        } else {
+            Default::default()
+        };
+        let store = Arc::new(store);
+        let engine = Engine::builder(store.clone(), catalog.clone())
+            .build()
+            .await
+            .map_err(|e| refused(format!("the engine refuses to start: {e}")))?;
+        let api = Api::new(
+            Arc::new(engine),
+            queues.clone(),
+            ApiConfig::default(),
+            Sources::default(),
+        )
+        .await
+        .map_err(|e| Failure::new(1, format!("the API refuses to start: {}", e.message)))?;
+        let admin_token_file = options.data.join("admin-token");
+        let created_admin_token = crate::node::ensure_admin_token(&api, &admin_token_file)
+            .await
+            .map_err(|e| Failure::new(1, e))?;
+
+        let mut relay_config = match options.pipes {
+            Some(c) => c,
+            None => RelayConfig::from_toml("").map_err(|e| refused(e.to_string()))?,
+        };
+        // Events go to the queue only when a durable subscription reads it.
+        if durable && !relay_config.pipes.iter().any(|p| p.name == "events") {
+            relay_config.pipes.push(default_events_pipe(
+                &topology.events_table,
+                &topology.events_queue,
+            ));
+        }
+        let relay = if relay_config.pipes.is_empty() {
+            None
+        } else {
+            Some(
+                StreamsRelay::start(
+                    (*store).clone(),
+                    Streams::new(&sdk),
+                    queues.clone(),
+                    relay_config,
+                    StreamsRelayOptions::default(),
+                )
+                .await
+                .map_err(|e| refused(e.to_string()))?,
+            )
+        };
+
+        let (stop, stop_rx) = watch::channel(false);
+        let mut workers = Vec::new();
+        if durable {
+            let worker = Worker::new(
+                store.clone(),
+                queues.clone(),
+                &catalog,
+                handlers,
+                WorkerOptions::default(),
+            )
+            .await
+            .map_err(|e| Failure::new(1, format!("the workers refuse to start: {e}")))?;
+            for _ in 0..options.workers {
+                let w = worker.clone();
+                let rx = stop_rx.clone();
+                workers.push(tokio::spawn(async move { w.run(rx).await }));
+            }
+        }
+        Ok(AwsNode {
+            router: api.router(),
+            admin_token_file,
+            created_admin_token,
+            relay,
+            workers,
+            stop,
+        })
+    }
+
+    /// Stops the workers after their current batches, then the relay.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for w in self.workers {
+            let _ = w.await;
+        }
+        if let Some(relay) = self.relay {
+            relay.shutdown().await;
+        }
+    }
+}
+
+/// Every table and queue of `topology` the node uses exists, or a refusal
+/// naming what is missing.
+async fn check_stack(
+    store: &DynamoStore,
+    queues: &SqsQueues,
+    topology: &Topology,
+) -> Result<(), Failure> {
+    let mut missing = Vec::new();
+    for table in crate::init::table_names(topology) {
+        match store.describe_table(&table).await {
+            Ok(_) => {}
+            Err(StoreError::ResourceNotFound(_)) => missing.push(format!("table {table}")),
+            Err(e) => {
+                return Err(Failure::new(
+                    EXIT_UNREACHABLE,
+                    format!("DynamoDB did not answer DescribeTable {table}: {e}"),
+                ));
+            }
+        }
+    }
+    for queue in [&topology.events_queue, &topology.events_dlq] {
+        if let Err(e) = queues
+            .queue_attributes(queue, &["QueueArn".to_owned()])
+            .await
+        {
+            match e {
+                postbox_queue::QueueError::Unavailable(_) => {
+                    return Err(Failure::new(
+                        EXIT_UNREACHABLE,
+                        format!("SQS did not answer for queue {queue}: {e}"),
+                    ));
+                }
+                _ => missing.push(format!("queue {queue}")),
+            }
+        }
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::new(
+            EXIT_REFUSED,
+            format!(
+                "this stack lacks {}; create it with `postbox init --backend aws` (same --aws-prefix)",
+                missing.join(", ")
+            ),
+        ))
+    }
+}
+
+/// Where the admin token of `data` lives (for the banner).
+pub fn describe(data: &Path, prefix: &str) -> String {
+    format!("backend: aws, prefix {prefix:?}, data: {}", data.display())
+}
