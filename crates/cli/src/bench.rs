@@ -15,7 +15,8 @@
 //!   5,000 events/s, the workers running throughout.
 //!
 //! `--only` runs some of them. `--http` measures keyed emits over HTTP
-//! against a `postbox serve` process instead (`bench_http`). The crates' own harnesses (`cargo bench -p
+//! against a `postbox serve` process instead (`bench_http`), and
+//! `--backend aws` the pipeline on DynamoDB, Streams and SQS (`bench_aws`). The crates' own harnesses (`cargo bench -p
 //! postbox-store`, `-p postbox-queue`, `-p postbox-engine --bench emit`, `-p
 //! postbox-relay`, `-p postbox-worker`) measure each component in more
 //! detail, with `{"n": n}` payloads; this command measures the assembled
@@ -86,6 +87,11 @@ pub struct BenchArgs {
     /// With --http: how many times to run the tenant counts, alternating.
     #[arg(long, default_value_t = 1, requires = "http", value_parser = clap::value_parser!(u64).range(1..=100))]
     runs: u64,
+    /// `--backend aws`: measure on DynamoDB, DynamoDB Streams and SQS
+    /// through the AWS SDK (a stack `postbox init --backend aws` made),
+    /// `--events` per emit scenario.
+    #[command(flatten)]
+    backend: crate::backend::BackendArgs,
 }
 
 /// The scenarios `postbox bench` runs, in its table's order.
@@ -532,6 +538,23 @@ async fn pipeline(
 }
 
 pub async fn run(args: BenchArgs) -> Result<(), Failure> {
+    if args.backend.backend == crate::backend::Backend::Aws {
+        if args.http || !args.only.is_empty() {
+            return Err(Failure::new(
+                crate::http::EXIT_REFUSED,
+                "--backend aws runs its own scenarios; --http and --only are for the embedded backend",
+            ));
+        }
+        return crate::bench_aws::run(crate::bench_aws::AwsBench {
+            prefix: args.backend.aws_prefix,
+            events: args.events,
+            payload_bytes: args.payload_bytes,
+            emitters: 32,
+            workers: crate::node::DEFAULT_WORKERS,
+            json: args.json,
+        })
+        .await;
+    }
     if args.http {
         if !args.only.is_empty() {
             return Err(Failure::new(

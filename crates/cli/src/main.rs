@@ -5,6 +5,7 @@
 
 mod backend;
 mod bench;
+mod bench_aws;
 mod bench_http;
 mod builtin;
 mod catalog;

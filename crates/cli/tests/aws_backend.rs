@@ -406,3 +406,50 @@ handler = "http://{hook}/hook"
     assert_eq!(received, ids, "each event once at the webhook; {stderr}");
     assert_eq!(log["events"].as_array().map(Vec::len), Some(5), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DynamoDB Local and an SQS server: scripts/test runs it"]
+async fn bench_on_aws_measures_emits_and_deliveries_on_a_stack_init_made() {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let prefix = format!("t{nanos}-bench-");
+    let bench = [
+        "bench",
+        "--backend",
+        "aws",
+        "--aws-prefix",
+        &prefix,
+        "--events",
+        "20",
+    ];
+    let (code, out) = postbox(&bench, Some("us-east-1"));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("postbox init --backend aws"), "{out}");
+    let (code, out) = init(&prefix);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = postbox(&bench, Some("us-east-1"));
+    assert_eq!(code, 0, "{out}");
+    for row in [
+        "emit, 1 tenant(s)",
+        "emit, 100 tenant(s)",
+        "relay + deliver the backlog",
+    ] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("no row {row:?}: {out}"));
+        let events: u64 = line[52..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            events,
+            if row.starts_with("relay") { 40 } else { 20 },
+            "{line}"
+        );
+    }
+}
