@@ -29,12 +29,12 @@ pub struct InitArgs {
 }
 
 /// One table a node needs: how to create it and its TTL attribute.
-struct Want {
-    input: CreateTableInput,
-    ttl: Option<&'static str>,
+pub(crate) struct Want {
+    pub(crate) input: CreateTableInput,
+    pub(crate) ttl: Option<&'static str>,
 }
 
-fn tables(t: &Topology) -> Vec<Want> {
+pub(crate) fn tables(t: &Topology) -> Vec<Want> {
     vec![
         Want {
             input: postbox_engine::layout::create_events_table(&t.events_table),

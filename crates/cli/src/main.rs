@@ -16,6 +16,7 @@ mod node;
 mod node_aws;
 mod ops;
 mod pipe;
+mod synth;
 mod verifier;
 mod worker;
 
@@ -83,6 +84,9 @@ enum Command {
     Token(ops::TokenArgs),
     /// Measure the whole pipeline on this machine and print one table.
     Bench(bench::BenchArgs),
+    /// Write the CloudFormation template of the stack on AWS (tables,
+    /// queues, pipes, buses, roles, alarms) from the pipes config.
+    Synth(synth::SynthArgs),
 }
 
 #[derive(clap::Args)]
@@ -248,6 +252,7 @@ fn main() -> ExitCode {
         Command::Redrive(a) => remote(runtime.block_on(ops::redrive(a))),
         Command::Token(a) => remote(runtime.block_on(ops::token(a))),
         Command::Bench(a) => remote(runtime.block_on(bench::run(a))),
+        Command::Synth(a) => synth::run(a),
     }
 }
 

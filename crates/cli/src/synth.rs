@@ -1,0 +1,934 @@
+//! `postbox synth`: the CloudFormation template of the stack Postbox runs
+//! on in AWS, from the pipes config (and the catalog): the tables `postbox
+//! init --backend aws` would create (one definition, `init::tables`), the
+//! queues with dead-letter queues and redrive policies, one EventBridge Pipe
+//! per configured pipe with every setting explicit (never an unbounded retry
+//! or record age), event buses and rules, least-privilege IAM roles, and an
+//! alarm on every dead-letter queue and pipe.
+//!
+//! Pure: [`template`] maps a [`Stack`] to JSON; nothing is deployed.
+//! What Pipes cannot express is refused with the pipe and the reason: a
+//! FIFO dead-letter queue on a stream source, a group or deduplication id
+//! template that is not one path, a rule target that is another bus.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use postbox_engine::{Catalog, Lane};
+use postbox_relay::RelayConfig;
+use postbox_relay::config::{PipeSpec, PipeTarget, QueueTarget, RuleTarget, StartPosition};
+use postbox_relay::template::Template;
+use postbox_store::api::{CreateTableInput, KeyType, ScalarType};
+use postbox_topology::Topology;
+use serde_json::{Map, Value, json};
+
+/// `postbox synth`
+#[derive(clap::Args)]
+pub struct SynthArgs {
+    /// The relay config whose pipes and buses to deploy (default: the
+    /// default events pipe alone).
+    #[arg(long, env = "POSTBOX_PIPES")]
+    pipes: Option<PathBuf>,
+    /// The event catalog: with a DURABLE subscription, the default events
+    /// pipe is added when the pipes config lacks it.
+    #[arg(long, env = "POSTBOX_CATALOG")]
+    catalog: Option<PathBuf>,
+    /// The prefix of every table, queue, pipe and bus name (as `--aws-prefix`).
+    #[arg(long, default_value = "", env = "POSTBOX_AWS_PREFIX")]
+    prefix: String,
+    /// Send the alarms to this SNS topic.
+    #[arg(long, conflicts_with = "alarm_email")]
+    alarm_topic: Option<String>,
+    /// Create an SNS topic for the alarms with this address subscribed.
+    #[arg(long)]
+    alarm_email: Option<String>,
+    /// Write the template here instead of standard output.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// Where the alarms go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Alarms {
+    /// An existing SNS topic.
+    Topic(String),
+    /// A topic made by the stack, with this address subscribed.
+    Email(String),
+    /// A topic made by the stack, with no subscription (add one later).
+    NewTopic,
+}
+
+/// What the template deploys.
+#[derive(Clone, Debug)]
+pub struct Stack {
+    /// Name prefix.
+    pub prefix: String,
+    /// Pipes and buses.
+    pub relay: RelayConfig,
+    /// Where the alarms go.
+    pub alarms: Alarms,
+}
+
+pub fn run(args: SynthArgs) -> ExitCode {
+    match synth(&args) {
+        Ok(text) => match &args.out {
+            Some(path) => match std::fs::write(path, text + "\n") {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: cannot write {}: {e}", path.display());
+                    ExitCode::FAILURE
+                }
+            },
+            None => {
+                println!("{text}");
+                ExitCode::SUCCESS
+            }
+        },
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(crate::http::EXIT_REFUSED)
+        }
+    }
+}
+
+fn synth(args: &SynthArgs) -> Result<String, String> {
+    let mut relay = match &args.pipes {
+        Some(path) => crate::pipe::load(path)?,
+        None => RelayConfig::from_toml("[relay]\nevents_pipe = true\n").expect("valid"),
+    };
+    if let Some(path) = &args.catalog {
+        let catalog = Catalog::load(path).map_err(|e| e.to_string())?;
+        let durable = catalog
+            .subscriptions
+            .iter()
+            .any(|s| s.lane == Lane::Durable);
+        if durable && !relay.pipes.iter().any(|p| p.name == "events") {
+            let t = Topology::default();
+            relay.pipes.push(postbox_relay::config::default_events_pipe(
+                &t.events_table,
+                &t.events_queue,
+            ));
+        }
+    }
+    let alarms = match (&args.alarm_topic, &args.alarm_email) {
+        (Some(arn), _) => Alarms::Topic(arn.clone()),
+        (None, Some(email)) => Alarms::Email(email.clone()),
+        (None, None) => Alarms::NewTopic,
+    };
+    let template = template(&Stack {
+        prefix: args.prefix.clone(),
+        relay,
+        alarms,
+    })?;
+    Ok(serde_json::to_string_pretty(&template).expect("JSON"))
+}
+
+/// A CloudFormation logical id from any name: its alphanumeric runs,
+/// capitalised and joined, then `kind`.
+fn logical(name: &str, kind: &str) -> String {
+    let mut out = String::new();
+    for part in name
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|p| !p.is_empty())
+    {
+        let mut chars = part.chars();
+        if let Some(first) = chars.next() {
+            out.push(first.to_ascii_uppercase());
+            out.extend(chars);
+        }
+    }
+    out.push_str(kind);
+    out
+}
+
+fn get_att(id: &str, attribute: &str) -> Value {
+    json!({"Fn::GetAtt": [id, attribute]})
+}
+
+fn reference(id: &str) -> Value {
+    json!({"Ref": id})
+}
+
+/// The template being built.
+struct Builder<'a> {
+    stack: &'a Stack,
+    resources: Map<String, Value>,
+    outputs: Map<String, Value>,
+    parameters: Map<String, Value>,
+    /// Logical ids of the dead-letter queues, for their alarms.
+    dlqs: BTreeSet<String>,
+}
+
+impl Builder<'_> {
+    fn name(&self, name: &str) -> String {
+        format!("{}{name}", self.stack.prefix)
+    }
+
+    fn add(&mut self, id: &str, resource: Value) {
+        self.resources.insert(id.to_owned(), resource);
+    }
+
+    fn output(&mut self, id: &str, value: Value, description: &str) {
+        self.outputs.insert(
+            id.to_owned(),
+            json!({"Description": description, "Value": value}),
+        );
+    }
+
+    fn table(&mut self, input: &CreateTableInput, ttl: Option<&str>) -> String {
+        let id = logical(&input.table_name, "Table");
+        let scalar = |t: &ScalarType| match t {
+            ScalarType::S => "S",
+            ScalarType::N => "N",
+            ScalarType::B => "B",
+        };
+        let mut props = json!({
+            "TableName": self.name(&input.table_name),
+            "BillingMode": "PAY_PER_REQUEST",
+            "AttributeDefinitions": input.attribute_definitions.iter().map(|d| json!({
+                "AttributeName": d.attribute_name, "AttributeType": scalar(&d.attribute_type),
+            })).collect::<Vec<_>>(),
+            "KeySchema": input.key_schema.iter().map(|k| json!({
+                "AttributeName": k.attribute_name,
+                "KeyType": if k.key_type == KeyType::Hash { "HASH" } else { "RANGE" },
+            })).collect::<Vec<_>>(),
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": true},
+        });
+        if input
+            .stream_specification
+            .as_ref()
+            .is_some_and(|s| s.stream_enabled)
+        {
+            props["StreamSpecification"] = json!({"StreamViewType": "NEW_AND_OLD_IMAGES"});
+        }
+        if let Some(attribute) = ttl {
+            props["TimeToLiveSpecification"] = json!({"AttributeName": attribute, "Enabled": true});
+        }
+        self.add(
+            &id,
+            json!({
+                "Type": "AWS::DynamoDB::Table",
+                "DeletionPolicy": "Retain",
+                "UpdateReplacePolicy": "Retain",
+                "Properties": props,
+            }),
+        );
+        self.output(&id, reference(&id), &format!("table {}", input.table_name));
+        id
+    }
+
+    /// Queue `name` with `properties`; its logical id.
+    fn queue(&mut self, name: &str, mut properties: Value) -> String {
+        let full = self.name(name);
+        // Two names with the same letters and digits ("a-b", "a.b") get
+        // distinct ids; the same name, the same queue.
+        let mut id = logical(name, "Queue");
+        let mut n = 1;
+        while let Some(existing) = self.resources.get(&id) {
+            if existing["Properties"]["QueueName"] == full {
+                return id;
+            }
+            n += 1;
+            id = format!("{}{n}", logical(name, "Queue"));
+        }
+        properties["QueueName"] = json!(full);
+        if name.ends_with(".fifo") {
+            properties["FifoQueue"] = json!(true);
+        }
+        properties["MessageRetentionPeriod"] = json!(1_209_600);
+        self.add(
+            &id,
+            json!({"Type": "AWS::SQS::Queue", "Properties": properties}),
+        );
+        self.output(&id, reference(&id), &format!("queue {name} (URL)"));
+        id
+    }
+
+    /// A dead-letter queue (alarmed).
+    fn dead_letter_queue(&mut self, name: &str) -> String {
+        let id = self.queue(name, json!({}));
+        self.dlqs.insert(id.clone());
+        id
+    }
+
+    /// A delivery queue with a dead-letter queue of its own (`<queue>-dlq`)
+    /// after `max_receives` receives.
+    fn queue_with_dlq(&mut self, name: &str, max_receives: u32, fifo_per_group: bool) -> String {
+        let dlq_name = match name.strip_suffix(".fifo") {
+            Some(base) => format!("{base}-dlq.fifo"),
+            None => format!("{name}-dlq"),
+        };
+        let dlq = self.dead_letter_queue(&dlq_name);
+        let mut props = json!({
+            // Above the worker's 30 s lease, so a message is not handed out
+            // again while its claim is held.
+            "VisibilityTimeout": 60,
+            "RedrivePolicy": {"deadLetterTargetArn": get_att(&dlq, "Arn"), "maxReceiveCount": max_receives},
+        });
+        if fifo_per_group && name.ends_with(".fifo") {
+            props["DeduplicationScope"] = json!("messageGroup");
+            props["FifoThroughputLimit"] = json!("perMessageGroupId");
+        }
+        self.queue(name, props)
+    }
+}
+
+/// A group or deduplication id template as a Pipes dynamic path: exactly
+/// one `<$.path>` placeholder.
+fn path_parameter(pipe: &str, what: &str, t: &Template) -> Result<String, String> {
+    let source = t.source().trim();
+    match source.strip_prefix('<').and_then(|s| s.strip_suffix('>')) {
+        Some(path) if path.starts_with('$') && !path.contains(['<', '>']) => Ok(path.to_owned()),
+        _ => Err(format!(
+            "pipe {pipe}: its {what} template {source:?} is not one path (<$.a.b>); an EventBridge Pipe takes only a path there"
+        )),
+    }
+}
+
+/// The CloudFormation template of `stack`.
+pub fn template(stack: &Stack) -> Result<Value, String> {
+    let mut b = Builder {
+        stack,
+        resources: Map::new(),
+        outputs: Map::new(),
+        parameters: Map::new(),
+        dlqs: BTreeSet::new(),
+    };
+    let topology = Topology::default();
+    let mut table_ids = Vec::new();
+    for want in crate::init::tables(&topology) {
+        table_ids.push(b.table(&want.input, want.ttl));
+    }
+    let events_table = logical(&topology.events_table, "Table");
+    // The events queue, as `init` makes it: its DLQ after 20 receives.
+    let events_dlq = b.dead_letter_queue(&topology.events_dlq);
+    let events_queue = b.queue(
+        &topology.events_queue,
+        json!({
+            "VisibilityTimeout": 60,
+            "DeduplicationScope": "messageGroup",
+            "FifoThroughputLimit": "perMessageGroupId",
+            "RedrivePolicy": {"deadLetterTargetArn": get_att(&events_dlq, "Arn"), "maxReceiveCount": crate::node::MAX_RECEIVE_COUNT},
+        }),
+    );
+
+    // Buses first: pipes and rules address them.
+    for (bus, rules) in &stack.relay.buses {
+        let bus_id = logical(bus, "Bus");
+        b.add(
+            &bus_id,
+            json!({"Type": "AWS::Events::EventBus", "Properties": {"Name": b.name(bus)}}),
+        );
+        b.output(
+            &bus_id,
+            get_att(&bus_id, "Arn"),
+            &format!("event bus {bus}"),
+        );
+        for rule in rules {
+            let rule_id = logical(&format!("{bus}-{}", rule.name), "Rule");
+            let pattern: Value = serde_json::from_str(rule.pattern.source())
+                .map_err(|e| format!("bus {bus}, rule {}: {e}", rule.name))?;
+            let mut targets = Vec::new();
+            for (i, target) in rule.targets.iter().enumerate() {
+                let target_id = format!("t{i}");
+                match target {
+                    RuleTarget::Queue(q) => {
+                        let queue = b.queue_with_dlq(&q.queue, 5, true);
+                        let mut t = json!({"Id": target_id, "Arn": get_att(&queue, "Arn")});
+                        if q.fifo {
+                            let group = q.group_id.as_ref().ok_or_else(|| {
+                                format!(
+                                    "bus {bus}, rule {}: FIFO queue {} needs a message group id",
+                                    rule.name, q.queue
+                                )
+                            })?;
+                            t["SqsParameters"] = json!({"MessageGroupId": group.source()});
+                        }
+                        targets.push(t);
+                        b.add(
+                            &logical(&format!("{bus}-{}-{}", rule.name, q.queue), "QueuePolicy"),
+                            json!({"Type": "AWS::SQS::QueuePolicy", "Properties": {
+                                "Queues": [reference(&queue)],
+                                "PolicyDocument": {"Version": "2012-10-17", "Statement": [{
+                                    "Effect": "Allow",
+                                    "Principal": {"Service": "events.amazonaws.com"},
+                                    "Action": "sqs:SendMessage",
+                                    "Resource": get_att(&queue, "Arn"),
+                                    "Condition": {"ArnEquals": {"aws:SourceArn": get_att(&rule_id, "Arn")}},
+                                }]},
+                            }}),
+                        );
+                    }
+                    RuleTarget::Log(_) => {
+                        let group_id = logical(&format!("{bus}-{}", rule.name), "LogGroup");
+                        b.add(
+                            &group_id,
+                            json!({"Type": "AWS::Logs::LogGroup", "Properties": {
+                                "LogGroupName": format!("/aws/events/{}{bus}/{}", stack.prefix, rule.name),
+                                "RetentionInDays": 30,
+                            }}),
+                        );
+                        b.output(
+                            &group_id,
+                            reference(&group_id),
+                            &format!("log group of rule {}", rule.name),
+                        );
+                        targets.push(json!({"Id": target_id, "Arn": get_att(&group_id, "Arn")}));
+                        b.add(
+                            &logical(&format!("{bus}-{}", rule.name), "LogPolicy"),
+                            json!({"Type": "AWS::Logs::ResourcePolicy", "Properties": {
+                                "PolicyName": format!("{}{bus}-{}-events", stack.prefix, rule.name),
+                                "PolicyDocument": {"Fn::Sub": [
+                                    "{\"Version\":\"2012-10-17\",\"Statement\":[{\"Effect\":\"Allow\",\"Principal\":{\"Service\":[\"events.amazonaws.com\",\"delivery.logs.amazonaws.com\"]},\"Action\":[\"logs:CreateLogStream\",\"logs:PutLogEvents\"],\"Resource\":\"${Group}\"}]}",
+                                    {"Group": get_att(&group_id, "Arn")},
+                                ]},
+                            }}),
+                        );
+                    }
+                    RuleTarget::Bus(other) => {
+                        return Err(format!(
+                            "bus {bus}, rule {}: a rule that targets another bus ({other}) is not synthesised yet",
+                            rule.name
+                        ));
+                    }
+                }
+            }
+            b.add(
+                &rule_id,
+                json!({"Type": "AWS::Events::Rule", "Properties": {
+                    "EventBusName": reference(&bus_id),
+                    "EventPattern": pattern,
+                    "State": "ENABLED",
+                    "Targets": targets,
+                }}),
+            );
+        }
+    }
+
+    for pipe in &stack.relay.pipes {
+        add_pipe(&mut b, pipe, &events_table, &events_queue, &topology)?;
+    }
+    add_roles(&mut b, &table_ids, &events_queue, &events_dlq);
+    add_alarms(&mut b);
+
+    let mut template = json!({
+        "AWSTemplateFormatVersion": "2010-09-09",
+        "Description": format!("Postbox stack{} (postbox synth)", if stack.prefix.is_empty() { String::new() } else { format!(" {}", stack.prefix) }),
+        "Resources": b.resources,
+        "Outputs": b.outputs,
+    });
+    if !b.parameters.is_empty() {
+        template["Parameters"] = Value::Object(b.parameters);
+    }
+    Ok(template)
+}
+
+fn add_pipe(
+    b: &mut Builder<'_>,
+    pipe: &PipeSpec,
+    events_table: &str,
+    events_queue: &str,
+    topology: &Topology,
+) -> Result<(), String> {
+    let id = logical(&pipe.name, "Pipe");
+    let source = if pipe.table == topology.events_table {
+        get_att(events_table, "StreamArn")
+    } else {
+        // An application table this stack does not own: its stream's ARN
+        // is a parameter.
+        let param = logical(&pipe.table, "StreamArn");
+        b.parameters.insert(
+            param.clone(),
+            json!({"Type": "String", "Description": format!("the stream ARN (NEW_AND_OLD_IMAGES) of table {}, which this stack does not own", pipe.table)}),
+        );
+        reference(&param)
+    };
+    if pipe.dead_letter_queue.ends_with(".fifo") {
+        return Err(format!(
+            "pipe {}: its dead-letter queue {} is FIFO; a pipe on a DynamoDB stream needs a standard queue",
+            pipe.name, pipe.dead_letter_queue
+        ));
+    }
+    let dlq = b.dead_letter_queue(&pipe.dead_letter_queue);
+    let mut stream = json!({
+        "StartingPosition": match pipe.start { StartPosition::TrimHorizon => "TRIM_HORIZON", StartPosition::Latest => "LATEST" },
+        "BatchSize": pipe.batch_size,
+        "MaximumRetryAttempts": pipe.max_retries,
+        "MaximumRecordAgeInSeconds": pipe.max_record_age.as_secs().clamp(60, 604_800),
+        "DeadLetterConfig": {"Arn": get_att(&dlq, "Arn")},
+    });
+    if pipe.bisect_on_failure {
+        stream["OnPartialBatchItemFailure"] = json!("AUTOMATIC_BISECT");
+    }
+    let mut source_parameters = json!({"DynamoDBStreamParameters": stream});
+    if !pipe.filters.is_empty() {
+        source_parameters["FilterCriteria"] = json!({"Filters": pipe.filters.iter().map(|f| json!({"Pattern": f.source()})).collect::<Vec<_>>()});
+    }
+    let mut target_parameters = Map::new();
+    let template = pipe.template.source();
+    if !template.is_empty() && template != "<$>" {
+        target_parameters.insert("InputTemplate".into(), json!(template));
+    }
+    let mut sends = vec![get_att(&dlq, "Arn")];
+    let mut puts = Vec::new();
+    let target = match &pipe.target {
+        PipeTarget::Queue(q) => {
+            let queue = if q.queue == topology.events_queue {
+                events_queue.to_owned()
+            } else {
+                b.queue_with_dlq(&q.queue, 5, true)
+            };
+            if q.fifo {
+                sqs_parameters(&pipe.name, q, &mut target_parameters)?;
+            }
+            sends.push(get_att(&queue, "Arn"));
+            get_att(&queue, "Arn")
+        }
+        PipeTarget::Bus {
+            bus,
+            detail_type,
+            source,
+        } => {
+            let bus_id = logical(bus, "Bus");
+            if !b.resources.contains_key(&bus_id) {
+                return Err(format!("pipe {}: bus {bus} is not declared", pipe.name));
+            }
+            target_parameters.insert(
+                "EventBridgeEventBusParameters".into(),
+                json!({"DetailType": detail_type, "Source": source}),
+            );
+            puts.push(get_att(&bus_id, "Arn"));
+            get_att(&bus_id, "Arn")
+        }
+    };
+    let log_group = logical(&pipe.name, "PipeLogGroup");
+    b.add(
+        &log_group,
+        json!({"Type": "AWS::Logs::LogGroup", "Properties": {
+            "LogGroupName": format!("/aws/vendedlogs/pipes/{}{}", b.stack.prefix, pipe.name),
+            "RetentionInDays": 30,
+        }}),
+    );
+    b.output(
+        &log_group,
+        reference(&log_group),
+        &format!("log group of pipe {}", pipe.name),
+    );
+    // The pipe's role: exactly what it does.
+    let role = logical(&pipe.name, "PipeRole");
+    let mut statements = vec![
+        json!({"Effect": "Allow", "Action": ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"], "Resource": source.clone()}),
+        json!({"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": sends}),
+        json!({"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"], "Resource": get_att(&log_group, "Arn")}),
+    ];
+    if !puts.is_empty() {
+        statements.push(json!({"Effect": "Allow", "Action": "events:PutEvents", "Resource": puts}));
+    }
+    b.add(
+        &role,
+        json!({"Type": "AWS::IAM::Role", "Properties": {
+            "AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": [{
+                "Effect": "Allow",
+                "Principal": {"Service": "pipes.amazonaws.com"},
+                "Action": "sts:AssumeRole",
+                "Condition": {"StringEquals": {"aws:SourceAccount": reference("AWS::AccountId")}},
+            }]},
+            "Policies": [{"PolicyName": "pipe", "PolicyDocument": {"Version": "2012-10-17", "Statement": statements}}],
+        }}),
+    );
+    let mut properties = json!({
+        "Name": b.name(&pipe.name),
+        "RoleArn": get_att(&role, "Arn"),
+        "Source": source,
+        "SourceParameters": source_parameters,
+        "Target": target,
+        "LogConfiguration": {"Level": "ERROR", "CloudwatchLogsLogDestination": {"LogGroupArn": get_att(&log_group, "Arn")}},
+    });
+    if !target_parameters.is_empty() {
+        properties["TargetParameters"] = Value::Object(target_parameters);
+    }
+    b.add(
+        &id,
+        json!({"Type": "AWS::Pipes::Pipe", "Properties": properties}),
+    );
+    b.add(
+        &logical(&pipe.name, "PipeFailedAlarm"),
+        json!({"Type": "AWS::CloudWatch::Alarm", "Properties": {
+            "AlarmDescription": format!("pipe {} failed to deliver", pipe.name),
+            "Namespace": "AWS/EventBridge/Pipes",
+            "MetricName": "ExecutionFailed",
+            "Dimensions": [{"Name": "PipeName", "Value": reference(&id)}],
+            "Statistic": "Sum", "Period": 60, "EvaluationPeriods": 1, "Threshold": 0,
+            "ComparisonOperator": "GreaterThanThreshold", "TreatMissingData": "notBreaching",
+            "AlarmActions": [alarm_topic(b)],
+        }}),
+    );
+    Ok(())
+}
+
+/// MessageGroupId and MessageDeduplicationId of a FIFO queue target, as
+/// Pipes paths (the deduplication id defaults to the record's eventID, as
+/// the relay's does).
+fn sqs_parameters(pipe: &str, q: &QueueTarget, out: &mut Map<String, Value>) -> Result<(), String> {
+    let group = q.group_id.as_ref().ok_or_else(|| {
+        format!(
+            "pipe {pipe}: FIFO queue {} needs a message group id",
+            q.queue
+        )
+    })?;
+    let dedup = match &q.dedup_id {
+        Some(t) => path_parameter(pipe, "deduplication id", t)?,
+        None => "$.eventID".to_owned(),
+    };
+    out.insert(
+        "SqsQueueParameters".into(),
+        json!({"MessageGroupId": path_parameter(pipe, "message group id", group)?, "MessageDeduplicationId": dedup}),
+    );
+    Ok(())
+}
+
+fn alarm_topic(b: &Builder<'_>) -> Value {
+    match &b.stack.alarms {
+        Alarms::Topic(arn) => json!(arn),
+        Alarms::Email(_) | Alarms::NewTopic => reference("AlarmTopic"),
+    }
+}
+
+/// An alarm on every dead-letter queue, and the topic they go to.
+fn add_alarms(b: &mut Builder<'_>) {
+    match b.stack.alarms.clone() {
+        Alarms::Topic(_) => {}
+        other => {
+            b.add(
+                "AlarmTopic",
+                json!({"Type": "AWS::SNS::Topic", "Properties": {"TopicName": b.name("postbox-alarms")}}),
+            );
+            b.output(
+                "AlarmTopic",
+                reference("AlarmTopic"),
+                "SNS topic of the alarms",
+            );
+            if let Alarms::Email(address) = other {
+                b.add(
+                    "AlarmEmail",
+                    json!({"Type": "AWS::SNS::Subscription", "Properties": {
+                        "TopicArn": reference("AlarmTopic"), "Protocol": "email", "Endpoint": address,
+                    }}),
+                );
+            }
+        }
+    }
+    for dlq in b.dlqs.clone() {
+        let topic = alarm_topic(b);
+        b.add(
+            &format!("{dlq}Alarm"),
+            json!({"Type": "AWS::CloudWatch::Alarm", "Properties": {
+                "AlarmDescription": "messages in a dead-letter queue: a person should look",
+                "Namespace": "AWS/SQS",
+                "MetricName": "ApproximateNumberOfMessagesVisible",
+                "Dimensions": [{"Name": "QueueName", "Value": get_att(&dlq, "QueueName")}],
+                "Statistic": "Maximum", "Period": 60, "EvaluationPeriods": 1, "Threshold": 0,
+                "ComparisonOperator": "GreaterThanThreshold", "TreatMissingData": "notBreaching",
+                "AlarmActions": [topic],
+            }}),
+        );
+    }
+}
+
+/// The application roles: a producer (emit over the SDK or `serve`) and a
+/// worker; each with an explicit Deny of UpdateItem and DeleteItem on event
+/// rows.
+fn add_roles(b: &mut Builder<'_>, tables: &[String], events_queue: &str, events_dlq: &str) {
+    let table_arns: Vec<Value> = tables.iter().map(|t| get_att(t, "Arn")).collect();
+    let deny = json!({
+        "Effect": "Deny",
+        "Action": ["dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+        "Resource": get_att(&logical(postbox_topology::EVENTS_TABLE, "Table"), "Arn"),
+        "Condition": {"ForAnyValue:StringLike": {"dynamodb:LeadingKeys": [format!("{}*{}", postbox_topology::keys::TENANT_PREFIX, postbox_topology::keys::EVENT_SUFFIX)]}},
+    });
+    let trust = json!({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow",
+        "Principal": {"Service": ["ecs-tasks.amazonaws.com", "ec2.amazonaws.com", "lambda.amazonaws.com"]},
+        "Action": "sts:AssumeRole",
+    }]});
+    let items = json!([
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:Query",
+        "dynamodb:ConditionCheckItem",
+        "dynamodb:DescribeTable",
+        "dynamodb:DescribeTimeToLive",
+        "dynamodb:BatchGetItem",
+    ]);
+    let queues = json!([get_att(events_queue, "Arn"), get_att(events_dlq, "Arn")]);
+    for (id, extra) in [
+        (
+            "ProducerRole",
+            json!({"Effect": "Allow", "Action": ["sqs:GetQueueAttributes"], "Resource": queues.clone()}),
+        ),
+        (
+            "WorkerRole",
+            json!({"Effect": "Allow", "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"], "Resource": queues.clone()}),
+        ),
+    ] {
+        b.add(
+            id,
+            json!({"Type": "AWS::IAM::Role", "Properties": {
+                "AssumeRolePolicyDocument": trust.clone(),
+                "Policies": [{"PolicyName": "postbox", "PolicyDocument": {"Version": "2012-10-17", "Statement": [
+                    {"Effect": "Allow", "Action": items.clone(), "Resource": table_arns.clone()},
+                    extra,
+                    deny.clone(),
+                ]}}],
+            }}),
+        );
+        b.output(
+            id,
+            get_att(id, "Arn"),
+            "application role (Deny on event rows)",
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stack(toml: &str) -> Value {
+        template(&Stack {
+            prefix: "shop-".into(),
+            relay: RelayConfig::from_toml(toml).unwrap(),
+            alarms: Alarms::NewTopic,
+        })
+        .unwrap()
+    }
+
+    fn of_type<'a>(t: &'a Value, kind: &str) -> Vec<(&'a String, &'a Value)> {
+        t["Resources"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, r)| r["Type"] == kind)
+            .collect()
+    }
+
+    #[test]
+    fn the_events_pipe_filters_event_rows_and_groups_by_tenant_with_bounded_retries() {
+        let t = stack("[relay]\nevents_pipe = true\n");
+        let pipe = &t["Resources"]["EventsPipe"]["Properties"];
+        assert_eq!(pipe["Name"], "shop-events");
+        assert_eq!(pipe["Source"], get_att("PostboxEventsTable", "StreamArn"));
+        let stream = &pipe["SourceParameters"]["DynamoDBStreamParameters"];
+        assert_eq!(stream["StartingPosition"], "TRIM_HORIZON");
+        assert_eq!(stream["MaximumRetryAttempts"], 3);
+        assert_eq!(stream["MaximumRecordAgeInSeconds"], 86_400);
+        assert_eq!(stream["OnPartialBatchItemFailure"], "AUTOMATIC_BISECT");
+        let filter = pipe["SourceParameters"]["FilterCriteria"]["Filters"][0]["Pattern"]
+            .as_str()
+            .unwrap();
+        assert!(filter.contains("#EVENT"), "{filter}");
+        let target = &pipe["TargetParameters"];
+        assert_eq!(target["InputTemplate"], "<$.dynamodb.NewImage>");
+        assert_eq!(
+            target["SqsQueueParameters"],
+            json!({"MessageGroupId": "$.dynamodb.NewImage.tenant.S", "MessageDeduplicationId": "$.dynamodb.NewImage.id.S"})
+        );
+        assert_eq!(pipe["LogConfiguration"]["Level"], "ERROR");
+    }
+
+    #[test]
+    fn the_pipe_role_holds_exactly_the_stream_reads_the_sends_and_the_log_writes() {
+        let t = stack("[relay]\nevents_pipe = true\n");
+        let statements = &t["Resources"]["EventsPipeRole"]["Properties"]["Policies"][0]["PolicyDocument"]
+            ["Statement"];
+        let actions: Vec<Value> = statements
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["Action"].clone())
+            .collect();
+        assert_eq!(
+            actions,
+            [
+                json!([
+                    "dynamodb:DescribeStream",
+                    "dynamodb:GetRecords",
+                    "dynamodb:GetShardIterator",
+                    "dynamodb:ListStreams"
+                ]),
+                json!("sqs:SendMessage"),
+                json!(["logs:CreateLogStream", "logs:PutLogEvents"]),
+            ]
+        );
+        assert_eq!(
+            statements[0]["Resource"],
+            get_att("PostboxEventsTable", "StreamArn")
+        );
+        assert_eq!(
+            statements[1]["Resource"],
+            json!([
+                get_att("EventsRelayDlqQueue", "Arn"),
+                get_att("PostboxEventsFifoQueue", "Arn")
+            ])
+        );
+    }
+
+    #[test]
+    fn every_queue_has_a_dead_letter_queue_and_every_dead_letter_queue_an_alarm() {
+        let t = stack(
+            "[pipes.jobs]\nsource = \"jobs\"\ntarget = { queue = \"jobs.fifo\", message_group_id = \"<$.dynamodb.NewImage.tenant.S>\" }\n",
+        );
+        let name = |v: &Value| v.as_str().unwrap().to_owned();
+        let alarmed: BTreeSet<String> = of_type(&t, "AWS::CloudWatch::Alarm")
+            .iter()
+            .filter(|(_, a)| a["Properties"]["Namespace"] == "AWS/SQS")
+            .map(|(_, a)| name(&a["Properties"]["Dimensions"][0]["Value"]["Fn::GetAtt"][0]))
+            .collect();
+        let queues = of_type(&t, "AWS::SQS::Queue");
+        let redriven: BTreeSet<String> = queues
+            .iter()
+            .filter_map(|(_, q)| q["Properties"].get("RedrivePolicy"))
+            .map(|p| name(&p["deadLetterTargetArn"]["Fn::GetAtt"][0]))
+            .collect();
+        for (id, q) in &queues {
+            let is_dlq = alarmed.contains(*id);
+            assert!(
+                is_dlq || q["Properties"].get("RedrivePolicy").is_some(),
+                "{id} has no dead-letter queue"
+            );
+            if redriven.contains(*id) {
+                assert!(is_dlq, "{id} receives dead letters and has no alarm");
+            }
+        }
+        assert!(alarmed.contains("JobsDlqFifoQueue"), "{alarmed:?}");
+        assert!(alarmed.contains("JobsDlqQueue"), "{alarmed:?}");
+        // The application table is the user's: its stream is a parameter.
+        assert_eq!(t["Parameters"]["JobsStreamArn"]["Type"], "String");
+        // No pipe retries forever or keeps records forever.
+        for (_, p) in of_type(&t, "AWS::Pipes::Pipe") {
+            let s = &p["Properties"]["SourceParameters"]["DynamoDBStreamParameters"];
+            assert!(s["MaximumRetryAttempts"].as_i64().unwrap() >= 0);
+            assert!(s["MaximumRecordAgeInSeconds"].as_i64().unwrap() > 0);
+        }
+    }
+
+    #[test]
+    fn every_application_role_denies_changing_event_rows() {
+        let t = stack("[relay]\nevents_pipe = true\n");
+        for id in ["ProducerRole", "WorkerRole"] {
+            let statements =
+                t["Resources"][id]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+                    .as_array()
+                    .unwrap();
+            let deny = statements
+                .iter()
+                .find(|s| s["Effect"] == "Deny")
+                .unwrap_or_else(|| panic!("{id} has no Deny"));
+            assert_eq!(
+                deny["Action"],
+                json!(["dynamodb:UpdateItem", "dynamodb:DeleteItem"])
+            );
+            assert_eq!(
+                deny["Condition"]["ForAnyValue:StringLike"]["dynamodb:LeadingKeys"],
+                json!(["TENANT#*#EVENT"])
+            );
+        }
+    }
+
+    /// The template of the examples' pipes (both applications), unprefixed.
+    fn examples() -> Value {
+        let text = format!(
+            "{}\n{}",
+            postbox_examples::payments::PIPES_TOML,
+            postbox_examples::reports::pipes_toml(std::path::Path::new("report-ready.jsonl"))
+        );
+        template(&Stack {
+            prefix: String::new(),
+            relay: RelayConfig::from_toml(&text).unwrap(),
+            alarms: Alarms::NewTopic,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn the_jobs_pipe_filters_on_pending_and_the_report_pipe_on_running_to_succeeded() {
+        let t = examples();
+        let pattern = |pipe: &str| -> Value {
+            let p = &t["Resources"][pipe]["Properties"];
+            serde_json::from_str(
+                p["SourceParameters"]["FilterCriteria"]["Filters"][0]["Pattern"]
+                    .as_str()
+                    .unwrap(),
+            )
+            .unwrap()
+        };
+        let jobs = pattern("JobsPendingPipe");
+        assert_eq!(
+            jobs["dynamodb"]["NewImage"]["status"]["S"],
+            json!(["PENDING"])
+        );
+        assert_eq!(
+            t["Resources"]["JobsPendingPipe"]["Properties"]["TargetParameters"]["InputTemplate"],
+            r#"{"jobId": "<$.dynamodb.NewImage.jobId.S>"}"#
+        );
+        let ready = pattern("ReportReadyPipe");
+        assert_eq!(
+            ready["dynamodb"]["OldImage"]["status"]["S"],
+            json!(["RUNNING"])
+        );
+        assert_eq!(
+            ready["dynamodb"]["NewImage"]["status"]["S"],
+            json!(["SUCCEEDED"])
+        );
+        let ready = &t["Resources"]["ReportReadyPipe"]["Properties"];
+        assert_eq!(ready["Target"], get_att("ReportsBus", "Arn"));
+        assert_eq!(
+            ready["TargetParameters"]["EventBridgeEventBusParameters"],
+            json!({"DetailType": "ReportReady", "Source": "postbox.reports"})
+        );
+        // The bus's log rule can write to its log group.
+        assert_eq!(
+            t["Resources"]["ReportsLogReadyLogPolicy"]["Type"],
+            "AWS::Logs::ResourcePolicy"
+        );
+    }
+
+    #[test]
+    fn the_examples_template_is_the_reviewed_one() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/aws/template.json");
+        let text = serde_json::to_string_pretty(&examples()).unwrap() + "\n";
+        if std::env::var_os("POSTBOX_UPDATE_GOLDEN").is_some() {
+            std::fs::write(&path, &text).unwrap();
+        }
+        let golden = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            golden == text,
+            "postbox synth's template for the examples changed; review it and regenerate {} with POSTBOX_UPDATE_GOLDEN=1",
+            path.display()
+        );
+    }
+
+    #[test]
+    fn what_a_pipe_cannot_express_is_refused_naming_the_pipe() {
+        let refused = |toml: &str| {
+            template(&Stack {
+                prefix: String::new(),
+                relay: RelayConfig::from_toml(toml).unwrap(),
+                alarms: Alarms::NewTopic,
+            })
+            .unwrap_err()
+        };
+        let e = refused(
+            "[pipes.p]\nsource = \"t\"\ntarget = { queue = \"q.fifo\", message_group_id = \"tenant-<$.dynamodb.NewImage.tenant.S>\" }\n",
+        );
+        assert!(e.contains("pipe p: its message group id template"), "{e}");
+        let e = refused(
+            "[pipes.p]\nsource = \"t\"\ntarget = { queue = \"q\" }\ndead_letter_queue = \"p-dlq.fifo\"\n",
+        );
+        assert!(e.contains("needs a standard queue"), "{e}");
+    }
+}
