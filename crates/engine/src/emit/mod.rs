@@ -20,10 +20,13 @@
 //! returns an error.
 //!
 //! Known limit: the embedded store's answers are definitive, but on
-//! DynamoDB a transaction can time out with its outcome unknown; emit then
-//! reports the store error although the event may have committed. Sending
-//! each planned transaction with a ClientRequestToken and retrying it once
-//! with the same token would settle that; it is not done yet.
+//! DynamoDB a transaction can time out with its outcome unknown. The AWS
+//! SDK gives each one a ClientRequestToken (an idempotency token in the
+//! service's model) and keeps it across its retries, so a repeat of a lost
+//! answer is applied at most once (`crates/aws/tests/service_faults.rs`
+//! guards that); when every retry fails, emit
+//! reports the store error although the event may have committed (the
+//! caller's retry with the same Idempotency-Key then finds it).
 
 mod batcher;
 mod plan;
