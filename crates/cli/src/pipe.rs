@@ -67,14 +67,22 @@ pub fn load(path: &PathBuf) -> Result<RelayConfig, String> {
 }
 
 /// Runs `postbox pipe test`: success when the record would be delivered
-/// or filtered out, failure when it would be dead-lettered.
+/// or filtered out; exit 1 when it would be dead-lettered; exit 2 on bad
+/// input (a config or record that cannot be read, no such pipe).
 pub fn run(args: PipeArgs) -> ExitCode {
+    use postbox_relay::plan::TestError;
     let PipeCommand::Test(args) = args.command;
-    let result = load(&args.config).and_then(|config| {
-        let text = std::fs::read_to_string(&args.record)
-            .map_err(|e| format!("cannot read the record {}: {e}", args.record.display()))?;
-        postbox_relay::plan::test_record_text(&config, &args.pipe, &text)
-    });
+    let result = load(&args.config)
+        .map_err(TestError::Input)
+        .and_then(|config| {
+            let text = std::fs::read_to_string(&args.record).map_err(|e| {
+                TestError::Input(format!(
+                    "cannot read the record {}: {e}",
+                    args.record.display()
+                ))
+            })?;
+            postbox_relay::plan::test_record_text(&config, &args.pipe, &text)
+        });
     match result {
         Ok(report) => {
             print!("{report}");
@@ -82,7 +90,10 @@ pub fn run(args: PipeArgs) -> ExitCode {
         }
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::FAILURE
+            match e {
+                TestError::Input(_) => ExitCode::from(EXIT_REFUSED),
+                TestError::Dead(_) => ExitCode::FAILURE,
+            }
         }
     }
 }

@@ -263,13 +263,13 @@ pub fn test_record(
     config: &crate::config::RelayConfig,
     pipe_name: &str,
     record: &Value,
-) -> Result<String, String> {
+) -> Result<String, TestError> {
     let Some(pipe) = config.pipe(pipe_name) else {
         let names: Vec<&str> = config.pipes.iter().map(|p| p.name.as_str()).collect();
-        return Err(format!(
+        return Err(TestError::Input(format!(
             "no pipe {pipe_name:?} in the config (pipes: {})",
             names.join(", ")
-        ));
+        )));
     };
     let mut out = String::new();
     for w in &pipe.warnings {
@@ -295,12 +295,14 @@ pub fn test_record(
             pipe.name
         )),
         Outcome::Dead(reason) => {
-            return Err(format!(
-                "the record would go to the dead-letter queue {}: {reason}\n{out}",
-                pipe.dead_letter_queue
-            )
-            .trim_end()
-            .to_owned());
+            return Err(TestError::Dead(
+                format!(
+                    "the record would go to the dead-letter queue {}: {reason}\n{out}",
+                    pipe.dead_letter_queue
+                )
+                .trim_end()
+                .to_owned(),
+            ));
         }
         Outcome::Deliver(list) if list.is_empty() => out
             .push_str("matched, but no rule of the bus matches the event: nothing is delivered\n"),
@@ -333,16 +335,27 @@ pub fn test_record_text(
     config: &crate::config::RelayConfig,
     pipe_name: &str,
     text: &str,
-) -> Result<String, String> {
-    let record: Value =
-        serde_json::from_str(text).map_err(|e| format!("the record is not JSON: {e}"))?;
+) -> Result<String, TestError> {
+    let record: Value = serde_json::from_str(text)
+        .map_err(|e| TestError::Input(format!("the record is not JSON: {e}")))?;
     if !record.is_object() {
-        return Err(
+        return Err(TestError::Input(
             "the record must be a JSON object: one DynamoDB stream record as a Pipe receives it"
                 .to_owned(),
-        );
+        ));
     }
     test_record(config, pipe_name, &record)
+}
+
+/// Why `postbox pipe test` did not pass a record.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TestError {
+    /// The request is wrong: no such pipe, a record that is not one.
+    #[error("{0}")]
+    Input(String),
+    /// The record would go to the dead-letter queue, with the reason.
+    #[error("{0}")]
+    Dead(String),
 }
 
 #[cfg(test)]
@@ -406,13 +419,11 @@ target = { queue = "jobs.fifo", message_group_id = "<$.dynamodb.NewImage.tenant.
         );
         let bad = record(json!({"status": {"S": "PENDING"}, "tenant": {"S": "acme"}}));
         assert_eq!(
-            test_record(&c, "jobs", &bad).unwrap_err(),
+            test_record(&c, "jobs", &bad).unwrap_err().to_string(),
             "the record would go to the dead-letter queue jobs-dlq: input template path $.dynamodb.NewImage.jobId.S does not resolve in record jobs#7"
         );
         assert!(
-            test_record(&c, "nope", &ok)
-                .unwrap_err()
-                .contains("no pipe \"nope\"")
+            matches!(test_record(&c, "nope", &ok), Err(TestError::Input(m)) if m.contains("no pipe \"nope\""))
         );
     }
 }
