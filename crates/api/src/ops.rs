@@ -105,7 +105,26 @@ enum IdList {
 }
 
 impl SelectionQuery {
-    fn selection(self, caller: &Caller) -> Result<(Selection, bool), ApiError> {
+    /// The selection, or 404 for another tenant, or for a subscription
+    /// the catalog does not have (which would select nothing in silence).
+    fn selection(
+        self,
+        caller: &Caller,
+        catalog: &postbox_engine::Catalog,
+    ) -> Result<(Selection, bool), ApiError> {
+        if let Some(name) = &self.subscription
+            && !catalog.subscriptions.iter().any(|s| &s.name == name)
+        {
+            let known: Vec<&str> = catalog
+                .subscriptions
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect();
+            return Err(ApiError::not_found(format!(
+                "no subscription {name:?} in the catalog (subscriptions: {})",
+                known.join(", ")
+            )));
+        }
         let tenant = match (&caller.tenant, self.tenant) {
             (Some(own), Some(asked)) if *own != asked => {
                 return Err(ApiError::not_found(format!("no tenant {asked:?}")));
@@ -141,7 +160,7 @@ pub(crate) async fn dead_letters<S: ItemStore, Q: QueueClient>(
     query: Result<Query<SelectionQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
-    let (selection, _) = q.selection(&caller)?;
+    let (selection, _) = q.selection(&caller, api.inner.engine.catalog())?;
     let list = replay::list(&api.inner.inbox, &selection).await?;
     Ok(Json(json!({
         "dead_letters": list.iter().map(dead_letter_json).collect::<Vec<_>>(),
@@ -161,7 +180,7 @@ pub(crate) async fn replay<S: ItemStore, Q: QueueClient>(
     } else {
         parse_json(&body)?
     };
-    let (selection, dry_run) = q.selection(&caller)?;
+    let (selection, dry_run) = q.selection(&caller, api.inner.engine.catalog())?;
     if let Some(ids) = &selection.event_ids {
         let found = replay::list(&api.inner.inbox, &selection).await?;
         if let Some(missing) = ids

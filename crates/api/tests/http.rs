@@ -417,6 +417,41 @@ async fn operator_endpoints_need_an_admin_token() {
     )
     .await;
     assert_eq!(a.status, 200, "{}", a.text);
+    // A subscription the catalog does not have would select nothing in
+    // silence: it is named instead.
+    let a = call(
+        &env,
+        "POST",
+        "/v1/dead-letters/replay",
+        Some(&env.admin),
+        &[],
+        r#"{"subscription": "nope"}"#,
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.code()),
+        (404, "not_found".into()),
+        "{}",
+        a.text
+    );
+    assert!(
+        a.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("no subscription \"nope\" in the catalog"),
+        "{}",
+        a.text
+    );
+    let a = call(
+        &env,
+        "GET",
+        "/v1/dead-letters?subscription=nope",
+        Some(&env.admin),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(a.status, 404, "{}", a.text);
     let a = call(&env, "GET", "/v1/catalog", Some(&env.acme), &[], "").await;
     assert_eq!(a.status, 200);
     assert!(a.text.contains("ORDER_PLACED"));
