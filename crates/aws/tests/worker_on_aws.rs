@@ -6,10 +6,13 @@
 //! Needs DynamoDB Local and an SQS server: `scripts/test` runs it with
 //! `POSTBOX_TEST_DYNAMODB_ENDPOINT` and `POSTBOX_TEST_SQS_ENDPOINT` set.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use common::config;
 use postbox_aws::{DynamoStore, SqsQueues};
 use postbox_engine::catalog::Catalog;
 use postbox_engine::{Context, Engine, Envelope, Write, layout};
@@ -38,12 +41,6 @@ handler = "orders::audit"
 "#;
 
 const QUEUE: &str = "events.fifo";
-
-async fn config(var: &str) -> aws_config::SdkConfig {
-    let endpoint = std::env::var(var)
-        .unwrap_or_else(|_| panic!("{var}: the URL of the local service (scripts/test starts it)"));
-    postbox_aws::local_config(&endpoint).await
-}
 
 /// What the default events pipe does with one event row, with `dedup` as
 /// the message's deduplication id (the pipe uses the event id).
@@ -152,19 +149,7 @@ async fn every_event_reaches_every_subscription_once_on_dynamodb_and_sqs() {
     .await
     .unwrap();
     // Until the queue is empty: every message settled and deleted.
-    let left = || async {
-        let attrs = queues
-            .queue_attributes(QUEUE, &["All".to_owned()])
-            .await
-            .unwrap();
-        let n = |k: &str| {
-            attrs
-                .get(k)
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        n("ApproximateNumberOfMessages") + n("ApproximateNumberOfMessagesNotVisible")
-    };
+    let left = || common::depth(&queues, QUEUE);
     for _ in 0..50 {
         worker.run_once().await.unwrap();
         if left().await == 0 {

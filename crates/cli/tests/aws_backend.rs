@@ -28,6 +28,15 @@ fn endpoint() -> String {
     )
 }
 
+/// A table and queue name prefix no other run of `test` uses.
+fn unique_prefix(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("t{nanos}-{test}-")
+}
+
 /// `postbox <args>` with the AWS configuration of local services (and
 /// `region`), nothing from this machine's own AWS files.
 fn command(args: &[&str], region: Option<&str>) -> Command {
@@ -74,11 +83,7 @@ fn verify(prefix: &str, region: Option<&str>, args: &[&str]) -> (i32, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DynamoDB Local: scripts/test runs it"]
 async fn verify_on_dynamodb_finds_a_tampered_event_at_its_seq() {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let prefix = format!("t{nanos}-cli-");
+    let prefix = unique_prefix("cli");
     let config = postbox_aws::local_config(&endpoint()).await;
     let store = Arc::new(DynamoStore::new(&config, &prefix));
     let catalog = Catalog::from_toml(
@@ -148,11 +153,7 @@ fn init(prefix: &str) -> (i32, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DynamoDB Local and an SQS server: scripts/test runs it"]
 async fn init_creates_what_is_missing_once_and_refuses_a_table_keyed_otherwise() {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let prefix = format!("t{nanos}-init-");
+    let prefix = unique_prefix("init");
     let (code, out) = init(&prefix);
     assert_eq!(code, 0, "{out}");
     assert_eq!(out.matches(": created").count(), 8, "{out}");
@@ -206,11 +207,7 @@ async fn init_creates_what_is_missing_once_and_refuses_a_table_keyed_otherwise()
 #[ignore = "needs DynamoDB Local and an SQS server: scripts/test runs it"]
 async fn relay_on_aws_delivers_emitted_events_to_the_events_queue() {
     use postbox_queue::QueueClient;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let prefix = format!("t{nanos}-relay-");
+    let prefix = unique_prefix("relay");
     let config = std::env::temp_dir().join(format!("{prefix}pipes.toml"));
     std::fs::write(&config, "[relay]\nevents_pipe = true\n").unwrap();
     let config = config.to_str().unwrap().to_owned();
@@ -325,11 +322,7 @@ async fn serve_on_aws_takes_emits_over_http_and_its_webhook_receives_each_event(
     let hook = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let prefix = format!("t{nanos}-serve-");
+    let prefix = unique_prefix("serve");
     let dir = tempfile::tempdir().unwrap();
     let catalog = dir.path().join("catalog.toml");
     std::fs::write(
@@ -410,11 +403,7 @@ handler = "http://{hook}/hook"
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DynamoDB Local and an SQS server: scripts/test runs it"]
 async fn bench_on_aws_measures_emits_and_deliveries_on_a_stack_init_made() {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let prefix = format!("t{nanos}-bench-");
+    let prefix = unique_prefix("bench");
     let bench = [
         "bench",
         "--backend",

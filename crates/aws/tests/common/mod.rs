@@ -36,6 +36,21 @@ pub async fn config(var: &str) -> aws_config::SdkConfig {
     postbox_aws::local_config(&endpoint).await
 }
 
+/// Messages in `queue` of `queues`, visible or not.
+pub async fn depth(queues: &SqsQueues, queue: &str) -> u64 {
+    let attrs = queues
+        .queue_attributes(queue, &["All".to_owned()])
+        .await
+        .unwrap();
+    let n = |k: &str| {
+        attrs
+            .get(k)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    n("ApproximateNumberOfMessages") + n("ApproximateNumberOfMessagesNotVisible")
+}
+
 /// A stack under its own prefix: the engine's tables, the relay's state
 /// table, the events FIFO queue and the relay's dead-letter queue.
 pub struct Stack {
@@ -123,18 +138,7 @@ impl Stack {
 
     /// Messages in `queue` (visible or not).
     pub async fn depth(&self, queue: &str) -> u64 {
-        let attrs = self
-            .queues
-            .queue_attributes(queue, &["All".to_owned()])
-            .await
-            .unwrap();
-        let n = |k: &str| {
-            attrs
-                .get(k)
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        n("ApproximateNumberOfMessages") + n("ApproximateNumberOfMessagesNotVisible")
+        depth(&self.queues, queue).await
     }
 
     /// Waits until the events queue holds `n` messages (or 30 s pass).
