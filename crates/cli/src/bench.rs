@@ -22,7 +22,7 @@
 //! detail, with `{"n": n}` payloads; this command measures the assembled
 //! product a user runs.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -114,6 +114,8 @@ struct Row {
     value: String,
     target: &'static str,
     baseline: String,
+    /// The row's numbers, for `--json` (the text columns round them).
+    figures: Vec<(&'static str, f64)>,
 }
 
 /// The `p` quantile of `sorted`, in milliseconds.
@@ -290,6 +292,12 @@ impl EmitLoad<'_> {
             ),
             target,
             baseline: format!("{}, one transaction per emit", rate_of(base)),
+            figures: vec![
+                ("events_per_second", e.rate),
+                ("p50_ms", pct(&e.latencies, 0.5)),
+                ("p99_ms", pct(&e.latencies, 0.99)),
+                ("baseline_events_per_second", base.rate),
+            ],
         }
     }
 }
@@ -645,6 +653,10 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
             value: format!("{verify_rate:.0} events/s"),
             target: ">= 1,000,000 events/s",
             baseline: "-".into(),
+            figures: vec![
+                ("events_per_second", verify_rate),
+                ("events", checked as f64),
+            ],
         });
     }
 
@@ -672,6 +684,10 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
                     "{:.0} completions/s counting the emit and relay of the backlog",
                     d.end_to_end
                 ),
+                figures: vec![
+                    ("completions_per_second", d.drain),
+                    ("baseline_completions_per_second", d.end_to_end),
+                ],
             });
         }
     }
@@ -692,19 +708,25 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
             ),
             target: "p50 < 2 ms, p99 < 20 ms",
             baseline: "-".into(),
+            figures: vec![
+                ("p50_ms", pct(&lat, 0.5)),
+                ("p99_ms", pct(&lat, 0.99)),
+                ("samples", lat.len() as f64),
+            ],
         });
     }
 
     if args.json {
-        let v: Vec<BTreeMap<&str, String>> = rows
+        let v: Vec<serde_json::Value> = rows
             .iter()
             .map(|r| {
-                BTreeMap::from([
-                    ("scenario", r.scenario.clone()),
-                    ("result", r.value.clone()),
-                    ("target", r.target.to_owned()),
-                    ("baseline", r.baseline.clone()),
-                ])
+                json!({
+                    "scenario": r.scenario,
+                    "result": r.value,
+                    "target": r.target,
+                    "baseline": r.baseline,
+                    "figures": r.figures.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect::<serde_json::Map<_, _>>(),
+                })
             })
             .collect();
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());

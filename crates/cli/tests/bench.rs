@@ -53,6 +53,16 @@ fn delivery_drains_a_relayed_backlog_for_one_and_four_subscriptions() {
         );
         let baseline = row["baseline"].as_str().unwrap();
         assert!(baseline.contains("counting the emit and relay"), "{row}");
+        // The numbers themselves, for scripts: not inside strings.
+        let figures = &row["figures"];
+        assert!(
+            figures["completions_per_second"].as_f64().unwrap() > 0.0,
+            "{row}"
+        );
+        assert!(
+            figures["baseline_completions_per_second"].as_f64().unwrap() > 0.0,
+            "{row}"
+        );
         assert!(leading_number(baseline) > 0.0, "{row}");
     }
 }
