@@ -30,10 +30,10 @@ pub struct WorkerArgs {
     /// Worker loops in this process, each with up to 8 batches in flight.
     #[arg(long, default_value_t = 4)]
     tasks: usize,
-    /// The secret webhook deliveries are signed with (the server's
-    /// `<data>/webhook-secret`, or POSTBOX_WEBHOOK_SECRET).
+    /// The secret webhook deliveries are signed with (default: the
+    /// server's, in `<--data>/webhook-secret`).
     #[arg(long, env = "POSTBOX_WEBHOOK_SECRET", hide_env_values = true)]
-    webhook_secret: String,
+    webhook_secret: Option<String>,
     /// The server's data directory, to find its admin access key when
     /// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set.
     #[arg(long, default_value = "postbox-data", env = "POSTBOX_DATA")]
@@ -45,11 +45,16 @@ pub struct WorkerArgs {
 pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
     let catalog =
         Catalog::load(&args.catalog).map_err(|e| Failure::new(EXIT_REFUSED, e.to_string()))?;
-    let handlers = webhook_handlers(
-        &catalog,
-        args.webhook_secret.clone().into_bytes(),
-        "postbox worker",
-    )?;
+    let durable = catalog
+        .subscriptions
+        .iter()
+        .any(|s| s.lane == Lane::Durable);
+    let secret = if durable {
+        webhook_secret(args.webhook_secret.as_deref(), &args.data)?
+    } else {
+        Vec::new()
+    };
+    let handlers = webhook_handlers(&catalog, secret, "postbox worker")?;
     match args.backend.backend {
         crate::backend::Backend::Embedded => {
             let endpoint = crate::http::wire_endpoint(&args.endpoint, &args.data)?;
@@ -82,6 +87,25 @@ pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
             )
             .await
         }
+    }
+}
+
+/// The webhook secret: `given`, else the server's `<data>/webhook-secret`
+/// (which `postbox serve` writes on first use), else a refusal saying both.
+fn webhook_secret(given: Option<&str>, data: &std::path::Path) -> Result<Vec<u8>, Failure> {
+    if let Some(s) = given.filter(|s| !s.is_empty()) {
+        return Ok(s.as_bytes().to_vec());
+    }
+    let path = data.join("webhook-secret");
+    match std::fs::read_to_string(&path) {
+        Ok(s) if !s.trim().is_empty() => Ok(s.trim().as_bytes().to_vec()),
+        _ => Err(Failure::new(
+            EXIT_REFUSED,
+            format!(
+                "no webhook secret: {} does not exist; pass --webhook-secret (or POSTBOX_WEBHOOK_SECRET), or --data naming the server's data directory",
+                path.display()
+            ),
+        )),
     }
 }
 

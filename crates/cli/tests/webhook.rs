@@ -260,15 +260,29 @@ async fn a_separate_worker_process_delivers_webhooks_over_the_wire() {
         "{}",
         String::from_utf8_lossy(&unreachable.stderr)
     );
+    // Without a secret given or a data directory holding one: refused.
+    let nowhere = dir.path().join("elsewhere");
+    let refused = Command::new(env!("CARGO_BIN_EXE_postbox"))
+        .args(["worker", "--endpoint", &base, "--catalog"])
+        .arg(&catalog)
+        .arg("--data")
+        .arg(&nowhere)
+        .env_remove("POSTBOX_WEBHOOK_SECRET")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(said.contains("no webhook secret"), "{said}");
     let worker = Command::new(env!("CARGO_BIN_EXE_postbox"))
         .args(["worker", "--endpoint", &base, "--tasks", "2", "--catalog"])
         .arg(&catalog)
-        // Signs with the admin access key the server wrote there.
+        // Signs with the admin access key the server wrote there, and
+        // webhooks with the server's webhook secret, read from there too.
         .arg("--data")
         .arg(&data)
         .env_remove("AWS_ACCESS_KEY_ID")
         .env_remove("AWS_SECRET_ACCESS_KEY")
-        .env("POSTBOX_WEBHOOK_SECRET", secret.trim())
+        .env_remove("POSTBOX_WEBHOOK_SECRET")
         .env("POSTBOX_LOG", "warn")
         .stdout(Stdio::null())
         .spawn()
