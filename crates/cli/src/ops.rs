@@ -119,12 +119,42 @@ struct SelectionArgs {
     /// Only these event ids (comma-separated).
     #[arg(long, value_delimiter = ',')]
     event_ids: Vec<String>,
+    /// Failures at or after this time: UTC (`2026-12-04T10:00:00Z`) or a
+    /// span ago (`90m`, `2h`, `7d`).
+    #[arg(long, value_parser = parse_time, conflicts_with = "from_ms")]
+    since: Option<u64>,
+    /// Failures at or before this time, as for --since.
+    #[arg(long, value_parser = parse_time, conflicts_with = "to_ms")]
+    until: Option<u64>,
     /// Failures at or after this time, milliseconds since the epoch.
     #[arg(long)]
     from_ms: Option<u64>,
     /// Failures at or before this time, milliseconds since the epoch.
     #[arg(long)]
     to_ms: Option<u64>,
+}
+
+/// `--since` and `--until`: milliseconds since the epoch of a UTC time
+/// (`2026-12-04T10:00:00Z`, fractions of a second dropped) or of a span
+/// before now (`90m`, `2h`, `7d`).
+fn parse_time(text: &str) -> Result<u64, String> {
+    if text.contains('T') {
+        let whole = match text.split_once('.') {
+            Some((head, tail)) if tail.ends_with('Z') => format!("{head}Z"),
+            _ => text.to_owned(),
+        };
+        let basic: String = whole.chars().filter(|c| *c != '-' && *c != ':').collect();
+        return postbox_server::auth::parse_amz_date(&basic)
+            .map(|secs| secs * 1000)
+            .ok_or_else(|| format!("{text:?} is not a UTC time like 2026-12-04T10:00:00Z"));
+    }
+    let span = crate::verifier::parse_every(text)
+        .ok()
+        .flatten()
+        .ok_or_else(|| {
+            format!("{text:?} is not a UTC time (2026-12-04T10:00:00Z) or a span ago (90m, 2h, 7d)")
+        })?;
+    Ok(postbox_engine::envelope::now_ms().saturating_sub(span.as_millis() as u64))
 }
 
 #[derive(clap::Args)]
@@ -522,10 +552,10 @@ fn selection_json(s: &SelectionArgs) -> Value {
     if !s.event_ids.is_empty() {
         v["event_ids"] = json!(s.event_ids);
     }
-    if let Some(f) = s.from_ms {
+    if let Some(f) = s.since.or(s.from_ms) {
         v["from_ms"] = json!(f);
     }
-    if let Some(t) = s.to_ms {
+    if let Some(t) = s.until.or(s.to_ms) {
         v["to_ms"] = json!(t);
     }
     v
@@ -762,4 +792,32 @@ async fn list_tokens(l: ListTokensArgs) -> Result<(), Failure> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_time;
+
+    #[test]
+    fn times_are_utc_instants_or_spans_ago() {
+        assert_eq!(parse_time("2026-12-04T10:00:00Z"), Ok(1_796_378_400_000));
+        assert_eq!(
+            parse_time("2026-12-04T10:00:00.250Z"),
+            Ok(1_796_378_400_000)
+        );
+        let now = postbox_engine::envelope::now_ms();
+        let ago = parse_time("2h").unwrap();
+        assert!(
+            (now - 7_200_000..=now - 7_190_000).contains(&ago),
+            "{ago} vs {now}"
+        );
+        for bad in [
+            "yesterday",
+            "2026-13-01T00:00:00Z",
+            "2026-12-04T10:00:00",
+            "0m",
+        ] {
+            assert!(parse_time(bad).is_err(), "{bad} was taken");
+        }
+    }
 }
