@@ -27,8 +27,9 @@ pub struct WorkerArgs {
     /// The event catalog (TOML).
     #[arg(long, env = "POSTBOX_CATALOG")]
     catalog: PathBuf,
-    /// Worker loops in this process, each with up to 8 batches in flight.
-    #[arg(long, default_value_t = 4)]
+    /// Worker loops in this process, each with up to 8 batches in flight
+    /// (as `serve --workers`; `--tasks` is the former name).
+    #[arg(long = "workers", alias = "tasks", default_value_t = 4, env = "POSTBOX_WORKERS")]
     tasks: usize,
     /// The secret webhook deliveries are signed with (default: the
     /// server's, in `<--data>/webhook-secret`).

@@ -274,7 +274,7 @@ async fn a_separate_worker_process_delivers_webhooks_over_the_wire() {
     assert_eq!(refused.status.code(), Some(2), "{said}");
     assert!(said.contains("no webhook secret"), "{said}");
     let worker = Command::new(env!("CARGO_BIN_EXE_postbox"))
-        .args(["worker", "--endpoint", &base, "--tasks", "2", "--catalog"])
+        .args(["worker", "--endpoint", &base, "--workers", "2", "--catalog"])
         .arg(&catalog)
         // Signs with the admin access key the server wrote there, and
         // webhooks with the server's webhook secret, read from there too.
