@@ -46,6 +46,13 @@ pub struct SynthArgs {
     /// Write the template here instead of standard output.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Instead of writing the template, run every pipe's filters and input
+    /// template over these sample stream records (JSON files, or
+    /// directories of them): fail on a record a pipe would dead-letter (a
+    /// template path that does not resolve, which a deployed Pipe turns
+    /// into an empty value in silence) and on a filter a Pipe cannot apply.
+    #[arg(long, num_args = 1..)]
+    check: Vec<PathBuf>,
 }
 
 /// Where the alarms go.
@@ -71,6 +78,28 @@ pub struct Stack {
 }
 
 pub fn run(args: SynthArgs) -> ExitCode {
+    if !args.check.is_empty() {
+        return match check(&args) {
+            Ok(report) => {
+                print!("{report}");
+                ExitCode::SUCCESS
+            }
+            Err(CheckFailure::Input(e)) => {
+                eprintln!("error: {e}");
+                ExitCode::from(crate::http::EXIT_REFUSED)
+            }
+            Err(CheckFailure::Problems(list)) => {
+                for p in &list {
+                    eprintln!("{p}");
+                }
+                eprintln!(
+                    "error: {} problem(s); the stack would deliver wrong or nothing",
+                    list.len()
+                );
+                ExitCode::FAILURE
+            }
+        };
+    }
     match synth(&args) {
         Ok(text) => match &args.out {
             Some(path) => match std::fs::write(path, text + "\n") {
@@ -92,7 +121,82 @@ pub fn run(args: SynthArgs) -> ExitCode {
     }
 }
 
-fn synth(args: &SynthArgs) -> Result<String, String> {
+/// Why `synth --check` did not pass.
+enum CheckFailure {
+    /// A file could not be read or is not a record.
+    Input(String),
+    /// What the records and the pipes showed.
+    Problems(Vec<String>),
+}
+
+/// `synth --check`: every record through every pipe.
+fn check(args: &SynthArgs) -> Result<String, CheckFailure> {
+    let relay = relay_config(args).map_err(CheckFailure::Input)?;
+    let mut files = Vec::new();
+    for path in &args.check {
+        if path.is_dir() {
+            let entries = std::fs::read_dir(path)
+                .map_err(|e| CheckFailure::Input(format!("{}: {e}", path.display())))?;
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    if files.is_empty() {
+        return Err(CheckFailure::Input("--check names no record files".into()));
+    }
+    let mut problems = Vec::new();
+    for pipe in &relay.pipes {
+        for w in &pipe.warnings {
+            problems.push(format!("pipe {}: {w}", pipe.name));
+        }
+    }
+    let mut report = String::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| CheckFailure::Input(format!("{}: {e}", file.display())))?;
+        for pipe in &relay.pipes {
+            match postbox_relay::plan::test_record_text(&relay, &pipe.name, &text) {
+                Ok(out) => {
+                    let first = out
+                        .lines()
+                        .find(|l| !l.starts_with("warning:"))
+                        .unwrap_or("");
+                    report.push_str(&format!(
+                        "{} -> pipe {}: {first}\n",
+                        file.display(),
+                        pipe.name
+                    ));
+                }
+                Err(postbox_relay::plan::TestError::Input(e)) => {
+                    return Err(CheckFailure::Input(format!("{}: {e}", file.display())));
+                }
+                Err(postbox_relay::plan::TestError::Dead(e)) => {
+                    problems.push(format!("{} -> pipe {}: {e}", file.display(), pipe.name));
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        report.push_str(&format!(
+            "checked {} record(s) against {} pipe(s): ok\n",
+            files.len(),
+            relay.pipes.len()
+        ));
+        Ok(report)
+    } else {
+        Err(CheckFailure::Problems(problems))
+    }
+}
+
+/// The pipes `synth` deploys: the config's, plus the default events pipe
+/// when the catalog has a DURABLE subscription and the config lacks it.
+fn relay_config(args: &SynthArgs) -> Result<RelayConfig, String> {
     let mut relay = match &args.pipes {
         Some(path) => crate::pipe::load(path)?,
         None => RelayConfig::from_toml("[relay]\nevents_pipe = true\n").expect("valid"),
@@ -111,6 +215,11 @@ fn synth(args: &SynthArgs) -> Result<String, String> {
             ));
         }
     }
+    Ok(relay)
+}
+
+fn synth(args: &SynthArgs) -> Result<String, String> {
+    let relay = relay_config(args)?;
     let alarms = match (&args.alarm_topic, &args.alarm_email) {
         (Some(arn), _) => Alarms::Topic(arn.clone()),
         (None, Some(email)) => Alarms::Email(email.clone()),
@@ -910,6 +1019,63 @@ mod tests {
             "postbox synth's template for the examples changed; review it and regenerate {} with POSTBOX_UPDATE_GOLDEN=1",
             path.display()
         );
+    }
+
+    #[test]
+    fn check_fails_on_a_record_a_pipe_would_dead_letter_and_passes_good_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let pipes = dir.path().join("pipes.toml");
+        std::fs::write(
+            &pipes,
+            "[pipes.jobs]\nsource = \"jobs\"\ninput_template = '{\"jobId\": \"<$.dynamodb.NewImage.jobId.S>\"}'\ntarget = { queue = \"jobs.fifo\", message_group_id = \"<$.dynamodb.NewImage.tenant.S>\" }\n",
+        )
+        .unwrap();
+        let records = dir.path().join("records");
+        std::fs::create_dir(&records).unwrap();
+        let record = |image: &str| {
+            format!(
+                r#"{{"eventID": "1", "eventName": "INSERT", "dynamodb": {{"SequenceNumber": "7", "NewImage": {image}}}}}"#
+            )
+        };
+        std::fs::write(
+            records.join("a-good.json"),
+            record(r#"{"jobId": {"S": "j1"}, "tenant": {"S": "acme"}}"#),
+        )
+        .unwrap();
+        let args = |check: Vec<PathBuf>| SynthArgs {
+            pipes: Some(pipes.clone()),
+            catalog: None,
+            prefix: String::new(),
+            alarm_topic: None,
+            alarm_email: None,
+            out: None,
+            check,
+        };
+        let report = check(&args(vec![records.clone()])).ok().unwrap();
+        assert!(
+            report.ends_with("checked 1 record(s) against 1 pipe(s): ok\n"),
+            "{report}"
+        );
+        // A job row written without its jobId: the deployed Pipe would send
+        // `{"jobId": ""}`; the check names it.
+        std::fs::write(
+            records.join("b-no-job-id.json"),
+            record(r#"{"tenant": {"S": "acme"}}"#),
+        )
+        .unwrap();
+        match check(&args(vec![records.clone()])) {
+            Err(CheckFailure::Problems(p)) => {
+                assert_eq!(p.len(), 1, "{p:?}");
+                assert!(p[0].contains("b-no-job-id.json -> pipe jobs"), "{p:?}");
+                assert!(p[0].contains("jobId.S does not resolve"), "{p:?}");
+            }
+            _ => panic!("the record was not caught"),
+        }
+        std::fs::write(records.join("c-not-json.json"), "{").unwrap();
+        assert!(matches!(
+            check(&args(vec![records])),
+            Err(CheckFailure::Input(_))
+        ));
     }
 
     #[test]

@@ -29,7 +29,12 @@ pub struct WorkerArgs {
     catalog: PathBuf,
     /// Worker loops in this process, each with up to 8 batches in flight
     /// (as `serve --workers`; `--tasks` is the former name).
-    #[arg(long = "workers", alias = "tasks", default_value_t = 4, env = "POSTBOX_WORKERS")]
+    #[arg(
+        long = "workers",
+        alias = "tasks",
+        default_value_t = 4,
+        env = "POSTBOX_WORKERS"
+    )]
     tasks: usize,
     /// The secret webhook deliveries are signed with (default: the
     /// server's, in `<--data>/webhook-secret`).
