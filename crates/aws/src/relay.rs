@@ -197,18 +197,14 @@ impl StreamsRelay {
 
     /// Every pipe's counters.
     pub fn stats(&self) -> Vec<StreamsPipeStats> {
-        self.pipes
-            .iter()
-            .map(|(pipe, c)| StreamsPipeStats {
-                pipe: pipe.clone(),
-                holds_lease: c.holds_lease.load(Relaxed),
-                delivered: c.delivered.load(Relaxed),
-                filtered: c.filtered.load(Relaxed),
-                dead_lettered: c.dead_lettered.load(Relaxed),
-                gaps: c.gaps.load(Relaxed),
-                last_record_ms: c.last_record_ms.load(Relaxed),
-            })
-            .collect()
+        stats_of(&self.pipes)
+    }
+
+    /// A reader of [`StreamsRelay::stats`] that outlives a borrow of the
+    /// relay (for a metrics page).
+    pub fn stats_source(&self) -> impl Fn() -> Vec<StreamsPipeStats> + Send + Sync + 'static {
+        let pipes = self.pipes.clone();
+        move || stats_of(&pipes)
     }
 
     /// Stops every pipe after its current page and gives up the leases.
@@ -218,6 +214,21 @@ impl StreamsRelay {
             let _ = t.await;
         }
     }
+}
+
+fn stats_of(pipes: &[(String, Arc<Counters>)]) -> Vec<StreamsPipeStats> {
+    pipes
+        .iter()
+        .map(|(pipe, c)| StreamsPipeStats {
+            pipe: pipe.clone(),
+            holds_lease: c.holds_lease.load(Relaxed),
+            delivered: c.delivered.load(Relaxed),
+            filtered: c.filtered.load(Relaxed),
+            dead_lettered: c.dead_lettered.load(Relaxed),
+            gaps: c.gaps.load(Relaxed),
+            last_record_ms: c.last_record_ms.load(Relaxed),
+        })
+        .collect()
 }
 
 /// The ARN of `table`'s current stream, or why there is none.
@@ -481,9 +492,18 @@ impl<S: StreamSource> Pipe<S> {
             Ok(page) => page,
             // Taken again from the checkpoint next round.
             Err(ReadError::Expired) => return Ok(false),
+            // Before this pipe relayed anything from the shard, an iterator
+            // taken at its start can only have been overtaken by the
+            // retention between two calls, and DynamoDB Local answers so
+            // for an iterator taken on an empty shard: take it again from
+            // the start, nothing to report.
+            Err(ReadError::Trimmed(what)) if row.sequence.is_none() => {
+                tracing::debug!(pipe = %self.spec.name, shard, "{what}; taking the shard's iterator again");
+                return Ok(false);
+            }
             Err(ReadError::Trimmed(what)) => {
                 self.gap(&format!(
-                    "shard {shard}: records were trimmed before they were read ({what})"
+                    "shard {shard}: records after the checkpoint were trimmed before they were read ({what}); reading goes on from the oldest retained"
                 ));
                 row.sequence = None;
                 row.latest = false;

@@ -90,19 +90,6 @@ impl AwsNode {
             .build()
             .await
             .map_err(|e| refused(format!("the engine refuses to start: {e}")))?;
-        let api = Api::new(
-            Arc::new(engine),
-            queues.clone(),
-            ApiConfig::default(),
-            Sources::default(),
-        )
-        .await
-        .map_err(|e| Failure::new(1, format!("the API refuses to start: {}", e.message)))?;
-        let admin_token_file = options.data.join("admin-token");
-        let created_admin_token = crate::node::ensure_admin_token(&api, &admin_token_file)
-            .await
-            .map_err(|e| Failure::new(1, e))?;
-
         let mut relay_config = match options.pipes {
             Some(c) => c,
             None => RelayConfig::from_toml("").map_err(|e| refused(e.to_string()))?,
@@ -129,6 +116,29 @@ impl AwsNode {
                 .map_err(|e| refused(e.to_string()))?,
             )
         };
+
+        let sources = Sources {
+            metrics: relay.as_ref().map(|r| {
+                let stats = r.stats_source();
+                let metrics: postbox_api::MetricsSource = Arc::new(move |out: &mut String| {
+                    relay_metrics(&stats(), out);
+                });
+                metrics
+            }),
+            report: None,
+        };
+        let api = Api::new(
+            Arc::new(engine),
+            queues.clone(),
+            ApiConfig::default(),
+            sources,
+        )
+        .await
+        .map_err(|e| Failure::new(1, format!("the API refuses to start: {}", e.message)))?;
+        let admin_token_file = options.data.join("admin-token");
+        let created_admin_token = crate::node::ensure_admin_token(&api, &admin_token_file)
+            .await
+            .map_err(|e| Failure::new(1, e))?;
 
         let (stop, stop_rx) = watch::channel(false);
         let mut workers = Vec::new();
@@ -167,6 +177,42 @@ impl AwsNode {
         if let Some(relay) = self.relay {
             relay.shutdown().await;
         }
+    }
+}
+
+/// The relay's counters in the Prometheus text format, named as on the
+/// embedded backend where they mean the same.
+fn relay_metrics(pipes: &[postbox_aws::StreamsPipeStats], out: &mut String) {
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        out,
+        "# HELP postbox_relay_records_total Stream records by outcome, per pipe."
+    );
+    let _ = writeln!(out, "# TYPE postbox_relay_records_total counter");
+    for p in pipes {
+        for (outcome, v) in [
+            ("filtered", p.filtered),
+            ("delivered", p.delivered),
+            ("dead_lettered", p.dead_lettered),
+        ] {
+            let _ = writeln!(
+                out,
+                "postbox_relay_records_total{{pipe=\"{}\",outcome=\"{outcome}\"}} {v}",
+                p.pipe
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP postbox_relay_gaps_total Records lost to the stream's retention or a replaced stream, per pipe."
+    );
+    let _ = writeln!(out, "# TYPE postbox_relay_gaps_total counter");
+    for p in pipes {
+        let _ = writeln!(
+            out,
+            "postbox_relay_gaps_total{{pipe=\"{}\"}} {}",
+            p.pipe, p.gaps
+        );
     }
 }
 

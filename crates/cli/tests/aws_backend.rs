@@ -387,6 +387,13 @@ handler = "http://{hook}/hook"
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+    // The relay's counters are on the metrics page.
+    server
+        .metrics_when("the relay's deliveries in the metrics", |m| {
+            m.contains(r#"postbox_relay_records_total{pipe="events",outcome="delivered"} 5"#)
+                && m.contains(r#"postbox_relay_gaps_total{pipe="events"} 0"#)
+        })
+        .await;
     // The log reads back over HTTP from DynamoDB.
     let (status, log) = common::call(&server.base, Some(&tenant), "GET", "/v1/events", None).await;
     assert_eq!(status, 200, "{log}");
