@@ -29,6 +29,8 @@ async fn emitted_events_reach_the_fifo_queue_once_each_in_order_per_tenant() {
     assert_eq!(holders, 1, "{:?} {:?}", a.stats(), b.stats());
     let delivered: u64 = [&a, &b].iter().map(|r| r.stats()[0].delivered).sum();
     assert_eq!(delivered, 15, "{:?} {:?}", a.stats(), b.stats());
+    let gaps: u64 = [&a, &b].iter().map(|r| r.stats()[0].gaps).sum();
+    assert_eq!(gaps, 0, "{:?} {:?}", a.stats(), b.stats());
     a.shutdown().await;
     b.shutdown().await;
 
