@@ -46,6 +46,10 @@ pub struct SynthArgs {
     /// Write the template here instead of standard output.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// The template's format (default: YAML when --out ends in .yaml or
+    /// .yml, else JSON).
+    #[arg(long, value_enum)]
+    format: Option<Format>,
     /// Instead of writing the template, run every pipe's filters and input
     /// template over these sample stream records (JSON files, or
     /// directories of them): fail on a record a pipe would dead-letter (a
@@ -53,6 +57,16 @@ pub struct SynthArgs {
     /// into an empty value in silence) and on a filter a Pipe cannot apply.
     #[arg(long, num_args = 1..)]
     check: Vec<PathBuf>,
+}
+
+/// A template's format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// JSON.
+    Json,
+    /// YAML (block style; every string quoted, so nothing is read as a
+    /// number, a boolean or a tag).
+    Yaml,
 }
 
 /// Where the alarms go.
@@ -230,7 +244,73 @@ fn synth(args: &SynthArgs) -> Result<String, String> {
         relay,
         alarms,
     })?;
-    Ok(serde_json::to_string_pretty(&template).expect("JSON"))
+    let yaml = args
+        .out
+        .as_ref()
+        .and_then(|p| p.extension())
+        .is_some_and(|x| x == "yaml" || x == "yml");
+    Ok(
+        match args
+            .format
+            .unwrap_or(if yaml { Format::Yaml } else { Format::Json })
+        {
+            Format::Json => serde_json::to_string_pretty(&template).expect("JSON"),
+            Format::Yaml => {
+                let mut out = String::new();
+                to_yaml(&template, 0, &mut out);
+                out.trim_end().to_owned()
+            }
+        },
+    )
+}
+
+/// `value` as block-style YAML at `indent`: maps and lists nested by two
+/// spaces, scalars in their JSON form (a JSON string is a YAML
+/// double-quoted scalar with the same escapes).
+fn to_yaml(value: &Value, indent: usize, out: &mut String) {
+    let pad = " ".repeat(indent);
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (k, v) in map {
+                out.push_str(&pad);
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                yaml_child(v, indent, out);
+            }
+        }
+        Value::Array(list) if !list.is_empty() => {
+            for v in list {
+                out.push_str(&pad);
+                out.push('-');
+                yaml_child(v, indent, out);
+            }
+        }
+        scalar => {
+            out.push_str(&pad);
+            out.push_str(&scalar.to_string());
+            out.push('\n');
+        }
+    }
+}
+
+/// The value after `key:` or `-`: on the same line when a scalar (or an
+/// empty map or list), else on the next lines, indented.
+fn yaml_child(v: &Value, indent: usize, out: &mut String) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            out.push('\n');
+            to_yaml(v, indent + 2, out);
+        }
+        Value::Array(l) if !l.is_empty() => {
+            out.push('\n');
+            to_yaml(v, indent + 2, out);
+        }
+        scalar => {
+            out.push(' ');
+            out.push_str(&scalar.to_string());
+            out.push('\n');
+        }
+    }
 }
 
 /// A CloudFormation logical id from any name: its alphanumeric runs,
@@ -1049,6 +1129,7 @@ mod tests {
             alarm_topic: None,
             alarm_email: None,
             out: None,
+            format: None,
             check,
         };
         let report = check(&args(vec![records.clone()])).ok().unwrap();
@@ -1076,6 +1157,20 @@ mod tests {
             check(&args(vec![records])),
             Err(CheckFailure::Input(_))
         ));
+    }
+
+    #[test]
+    fn yaml_nests_maps_and_lists_and_quotes_every_string() {
+        let mut out = String::new();
+        to_yaml(
+            &json!({"A": {"B": ["x", 1, {"C": true, "D": "y: z"}], "E": {}, "F": []}}),
+            0,
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            "\"A\":\n  \"B\":\n    - \"x\"\n    - 1\n    -\n      \"C\": true\n      \"D\": \"y: z\"\n  \"E\": {}\n  \"F\": []\n"
+        );
     }
 
     #[test]
