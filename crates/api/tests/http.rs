@@ -467,9 +467,24 @@ async fn the_openapi_document_lists_exactly_the_routes() {
     let doc = a.json();
     assert_eq!(doc["openapi"], "3.1.0");
     let mut documented = BTreeSet::new();
+    // Every operation has an operationId, unique, in lower camel case:
+    // generated clients name their methods after it.
+    let mut ids = BTreeSet::new();
     for (path, item) in doc["paths"].as_object().unwrap() {
-        for method in item.as_object().unwrap().keys() {
+        for (method, op) in item.as_object().unwrap() {
             documented.insert((method.clone(), path.clone()));
+            let id = op["operationId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{method} {path} has no operationId"));
+            assert!(
+                id.starts_with(|c: char| c.is_ascii_lowercase())
+                    && id.chars().all(|c| c.is_ascii_alphanumeric()),
+                "{method} {path}: operationId {id:?}"
+            );
+            assert!(
+                ids.insert(id.to_owned()),
+                "operationId {id:?} is used twice"
+            );
         }
     }
     let routes: BTreeSet<(String, String)> = ROUTES
