@@ -160,6 +160,11 @@ struct ServeArgs {
     /// keep-alive connection is kept.
     #[arg(long, default_value_t = 10, env = "POSTBOX_HEADER_TIMEOUT", value_parser = clap::value_parser!(u64).range(1..=3600))]
     header_timeout: u64,
+    /// `--backend aws` only: run no relay in this process, because a
+    /// deployed EventBridge Pipe (`postbox synth`) or a `postbox relay`
+    /// process moves the events table's stream into the queue.
+    #[arg(long, env = "POSTBOX_NO_RELAY", conflicts_with = "pipes")]
+    no_relay: bool,
     /// `--backend aws`: serve on DynamoDB, DynamoDB Streams and SQS (the
     /// stack `postbox init --backend aws` created) instead of a local file.
     #[command(flatten)]
@@ -309,6 +314,12 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
         max_connections: args.max_connections as usize,
         header_timeout: std::time::Duration::from_secs(args.header_timeout),
     };
+    if args.no_relay && args.backend.backend != backend::Backend::Aws {
+        return Err(http::Failure::new(
+            http::EXIT_REFUSED,
+            "--no-relay applies to --backend aws: the embedded node's relay reads its own store file, which no other process can open",
+        ));
+    }
     if args.backend.backend == backend::Backend::Aws {
         return serve_aws(args, pipes, tls, scheme, limits).await;
     }
@@ -422,6 +433,7 @@ async fn serve_aws(
         catalog: args.catalog.clone(),
         pipes,
         workers: args.workers,
+        relay: !args.no_relay,
     })
     .await?;
     let (listener, addr) = postbox_server::bind(args.listen)

@@ -37,6 +37,9 @@ pub struct AwsNodeOptions {
     pub pipes: Option<RelayConfig>,
     /// Worker loops in this process.
     pub workers: usize,
+    /// Whether this process relays the stream (off when a deployed Pipe
+    /// or a `postbox relay` process does it).
+    pub relay: bool,
 }
 
 /// The node, started: its API router and what stops with it.
@@ -101,7 +104,7 @@ impl AwsNode {
                 &topology.events_queue,
             ));
         }
-        let relay = if relay_config.pipes.is_empty() {
+        let relay = if relay_config.pipes.is_empty() || !options.relay {
             None
         } else {
             Some(

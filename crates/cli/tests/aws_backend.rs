@@ -297,30 +297,7 @@ fn aws_env() -> Vec<(&'static str, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DynamoDB Local and an SQS server: scripts/test runs it"]
 async fn serve_on_aws_takes_emits_over_http_and_its_webhook_receives_each_event() {
-    use axum::routing::post;
-    use std::sync::Mutex;
-
-    // The webhook receiver: the event ids it was sent.
-    let got: Arc<Mutex<Vec<String>>> = Arc::default();
-    let sink = got.clone();
-    let app = axum::Router::new().route(
-        "/hook",
-        post(move |body: axum::body::Bytes| {
-            let sink = sink.clone();
-            async move {
-                let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-                let id = v["id"]
-                    .as_str()
-                    .or(v["event"]["id"].as_str())
-                    .unwrap_or("?");
-                sink.lock().unwrap().push(id.to_owned());
-                "ok"
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hook = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (hook, got) = receiver().await;
 
     let prefix = unique_prefix("serve");
     let dir = tempfile::tempdir().unwrap();
@@ -405,6 +382,126 @@ handler = "http://{hook}/hook"
     ids.sort();
     assert_eq!(received, ids, "each event once at the webhook; {stderr}");
     assert_eq!(log["events"].as_array().map(Vec::len), Some(5), "{log}");
+}
+
+/// A webhook receiver on a free port: its address and the event ids it was sent.
+async fn receiver() -> (std::net::SocketAddr, Arc<std::sync::Mutex<Vec<String>>>) {
+    use axum::routing::post;
+    let got: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let sink = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        post(move |body: axum::body::Bytes| {
+            let sink = sink.clone();
+            async move {
+                let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+                let id = v["id"]
+                    .as_str()
+                    .or(v["event"]["id"].as_str())
+                    .unwrap_or("?");
+                sink.lock().unwrap().push(id.to_owned());
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (hook, got)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DynamoDB Local and an SQS server: scripts/test runs it"]
+async fn serve_on_aws_with_no_relay_leaves_the_stream_to_another_relay() {
+    let (hook, got) = receiver().await;
+    let prefix = unique_prefix("norelay");
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog.toml");
+    std::fs::write(
+        &catalog,
+        format!(
+            "[[event_types]]\nname = \"ORDER_PLACED\"\nproducers = [\"shop\"]\n\
+             [[producers]]\nname = \"shop\"\nemits = [\"ORDER_PLACED\"]\n\
+             [[subscriptions]]\nname = \"hook\"\nglob = \"ORDER_*\"\nlane = \"DURABLE\"\nhandler = \"http://{hook}/hook\"\n"
+        ),
+    )
+    .unwrap();
+    let catalog = catalog.to_str().unwrap().to_owned();
+    let data = dir.path().join("data");
+    let (code, out) = init(&prefix);
+    assert_eq!(code, 0, "{out}");
+    let server = common::Server::start_with_env(
+        &[
+            "serve",
+            "--backend",
+            "aws",
+            "--aws-prefix",
+            &prefix,
+            "--catalog",
+            &catalog,
+            "--no-relay",
+        ],
+        &data,
+        &aws_env(),
+    );
+    let tenant = server.tenant_token("acme").await;
+    for i in 0..3 {
+        let (status, emitted) = common::call(
+            &server.base,
+            Some(&tenant),
+            "POST",
+            "/v1/events",
+            Some(serde_json::json!({"type": "ORDER_PLACED", "payload": {"i": i}})),
+        )
+        .await;
+        assert_eq!(status, 201, "{emitted}");
+    }
+    // Nothing moves the stream: the workers wait, and no relay reports.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(got.lock().unwrap().len(), 0);
+    let (status, metrics) = common::call(
+        &server.base,
+        Some(&server.admin),
+        "GET",
+        "/v1/metrics",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(
+        !metrics.to_string().contains("postbox_relay_records_total"),
+        "{metrics}"
+    );
+
+    // A relay of its own moves them, and this node's workers deliver them.
+    let config = dir.path().join("pipes.toml");
+    std::fs::write(&config, "[relay]\nevents_pipe = true\n").unwrap();
+    let relay = command(
+        &[
+            "relay",
+            "--backend",
+            "aws",
+            "--aws-prefix",
+            &prefix,
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        Some("us-east-1"),
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    for _ in 0..300 {
+        if got.lock().unwrap().len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let _ = Command::new("kill").arg(relay.id().to_string()).status();
+    let (status, stderr) = server.terminate();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(got.lock().unwrap().len(), 3, "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -222,3 +222,17 @@ fn wire_auth_none_is_refused_off_loopback() {
     // Nothing was created.
     assert!(!dir.path().join("data").exists());
 }
+
+#[test]
+fn no_relay_is_refused_on_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_postbox"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--no-relay", "--data"])
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--no-relay applies to --backend aws"), "{err}");
+    assert!(!dir.path().join("data").exists());
+}
