@@ -379,9 +379,12 @@ impl Parser<'_> {
             if !digits.is_empty() {
                 return Err(lossy("too small for a double"));
             }
-            return Ok(Value::Number(
-                Number::from_f64(0.0).expect("zero is finite"),
-            ));
+            // An integer zero stays an integer (a field typed as one takes
+            // it); only "-0" and "0.0"-like literals are the double zero.
+            return Ok(Value::Number(match integer {
+                Some(0) if !neg => Number::from(0u64),
+                _ => Number::from_f64(0.0).expect("zero is finite"),
+            }));
         }
         let (sd, sn) = shortest_digits(f.abs());
         if digits != sd || point != sn as i64 {
@@ -458,6 +461,15 @@ mod tests {
         ] {
             parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
         }
+    }
+
+    #[test]
+    fn an_integer_zero_is_an_integer_as_every_other_integer_is() {
+        // A request field typed as an integer takes 0 (it used to read a
+        // float 0.0 and refuse it), and a payload's 0 reads back as 0.
+        assert_eq!(parse("0").unwrap().as_u64(), Some(0));
+        assert_eq!(parse("{\"n\":0}").unwrap().to_string(), "{\"n\":0}");
+        assert!(parse("0.0").unwrap().is_f64());
     }
 
     #[test]
