@@ -11,6 +11,7 @@
 //! - [`ops`]: dead letters and replay, queue redrive, the catalog and its
 //!   contract report, the reconciliation report, health, metrics;
 //! - [`webhook`]: durable subscriptions delivered to an HTTP URL, signed;
+//! - [`pull`]: durable subscriptions whose consumers ask for deliveries;
 //! - [`error`]: the JSON error body every failure has;
 //! - [`openapi`]: the OpenAPI 3.1 document, kept equal to [`ROUTES`] by a test.
 //!
@@ -23,6 +24,7 @@ pub mod error;
 pub mod events;
 pub mod openapi;
 pub mod ops;
+pub mod pull;
 pub mod webhook;
 
 use std::sync::Arc;
@@ -57,6 +59,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/tokens"),
     ("delete", "/v1/tokens/{id}"),
     ("post", "/v1/tokens/{id}/rotate"),
+    ("post", "/v1/subscriptions/{name}/receive"),
+    ("post", "/v1/subscriptions/{name}/complete"),
+    ("post", "/v1/subscriptions/{name}/fail"),
+    ("post", "/v1/subscriptions/{name}/extend"),
 ];
 
 /// Names and limits the API works with.
@@ -124,6 +130,9 @@ pub struct Sources {
     pub metrics: Option<MetricsSource>,
     /// Extra reconciliation fields (admin view).
     pub report: Option<ReportSource>,
+    /// The workers' pull hub, when the catalog has pull subscriptions and
+    /// this process runs workers.
+    pub pull: Option<postbox_worker::PullHub>,
 }
 
 /// Everything a request handler reaches, on any backend: the store `S`
@@ -252,6 +261,19 @@ impl<S: ItemStore, Q: QueueClient> Api<S, Q> {
             )
             .route("/v1/tokens/{id}", delete(auth::revoke_token::<S, Q>))
             .route("/v1/tokens/{id}/rotate", post(auth::rotate_token::<S, Q>))
+            .route(
+                "/v1/subscriptions/{name}/receive",
+                post(pull::receive::<S, Q>),
+            )
+            .route(
+                "/v1/subscriptions/{name}/complete",
+                post(pull::complete::<S, Q>),
+            )
+            .route("/v1/subscriptions/{name}/fail", post(pull::fail::<S, Q>))
+            .route(
+                "/v1/subscriptions/{name}/extend",
+                post(pull::extend::<S, Q>),
+            )
             .route("/v1/{*rest}", any(error::not_found))
             .layer(axum::middleware::from_fn_with_state(
                 self.clone(),

@@ -104,6 +104,28 @@ enum IdList {
     List(Vec<String>),
 }
 
+/// The catalog's subscription `name`, or 404 naming those it has.
+pub(crate) fn subscription<'c>(
+    catalog: &'c postbox_engine::Catalog,
+    name: &str,
+) -> Result<&'c postbox_engine::catalog::Subscription, ApiError> {
+    catalog
+        .subscriptions
+        .iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = catalog
+                .subscriptions
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect();
+            ApiError::not_found(format!(
+                "no subscription {name:?} in the catalog (subscriptions: {})",
+                known.join(", ")
+            ))
+        })
+}
+
 impl SelectionQuery {
     /// The selection, or 404 for another tenant, or for a subscription
     /// the catalog does not have (which would select nothing in silence).
@@ -112,18 +134,8 @@ impl SelectionQuery {
         caller: &Caller,
         catalog: &postbox_engine::Catalog,
     ) -> Result<(Selection, bool), ApiError> {
-        if let Some(name) = &self.subscription
-            && !catalog.subscriptions.iter().any(|s| &s.name == name)
-        {
-            let known: Vec<&str> = catalog
-                .subscriptions
-                .iter()
-                .map(|s| s.name.as_str())
-                .collect();
-            return Err(ApiError::not_found(format!(
-                "no subscription {name:?} in the catalog (subscriptions: {})",
-                known.join(", ")
-            )));
+        if let Some(name) = &self.subscription {
+            subscription(catalog, name)?;
         }
         let tenant = match (&caller.tenant, self.tenant) {
             (Some(own), Some(asked)) if *own != asked => {

@@ -234,6 +234,8 @@ impl Node {
                 .map_err(|e| format!("subscription {:?}: {e}", s.name))?;
             durable_handlers.insert(s.handler.clone(), hook);
         }
+        let pull =
+            crate::worker::pull_hub(&options.catalog, options.workers, &mut durable_handlers);
         let worker = if durable {
             let worker = Worker::new(
                 Arc::new(store.clone()),
@@ -304,7 +306,8 @@ impl Node {
                 stop_rx.clone(),
             )));
         }
-        let sources = sources(relay_stats, worker, verified);
+        let mut sources = sources(relay_stats, worker, verified);
+        sources.pull = pull;
         let api = Api::embedded(
             engine.clone(),
             queues.clone(),
@@ -649,6 +652,7 @@ fn sources(
     Sources {
         metrics: Some(Arc::new(metrics)),
         report: Some(Arc::new(report)),
+        pull: None,
     }
 }
 

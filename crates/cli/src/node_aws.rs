@@ -82,12 +82,13 @@ impl AwsNode {
             .subscriptions
             .iter()
             .any(|s| s.lane == Lane::Durable);
-        let handlers = if durable {
+        let mut handlers = if durable {
             let secret = crate::node::webhook_secret(&options.data).map_err(refused)?;
-            crate::worker::webhook_handlers(&catalog, secret, "postbox serve --backend aws")?
+            crate::worker::webhook_handlers(&catalog, secret, "postbox serve --backend aws", true)?
         } else {
             Default::default()
         };
+        let pull = crate::worker::pull_hub(&catalog, options.workers, &mut handlers);
         let store = Arc::new(store);
         let engine = Engine::builder(store.clone(), catalog.clone())
             .build()
@@ -129,6 +130,7 @@ impl AwsNode {
                 metrics
             }),
             report: None,
+            pull,
         };
         let api = Api::new(
             Arc::new(engine),

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use postbox_client::{RemoteQueues, RemoteStore};
 use postbox_engine::{Catalog, Lane};
-use postbox_worker::{Worker, WorkerOptions};
+use postbox_worker::pull::PULL_HANDLER;
+use postbox_worker::{PullHub, Worker, WorkerOptions};
 
 use crate::http::{EXIT_REFUSED, Failure};
 
@@ -60,7 +61,7 @@ pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
     } else {
         Vec::new()
     };
-    let handlers = webhook_handlers(&catalog, secret, "postbox worker")?;
+    let handlers = webhook_handlers(&catalog, secret, "postbox worker", false)?;
     match args.backend.backend {
         crate::backend::Backend::Embedded => {
             let endpoint = crate::http::wire_endpoint(&args.endpoint, &args.data)?;
@@ -122,6 +123,7 @@ pub(crate) fn webhook_handlers(
     catalog: &Catalog,
     secret: Vec<u8>,
     command: &str,
+    serves_pull: bool,
 ) -> Result<HashMap<String, postbox_worker::Handler>, Failure> {
     let options = crate::node::webhook_options().map_err(|e| Failure::new(EXIT_REFUSED, e))?;
     let mut handlers = HashMap::new();
@@ -130,6 +132,18 @@ pub(crate) fn webhook_handlers(
         .iter()
         .filter(|s| s.lane == Lane::Durable)
     {
+        if s.handler == PULL_HANDLER {
+            if serves_pull {
+                continue;
+            }
+            return Err(Failure::new(
+                EXIT_REFUSED,
+                format!(
+                    "subscription {:?} is a pull subscription: its consumers receive from `postbox serve`, whose workers run it; `{command}` cannot hand its deliveries out",
+                    s.name
+                ),
+            ));
+        }
         if !postbox_api::webhook::is_webhook(&s.handler) {
             return Err(Failure::new(
                 EXIT_REFUSED,
@@ -144,6 +158,29 @@ pub(crate) fn webhook_handlers(
         handlers.insert(s.handler.clone(), hook);
     }
     Ok(handlers)
+}
+
+/// The pull hub of a node's workers, when the catalog has DURABLE
+/// subscriptions whose handler is `pull`: its handler is registered under
+/// that name in `handlers`, and the hub is returned for the API when the
+/// node runs worker loops (`workers` > 0; without them nothing is handed out).
+pub(crate) fn pull_hub(
+    catalog: &Catalog,
+    workers: usize,
+    handlers: &mut HashMap<String, postbox_worker::Handler>,
+) -> Option<PullHub> {
+    let names: Vec<String> = catalog
+        .subscriptions
+        .iter()
+        .filter(|s| s.lane == Lane::Durable && s.handler == PULL_HANDLER)
+        .map(|s| s.name.clone())
+        .collect();
+    if names.is_empty() {
+        return None;
+    }
+    let hub = PullHub::new(names);
+    handlers.insert(PULL_HANDLER.to_owned(), hub.handler());
+    (workers > 0).then_some(hub)
 }
 
 /// Runs `tasks` worker loops on `store` and `queues` until a stop signal.

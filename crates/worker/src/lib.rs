@@ -9,6 +9,8 @@
 //! - [`deadletter`]: tenant-scoped dead-letter rows;
 //! - [`poison`]: bodies that are no event, recorded globally and dropped;
 //! - [`handler`]: what a handler receives and returns;
+//! - [`pull`]: the handler of `pull` subscriptions, whose consumers take
+//!   and settle deliveries over HTTP;
 //! - [`replay`]: listing and replaying dead letters (the runbook);
 //! - [`report`]: the reconciliation report;
 //! - [`row_change`]: the row-change consumer, the BEST_EFFORT lane's
@@ -28,6 +30,7 @@ pub mod faults;
 pub mod handler;
 pub mod inbox;
 pub mod poison;
+pub mod pull;
 pub mod replay;
 pub mod report;
 pub mod row_change;
@@ -37,6 +40,7 @@ pub use claim::{ClaimKey, ClaimRow, Status};
 pub use error::{WorkerError, WorkerResult};
 pub use handler::{Delivery, Handler, HandlerError, handler};
 pub use inbox::{ClaimOutcome, Inbox};
+pub use pull::PullHub;
 pub use row_change::{
     RowChangeConsumer, RowChangeOptions, RowChangeStats, RowHandler, row_handler,
 };
