@@ -5,8 +5,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use postbox_engine::Lane;
 use postbox_engine::catalog::Catalog;
-use postbox_engine::contract::Report;
+use postbox_engine::contract::{Report, Rule, Violation, did_you_mean};
+use postbox_worker::pull::PULL_HANDLER;
 
 /// `postbox catalog ...`
 #[derive(clap::Args)]
@@ -45,7 +47,8 @@ pub fn run(args: CatalogArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let report = Report::new(&catalog);
+    let mut report = Report::new(&catalog);
+    report.violations.extend(runnable(&catalog));
     if args.json {
         println!("{}", serde_json_pretty(&report.to_json()));
     } else if args.markdown {
@@ -64,6 +67,73 @@ pub fn run(args: CatalogArgs) -> ExitCode {
         }
         ExitCode::FAILURE
     }
+}
+
+/// The subscriptions `postbox serve --catalog` could not run: a DURABLE
+/// handler that is no URL, not `pull` and none of the binary's code
+/// handlers (with the name meant, when one is close); a BEST_EFFORT handler
+/// the binary lacks; any INLINE or LOCAL one (those run in the process
+/// that embeds the engine and registers them).
+fn runnable(catalog: &Catalog) -> Vec<Violation> {
+    let known = crate::builtin::code_handlers();
+    let mut durable: Vec<&str> = known.durable.keys().map(String::as_str).collect();
+    durable.push(PULL_HANDLER);
+    durable.sort_unstable();
+    let mut best_effort: Vec<&str> = known.best_effort.keys().map(String::as_str).collect();
+    best_effort.sort_unstable();
+    let mut out = Vec::new();
+    for s in &catalog.subscriptions {
+        let (names, runs) = match s.lane {
+            Lane::Durable => (
+                &durable,
+                postbox_api::webhook::is_webhook(&s.handler)
+                    || durable.contains(&s.handler.as_str()),
+            ),
+            Lane::BestEffort => (&best_effort, best_effort.contains(&s.handler.as_str())),
+            Lane::Inline | Lane::Local => {
+                out.push(Violation {
+                    rule: Rule::MissingHandler,
+                    subject: s.name.clone(),
+                    message: format!(
+                        "subscription {:?} on lane {} runs inside the process that embeds the engine and registers handler {:?}; `postbox serve --catalog` registers no {} handlers (use DURABLE with a URL or \"pull\" to run it in another language)",
+                        s.name,
+                        s.lane.as_str(),
+                        s.handler,
+                        s.lane.as_str()
+                    ),
+                    suggestion: None,
+                });
+                continue;
+            }
+        };
+        if runs {
+            continue;
+        }
+        let suggestion = did_you_mean(&s.handler, names);
+        let offered = if s.lane == Lane::Durable {
+            format!("an http(s):// URL, or one of: {}", names.join(", "))
+        } else if names.is_empty() {
+            "none: this binary has no BEST_EFFORT handlers".to_owned()
+        } else {
+            format!("one of: {}", names.join(", "))
+        };
+        out.push(Violation {
+            rule: Rule::MissingHandler,
+            subject: s.name.clone(),
+            message: format!(
+                "subscription {:?} on lane {} names handler {:?}, which postbox serve does not have{} (handlers it runs: {offered})",
+                s.name,
+                s.lane.as_str(),
+                s.handler,
+                suggestion
+                    .as_deref()
+                    .map(|m| format!("; did you mean {m:?}?"))
+                    .unwrap_or_default()
+            ),
+            suggestion,
+        });
+    }
+    out
 }
 
 fn serde_json_pretty(v: &postbox_engine::JsonValue) -> String {

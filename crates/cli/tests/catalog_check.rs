@@ -34,12 +34,12 @@ name = "CONTACT"
 name = "address"
 glob = "CONTACTADDR"
 lane = "DURABLE"
-handler = "h"
+handler = "orders::mirror"
 [[subscriptions]]
 name = "rows"
 glob = "row:CONTACT:*"
 lane = "DURABLE"
-handler = "h"
+handler = "orders::mirror"
 "#;
 
 #[test]
@@ -87,4 +87,59 @@ fn an_unreadable_catalog_is_an_error() {
     );
     let (code, _) = check(&["--catalog", path.to_str().unwrap()]);
     assert_eq!(code, 2);
+}
+
+#[test]
+fn a_handler_postbox_serve_does_not_have_fails_the_check_with_the_name_meant() {
+    let path = write(
+        "handlers-catalog.toml",
+        r#"
+[[event_types]]
+name = "PAYMENT_COMPLETED"
+producers = ["payments"]
+[[producers]]
+name = "payments"
+emits = ["PAYMENT_COMPLETED"]
+[[subscriptions]]
+name = "tags"
+glob = "PAYMENT_*"
+lane = "DURABLE"
+handler = "crm::tagg"
+[[subscriptions]]
+name = "mail"
+glob = "PAYMENT_*"
+lane = "INLINE"
+handler = "notify::email"
+[[subscriptions]]
+name = "hook"
+glob = "PAYMENT_*"
+lane = "DURABLE"
+handler = "https://example.com/hook"
+[[subscriptions]]
+name = "billing"
+glob = "PAYMENT_*"
+lane = "DURABLE"
+handler = "pull"
+[[subscriptions]]
+name = "mirror"
+glob = "PAYMENT_*"
+lane = "DURABLE"
+handler = "orders::mirror"
+"#,
+    );
+    let (code, out) = check(&["--catalog", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("2 violation(s)"), "{out}");
+    assert!(
+        out.contains("names handler \"crm::tagg\", which postbox serve does not have; did you mean \"crm::tag\"?"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "subscription \"mail\" on lane INLINE runs inside the process that embeds the engine"
+        ),
+        "{out}"
+    );
+    let (_, json) = check(&["--catalog", path.to_str().unwrap(), "--json"]);
+    assert!(json.contains("\"suggestion\": \"crm::tag\""), "{json}");
 }
