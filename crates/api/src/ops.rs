@@ -441,6 +441,28 @@ pub(crate) async fn metrics<S: ItemStore, Q: QueueClient>(
             c.load(Ordering::Relaxed)
         );
     }
+    if let Some(pull) = &api.inner.sources.pull {
+        let subs = pull.waiting();
+        for (name, help, pick) in [
+            (
+                "postbox_pull_waiting",
+                "Pull deliveries waiting for a consumer, per subscription.",
+                0,
+            ),
+            (
+                "postbox_pull_leased",
+                "Pull deliveries a consumer holds, per subscription.",
+                1,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            for (sub, waiting, leased) in &subs {
+                let v = if pick == 0 { waiting } else { leased };
+                let _ = writeln!(out, "{name}{{subscription=\"{sub}\"}} {v}");
+            }
+        }
+    }
     if let Some(source) = &api.inner.sources.metrics {
         source(&mut out);
     }

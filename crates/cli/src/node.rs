@@ -135,6 +135,8 @@ pub struct Node {
     stats_task: tokio::task::JoinHandle<()>,
     workers: Vec<tokio::task::JoinHandle<()>>,
     stop: watch::Sender<bool>,
+    /// Given the stop too, so parked pull deliveries let the workers go.
+    pull: Option<postbox_worker::PullHub>,
 }
 
 impl Node {
@@ -307,7 +309,7 @@ impl Node {
             )));
         }
         let mut sources = sources(relay_stats, worker, verified);
-        sources.pull = pull;
+        sources.pull = pull.clone();
         let api = Api::embedded(
             engine.clone(),
             queues.clone(),
@@ -349,6 +351,7 @@ impl Node {
             stats_task,
             workers,
             stop,
+            pull,
         })
     }
 
@@ -356,6 +359,9 @@ impl Node {
     /// handlers complete or release their claims) and the relay.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
+        if let Some(pull) = &self.pull {
+            pull.close();
+        }
         for w in self.workers {
             let _ = w.await;
         }

@@ -53,6 +53,7 @@ pub struct AwsNode {
     relay: Option<StreamsRelay>,
     workers: Vec<tokio::task::JoinHandle<()>>,
     stop: watch::Sender<bool>,
+    pull: Option<postbox_worker::PullHub>,
 }
 
 impl AwsNode {
@@ -130,7 +131,7 @@ impl AwsNode {
                 metrics
             }),
             report: None,
-            pull,
+            pull: pull.clone(),
         };
         let api = Api::new(
             Arc::new(engine),
@@ -170,12 +171,16 @@ impl AwsNode {
             relay,
             workers,
             stop,
+            pull,
         })
     }
 
     /// Stops the workers after their current batches, then the relay.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
+        if let Some(pull) = &self.pull {
+            pull.close();
+        }
         for w in self.workers {
             let _ = w.await;
         }

@@ -487,3 +487,37 @@ fn postbox_worker_refuses_a_pull_subscription_it_could_not_hand_out() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("\"billing\" is a pull subscription"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_stops_with_deliveries_waiting_and_gives_them_back_unspent() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), "2");
+    let acme = server.tenant_token("acme").await;
+    let id = emit(&server, &acme, 1).await;
+    // The worker has parked the delivery: nobody took it.
+    server
+        .metrics_when("the delivery parked", |m| {
+            m.contains(r#"postbox_pull_waiting{subscription="billing"} 1"#)
+        })
+        .await;
+    let pid = server.pid();
+    let stopping = tokio::task::spawn_blocking(move || server.terminate());
+    let (status, stderr) =
+        match tokio::time::timeout(std::time::Duration::from_secs(60), stopping).await {
+            Ok(done) => done.unwrap(),
+            Err(_) => {
+                let _ = std::process::Command::new("kill")
+                    .arg("-KILL")
+                    .arg(pid.to_string())
+                    .status();
+                panic!("postbox serve did not stop while a pull delivery waited for a consumer");
+            }
+        };
+    assert!(status.success(), "{stderr}");
+
+    // After a restart the delivery is there, its attempts untouched.
+    let server = start(dir.path(), "2");
+    let got = deliveries(&server, &acme, json!({"wait_seconds": 15})).await;
+    assert_eq!(got[0]["event"]["id"], id.as_str());
+    assert_eq!(got[0]["attempt"], 1);
+}

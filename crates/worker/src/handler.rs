@@ -45,6 +45,11 @@ pub enum HandlerError {
     /// the subscription's backoff.
     #[error("{0}")]
     RetryAfter(String, std::time::Duration),
+    /// Not run: the claim is released with its attempts untouched and the
+    /// message becomes visible again (a pull delivery no consumer took
+    /// before its node stopped).
+    #[error("{0}")]
+    Released(String),
 }
 
 impl HandlerError {
@@ -63,7 +68,9 @@ impl HandlerError {
     /// Its kind, for the claim state machine.
     pub fn kind(&self) -> FailureKind {
         match self {
-            HandlerError::Retryable(_) | HandlerError::RetryAfter(..) => FailureKind::Retryable,
+            HandlerError::Retryable(_)
+            | HandlerError::RetryAfter(..)
+            | HandlerError::Released(_) => FailureKind::Retryable,
             HandlerError::Terminal(_) => FailureKind::Terminal,
         }
     }
@@ -72,7 +79,8 @@ impl HandlerError {
         match self {
             HandlerError::Retryable(m)
             | HandlerError::Terminal(m)
-            | HandlerError::RetryAfter(m, _) => m,
+            | HandlerError::RetryAfter(m, _)
+            | HandlerError::Released(m) => m,
         }
     }
     /// The least wait before a retry the dependency asked for, if any.

@@ -107,7 +107,12 @@ struct Sub {
 struct State {
     next_id: u64,
     subs: HashMap<String, Sub>,
+    /// When the node began to stop ([`PullHub::close`]).
+    closed_at: Option<Instant>,
 }
+
+/// How long a stopping node waits for consumers to settle what they hold.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(30);
 
 /// The meeting point of a node's workers and its pull consumers. Cheap to
 /// clone; every clone is the same hub.
@@ -160,6 +165,21 @@ impl PullHub {
         out
     }
 
+    /// The node is stopping: deliveries no consumer took are given back
+    /// unrun (attempts untouched) at once, and those a consumer holds once
+    /// it settles them or after [`CLOSE_GRACE`], so the workers can stop.
+    pub fn close(&self) {
+        let mut state = self.lock();
+        state.closed_at.get_or_insert_with(Instant::now);
+        for sub in state.subs.values() {
+            for parked in sub.parked.values() {
+                parked.moved.notify_one();
+            }
+        }
+        drop(state);
+        self.arrived.notify_waiters();
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().expect("pull hub lock")
     }
@@ -180,6 +200,11 @@ impl PullHub {
         let subscription = delivery.subscription.clone();
         let id = {
             let mut state = self.lock();
+            if state.closed_at.is_some() {
+                return Err(HandlerError::Released(
+                    "the node is stopping; the delivery waits for the next start".into(),
+                ));
+            }
             let id = state.next_id;
             state.next_id += 1;
             let Some(sub) = state.subs.get_mut(&subscription) else {
@@ -209,31 +234,45 @@ impl PullHub {
         };
         self.arrived.notify_waiters();
         loop {
-            let lease_end = {
+            let (lease_end, closed_at) = {
                 let state = self.lock();
-                state
+                let lease_end = state
                     .subs
                     .get(&subscription)
                     .and_then(|s| s.parked.get(&id))
-                    .and_then(|p| p.lease.as_ref().map(|(_, end)| *end))
+                    .and_then(|p| p.lease.as_ref().map(|(_, end)| *end));
+                (lease_end, state.closed_at)
             };
             let notified = moved.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            match lease_end {
-                Some(end) if end <= Instant::now() => {
+            let now = Instant::now();
+            let grace_end = closed_at.map(|at| at + CLOSE_GRACE);
+            match (lease_end, grace_end) {
+                (None, Some(_)) => {
+                    return Err(HandlerError::Released(
+                        "the node stopped before a consumer took the delivery".into(),
+                    ));
+                }
+                (Some(end), Some(grace)) if grace < end && grace <= now => {
+                    return Err(HandlerError::Released(
+                        "the node stopped while a consumer held the delivery".into(),
+                    ));
+                }
+                (Some(end), _) if end <= now => {
                     return Err(HandlerError::retryable(
                         "the pull consumer's lease ran out before it completed the delivery",
                     ));
                 }
-                Some(end) => {
+                (Some(end), grace) => {
+                    let end = grace.map_or(end, |g| g.min(end));
                     tokio::select! {
                         settled = &mut rx => return settled_outcome(settled),
                         _ = &mut notified => {}
                         _ = tokio::time::sleep_until(end) => {}
                     }
                 }
-                None => {
+                (None, None) => {
                     tokio::select! {
                         settled = &mut rx => return settled_outcome(settled),
                         _ = &mut notified => {}
@@ -601,6 +640,28 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(got.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn closing_gives_back_what_no_consumer_took_and_keeps_what_one_holds() {
+        let hub = PullHub::new(["sub".to_owned()]);
+        let held = tokio::spawn((hub.handler())(delivery("acme", 1, 0)));
+        let got = handed(&hub, None).await;
+        let waiting = tokio::spawn((hub.handler())(delivery("globex", 1, 0)));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        hub.close();
+        let out = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("released at once")
+            .unwrap();
+        assert!(matches!(out, Err(HandlerError::Released(_))), "{out:?}");
+        // The held one may still be settled by its consumer.
+        assert!(!held.is_finished());
+        hub.complete("sub", &got[0].handle, None).unwrap();
+        assert!(matches!(held.await.unwrap(), Ok(w) if w.is_empty()));
+        // After the close nothing more is parked.
+        let late = (hub.handler())(delivery("acme", 2, 0)).await;
+        assert!(matches!(late, Err(HandlerError::Released(_))), "{late:?}");
     }
 
     #[test]

@@ -95,6 +95,11 @@ impl Server {
         t["token"].as_str().unwrap().to_owned()
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
     /// Sends SIGTERM and waits: the exit status and everything it logged.
     pub fn terminate(mut self) -> (ExitStatus, String) {
         let child = self.child.as_mut().unwrap();

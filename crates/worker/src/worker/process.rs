@@ -272,6 +272,14 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
             .run_with_renewal(&sub.handler, delivery, row, receipt)
             .await?
         {
+            Some((Err(HandlerError::Released(why)), row)) => {
+                // Not run: given back, attempts untouched, visible at once.
+                tracing::debug!(claim = %row.key.pk(), %why, "delivery released unrun");
+                if let Err(e) = self.inner.inbox.release(&row, self.now()).await {
+                    tracing::debug!(claim = %row.key.pk(), error = %e, "could not release the claim; its lease runs out instead");
+                }
+                Ok(Outcome::Retry(0))
+            }
             Some((result, row)) => self.settle_run(envelope, index, &row, result).await,
             None => Ok(Outcome::Abandon),
         }
