@@ -4,7 +4,8 @@
 //! from the operating system). Only its SHA-256 is stored, so a copy of the
 //! data file does not hand out working tokens. A tenant token acts for its
 //! tenant only; an admin token acts for the operator and belongs to no
-//! tenant.
+//! tenant; a consumer token reaches only one pull subscription's endpoints
+//! (`/v1/subscriptions/<name>/...`), for every tenant.
 
 use std::sync::Arc;
 
@@ -31,12 +32,14 @@ pub struct Caller {
     pub tenant: Option<String>,
     /// Who holds the token; recorded as the actor of events it emits.
     pub subject: String,
+    /// The pull subscription a consumer token serves (its only endpoints).
+    pub consumer: Option<String>,
 }
 
 impl Caller {
     /// Whether this is an admin token.
     pub fn is_admin(&self) -> bool {
-        self.tenant.is_none()
+        self.tenant.is_none() && self.consumer.is_none()
     }
 
     /// The caller's tenant, or 403 for an admin token on a tenant endpoint.
@@ -118,7 +121,22 @@ impl<S: ItemStore> Tokens<S> {
         subject: &str,
         expires_at_ms: Option<u64>,
     ) -> Result<String, ApiError> {
-        if let Some(t) = tenant {
+        let scope = match tenant {
+            Some(t) => Scope::Tenant(t),
+            None => Scope::Admin,
+        };
+        self.create_scoped(scope, subject, expires_at_ms).await
+    }
+
+    /// A token of `scope` held by `subject`, valid until `expires_at_ms`
+    /// if given; shown this once.
+    pub async fn create_scoped(
+        &self,
+        scope: Scope<'_>,
+        subject: &str,
+        expires_at_ms: Option<u64>,
+    ) -> Result<String, ApiError> {
+        if let Scope::Tenant(t) = scope {
             check_tenant(t)?;
         }
         if subject.is_empty() || subject.len() > 128 {
@@ -145,9 +163,10 @@ impl<S: ItemStore> Tokens<S> {
         if let Some(at) = expires_at_ms {
             item.insert("expires_at_ms".into(), AttributeValue::n(at as i64));
         }
-        match tenant {
-            Some(t) => item.insert("tenant".into(), AttributeValue::s(t)),
-            None => item.insert("admin".into(), AttributeValue::Bool(true)),
+        match scope {
+            Scope::Tenant(t) => item.insert("tenant".into(), AttributeValue::s(t)),
+            Scope::Admin => item.insert("admin".into(), AttributeValue::Bool(true)),
+            Scope::Consumer(sub) => item.insert("consumer".into(), AttributeValue::s(sub)),
         };
         item.insert(
             "created_at".into(),
@@ -213,6 +232,7 @@ impl<S: ItemStore> Tokens<S> {
         Ok(Presented::Valid(Caller {
             tenant: info.tenant,
             subject: info.subject,
+            consumer: info.consumer,
         }))
     }
 
@@ -285,6 +305,17 @@ impl<S: ItemStore> Tokens<S> {
     }
 }
 
+/// What a token may act as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope<'a> {
+    /// The operator.
+    Admin,
+    /// One tenant.
+    Tenant(&'a str),
+    /// One pull subscription's consumers, for every tenant.
+    Consumer(&'a str),
+}
+
 /// A presented token, as [`Tokens::check`] finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Presented {
@@ -303,12 +334,27 @@ pub struct TokenInfo {
     /// of the token's SHA-256, read from the row's key.
     pub id: String,
     pub tenant: Option<String>,
+    /// The pull subscription of a consumer token.
+    pub consumer: Option<String>,
     pub subject: String,
     pub created_at: Option<String>,
     pub expires_at_ms: Option<u64>,
 }
 
 impl TokenInfo {
+    /// Whether the token is an operator's.
+    pub fn is_admin(&self) -> bool {
+        self.tenant.is_none() && self.consumer.is_none()
+    }
+
+    fn scope(&self) -> Scope<'_> {
+        match (&self.tenant, &self.consumer) {
+            (Some(t), _) => Scope::Tenant(t),
+            (None, Some(c)) => Scope::Consumer(c),
+            (None, None) => Scope::Admin,
+        }
+    }
+
     fn of(item: &Item) -> TokenInfo {
         let s = |name: &str| match item.get(name) {
             Some(AttributeValue::S(v)) => Some(v.clone()),
@@ -323,6 +369,7 @@ impl TokenInfo {
         TokenInfo {
             id,
             tenant: s("tenant"),
+            consumer: s("consumer"),
             subject: s("subject").unwrap_or_default(),
             created_at: s("created_at"),
             expires_at_ms: item
@@ -337,7 +384,8 @@ impl TokenInfo {
             "id": self.id,
             "kind": "token",
             "tenant": self.tenant,
-            "admin": self.tenant.is_none(),
+            "consumer": self.consumer,
+            "admin": self.is_admin(),
             "subject": self.subject,
             "created_at": self.created_at,
             "expires_at": self.expires_at_ms.map(postbox_engine::envelope::format_timestamp),
@@ -371,7 +419,23 @@ impl<S: ItemStore, Q: QueueClient> FromRequestParts<Api<S, Q>> for Caller {
                 ApiError::unauthorized("the Authorization header must be 'Bearer <token>'")
             })?;
         match api.inner.tokens.check(token).await? {
-            Presented::Valid(caller) => Ok(caller),
+            Presented::Valid(caller) => {
+                // A consumer token reaches its subscription's endpoints and
+                // nothing else, whatever a handler does with the caller.
+                if let Some(sub) = &caller.consumer
+                    && !parts
+                        .uri
+                        .path()
+                        .strip_prefix("/v1/subscriptions/")
+                        .and_then(|rest| rest.strip_prefix(sub.as_str()))
+                        .is_some_and(|rest| rest.starts_with('/'))
+                {
+                    return Err(ApiError::forbidden(format!(
+                        "a consumer token reaches only /v1/subscriptions/{sub}/..."
+                    )));
+                }
+                Ok(caller)
+            }
             Presented::Unknown => Err(ApiError::unauthorized("the token is not valid")),
             Presented::Expired(at) => {
                 Err(ApiError::unauthorized(format!("the token expired at {at}")))
@@ -387,6 +451,8 @@ pub(crate) struct CreateToken {
     subject: Option<String>,
     #[serde(default)]
     admin: bool,
+    /// A consumer token of this pull subscription.
+    consumer: Option<String>,
     /// An access key for the AWS wire protocols instead of an API token.
     #[serde(default)]
     aws: bool,
@@ -422,6 +488,42 @@ pub(crate) async fn create_token<S: ItemStore, Q: QueueClient>(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     caller.require_admin()?;
     let req: CreateToken = crate::events::parse_json(&body)?;
+    if let Some(sub) = &req.consumer {
+        if req.tenant.is_some() || req.admin || req.aws {
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                "a consumer token serves one subscription for every tenant: give \"consumer\" alone (not with tenant, admin or aws)",
+            ));
+        }
+        let found = crate::ops::subscription(api.inner.engine.catalog(), sub)?;
+        if found.handler != postbox_worker::pull::PULL_HANDLER {
+            return Err(ApiError::bad_request(
+                "not_pull",
+                format!(
+                    "subscription {sub:?} is not a pull subscription (its handler is {:?})",
+                    found.handler
+                ),
+            ));
+        }
+        let subject = req.subject.unwrap_or_else(|| format!("consumer:{sub}"));
+        let expires_at_ms = expiry(req.expires_in)?;
+        let token = api
+            .inner
+            .tokens
+            .create_scoped(Scope::Consumer(sub), &subject, expires_at_ms)
+            .await?;
+        return Ok((
+            StatusCode::CREATED,
+            Json(json!({
+                "token": token,
+                "id": token_id(&token),
+                "consumer": sub,
+                "subject": subject,
+                "admin": false,
+                "expires_at": expires_at_ms.map(postbox_engine::envelope::format_timestamp),
+            })),
+        ));
+    }
     let tenant = match (req.tenant.as_deref(), req.admin) {
         (Some(_), true) => {
             return Err(ApiError::bad_request(
@@ -432,7 +534,7 @@ pub(crate) async fn create_token<S: ItemStore, Q: QueueClient>(
         (None, false) => {
             return Err(ApiError::bad_request(
                 "invalid_request",
-                "give \"tenant\" for a tenant token or \"admin\": true for an admin token",
+                "give \"tenant\" for a tenant token, \"admin\": true for an admin token, or \"consumer\" for a pull subscription's consumers",
             ));
         }
         (t, _) => t,
@@ -568,7 +670,7 @@ pub(crate) async fn rotate_token<S: ItemStore, Q: QueueClient>(
     let token = api
         .inner
         .tokens
-        .create_expiring(old.tenant.as_deref(), &old.subject, expires_at_ms)
+        .create_scoped(old.scope(), &old.subject, expires_at_ms)
         .await?;
     api.inner.tokens.delete(old_key).await?;
     tracing::info!(old = %id, new = %token_id(&token), "token rotated");
@@ -579,8 +681,9 @@ pub(crate) async fn rotate_token<S: ItemStore, Q: QueueClient>(
             "id": token_id(&token),
             "replaces": id,
             "tenant": old.tenant,
+            "consumer": old.consumer,
             "subject": old.subject,
-            "admin": old.tenant.is_none(),
+            "admin": old.is_admin(),
             "expires_at": expires_at_ms.map(postbox_engine::envelope::format_timestamp),
         })),
     ))

@@ -232,11 +232,15 @@ struct CreateTokenArgs {
     #[command(flatten)]
     remote: Remote,
     /// The tenant the token acts for.
-    #[arg(long, required_unless_present = "admin", conflicts_with = "admin")]
+    #[arg(long, required_unless_present_any = ["admin", "consumer"], conflicts_with_all = ["admin", "consumer"])]
     tenant: Option<String>,
     /// An operator token instead of a tenant token.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "consumer")]
     admin: bool,
+    /// A token for the consumers of this pull subscription: it receives and
+    /// settles its deliveries for every tenant, and reaches nothing else.
+    #[arg(long, conflicts_with = "aws")]
+    consumer: Option<String>,
     /// Who holds it (recorded as the actor of its events).
     #[arg(long)]
     subject: Option<String>,
@@ -716,9 +720,10 @@ pub async fn token(args: TokenArgs) -> Result<(), Failure> {
     if let Some(s) = a.expires_in {
         body["expires_in"] = json!(s);
     }
-    match &a.tenant {
-        Some(t) => body["tenant"] = json!(t),
-        None => body["admin"] = json!(true),
+    match (&a.tenant, &a.consumer) {
+        (Some(t), _) => body["tenant"] = json!(t),
+        (None, Some(c)) => body["consumer"] = json!(c),
+        (None, None) => body["admin"] = json!(true),
     }
     if let Some(s) = &a.subject {
         body["subject"] = json!(s);
@@ -754,11 +759,16 @@ pub async fn token(args: TokenArgs) -> Result<(), Failure> {
     } else {
         // The token alone on stdout, so `$(postbox token create ...)` works.
         println!("{}", out["token"].as_str().unwrap_or(""));
-        eprintln!(
-            "created a {} token for {}; it is shown only this once",
-            if a.admin { "admin" } else { "tenant" },
-            a.tenant.as_deref().unwrap_or("operators")
-        );
+        match &a.consumer {
+            Some(c) => eprintln!(
+                "created a consumer token for pull subscription {c} (every tenant's deliveries, nothing else); it is shown only this once"
+            ),
+            None => eprintln!(
+                "created a {} token for {}; it is shown only this once",
+                if a.admin { "admin" } else { "tenant" },
+                a.tenant.as_deref().unwrap_or("operators")
+            ),
+        }
     }
     Ok(())
 }
@@ -778,6 +788,8 @@ async fn list_tokens(l: ListTokensArgs) -> Result<(), Failure> {
     for t in out["tokens"].as_array().into_iter().flatten() {
         let tenant = if t["admin"] == true {
             "(admin)".to_owned()
+        } else if let Some(c) = t["consumer"].as_str() {
+            format!("(consumer {c})")
         } else {
             text(&t["tenant"])
         };

@@ -521,3 +521,137 @@ async fn a_node_stops_with_deliveries_waiting_and_gives_them_back_unspent() {
     assert_eq!(got[0]["event"]["id"], id.as_str());
     assert_eq!(got[0]["attempt"], 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_token_receives_every_tenants_deliveries_of_its_subscription_and_reaches_nothing_else()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), "2");
+    let acme = server.tenant_token("acme").await;
+    let globex = server.tenant_token("globex").await;
+    let a = emit(&server, &acme, 1).await;
+    let g = emit(&server, &globex, 1).await;
+
+    // Made with the CLI, as an operator would.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_postbox"))
+        .args([
+            "token",
+            "create",
+            "--consumer",
+            "billing",
+            "--endpoint",
+            &server.base,
+            "--token",
+            &server.admin,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let consumer = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+
+    let mut got = deliveries(&server, &consumer, json!({"max": 10, "wait_seconds": 10})).await;
+    for _ in 0..50 {
+        if got.len() >= 2 {
+            break;
+        }
+        got.extend(deliveries(&server, &consumer, json!({"max": 10, "wait_seconds": 1})).await);
+    }
+    let mut ids: Vec<&str> = got
+        .iter()
+        .map(|d| d["event"]["id"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    let mut want = vec![a.as_str(), g.as_str()];
+    want.sort_unstable();
+    assert_eq!(ids, want);
+    for d in &got {
+        let (status, body) = settle(
+            &server,
+            &consumer,
+            "complete",
+            json!({"handle": d["handle"]}),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+
+    // Nothing else answers it: not the log, not emits, not operators'
+    // endpoints, not another subscription (nor one whose name starts alike).
+    for (method, path) in [
+        ("GET", "/v1/events"),
+        ("POST", "/v1/events"),
+        ("GET", "/v1/dead-letters"),
+        ("GET", "/v1/metrics"),
+        ("POST", "/v1/tokens"),
+        ("POST", "/v1/subscriptions/notes/receive"),
+        ("POST", "/v1/subscriptions/billingx/receive"),
+    ] {
+        let (status, body) =
+            call(&server.base, Some(&consumer), method, path, Some(json!({}))).await;
+        assert_eq!(status, 403, "{method} {path}: {body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("consumer token"),
+            "{body}"
+        );
+    }
+
+    // Bad requests for one are refused, naming why.
+    for (body, status, words) in [
+        (json!({"consumer": "notes"}), 400, "not a pull subscription"),
+        (json!({"consumer": "nope"}), 404, "no subscription \"nope\""),
+        (
+            json!({"consumer": "billing", "tenant": "acme"}),
+            400,
+            "give \"consumer\" alone",
+        ),
+    ] {
+        let (got, answer) = call(
+            &server.base,
+            Some(&server.admin),
+            "POST",
+            "/v1/tokens",
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(got, status, "{body}: {answer}");
+        assert!(
+            answer["error"]["message"].as_str().unwrap().contains(words),
+            "{body}: {answer}"
+        );
+    }
+
+    // Listed as what it is; rotated, the new one keeps the scope.
+    let (_, list) = call(&server.base, Some(&server.admin), "GET", "/v1/tokens", None).await;
+    let row = list["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["consumer"] == "billing")
+        .unwrap_or_else(|| panic!("{list}"))
+        .clone();
+    assert_eq!(row["admin"], false);
+    let (status, rotated) = call(
+        &server.base,
+        Some(&server.admin),
+        "POST",
+        &format!("/v1/tokens/{}/rotate", row["id"].as_str().unwrap()),
+        None,
+    )
+    .await;
+    assert_eq!(status, 201, "{rotated}");
+    assert_eq!(rotated["consumer"], "billing");
+    let fresh = rotated["token"].as_str().unwrap();
+    let (status, _) = receive(&server, fresh, json!({"wait_seconds": 0})).await;
+    assert_eq!(status, 200);
+    let (status, _) = call(&server.base, Some(fresh), "GET", "/v1/events", None).await;
+    assert_eq!(status, 403);
+    let (status, _) = receive(&server, &consumer, json!({"wait_seconds": 0})).await;
+    assert_eq!(status, 401, "the old token is revoked");
+}
