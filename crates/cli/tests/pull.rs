@@ -360,15 +360,16 @@ async fn a_node_without_workers_says_it_hands_nothing_out() {
 
 /// `examples/pull/consumer.py` as a child process.
 fn consumer(
+    (program, script): (&str, &str),
     server: &Server,
     invoices: &std::path::Path,
     lease: &str,
     pause: &str,
 ) -> std::process::Child {
-    std::process::Command::new("python3")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../examples/pull/consumer.py"
+    std::process::Command::new(program)
+        .arg(format!(
+            "{}/../../examples/pull/{script}",
+            env!("CARGO_MANIFEST_DIR")
         ))
         .env("POSTBOX_ENDPOINT", &server.base)
         .env("POSTBOX_TOKEN", &server.admin)
@@ -402,6 +403,19 @@ async fn until(what: &str, secs: u64, mut ready: impl FnMut() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_consumer_killed_mid_handler_loses_nothing_and_its_effect_happens_once() {
+    killed_consumer_loses_nothing(("python3", "consumer.py")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typescript_client_consumer_killed_mid_handler_loses_nothing_and_its_effect_happens_once()
+{
+    killed_consumer_loses_nothing(("node", "consumer.mjs")).await;
+}
+
+/// A consumer makes the first payment's invoice and is killed (SIGKILL)
+/// before completing it; another consumer gets the delivery after the
+/// lease, finds the invoice made, and goes on: every payment invoiced once.
+async fn killed_consumer_loses_nothing(program: (&str, &str)) {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(
         &[
@@ -432,14 +446,14 @@ async fn a_python_consumer_killed_mid_handler_loses_nothing_and_its_effect_happe
 
     // The first consumer makes the first invoice, then dies (SIGKILL)
     // before completing it, holding a 2-second lease.
-    let mut first = consumer(&server, &invoices, "2", "60");
+    let mut first = consumer(program, &server, &invoices, "2", "60");
     until("the first invoice", 30, || lines(&invoices).len() == 1).await;
     first.kill().unwrap();
     first.wait().unwrap();
 
     // Another consumer gets that delivery again once the lease ran out,
     // finds its invoice made, completes it, and goes on.
-    let second = consumer(&server, &invoices, "30", "0");
+    let second = consumer(program, &server, &invoices, "30", "0");
     until("every invoice", 60, || lines(&invoices).len() == 3).await;
     // Stops cleanly on SIGTERM, after what it holds.
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
