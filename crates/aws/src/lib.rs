@@ -37,6 +37,7 @@ mod error;
 pub mod lineage;
 pub mod pipe_state;
 pub mod relay;
+mod sdk_counters;
 mod shapes;
 mod sqs;
 pub mod streams;
@@ -46,6 +47,7 @@ pub use config::{config_loader, local_config, sdk_config};
 pub use relay::{StreamsPipeStats, StreamsRelay, StreamsRelayOptions};
 pub use streams::Streams;
 
+pub use sdk_counters::SdkStats;
 pub use sqs::SqsQueues;
 
 use std::collections::BTreeMap;
@@ -82,6 +84,9 @@ pub struct DynamoStats {
     /// write asks for `ReturnConsumedCapacity = TOTAL`): what the writes
     /// cost in an account's bill.
     pub write_capacity_units: f64,
+    /// What the SDK retried (throttling, transient failures), and how often
+    /// DynamoDB throttled.
+    pub sdk: SdkStats,
 }
 
 #[derive(Default)]
@@ -98,6 +103,7 @@ pub struct DynamoStore {
     client: Client,
     prefix: Arc<str>,
     counters: Arc<Counters>,
+    sdk: sdk_counters::SdkCounters,
 }
 
 impl std::fmt::Debug for DynamoStore {
@@ -112,10 +118,16 @@ impl DynamoStore {
     /// A store on the tables of `config`'s account whose names start with
     /// `prefix` (may be empty).
     pub fn new(config: &aws_config::SdkConfig, prefix: &str) -> DynamoStore {
+        let sdk = sdk_counters::SdkCounters::default();
         DynamoStore {
-            client: Client::new(config),
+            client: Client::from_conf(
+                aws_sdk_dynamodb::config::Builder::from(config)
+                    .interceptor(sdk.clone())
+                    .build(),
+            ),
             prefix: prefix.into(),
             counters: Arc::default(),
+            sdk,
         }
     }
 
@@ -144,6 +156,7 @@ impl DynamoStore {
             conflicts_given_up: self.counters.conflicts_given_up.load(Ordering::Relaxed),
             write_capacity_units: self.counters.write_milli_units.load(Ordering::Relaxed) as f64
                 / 1000.0,
+            sdk: self.sdk.stats(),
         }
     }
 

@@ -26,6 +26,7 @@ pub struct SqsQueues {
     client: Client,
     prefix: Arc<str>,
     urls: Arc<Mutex<HashMap<String, String>>>,
+    counters: crate::sdk_counters::SdkCounters,
 }
 
 impl std::fmt::Debug for SqsQueues {
@@ -101,11 +102,22 @@ fn attribute_to_sdk(v: &MessageAttributeValue) -> QueueResult<sdk::MessageAttrib
 impl SqsQueues {
     /// The queues of `config`'s account whose names start with `prefix`.
     pub fn new(config: &aws_config::SdkConfig, prefix: &str) -> SqsQueues {
+        let counters = crate::sdk_counters::SdkCounters::default();
         SqsQueues {
-            client: Client::new(config),
+            client: Client::from_conf(
+                aws_sdk_sqs::config::Builder::from(config)
+                    .interceptor(counters.clone())
+                    .build(),
+            ),
             prefix: prefix.into(),
             urls: Arc::default(),
+            counters,
         }
+    }
+
+    /// What the SDK retried, and how often SQS throttled, so far.
+    pub fn sdk_stats(&self) -> crate::SdkStats {
+        self.counters.stats()
     }
 
     /// The SDK client, for what the trait does not cover.

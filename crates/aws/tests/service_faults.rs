@@ -141,6 +141,9 @@ async fn throttling_is_retried_with_backoff_by_the_sdk() {
     let store = DynamoStore::new(&postbox_aws::local_config(&url).await, "");
     store.transact_write_items(one_put()).await.unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 3);
+    // Counted, for the node's metrics: two throttled attempts, two retries.
+    let sdk = store.stats().sdk;
+    assert_eq!((sdk.throttled, sdk.retries), (2, 2), "{sdk:?}");
 }
 
 #[tokio::test]
@@ -149,6 +152,9 @@ async fn a_transaction_whose_answer_was_lost_is_sent_again_with_the_same_token()
     let store = DynamoStore::new(&postbox_aws::local_config(&url).await, "");
     store.transact_write_items(one_put()).await.unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 2, "the SDK sent it again");
+    // A lost answer is a retry, not throttling.
+    let sdk = store.stats().sdk;
+    assert_eq!((sdk.throttled, sdk.retries), (0, 1), "{sdk:?}");
     let tokens: Vec<serde_json::Value> = bodies
         .lock()
         .unwrap()

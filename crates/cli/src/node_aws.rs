@@ -122,14 +122,16 @@ impl AwsNode {
             )
         };
 
+        let relay_stats = relay.as_ref().map(|r| r.stats_source());
+        let (sdk_store, sdk_queues) = (store.clone(), queues.clone());
+        let metrics: postbox_api::MetricsSource = Arc::new(move |out: &mut String| {
+            if let Some(stats) = &relay_stats {
+                relay_metrics(&stats(), out);
+            }
+            aws_metrics(&sdk_store.stats(), &sdk_queues.sdk_stats(), out);
+        });
         let sources = Sources {
-            metrics: relay.as_ref().map(|r| {
-                let stats = r.stats_source();
-                let metrics: postbox_api::MetricsSource = Arc::new(move |out: &mut String| {
-                    relay_metrics(&stats(), out);
-                });
-                metrics
-            }),
+            metrics: Some(metrics),
             report: None,
             pull: pull.clone(),
         };
@@ -188,6 +190,45 @@ impl AwsNode {
             relay.shutdown().await;
         }
     }
+}
+
+/// What the AWS SDK retried and AWS throttled, per service, and the
+/// transactions retried after a conflict, in the Prometheus text format.
+fn aws_metrics(dynamo: &postbox_aws::DynamoStats, sqs: &postbox_aws::SdkStats, out: &mut String) {
+    use std::fmt::Write as _;
+    let services = [("dynamodb", &dynamo.sdk), ("sqs", sqs)];
+    for (name, help, pick) in [
+        (
+            "postbox_aws_sdk_retries_total",
+            "Attempts the AWS SDK made after a request's first (throttling, transient failures), per service.",
+            0,
+        ),
+        (
+            "postbox_aws_throttled_total",
+            "Attempts AWS answered with throttling, per service.",
+            1,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for (service, s) in services {
+            let v = if pick == 0 { s.retries } else { s.throttled };
+            let _ = writeln!(out, "{name}{{service=\"{service}\"}} {v}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP postbox_dynamodb_conflict_retries_total Transactions tried again after a TransactionConflict."
+    );
+    let _ = writeln!(
+        out,
+        "# TYPE postbox_dynamodb_conflict_retries_total counter"
+    );
+    let _ = writeln!(
+        out,
+        "postbox_dynamodb_conflict_retries_total {}",
+        dynamo.conflict_retries
+    );
 }
 
 /// The relay's counters in the Prometheus text format, named as on the

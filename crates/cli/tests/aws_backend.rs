@@ -369,6 +369,8 @@ handler = "http://{hook}/hook"
         .metrics_when("the relay's deliveries in the metrics", |m| {
             m.contains(r#"postbox_relay_records_total{pipe="events",outcome="delivered"} 5"#)
                 && m.contains(r#"postbox_relay_gaps_total{pipe="events"} 0"#)
+                && m.contains(r#"postbox_aws_throttled_total{service="dynamodb"} 0"#)
+                && m.contains(r#"postbox_aws_sdk_retries_total{service="sqs"}"#)
         })
         .await;
     // The log reads back over HTTP from DynamoDB.
