@@ -59,6 +59,11 @@ pub struct BenchArgs {
     /// Print the table as JSON.
     #[arg(long)]
     json: bool,
+    /// Exit 1 when a result misses its target (each miss is named on
+    /// stderr); with --http the targets are p99 under 20 ms and the last
+    /// tenth of each run within 10% of its first.
+    #[arg(long)]
+    check: bool,
     /// Measure keyed emits over HTTP against a `postbox serve` process
     /// instead (started by the bench unless --endpoint names one).
     #[arg(long)]
@@ -116,6 +121,44 @@ struct Row {
     baseline: String,
     /// The row's numbers, for `--json` (the text columns round them).
     figures: Vec<(&'static str, f64)>,
+    /// The target as bounds on `figures`, for `--check`.
+    bounds: Vec<(&'static str, Bound)>,
+}
+
+/// A bound a figure of a row must keep.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Bound {
+    AtLeast(f64),
+    Below(f64),
+}
+
+impl Bound {
+    /// Why `value` misses the bound, or None.
+    pub(crate) fn missed(self, figure: &str, value: f64) -> Option<String> {
+        match self {
+            Bound::AtLeast(min) if value < min => {
+                Some(format!("{figure} {value:.2} is below {min}"))
+            }
+            Bound::Below(max) if value >= max => {
+                Some(format!("{figure} {value:.2} is not below {max}"))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Row {
+    /// The bounds this row misses, named.
+    fn missed(&self) -> Vec<String> {
+        self.bounds
+            .iter()
+            .filter_map(|(figure, bound)| {
+                let value = self.figures.iter().find(|(k, _)| k == figure)?.1;
+                bound.missed(figure, value)
+            })
+            .map(|why| format!("{}: {why}", self.scenario))
+            .collect()
+    }
 }
 
 /// The `p` quantile of `sorted`, in milliseconds.
@@ -274,7 +317,8 @@ impl EmitLoad<'_> {
     }
 
     /// The table's row: the group-committed figures beside the baseline's.
-    fn row(&self, kb: &str, target: &'static str, e: &Emitted, base: &Emitted) -> Row {
+    fn row(&self, kb: &str, target: (&'static str, f64), e: &Emitted, base: &Emitted) -> Row {
+        let (target, min_rate) = target;
         let tenants = match self.tenants {
             1 => "1 tenant".to_owned(),
             n => format!("{n} tenants"),
@@ -298,6 +342,7 @@ impl EmitLoad<'_> {
                 ("p99_ms", pct(&e.latencies, 0.99)),
                 ("baseline_events_per_second", base.rate),
             ],
+            bounds: vec![("events_per_second", Bound::AtLeast(min_rate))],
         }
     }
 }
@@ -546,6 +591,12 @@ async fn pipeline(
 }
 
 pub async fn run(args: BenchArgs) -> Result<(), Failure> {
+    if args.backend.backend == crate::backend::Backend::Aws && args.check {
+        return Err(Failure::new(
+            crate::http::EXIT_REFUSED,
+            "--check has no targets on --backend aws (they are the embedded store's); leave it out",
+        ));
+    }
     if args.backend.backend == crate::backend::Backend::Aws {
         if args.http || !args.only.is_empty() {
             return Err(Failure::new(
@@ -584,6 +635,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
             secs: args.secs,
             payload_bytes: args.payload_bytes,
             json: args.json,
+            check: args.check,
         })
         .await;
     }
@@ -613,7 +665,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
         one_tenant_log = Some(store);
         if runs(Scenario::Emit) {
             let (_, base) = setup.run(dir.path(), false).await?;
-            rows.push(setup.row(&kb, ">= 50,000 events/s", &one, &base));
+            rows.push(setup.row(&kb, (">= 50,000 events/s", 50_000.0), &one, &base));
         }
     }
 
@@ -628,7 +680,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
         };
         let (_, many) = setup.run(dir.path(), true).await?;
         let (_, base) = setup.run(dir.path(), false).await?;
-        rows.push(setup.row(&kb, ">= 80,000 events/s", &many, &base));
+        rows.push(setup.row(&kb, (">= 80,000 events/s", 80_000.0), &many, &base));
     }
 
     if let Some(store) = one_tenant_log.filter(|_| runs(Scenario::Verify)) {
@@ -657,6 +709,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
                 ("events_per_second", verify_rate),
                 ("events", checked as f64),
             ],
+            bounds: vec![("events_per_second", Bound::AtLeast(1_000_000.0))],
         });
     }
 
@@ -688,6 +741,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
                     ("completions_per_second", d.drain),
                     ("baseline_completions_per_second", d.end_to_end),
                 ],
+                bounds: vec![("completions_per_second", Bound::AtLeast(20_000.0))],
             });
         }
     }
@@ -713,6 +767,10 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
                 ("p99_ms", pct(&lat, 0.99)),
                 ("samples", lat.len() as f64),
             ],
+            bounds: vec![
+                ("p50_ms", Bound::Below(2.0)),
+                ("p99_ms", Bound::Below(20.0)),
+            ],
         });
     }
 
@@ -725,6 +783,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
                     "result": r.value,
                     "target": r.target,
                     "baseline": r.baseline,
+                    "met": r.missed().is_empty(),
                     "figures": r.figures.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect::<serde_json::Map<_, _>>(),
                 })
             })
@@ -759,5 +818,60 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
             );
         }
     }
+    if args.check {
+        let missed: Vec<String> = rows.iter().flat_map(Row::missed).collect();
+        fail_on_misses(&missed)?;
+    }
     Ok(())
+}
+
+/// `--check`: names each miss on stderr and fails with exit 1 if any.
+pub(crate) fn fail_on_misses(missed: &[String]) -> Result<(), Failure> {
+    for m in missed {
+        eprintln!("bench: missed: {m}");
+    }
+    if missed.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::new(
+            1,
+            format!("{} target(s) missed", missed.len()),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(figures: Vec<(&'static str, f64)>, bounds: Vec<(&'static str, Bound)>) -> Row {
+        Row {
+            scenario: "s".into(),
+            value: String::new(),
+            target: "",
+            baseline: String::new(),
+            figures,
+            bounds,
+        }
+    }
+
+    #[test]
+    fn a_row_misses_exactly_the_bounds_its_figures_break() {
+        let bounds = vec![
+            ("rate", Bound::AtLeast(100.0)),
+            ("p99_ms", Bound::Below(20.0)),
+        ];
+        assert!(
+            row(vec![("rate", 100.0), ("p99_ms", 19.9)], bounds.clone())
+                .missed()
+                .is_empty()
+        );
+        assert_eq!(
+            row(vec![("rate", 99.0), ("p99_ms", 20.0)], bounds).missed(),
+            [
+                "s: rate 99.00 is below 100",
+                "s: p99_ms 20.00 is not below 20"
+            ]
+        );
+    }
 }

@@ -48,6 +48,8 @@ pub struct HttpBench {
     pub secs: u64,
     pub payload_bytes: u32,
     pub json: bool,
+    /// Fail (exit 1) on a missed target.
+    pub check: bool,
 }
 
 type HttpClient = Client<HttpConnector, Full<bytes::Bytes>>;
@@ -372,6 +374,22 @@ pub async fn run(b: HttpBench) -> Result<(), Failure> {
         }
     }
     print(&b, &measured, served.is_some());
+    if b.check {
+        use crate::bench::Bound;
+        let missed: Vec<String> = measured
+            .iter()
+            .flat_map(|m| {
+                [
+                    Bound::Below(20.0).missed("p99_ms", m.p99_ms),
+                    Bound::AtLeast(0.9).missed("last_over_first", m.last_over_first),
+                ]
+                .into_iter()
+                .flatten()
+                .map(move |why| format!("{} tenant(s), run {}: {why}", m.tenants, m.run))
+            })
+            .collect();
+        crate::bench::fail_on_misses(&missed)?;
+    }
     Ok(())
 }
 

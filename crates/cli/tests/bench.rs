@@ -83,6 +83,23 @@ fn verify_alone_checks_the_one_tenant_log_and_reports_no_emit_rows() {
 }
 
 #[test]
+fn check_exits_1_exactly_when_a_row_misses_its_target_and_names_it() {
+    let (code, out, err) = bench(&["--only", "verify", "--secs", "1", "--json", "--check"]);
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{out}{err}"));
+    let missed: Vec<&Value> = rows.iter().filter(|r| r["met"] == false).collect();
+    assert!(rows.iter().all(|r| r["met"].is_boolean()), "{out}");
+    if missed.is_empty() {
+        assert_eq!(code, 0, "{err}");
+    } else {
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("bench: missed: verify"), "{err}");
+    }
+    // Without --check a miss is reported, not failed.
+    let (code, _, err) = bench(&["--only", "verify", "--secs", "1", "--json"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
 fn bad_arguments_are_refused_before_anything_runs() {
     for (args, wanted) in [
         (
