@@ -1,0 +1,135 @@
+//! `packaging/`: the systemd unit and the container image run the binary
+//! with settings it accepts. Each file's command line and environment are
+//! read from the file and run against the binary (paths moved into a
+//! temporary directory, the port made free); the node must start and stop
+//! cleanly on SIGTERM. `systemd-analyze verify` checks the unit's syntax.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn packaging(file: &str) -> String {
+    std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../packaging")
+            .join(file),
+    )
+    .unwrap()
+}
+
+/// Starts the binary with `args` and `env` (the file's, with data, catalog
+/// and listen address replaced), waits for it to listen, then stops it.
+fn starts_and_stops(args: &[String], env: &[(String, String)], dir: &Path) {
+    std::fs::write(
+        dir.join("catalog.toml"),
+        "[[event_types]]\nname = \"NOTE\"\nproducers = [\"p\"]\n[[producers]]\nname = \"p\"\nemits = [\"NOTE\"]\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_postbox"));
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, v) in env {
+        let v = match k.as_str() {
+            "POSTBOX_DATA" => dir.join("data").display().to_string(),
+            "POSTBOX_CATALOG" => dir.join("catalog.toml").display().to_string(),
+            "POSTBOX_LISTEN" => v
+                .rsplit_once(':')
+                .map(|(host, _)| format!("{host}:0"))
+                .unwrap(),
+            _ => v.clone(),
+        };
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    if !line.starts_with("postbox listening on ") {
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "{args:?} {env:?} did not start: {line}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Command::new("kill")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{args:?}: {status}");
+    assert!(dir.join("data").join("admin-token").exists());
+}
+
+#[test]
+fn the_systemd_units_command_and_environment_start_the_node() {
+    let unit = packaging("postbox.service");
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("ExecStart");
+    let mut words = exec.split_whitespace();
+    assert_eq!(words.next(), Some("/usr/local/bin/postbox"));
+    let args: Vec<String> = words.map(str::to_owned).collect();
+    let env: Vec<(String, String)> = unit
+        .lines()
+        .filter_map(|l| l.strip_prefix("Environment="))
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            (k.to_owned(), v.to_owned())
+        })
+        .collect();
+    assert!(env.iter().any(|(k, _)| k == "POSTBOX_DATA"), "{env:?}");
+    let dir = tempfile::tempdir().unwrap();
+    starts_and_stops(&args, &env, dir.path());
+
+    // The unit's syntax and directives, as systemd reads them (ExecStart
+    // pointed at this build's binary).
+    let copy = dir.path().join("postbox.service");
+    std::fs::write(
+        &copy,
+        unit.replace("/usr/local/bin/postbox", env!("CARGO_BIN_EXE_postbox")),
+    )
+    .unwrap();
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&copy)
+        .output()
+        .expect("systemd-analyze (Debian's systemd package) checks the unit");
+    let said = String::from_utf8_lossy(&out.stderr);
+    // Outside a booted systemd it may add notes about the machine itself;
+    // nothing it says may concern the unit.
+    assert!(
+        !said.lines().any(|l| l.contains("postbox.service")),
+        "{said}"
+    );
+}
+
+#[test]
+fn the_container_images_entrypoint_and_environment_start_the_node() {
+    let file = packaging("Dockerfile");
+    let entry = file
+        .lines()
+        .find_map(|l| l.strip_prefix("ENTRYPOINT "))
+        .expect("ENTRYPOINT");
+    let words: Vec<String> = serde_json::from_str(entry).unwrap();
+    assert_eq!(words[0], "postbox");
+    // The ENV block: `ENV K=V \` lines up to the first line without a backslash.
+    let start = file.find("\nENV ").expect("ENV") + 5;
+    let mut env = Vec::new();
+    for line in file[start..].lines() {
+        let kv = line.trim().trim_end_matches('\\').trim();
+        let (k, v) = kv.split_once('=').unwrap();
+        env.push((k.to_owned(), v.to_owned()));
+        if !line.trim_end().ends_with('\\') {
+            break;
+        }
+    }
+    assert!(
+        env.iter()
+            .any(|(k, v)| k == "POSTBOX_LISTEN" && v.starts_with("0.0.0.0:")),
+        "{env:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    starts_and_stops(&words[1..], &env, dir.path());
+}
