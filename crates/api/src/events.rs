@@ -139,6 +139,25 @@ struct EmitRequest {
 
 /// `POST /v1/events`.
 pub(crate) async fn emit<S: ItemStore, Q: QueueClient>(
+    state: State<Api<S, Q>>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let started = std::time::Instant::now();
+    let out = emit_once(state, caller, headers, body).await;
+    let outcome = match &out {
+        Ok((StatusCode::CREATED, _)) => "created",
+        Ok(_) => "repeated",
+        Err(_) => "refused",
+    };
+    metrics::histogram!("postbox_http_emit_seconds", "outcome" => outcome)
+        .record(started.elapsed().as_secs_f64());
+    out
+}
+
+/// [`emit`], unmeasured.
+async fn emit_once<S: ItemStore, Q: QueueClient>(
     State(api): State<Api<S, Q>>,
     caller: Caller,
     headers: HeaderMap,

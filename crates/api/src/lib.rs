@@ -238,6 +238,19 @@ impl<S: ItemStore, Q: QueueClient> Api<S, Q> {
         ))
     }
 
+    /// `GET /metrics` with the page of `/v1/metrics`, without a token: for
+    /// a listener only a local scraper reaches (`serve --metrics-listen`).
+    pub fn metrics_router(&self) -> Router {
+        let api = self.clone();
+        Router::new().route(
+            "/metrics",
+            get(move || {
+                let api = api.clone();
+                async move { ops::metrics_response(ops::render_metrics(&api)) }
+            }),
+        )
+    }
+
     /// The router serving every route of [`ROUTES`].
     pub fn router(&self) -> Router {
         Router::new()

@@ -373,6 +373,25 @@ pub(crate) async fn metrics<S: ItemStore, Q: QueueClient>(
     caller: Caller,
 ) -> Result<Response, ApiError> {
     caller.require_admin()?;
+    Ok(metrics_response(render_metrics(&api)))
+}
+
+/// The Prometheus text of `/v1/metrics`, as a response.
+pub(crate) fn metrics_response(text: String) -> Response {
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+/// Every metric of the node in the Prometheus text format: the API's and
+/// the engine's, then what [`crate::Sources::metrics`] adds.
+pub(crate) fn render_metrics<S: ItemStore, Q: QueueClient>(api: &Api<S, Q>) -> String {
     let mut out = String::new();
     let s = api.inner.engine.stats();
     for (name, help, value) in [
@@ -466,15 +485,7 @@ pub(crate) async fn metrics<S: ItemStore, Q: QueueClient>(
     if let Some(source) = &api.inner.sources.metrics {
         source(&mut out);
     }
-    Ok((
-        StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        out,
-    )
-        .into_response())
+    out
 }
 
 /// The embedded backend's own metrics: messages per queue and state, the

@@ -17,6 +17,7 @@ mod node_aws;
 mod ops;
 mod pipe;
 mod synth;
+mod telemetry;
 mod verifier;
 mod worker;
 
@@ -165,6 +166,11 @@ struct ServeArgs {
     /// process moves the events table's stream into the queue.
     #[arg(long, env = "POSTBOX_NO_RELAY", conflicts_with = "pipes")]
     no_relay: bool,
+    /// Also serve `GET /metrics` (the page of `/v1/metrics`) without a
+    /// token on this address, for a Prometheus agent on the same machine;
+    /// loopback addresses only.
+    #[arg(long, env = "POSTBOX_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
     /// `--backend aws`: serve on DynamoDB, DynamoDB Streams and SQS (the
     /// stack `postbox init --backend aws` created) instead of a local file.
     #[command(flatten)]
@@ -262,6 +268,7 @@ fn main() -> ExitCode {
 }
 
 async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
+    telemetry::install();
     // Read the configuration first: a bad file is reported before anything opens.
     let pipes = args.pipes.as_ref().map(pipe::load).transpose()?;
     let (catalog, handlers) = match &args.catalog {
@@ -314,6 +321,16 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
         max_connections: args.max_connections as usize,
         header_timeout: std::time::Duration::from_secs(args.header_timeout),
     };
+    if let Some(at) = args.metrics_listen
+        && !at.ip().is_loopback()
+    {
+        return Err(http::Failure::new(
+            http::EXIT_REFUSED,
+            format!(
+                "--metrics-listen {at}: the metrics listener asks for no token, so it is allowed only on a loopback address (127.0.0.1:PORT); off loopback, scrape /v1/metrics with an admin token"
+            ),
+        ));
+    }
     if args.no_relay && args.backend.backend != backend::Backend::Aws {
         return Err(http::Failure::new(
             http::EXIT_REFUSED,
@@ -371,6 +388,14 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
             node.admin_token_file.display()
         ));
     }
+    let metrics_task = match args.metrics_listen {
+        Some(at) => {
+            let (task, bound) = serve_metrics(at, node.metrics_router.clone(), limits).await?;
+            banner.push_str(&format!("metrics on http://{bound}/metrics\n"));
+            Some(task)
+        }
+        None => None,
+    };
     if node.created_admin_access_key {
         banner.push_str(&format!(
             "admin access key written to {} (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY for the wire endpoints)\n",
@@ -413,9 +438,33 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
             Err(e) => tracing::warn!("the wire listener's task failed: {e}"),
         }
     }
+    if let Some(task) = metrics_task {
+        let _ = task.await;
+    }
     node.shutdown().await;
     tracing::info!("shut down cleanly");
     Ok(())
+}
+
+/// `--metrics-listen`: `GET /metrics` without a token, until the shutdown
+/// signal; the task and the bound address.
+async fn serve_metrics(
+    at: SocketAddr,
+    router: axum::Router,
+    limits: postbox_server::Limits,
+) -> Result<(tokio::task::JoinHandle<()>, SocketAddr), http::Failure> {
+    let (listener, bound) = postbox_server::bind(at)
+        .await
+        .map_err(|e| format!("cannot listen on {at} (--metrics-listen): {e}"))?;
+    tracing::info!(addr = %bound, "serving GET /metrics without a token");
+    let task = tokio::spawn(async move {
+        if let Err(e) =
+            postbox_server::serve_with(router, listener, shutdown_signal(), limits, None).await
+        {
+            tracing::warn!("the metrics listener failed: {e}");
+        }
+    });
+    Ok((task, bound))
 }
 
 /// `serve --backend aws` ([`node_aws`]): the API on --listen, no wire
@@ -449,6 +498,14 @@ async fn serve_aws(
             node.admin_token_file.display()
         ));
     }
+    let metrics_task = match args.metrics_listen {
+        Some(at) => {
+            let (task, bound) = serve_metrics(at, node.metrics_router.clone(), limits).await?;
+            banner.push_str(&format!("metrics on http://{bound}/metrics\n"));
+            Some(task)
+        }
+        None => None,
+    };
     {
         use std::io::Write as _;
         let mut out = std::io::stdout().lock();
@@ -464,6 +521,9 @@ async fn serve_aws(
     )
     .await
     .map_err(|e| format!("server failed: {e}"))?;
+    if let Some(task) = metrics_task {
+        let _ = task.await;
+    }
     node.shutdown().await;
     tracing::info!("shut down cleanly");
     Ok(())

@@ -121,6 +121,8 @@ pub struct Node {
     pub file: PathBuf,
     /// The HTTP API's router (and the applications' routes).
     pub api_router: Router,
+    /// `GET /metrics` without a token (`serve --metrics-listen`).
+    pub metrics_router: Router,
     /// The AWS wire protocols' router.
     pub wire_router: Router,
     /// Where the admin token was written on first start, if it was.
@@ -334,6 +336,7 @@ impl Node {
             auth: options.wire_auth,
         };
         let wire_router = postbox_server::app(services);
+        let metrics_router = api.metrics_router();
         let mut api_router = api.router();
         if let Some(routes) = handlers.routes {
             // Applications' routes answer tenant tokens only, scoped to their tenant.
@@ -342,6 +345,7 @@ impl Node {
         Ok(Node {
             file,
             api_router,
+            metrics_router,
             wire_router,
             admin_token_file,
             created_admin_token,
@@ -625,6 +629,7 @@ fn sources(
             let _ = writeln!(out, "postbox_worker_total{{outcome=\"{outcome}\"}} {v}");
         }
         crate::verifier::metrics(&verified.lock().expect("verify state"), out);
+        crate::telemetry::render(out);
     };
     let report = move || {
         let pipes = report_relay.lock().expect("relay stats").clone();

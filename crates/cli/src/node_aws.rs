@@ -46,6 +46,8 @@ pub struct AwsNodeOptions {
 pub struct AwsNode {
     /// The HTTP API.
     pub router: axum::Router,
+    /// `GET /metrics` without a token (`serve --metrics-listen`).
+    pub metrics_router: axum::Router,
     /// The admin token's file.
     pub admin_token_file: PathBuf,
     /// Whether this start created the admin token.
@@ -129,6 +131,7 @@ impl AwsNode {
                 relay_metrics(&stats(), out);
             }
             aws_metrics(&sdk_store.stats(), &sdk_queues.sdk_stats(), out);
+            crate::telemetry::render(out);
         });
         let sources = Sources {
             metrics: Some(metrics),
@@ -168,6 +171,7 @@ impl AwsNode {
         }
         Ok(AwsNode {
             router: api.router(),
+            metrics_router: api.metrics_router(),
             admin_token_file,
             created_admin_token,
             relay,

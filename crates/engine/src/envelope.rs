@@ -178,6 +178,49 @@ pub fn format_timestamp(ms: u64) -> String {
     )
 }
 
+/// Milliseconds since the Unix epoch of a timestamp [`format_timestamp`]
+/// wrote (`YYYY-MM-DDTHH:MM:SS.mmmZ`); None for anything else.
+pub fn parse_timestamp(text: &str) -> Option<u64> {
+    let b = text.as_bytes();
+    if b.len() != 24
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+        || b[19] != b'.'
+        || b[23] != b'Z'
+    {
+        return None;
+    }
+    let num = |from: usize, to: usize| -> Option<u64> {
+        let part = &text[from..to];
+        part.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| part.parse().ok())
+            .flatten()
+    };
+    let (y, m, d) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
+    let (h, mi, sec, ms) = (num(11, 13)?, num(14, 16)?, num(17, 19)?, num(20, 23)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let days = days_from_civil(y as i64, m as u32, d as u32);
+    let secs = u64::try_from(days).ok()? * 86_400 + h * 3600 + mi * 60 + sec;
+    Some(secs * 1000 + ms)
+}
+
+/// Howard Hinnant's civil-to-days algorithm.
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = if m > 2 { m - 3 } else { m + 9 } as i64;
+    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Howard Hinnant's days-to-civil algorithm.
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -195,6 +238,21 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_formatted_timestamp_parses_back_to_its_milliseconds() {
+        for ms in [0, 951_782_400_000, 1_700_000_000_123, 4_102_444_799_999] {
+            assert_eq!(parse_timestamp(&format_timestamp(ms)), Some(ms), "{ms}");
+        }
+        for bad in [
+            "",
+            "2026-13-01T00:00:00.000Z",
+            "2026-01-01 00:00:00.000Z",
+            "2026-01-01T00:00:00Z",
+        ] {
+            assert_eq!(parse_timestamp(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn ids_are_time_ordered_and_unique() {

@@ -333,6 +333,7 @@ impl<S: ItemStore> Batcher<S> {
         let err = match result {
             Ok(()) => {
                 bump(&counters.transactions, 1);
+                metrics::histogram!("postbox_emit_batch_events").record(done.batch.len() as f64);
                 for ((p, _), link) in done.batch.into_iter().zip(done.links) {
                     let _ = p.reply.send(Ok(link));
                 }

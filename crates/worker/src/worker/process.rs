@@ -295,6 +295,11 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         receipt: Option<&str>,
     ) -> WorkerResult<Option<(Result<Vec<postbox_engine::Write>, HandlerError>, ClaimRow)>> {
         let lease = self.inner.options.lease;
+        let started = std::time::Instant::now();
+        let handler_seconds = metrics::histogram!(
+            "postbox_handler_seconds",
+            "subscription" => delivery.subscription.clone()
+        );
         let fut = handler(delivery);
         tokio::pin!(fut);
         // First renewal a third of the lease from now. (An `interval`'s
@@ -303,7 +308,10 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + lease / 3, lease / 3);
         loop {
             tokio::select! {
-                result = &mut fut => return Ok(Some((result, row))),
+                result = &mut fut => {
+                    handler_seconds.record(started.elapsed().as_secs_f64());
+                    return Ok(Some((result, row)));
+                }
                 _ = tick.tick() => {
                     match self.inner.inbox.renew(&row, self.now(), lease.as_millis() as u64).await {
                         Ok(next) => row = next,

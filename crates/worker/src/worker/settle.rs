@@ -191,6 +191,16 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                 match self.inner.inbox.complete(row, self.now(), writes).await {
                     Ok(_) => {
                         bump(&self.inner.counters.completed);
+                        if let Some(at) =
+                            postbox_engine::envelope::parse_timestamp(&envelope.occurred_at)
+                        {
+                            let now = postbox_engine::envelope::now_ms();
+                            metrics::histogram!(
+                                "postbox_emit_to_completion_seconds",
+                                "subscription" => sub.name.clone()
+                            )
+                            .record(now.saturating_sub(at) as f64 / 1000.0);
+                        }
                         if let Some(hook) = &self.inner.options.on_completed {
                             hook(envelope, &sub.name);
                         }
