@@ -102,6 +102,30 @@ async fn histograms_per_subscription_are_on_the_metrics_page_and_on_the_tokenles
         assert!(page.contains(wanted), "{wanted} not in:\n{page}");
     }
 
+    // The page parses as a scraper reads it, the histograms as histograms.
+    let scrape = prometheus_parse::Scrape::parse(page.lines().map(|l| Ok(l.to_owned())))
+        .expect("the metrics page parses");
+    let handler = scrape
+        .samples
+        .iter()
+        .find(|s| {
+            s.metric == "postbox_handler_seconds" && s.labels.get("subscription") == Some("billing")
+        })
+        .unwrap_or_else(|| panic!("no handler histogram in {:?}", scrape.samples.len()));
+    match &handler.value {
+        prometheus_parse::Value::Histogram(buckets) => {
+            assert_eq!(buckets.last().map(|b| b.count), Some(3.0), "{buckets:?}");
+        }
+        other => panic!("postbox_handler_seconds is not a histogram: {other:?}"),
+    }
+    assert!(
+        scrape
+            .samples
+            .iter()
+            .any(|s| s.metric == "postbox_events_emitted_total"),
+        "the counters parse too"
+    );
+
     // The same page without a token on the metrics listener; nothing else there.
     let (status, plain) = plain_get(&format!("http://{listen}/metrics")).await;
     assert_eq!(status, 200);
