@@ -70,6 +70,7 @@ impl Served {
         let mut child = Command::new(exe)
             .args([
                 "serve",
+                "--examples",
                 "--listen",
                 "127.0.0.1:0",
                 "--workers",

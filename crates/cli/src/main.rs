@@ -102,10 +102,15 @@ struct ServeArgs {
     /// stream -> filter -> template -> queue or bus).
     #[arg(long, env = "POSTBOX_PIPES")]
     pipes: Option<PathBuf>,
-    /// The event catalog (TOML). Without it, the built-in example
-    /// application's catalog and handlers are served.
+    /// The event catalog (TOML). Without it (and without --examples) the
+    /// node starts empty: no event types, no subscriptions.
     #[arg(long, env = "POSTBOX_CATALOG")]
     catalog: Option<PathBuf>,
+    /// Serve the built-in example applications (the payment fan-out and the
+    /// report-job API of `examples/`, with their tables, queues and the
+    /// `/reports` route) instead of a catalog of your own.
+    #[arg(long, env = "POSTBOX_EXAMPLES", conflicts_with = "catalog")]
+    examples: bool,
     /// Durable worker loops in this process, each with up to 8 batches in
     /// flight (0: leave the work to `postbox worker` processes).
     #[arg(long, default_value_t = node::DEFAULT_WORKERS, env = "POSTBOX_WORKERS")]
@@ -271,13 +276,15 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
     telemetry::install();
     // Read the configuration first: a bad file is reported before anything opens.
     let pipes = args.pipes.as_ref().map(pipe::load).transpose()?;
-    let (catalog, handlers) = match &args.catalog {
-        Some(path) => (
+    let (catalog, handlers) = match (&args.catalog, args.examples) {
+        (Some(path), _) => (
             postbox_engine::Catalog::load(path).map_err(|e| e.to_string())?,
             builtin::code_handlers(),
         ),
-        None => builtin::application(&args.data),
+        (None, true) => builtin::application(&args.data),
+        (None, false) => (postbox_engine::Catalog::default(), node::Handlers::none()),
     };
+    let empty = args.catalog.is_none() && !args.examples;
     let test_clock = args.test_clock.then(|| Arc::new(ShiftedClock::new()));
     // Where the wire endpoints are served: with the API, apart, or nowhere.
     let wire = match (args.no_wire, args.wire_listen) {
@@ -396,6 +403,11 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
         }
         None => None,
     };
+    if empty {
+        banner.push_str(
+            "no catalog: an empty node (no event types, no subscriptions); start it with --catalog FILE, or --examples for the built-in example applications\n",
+        );
+    }
     if node.created_admin_access_key {
         banner.push_str(&format!(
             "admin access key written to {} (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY for the wire endpoints)\n",

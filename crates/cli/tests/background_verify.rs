@@ -33,7 +33,7 @@ async fn report_after_a_run(server: &Server) -> (Value, String) {
 async fn an_old_event_edited_at_rest_is_reported_by_the_background_verification() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let args = ["serve", "--verify-every", "1s"];
+    let args = ["serve", "--examples", "--verify-every", "1s"];
     let server = Server::start(&args, &data);
     let acme = server.tenant_token("acme").await;
     for i in 0..5 {

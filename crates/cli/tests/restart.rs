@@ -70,7 +70,7 @@ async fn restart_three_times(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_node_restarts_on_its_data_after_stop_and_kill() {
     let dir = tempfile::tempdir().unwrap();
-    restart_three_times(&[], &dir.path().join("data"), payment).await;
+    restart_three_times(&["--examples"], &dir.path().join("data"), payment).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -92,7 +92,7 @@ async fn a_node_with_its_own_catalog_restarts_on_its_data() {
 async fn a_node_whose_commit_log_went_missing_after_a_crash_is_refused_unless_told() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let s = Server::start(&[], &data);
+    let s = Server::start(&["--examples"], &data);
     let acme = s.tenant_token("acme").await;
     let (status, e) = call(&s.base, Some(&acme), "POST", "/v1/events", Some(payment(0))).await;
     assert_eq!(status, 201, "{e}");
@@ -101,7 +101,7 @@ async fn a_node_whose_commit_log_went_missing_after_a_crash_is_refused_unless_to
         std::fs::remove_file(data.join(region)).unwrap();
     }
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_postbox"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .args(["serve", "--examples", "--listen", "127.0.0.1:0", "--data"])
         .arg(&data)
         .output()
         .unwrap();
@@ -112,7 +112,7 @@ async fn a_node_whose_commit_log_went_missing_after_a_crash_is_refused_unless_to
         "{err}"
     );
     // Told to, it starts with what survives.
-    let s = Server::start(&["serve", "--recover-truncated"], &data);
+    let s = Server::start(&["serve", "--examples", "--recover-truncated"], &data);
     let (status, _) = call(&s.base, Some(&s.admin), "GET", "/v1/health", None).await;
     assert_eq!(status, 200);
 }

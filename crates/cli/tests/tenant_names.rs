@@ -74,7 +74,7 @@ async fn completed(server: &Server, n: usize) {
 async fn tenants_named_like_key_prefixes_reach_no_one_elses_rows() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let server = Server::start(&[], &data);
+    let server = Server::start(&["--examples"], &data);
     let base = server.base.clone();
     let acme = server.tenant_token("acme").await;
 
