@@ -273,6 +273,7 @@ fn main() -> ExitCode {
 }
 
 async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
+    install_shutdown();
     telemetry::install();
     // Read the configuration first: a bad file is reported before anything opens.
     let pipes = args.pipes.as_ref().map(pipe::load).transpose()?;
@@ -552,24 +553,50 @@ fn remote(result: Result<(), http::Failure>) -> ExitCode {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub(crate) async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+/// The process's stop request: set once SIGINT or SIGTERM arrives.
+static SHUTDOWN: std::sync::OnceLock<tokio::sync::watch::Receiver<bool>> =
+    std::sync::OnceLock::new();
+
+/// Takes SIGINT and SIGTERM over now (inside the runtime), so a signal
+/// that arrives right after a server printed its address stops it cleanly
+/// instead of killing it before its own listener was polled. Idempotent.
+pub(crate) fn install_shutdown() -> tokio::sync::watch::Receiver<bool> {
+    SHUTDOWN
+        .get_or_init(|| {
+            let (tx, rx) = tokio::sync::watch::channel(false);
+            #[cfg(unix)]
+            {
+                use tokio::signal::unix::{SignalKind, signal};
+                let term = signal(SignalKind::terminate()).ok();
+                let int = signal(SignalKind::interrupt()).ok();
+                tokio::spawn(async move {
+                    let wait = |s: Option<tokio::signal::unix::Signal>| async move {
+                        match s {
+                            Some(mut s) => {
+                                s.recv().await;
+                            }
+                            None => std::future::pending::<()>().await,
+                        }
+                    };
+                    tokio::select! {
+                        () = wait(term) => {},
+                        () = wait(int) => {},
+                    }
+                    let _ = tx.send(true);
+                });
             }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
+            #[cfg(not(unix))]
+            tokio::spawn(async move {
+                let _ = tokio::signal::ctrl_c().await;
+                let _ = tx.send(true);
+            });
+            rx
+        })
+        .clone()
+}
+
+/// Resolves on SIGINT or SIGTERM (once one arrived, at once).
+pub(crate) async fn shutdown_signal() {
+    let mut rx = install_shutdown();
+    let _ = rx.wait_for(|stop| *stop).await;
 }

@@ -144,6 +144,7 @@ async fn run_relay_on_aws(args: RelayArgs) -> Result<(), Failure> {
     )
     .await
     .map_err(|e| Failure::new(EXIT_REFUSED, e.to_string()))?;
+    crate::install_shutdown();
     println!(
         "postbox relay running pipes {} on DynamoDB Streams (prefix {prefix:?})",
         names.join(", ")
@@ -205,6 +206,7 @@ async fn run_relay(args: RelayArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot open the queues: {e}"))?;
     let names: Vec<String> = config.pipes.iter().map(|p| p.name.clone()).collect();
     let relay = start_relay(store, queues, config).await?;
+    crate::install_shutdown();
     println!(
         "postbox relay running pipes {} (data: {})",
         names.join(", "),

@@ -50,6 +50,7 @@ pub struct WorkerArgs {
 }
 
 pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
+    crate::install_shutdown();
     let catalog =
         Catalog::load(&args.catalog).map_err(|e| Failure::new(EXIT_REFUSED, e.to_string()))?;
     let durable = catalog
