@@ -120,10 +120,35 @@ pub(crate) fn subscription<'c>(
                 .map(|s| s.name.as_str())
                 .collect();
             ApiError::not_found(format!(
-                "no subscription {name:?} in the catalog (subscriptions: {})",
+                "no subscription {name:?} in the catalog{} (subscriptions: {})",
+                meant(name, &known),
                 known.join(", ")
             ))
         })
+}
+
+/// "; did you mean X?" when a name of `known` is close to `wrong`.
+fn meant(wrong: &str, known: &[&str]) -> String {
+    postbox_engine::contract::did_you_mean(wrong, known)
+        .map(|m| format!("; did you mean {m:?}?"))
+        .unwrap_or_default()
+}
+
+/// 404 for an operator's filter on a tenant with no log (it would select
+/// nothing, in silence), naming the tenant meant when one is close.
+async fn known_tenant<S: ItemStore, Q: QueueClient>(
+    api: &Api<S, Q>,
+    tenant: &str,
+) -> Result<(), ApiError> {
+    if api.inner.engine.head_seq(tenant).await? > 0 {
+        return Ok(());
+    }
+    let tenants = api.inner.engine.tenants().await?;
+    let known: Vec<&str> = tenants.iter().map(String::as_str).collect();
+    Err(ApiError::not_found(format!(
+        "no tenant {tenant:?} has events in the log{}",
+        meant(tenant, &known)
+    )))
 }
 
 impl SelectionQuery {
@@ -173,6 +198,9 @@ pub(crate) async fn dead_letters<S: ItemStore, Q: QueueClient>(
 ) -> Result<Json<Value>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
     let (selection, _) = q.selection(&caller, api.inner.engine.catalog())?;
+    if let (true, Some(t)) = (caller.is_admin(), &selection.tenant) {
+        known_tenant(&api, t).await?;
+    }
     let list = replay::list(&api.inner.inbox, &selection).await?;
     Ok(Json(json!({
         "dead_letters": list.iter().map(dead_letter_json).collect::<Vec<_>>(),
@@ -193,6 +221,9 @@ pub(crate) async fn replay<S: ItemStore, Q: QueueClient>(
         parse_json(&body)?
     };
     let (selection, dry_run) = q.selection(&caller, api.inner.engine.catalog())?;
+    if let (true, Some(t)) = (caller.is_admin(), &selection.tenant) {
+        known_tenant(&api, t).await?;
+    }
     if let Some(ids) = &selection.event_ids {
         let found = replay::list(&api.inner.inbox, &selection).await?;
         if let Some(missing) = ids

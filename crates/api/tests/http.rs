@@ -452,6 +452,52 @@ async fn operator_endpoints_need_an_admin_token() {
     )
     .await;
     assert_eq!(a.status, 404, "{}", a.text);
+    // A near miss names the one meant.
+    let a = call(
+        &env,
+        "GET",
+        "/v1/dead-letters?subscription=audt",
+        Some(&env.admin),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(a.status, 404, "{}", a.text);
+    let said = a.json()["error"]["message"].as_str().unwrap().to_owned();
+    assert!(said.contains("did you mean \"audit\"?"), "{said}");
+    // So does an operator's filter on a tenant with no log.
+    let a = call(
+        &env,
+        "POST",
+        "/v1/events",
+        Some(&env.acme),
+        &[],
+        r#"{"type": "ORDER_PLACED", "payload": {"order_id": "O-1"}}"#,
+    )
+    .await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    for (method, path, body) in [
+        ("GET", "/v1/dead-letters?tenant=acmee", ""),
+        ("POST", "/v1/dead-letters/replay", r#"{"tenant": "acmee"}"#),
+    ] {
+        let a = call(&env, method, path, Some(&env.admin), &[], body).await;
+        assert_eq!(a.status, 404, "{path}: {}", a.text);
+        let said = a.json()["error"]["message"].as_str().unwrap().to_owned();
+        assert!(
+            said.contains("no tenant \"acmee\" has events in the log; did you mean \"acme\"?"),
+            "{path}: {said}"
+        );
+    }
+    let a = call(
+        &env,
+        "GET",
+        "/v1/dead-letters?tenant=acme",
+        Some(&env.admin),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text);
     let a = call(&env, "GET", "/v1/catalog", Some(&env.acme), &[], "").await;
     assert_eq!(a.status, 200);
     assert!(a.text.contains("ORDER_PLACED"));

@@ -424,10 +424,17 @@ async fn verify_on<S: postbox_store::ItemStore>(
             .await
             .map_err(failed)?;
             if report.head_seq == 0 && report.checked == 0 {
+                let tenants = postbox_engine::verify::tenants(store.as_ref(), &args.table)
+                    .await
+                    .unwrap_or_default();
+                let known: Vec<&str> = tenants.iter().map(String::as_str).collect();
+                let meant = postbox_engine::contract::did_you_mean(t, &known)
+                    .map(|m| format!(" (did you mean {m:?}?)"))
+                    .unwrap_or_default();
                 return Err(Failure::new(
                     EXIT_REFUSED,
                     format!(
-                        "tenant {t:?} has no events in the log: nothing to verify (without --tenant, every tenant is verified)"
+                        "tenant {t:?} has no events in the log{meant}: nothing to verify (without --tenant, every tenant is verified)"
                     ),
                 ));
             }

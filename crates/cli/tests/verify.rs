@@ -57,6 +57,16 @@ async fn verify_reports_a_byte_changed_over_the_wire_at_its_seq() {
     // A tenant with no log is refused, not reported intact.
     let (code, out) = verify(&base, &data, &["--tenant", "nobody"]);
     assert_eq!(code, 2, "{out}");
+    // A near miss names the tenant meant.
+    let out = Command::new(env!("CARGO_BIN_EXE_postbox"))
+        .args(["verify", "--endpoint", &base, "--data"])
+        .arg(&data)
+        .args(["--tenant", "acmee"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("(did you mean \"acme\"?)"), "{err}");
     // A server that does not answer is unreachable (exit 3).
     let (code, out) = verify("http://127.0.0.1:9", &data, &[]);
     assert_eq!(code, 3, "{out}");

@@ -378,6 +378,23 @@ impl<S: ItemStore> Engine<S> {
         self.inner.counters.snapshot()
     }
 
+    /// The seq of `tenant`'s last event; 0 for a tenant with no log.
+    pub async fn head_seq(&self, tenant: &str) -> Result<u64, StoreError> {
+        Ok(read_head(
+            self.inner.store.as_ref(),
+            &self.inner.options.events_table,
+            tenant,
+        )
+        .await?
+        .seq)
+    }
+
+    /// Every tenant with a log (a scan of one item per partition: for
+    /// operators' tools and error messages, not for a request's path).
+    pub async fn tenants(&self) -> Result<Vec<String>, StoreError> {
+        crate::verify::tenants(self.inner.store.as_ref(), &self.inner.options.events_table).await
+    }
+
     /// Emits an event whose payload is I-JSON text (numbers checked against
     /// their literal text; see [`json`]).
     pub async fn emit_json(
