@@ -531,6 +531,37 @@ async fn the_openapi_document_lists_exactly_the_routes() {
                 ids.insert(id.to_owned()),
                 "operationId {id:?} is used twice"
             );
+            // Tagged with a declared tag, so generated clients and the
+            // rendered document group it.
+            let tags = op["tags"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{method} {path}: no tags"));
+            assert!(!tags.is_empty(), "{method} {path}: no tags");
+            for t in tags {
+                assert!(
+                    doc["tags"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|d| d["name"] == *t),
+                    "{method} {path}: tag {t} is not declared"
+                );
+            }
+            // Every error answer has the error body's schema.
+            for (code, response) in op["responses"].as_object().unwrap() {
+                if !(code.starts_with('4') || code.starts_with('5')) {
+                    continue;
+                }
+                let response = match response["$ref"].as_str() {
+                    Some(r) => &doc["components"]["responses"][r.rsplit('/').next().unwrap()],
+                    None => response,
+                };
+                assert_eq!(
+                    response["content"]["application/json"]["schema"]["$ref"],
+                    "#/components/schemas/Error",
+                    "{method} {path} {code}"
+                );
+            }
         }
     }
     let routes: BTreeSet<(String, String)> = ROUTES
