@@ -213,6 +213,29 @@ async fn a_pull_consumer_gets_each_tenants_events_in_order_and_a_lost_lease_brin
         "{dead}"
     );
 
+    // Replayed, as any subscription's dead letter: it comes back to a
+    // consumer with its attempts reset, and completes.
+    let (status, replayed) = call(
+        &server.base,
+        Some(&server.admin),
+        "POST",
+        "/v1/dead-letters/replay",
+        Some(json!({"subscription": "billing"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{replayed}");
+    let got = deliveries(&server, &server.admin, json!({"wait_seconds": 15})).await;
+    assert_eq!(got[0]["event"]["id"], other.as_str(), "{replayed}");
+    assert_eq!(got[0]["attempt"], 1);
+    let (status, body) = settle(
+        &server,
+        &server.admin,
+        "complete",
+        json!({"handle": got[0]["handle"]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
     // Nothing is left to hand out.
     let got = deliveries(&server, &server.admin, json!({"wait_seconds": 1})).await;
     assert!(got.is_empty(), "{got:?}");
