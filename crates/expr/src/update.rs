@@ -373,6 +373,14 @@ impl Update {
         &self.actions
     }
 
+    /// Whether every action takes away (REMOVE, or DELETE of set
+    /// elements): the update brings no data of its own.
+    pub fn only_takes_away(&self) -> bool {
+        self.actions
+            .iter()
+            .all(|a| matches!(a, Action::Remove(_) | Action::Delete(..)))
+    }
+
     /// Every document path the update touches (SET/REMOVE/ADD/DELETE
     /// targets), in the order written.
     pub fn paths(&self) -> &[Path] {

@@ -294,3 +294,67 @@ async fn delete_returns_the_old_item_and_honours_conditions() {
     .unwrap();
     assert_eq!(out.attributes, None);
 }
+
+#[tokio::test]
+async fn an_update_that_only_takes_away_creates_no_item_where_there_is_none() {
+    // As the managed service does; DynamoDB Local writes the bare key.
+    let s = open_with_table(None).await;
+    for (key, expr, values) in [
+        ("r", "REMOVE x", None),
+        ("d", "DELETE ss :v", Some(json!({":v": {"SS": ["a"]}}))),
+        (
+            "rd",
+            "REMOVE x DELETE ss :v",
+            Some(json!({":v": {"SS": ["a"]}})),
+        ),
+    ] {
+        let mut req = json!({"TableName": "tbl", "Key": {"pk": {"S": key}}, "UpdateExpression": expr,
+            "ReturnValues": "ALL_NEW"});
+        if let Some(v) = values {
+            req["ExpressionAttributeValues"] = v;
+        }
+        let out = update(&s, req).await.unwrap();
+        assert_eq!(out.attributes, None, "{expr}");
+        assert_eq!(
+            get(&s, "tbl", json!({"pk": {"S": key}})).await,
+            None,
+            "{expr}"
+        );
+    }
+    // In a transaction too.
+    transact(
+        &s,
+        json!([{"Update": {"TableName": "tbl", "Key": {"pk": {"S": "t"}}, "UpdateExpression": "REMOVE x"}}]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(get(&s, "tbl", json!({"pk": {"S": "t"}})).await, None);
+    // Anything that brings data creates the item, and an update with no
+    // expression writes the bare key, as before.
+    update(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "s"}}, "UpdateExpression": "REMOVE x SET y = :y",
+        "ExpressionAttributeValues": {":y": {"N": "1"}}}))
+    .await
+    .unwrap();
+    assert_eq!(
+        get(&s, "tbl", json!({"pk": {"S": "s"}})).await,
+        Some(item(json!({"pk": {"S": "s"}, "y": {"N": "1"}})))
+    );
+    update(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "k"}}}))
+        .await
+        .unwrap();
+    assert_eq!(
+        get(&s, "tbl", json!({"pk": {"S": "k"}})).await,
+        Some(item(json!({"pk": {"S": "k"}})))
+    );
+    // On an existing item REMOVE still writes.
+    update(
+        &s,
+        json!({"TableName": "tbl", "Key": {"pk": {"S": "s"}}, "UpdateExpression": "REMOVE y"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        get(&s, "tbl", json!({"pk": {"S": "s"}})).await,
+        Some(item(json!({"pk": {"S": "s"}})))
+    );
+}

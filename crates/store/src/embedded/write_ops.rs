@@ -94,6 +94,14 @@ impl Action {
             }
             Effect::Delete => Some(None),
             Effect::Check => None,
+            // An update that only takes away (REMOVE, DELETE from a set)
+            // creates no item where there is none, as the managed service
+            // does (DynamoDB Local writes the bare key).
+            Effect::Update(Some(update))
+                if current.live().is_none() && update.only_takes_away() =>
+            {
+                None
+            }
             Effect::Update(update) => match updated(&self.key, current.live(), update.as_ref()) {
                 Ok(new) => Some(Some(new)),
                 Err(message) => return Ok(Err(Refusal::Invalid(message))),
