@@ -46,6 +46,14 @@ impl DynamoStore {
                 .collect::<StoreResult<_>>()?,
             item_count: t.item_count().unwrap_or(0).max(0) as u64,
             table_size_bytes: t.table_size_bytes().unwrap_or(0).max(0) as u64,
+            table_id: t.table_id().map(str::to_owned),
+            provisioned_throughput: t.provisioned_throughput().map(|p| {
+                serde_json::json!({
+                    "NumberOfDecreasesToday": p.number_of_decreases_today().unwrap_or(0),
+                    "ReadCapacityUnits": p.read_capacity_units().unwrap_or(0),
+                    "WriteCapacityUnits": p.write_capacity_units().unwrap_or(0),
+                })
+            }),
             billing_mode_summary: t.billing_mode_summary().and_then(|b| {
                 b.billing_mode()
                     .map(|m| serde_json::json!({"BillingMode": m.as_str()}))

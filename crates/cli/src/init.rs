@@ -268,6 +268,8 @@ mod tests {
             attribute_definitions: want.attribute_definitions.clone(),
             item_count: 0,
             table_size_bytes: 0,
+            table_id: None,
+            provisioned_throughput: None,
             billing_mode_summary: None,
             stream_specification: want.stream_specification.clone(),
             latest_stream_arn: None,

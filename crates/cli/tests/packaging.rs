@@ -57,6 +57,20 @@ fn starts_and_stops(args: &[String], env: &[(String, String)], dir: &Path, healt
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    if let Some(url) = health {
+        // The health check's URL, at the address the node bound (0.0.0.0
+        // listens on loopback too).
+        let bound = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap()
+            .replace("0.0.0.0", "127.0.0.1");
+        let path = url.splitn(4, '/').nth(3).unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let (status, body) =
+            rt.block_on(common::call(&bound, None, "GET", &format!("/{path}"), None));
+        assert_eq!(status, 200, "{url} at {bound}: {body}");
+    }
     Command::new("kill")
         .arg(child.id().to_string())
         .status()

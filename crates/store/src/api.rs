@@ -115,6 +115,13 @@ pub struct TableDescription {
     pub attribute_definitions: Vec<AttributeDefinition>,
     pub item_count: u64,
     pub table_size_bytes: u64,
+    /// A UUID naming this table (a table created again under the same name
+    /// has another).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table_id: Option<String>,
+    /// Read and write capacity (zeros under on-demand), as DynamoDB shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioned_throughput: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub billing_mode_summary: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

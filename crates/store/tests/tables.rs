@@ -37,8 +37,23 @@ async fn create_describe_list_delete() {
     assert_eq!(d.item_count, 1);
     assert_eq!(
         d.billing_mode_summary,
-        Some(json!({"BillingMode": "PAY_PER_REQUEST"}))
+        Some(json!({"BillingMode": "PAY_PER_REQUEST",
+            "LastUpdateToPayPerRequestDateTime": d.creation_date_time}))
     );
+    // On-demand capacity shows as zeros, as DynamoDB shows it.
+    assert_eq!(
+        d.provisioned_throughput,
+        Some(json!({"NumberOfDecreasesToday": 0, "ReadCapacityUnits": 0, "WriteCapacityUnits": 0}))
+    );
+    // A TableId in UUID form, stable for the table.
+    let id = d.table_id.clone().unwrap();
+    assert_eq!(id.len(), 36, "{id}");
+    assert_eq!(id.matches('-').count(), 4, "{id}");
+    assert_eq!(
+        s.describe_table("tbl").await.unwrap().table_id,
+        Some(id.clone())
+    );
+    assert_ne!(s.describe_table("abc").await.unwrap().table_id, Some(id));
     assert!(
         s.describe_table("abc")
             .await
@@ -282,4 +297,19 @@ async fn placeholder_map_rules() {
         "ValidationException",
         "Can not use both expression and non-expression parameters",
     );
+}
+
+#[tokio::test]
+async fn a_provisioned_table_shows_the_capacity_it_was_created_with() {
+    let s = open();
+    let d = s
+        .create_table(create_req(json!({"BillingMode": "PROVISIONED",
+            "ProvisionedThroughput": {"ReadCapacityUnits": 5, "WriteCapacityUnits": 7}})))
+        .await
+        .unwrap();
+    assert_eq!(
+        d.provisioned_throughput,
+        Some(json!({"NumberOfDecreasesToday": 0, "ReadCapacityUnits": 5, "WriteCapacityUnits": 7}))
+    );
+    assert_eq!(d.billing_mode_summary, None);
 }

@@ -48,6 +48,10 @@ pub struct TableMeta {
     pub created_at_ms: u64,
     /// PAY_PER_REQUEST or PROVISIONED, as given.
     pub billing_mode: String,
+    /// Read and write capacity units of a PROVISIONED table, as given
+    /// (absent from files written before it was kept).
+    #[serde(default)]
+    pub provisioned: Option<(u64, u64)>,
 }
 
 impl TableMeta {
@@ -81,6 +85,31 @@ impl TableMeta {
         format!("arn:aws:dynamodb:local:000000000000:table/{}", self.name)
     }
 
+    /// A UUID (version 4 layout) derived from the table's name, store id and
+    /// creation time: stable for the table, different for a table created
+    /// again under its name.
+    pub fn table_id(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(self.name.as_bytes());
+        h.update(self.id.to_be_bytes());
+        h.update(self.created_at_ms.to_be_bytes());
+        let d = h.finalize();
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&d[..16]);
+        b[6] = (b[6] & 0x0f) | 0x40;
+        b[8] = (b[8] & 0x3f) | 0x80;
+        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        format!(
+            "{}-{}-{}-{}-{}",
+            &hex[..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..]
+        )
+    }
+
     /// DescribeTable's view, with the given item count and size.
     pub fn describe(
         &self,
@@ -101,8 +130,21 @@ impl TableMeta {
             attribute_definitions: self.attribute_definitions.clone(),
             item_count,
             table_size_bytes,
-            billing_mode_summary: (self.billing_mode == "PAY_PER_REQUEST")
-                .then(|| serde_json::json!({"BillingMode": "PAY_PER_REQUEST"})),
+            table_id: Some(self.table_id()),
+            provisioned_throughput: Some({
+                let (read, write) = self.provisioned.unwrap_or((0, 0));
+                serde_json::json!({
+                    "NumberOfDecreasesToday": 0,
+                    "ReadCapacityUnits": read,
+                    "WriteCapacityUnits": write,
+                })
+            }),
+            billing_mode_summary: (self.billing_mode == "PAY_PER_REQUEST").then(|| {
+                serde_json::json!({
+                    "BillingMode": "PAY_PER_REQUEST",
+                    "LastUpdateToPayPerRequestDateTime": self.created_at_ms as f64 / 1000.0,
+                })
+            }),
             latest_stream_arn: stream
                 .as_ref()
                 .map(|_| format!("{}/stream/{}", self.arn(), self.stream_label())),
@@ -162,6 +204,7 @@ impl TableMeta {
             stream_view_type,
             ttl_attribute: None,
             created_at_ms: now_ms,
+            provisioned: provisioned(input, &billing_mode),
             billing_mode,
         })
     }
@@ -188,6 +231,16 @@ fn key_schema(schema: &[KeySchemaElement]) -> Result<(&str, Option<&str>), Store
             "1 validation error detected: Value at 'keySchema' failed to satisfy constraint: Member must have length less than or equal to 2",
         )),
     }
+}
+
+/// The capacity units a PROVISIONED table was created with.
+fn provisioned(input: &CreateTableInput, mode: &str) -> Option<(u64, u64)> {
+    let t = input
+        .provisioned_throughput
+        .as_ref()
+        .filter(|_| mode == "PROVISIONED")?;
+    let units = |k: &str| t.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    Some((units("ReadCapacityUnits"), units("WriteCapacityUnits")))
 }
 
 fn billing_mode(input: &CreateTableInput) -> Result<String, StoreError> {

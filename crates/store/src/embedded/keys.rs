@@ -194,6 +194,7 @@ mod tests {
             }),
             attribute_definitions: vec![],
             stream_view_type: None,
+            provisioned: None,
             ttl_attribute: None,
             created_at_ms: 0,
             billing_mode: "PAY_PER_REQUEST".into(),
