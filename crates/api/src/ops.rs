@@ -493,25 +493,22 @@ pub(crate) fn render_metrics<S: ItemStore, Q: QueueClient>(api: &Api<S, Q>) -> S
     }
     if let Some(pull) = &api.inner.sources.pull {
         let subs = pull.waiting();
-        for (name, help, pick) in [
-            (
-                "postbox_pull_waiting",
-                "Pull deliveries waiting for a consumer, per subscription.",
-                0,
-            ),
-            (
-                "postbox_pull_leased",
-                "Pull deliveries a consumer holds, per subscription.",
-                1,
-            ),
-        ] {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} gauge");
-            for (sub, waiting, leased) in &subs {
-                let v = if pick == 0 { waiting } else { leased };
-                let _ = writeln!(out, "{name}{{subscription=\"{sub}\"}} {v}");
-            }
-        }
+        family(
+            &mut out,
+            "postbox_pull_waiting",
+            "gauge",
+            "Pull deliveries waiting for a consumer, per subscription.",
+            subs.iter()
+                .map(|(s, waiting, _)| ("subscription", s.as_str(), *waiting as u64)),
+        );
+        family(
+            &mut out,
+            "postbox_pull_leased",
+            "gauge",
+            "Pull deliveries a consumer holds, per subscription.",
+            subs.iter()
+                .map(|(s, _, leased)| ("subscription", s.as_str(), *leased as u64)),
+        );
     }
     if let Some(source) = &api.inner.sources.metrics {
         source(&mut out);
@@ -584,6 +581,22 @@ pub fn embedded_metrics(
                 us as f64 / 1e6
             );
         }
+    }
+}
+
+/// Writes one metric family: its HELP and TYPE lines, then one sample per
+/// `(label, label value, value)`.
+pub fn family<'a>(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (&'a str, &'a str, u64)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (label, value_of_label, v) in samples {
+        let _ = writeln!(out, "{name}{{{label}=\"{value_of_label}\"}} {v}");
     }
 }
 

@@ -199,39 +199,27 @@ impl AwsNode {
 /// What the AWS SDK retried and AWS throttled, per service, and the
 /// transactions retried after a conflict, in the Prometheus text format.
 fn aws_metrics(dynamo: &postbox_aws::DynamoStats, sqs: &postbox_aws::SdkStats, out: &mut String) {
-    use std::fmt::Write as _;
+    use postbox_api::ops::{counter, family};
     let services = [("dynamodb", &dynamo.sdk), ("sqs", sqs)];
-    for (name, help, pick) in [
-        (
-            "postbox_aws_sdk_retries_total",
-            "Attempts the AWS SDK made after a request's first (throttling, transient failures), per service.",
-            0,
-        ),
-        (
-            "postbox_aws_throttled_total",
-            "Attempts AWS answered with throttling, per service.",
-            1,
-        ),
-    ] {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} counter");
-        for (service, s) in services {
-            let v = if pick == 0 { s.retries } else { s.throttled };
-            let _ = writeln!(out, "{name}{{service=\"{service}\"}} {v}");
-        }
-    }
-    let _ = writeln!(
+    family(
         out,
-        "# HELP postbox_dynamodb_conflict_retries_total Transactions tried again after a TransactionConflict."
+        "postbox_aws_sdk_retries_total",
+        "counter",
+        "Attempts the AWS SDK made after a request's first (throttling, transient failures), per service.",
+        services.map(|(name, s)| ("service", name, s.retries)),
     );
-    let _ = writeln!(
+    family(
         out,
-        "# TYPE postbox_dynamodb_conflict_retries_total counter"
+        "postbox_aws_throttled_total",
+        "counter",
+        "Attempts AWS answered with throttling, per service.",
+        services.map(|(name, s)| ("service", name, s.throttled)),
     );
-    let _ = writeln!(
+    counter(
         out,
-        "postbox_dynamodb_conflict_retries_total {}",
-        dynamo.conflict_retries
+        "postbox_dynamodb_conflict_retries_total",
+        "Transactions tried again after a TransactionConflict.",
+        dynamo.conflict_retries,
     );
 }
 
