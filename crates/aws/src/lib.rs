@@ -21,9 +21,9 @@
 //!
 //! Known differences from the embedded store: the `*_unsynced` and
 //! `get_item_committed` calls are the plain ones (every DynamoDB write is
-//! durable when answered), `query_encoded` encodes after a Query, and the
-//! legacy parameters (Expected, AttributesToGet, ...) are refused as the
-//! embedded store refuses them.
+//! durable when answered), and `query_encoded` encodes after a Query. The
+//! legacy parameters (Expected, AttributesToGet, ...) are rewritten as
+//! expressions (`postbox_store::legacy`) on both backends.
 //!
 //! [`SqsQueues`] implements the queues' [`postbox_queue::QueueClient`] on
 //! SQS (`sqs`). [`StreamsRelay`] runs the relay config's pipes on DynamoDB
@@ -65,7 +65,7 @@ use postbox_store::api::*;
 use postbox_store::{ItemStore, StoreError, StoreResult};
 
 use convert::{from_sdk_item, from_sdk_opt, to_sdk_item, to_sdk_names, to_sdk_values};
-use shapes::{key_of, no_legacy, on_failure, page, return_values, to_json, wire};
+use shapes::{key_of, on_failure, page, return_values, to_json, wire};
 
 /// Most attempts of a transaction cancelled only by conflicts.
 const CONFLICT_ATTEMPTS: u32 = 8;
@@ -352,11 +352,8 @@ impl ItemStore for DynamoStore {
         }))
     }
 
-    async fn get_item(&self, input: GetItemInput) -> StoreResult<GetItemOutput> {
-        no_legacy(
-            "GetItem",
-            &[("AttributesToGet", input.attributes_to_get.is_some())],
-        )?;
+    async fn get_item(&self, mut input: GetItemInput) -> StoreResult<GetItemOutput> {
+        postbox_store::legacy::get_item(&mut input)?;
         let out = self
             .client
             .get_item()
@@ -373,14 +370,8 @@ impl ItemStore for DynamoStore {
         })
     }
 
-    async fn put_item(&self, input: PutItemInput) -> StoreResult<WriteOutput> {
-        no_legacy(
-            "PutItem",
-            &[
-                ("Expected", input.expected.is_some()),
-                ("ConditionalOperator", input.conditional_operator.is_some()),
-            ],
-        )?;
+    async fn put_item(&self, mut input: PutItemInput) -> StoreResult<WriteOutput> {
+        postbox_store::legacy::put_item(&mut input)?;
         let out = self
             .client
             .put_item()
@@ -407,15 +398,8 @@ impl ItemStore for DynamoStore {
         self.written(out.consumed_capacity(), out.attributes())
     }
 
-    async fn update_item(&self, input: UpdateItemInput) -> StoreResult<WriteOutput> {
-        no_legacy(
-            "UpdateItem",
-            &[
-                ("Expected", input.expected.is_some()),
-                ("AttributeUpdates", input.attribute_updates.is_some()),
-                ("ConditionalOperator", input.conditional_operator.is_some()),
-            ],
-        )?;
+    async fn update_item(&self, mut input: UpdateItemInput) -> StoreResult<WriteOutput> {
+        postbox_store::legacy::update_item(&mut input)?;
         let out = self
             .client
             .update_item()
@@ -443,14 +427,8 @@ impl ItemStore for DynamoStore {
         self.written(out.consumed_capacity(), out.attributes())
     }
 
-    async fn delete_item(&self, input: DeleteItemInput) -> StoreResult<WriteOutput> {
-        no_legacy(
-            "DeleteItem",
-            &[
-                ("Expected", input.expected.is_some()),
-                ("ConditionalOperator", input.conditional_operator.is_some()),
-            ],
-        )?;
+    async fn delete_item(&self, mut input: DeleteItemInput) -> StoreResult<WriteOutput> {
+        postbox_store::legacy::delete_item(&mut input)?;
         let out = self
             .client
             .delete_item()
@@ -477,16 +455,8 @@ impl ItemStore for DynamoStore {
         self.written(out.consumed_capacity(), out.attributes())
     }
 
-    async fn query(&self, input: QueryInput) -> StoreResult<QueryOutput> {
-        no_legacy(
-            "Query",
-            &[
-                ("KeyConditions", input.key_conditions.is_some()),
-                ("QueryFilter", input.query_filter.is_some()),
-                ("AttributesToGet", input.attributes_to_get.is_some()),
-                ("ConditionalOperator", input.conditional_operator.is_some()),
-            ],
-        )?;
+    async fn query(&self, mut input: QueryInput) -> StoreResult<QueryOutput> {
+        postbox_store::legacy::query(&mut input)?;
         let out = self
             .client
             .query()
@@ -516,15 +486,8 @@ impl ItemStore for DynamoStore {
         )
     }
 
-    async fn scan(&self, input: ScanInput) -> StoreResult<QueryOutput> {
-        no_legacy(
-            "Scan",
-            &[
-                ("ScanFilter", input.scan_filter.is_some()),
-                ("AttributesToGet", input.attributes_to_get.is_some()),
-                ("ConditionalOperator", input.conditional_operator.is_some()),
-            ],
-        )?;
+    async fn scan(&self, mut input: ScanInput) -> StoreResult<QueryOutput> {
+        postbox_store::legacy::scan(&mut input)?;
         let out = self
             .client
             .scan()

@@ -1,6 +1,5 @@
 //! The store's api shapes to the SDK's and back: enums by their DynamoDB
-//! spelling, table descriptions, pages, transaction actions, and the
-//! refusal of the legacy parameters.
+//! spelling, table descriptions, pages and transaction actions.
 
 use aws_sdk_dynamodb::types as sdk;
 use postbox_item::Item;
@@ -91,16 +90,6 @@ pub(crate) fn from_wire<T: DeserializeOwned>(s: &str) -> StoreResult<T> {
             "DynamoDB answered a value Postbox does not know: {s}"
         ))
     })
-}
-
-/// Refuses the pre-expression parameters, naming the first one sent.
-pub(crate) fn no_legacy(op: &str, params: &[(&str, bool)]) -> StoreResult<()> {
-    match params.iter().find(|(_, sent)| *sent) {
-        Some((name, _)) => Err(StoreError::Validation(format!(
-            "{op}: Postbox does not take the legacy parameter {name}; use the expression parameters"
-        ))),
-        None => Ok(()),
-    }
 }
 
 pub(crate) fn count(n: i32) -> u64 {

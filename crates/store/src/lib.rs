@@ -11,6 +11,7 @@ pub mod clock;
 pub mod embedded;
 mod error;
 pub mod faults;
+pub mod legacy;
 mod query_only;
 
 use std::future::Future;

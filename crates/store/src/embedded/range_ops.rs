@@ -108,26 +108,8 @@ fn filter_and_projection(
 }
 
 /// Checks a Query request and plans its read.
-fn plan_query(catalog: &Catalog, input: QueryInput) -> Result<QueryPlan, StoreError> {
-    validate::legacy_parameters(
-        &[
-            ("KeyConditions", input.key_conditions.is_some()),
-            ("QueryFilter", input.query_filter.is_some()),
-            ("AttributesToGet", input.attributes_to_get.is_some()),
-            ("ConditionalOperator", input.conditional_operator.is_some()),
-        ],
-        &[
-            (
-                "KeyConditionExpression",
-                input.key_condition_expression.is_some(),
-            ),
-            ("FilterExpression", input.filter_expression.is_some()),
-            (
-                "ProjectionExpression",
-                input.projection_expression.is_some(),
-            ),
-        ],
-    )?;
+fn plan_query(catalog: &Catalog, mut input: QueryInput) -> Result<QueryPlan, StoreError> {
+    crate::legacy::query(&mut input)?;
     let names = input.expression_attribute_names.as_ref();
     let values = input.expression_attribute_values.as_ref();
     let Some(key_src) = input.key_condition_expression.as_deref() else {
@@ -363,22 +345,9 @@ pub(crate) fn scan(
     txn: &ReadTransaction,
     catalog: &Catalog,
     now_ms: u64,
-    input: ScanInput,
+    mut input: ScanInput,
 ) -> Result<QueryOutput, StoreError> {
-    validate::legacy_parameters(
-        &[
-            ("ScanFilter", input.scan_filter.is_some()),
-            ("AttributesToGet", input.attributes_to_get.is_some()),
-            ("ConditionalOperator", input.conditional_operator.is_some()),
-        ],
-        &[
-            ("FilterExpression", input.filter_expression.is_some()),
-            (
-                "ProjectionExpression",
-                input.projection_expression.is_some(),
-            ),
-        ],
-    )?;
+    crate::legacy::scan(&mut input)?;
     let names = input.expression_attribute_names.as_ref();
     let values = input.expression_attribute_values.as_ref();
     validate::placeholder_maps(

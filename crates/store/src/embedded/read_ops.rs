@@ -65,15 +65,9 @@ pub(crate) fn get_item(
     txn: &ReadTransaction,
     catalog: &Catalog,
     now_ms: u64,
-    input: GetItemInput,
+    mut input: GetItemInput,
 ) -> Result<GetItemOutput, StoreError> {
-    validate::legacy_parameters(
-        &[("AttributesToGet", input.attributes_to_get.is_some())],
-        &[(
-            "ProjectionExpression",
-            input.projection_expression.is_some(),
-        )],
-    )?;
+    crate::legacy::get_item(&mut input)?;
     let projection = projection(
         input.projection_expression.as_deref(),
         input.expression_attribute_names.as_ref(),

@@ -97,38 +97,6 @@ pub(crate) fn expr(e: ExprError) -> StoreError {
     StoreError::Validation(e.message)
 }
 
-/// DynamoDB's pre-expression parameters (Expected, AttributesToGet, ...).
-/// Mixed with expressions they are DynamoDB's own error; alone, Postbox
-/// refuses them, since every client can send the expression forms.
-/// `legacy` and `expressions` pair each parameter name with whether it was sent.
-pub(crate) fn legacy_parameters(
-    legacy: &[(&str, bool)],
-    expressions: &[(&str, bool)],
-) -> Result<(), StoreError> {
-    fn sent<'a>(params: &[(&'a str, bool)]) -> Vec<&'a str> {
-        params
-            .iter()
-            .filter(|(_, set)| *set)
-            .map(|(n, _)| *n)
-            .collect()
-    }
-    let (old, new) = (sent(legacy), sent(expressions));
-    if old.is_empty() {
-        return Ok(());
-    }
-    if !new.is_empty() {
-        return Err(StoreError::validation(format!(
-            "Can not use both expression and non-expression parameters in the same request: Non-expression parameters: {{{}}} Expression parameters: {{{}}}",
-            old.join(", "),
-            new.join(", ")
-        )));
-    }
-    Err(StoreError::validation(format!(
-        "The legacy parameters {{{}}} are not supported by Postbox; use the expression parameters instead",
-        old.join(", ")
-    )))
-}
-
 /// PutItem and DeleteItem return only NONE or ALL_OLD.
 pub(crate) fn return_values_old_only(rv: ReturnValue) -> Result<(), StoreError> {
     match rv {

@@ -263,14 +263,11 @@ pub(crate) struct SingleWrite {
 }
 
 impl SingleWrite {
-    pub(crate) fn put(catalog: &Catalog, input: PutItemInput) -> Result<SingleWrite, StoreError> {
-        validate::legacy_parameters(
-            &[
-                ("Expected", input.expected.is_some()),
-                ("ConditionalOperator", input.conditional_operator.is_some()),
-            ],
-            &[("ConditionExpression", input.condition_expression.is_some())],
-        )?;
+    pub(crate) fn put(
+        catalog: &Catalog,
+        mut input: PutItemInput,
+    ) -> Result<SingleWrite, StoreError> {
+        crate::legacy::put_item(&mut input)?;
         validate::return_values_old_only(input.return_values)?;
         let action = compile_put(
             catalog,
@@ -291,19 +288,9 @@ impl SingleWrite {
 
     pub(crate) fn update(
         catalog: &Catalog,
-        input: UpdateItemInput,
+        mut input: UpdateItemInput,
     ) -> Result<SingleWrite, StoreError> {
-        validate::legacy_parameters(
-            &[
-                ("AttributeUpdates", input.attribute_updates.is_some()),
-                ("Expected", input.expected.is_some()),
-                ("ConditionalOperator", input.conditional_operator.is_some()),
-            ],
-            &[
-                ("UpdateExpression", input.update_expression.is_some()),
-                ("ConditionExpression", input.condition_expression.is_some()),
-            ],
-        )?;
+        crate::legacy::update_item(&mut input)?;
         let action = compile_keyed(
             catalog,
             KeyedParts {
@@ -325,15 +312,9 @@ impl SingleWrite {
 
     pub(crate) fn delete(
         catalog: &Catalog,
-        input: DeleteItemInput,
+        mut input: DeleteItemInput,
     ) -> Result<SingleWrite, StoreError> {
-        validate::legacy_parameters(
-            &[
-                ("Expected", input.expected.is_some()),
-                ("ConditionalOperator", input.conditional_operator.is_some()),
-            ],
-            &[("ConditionExpression", input.condition_expression.is_some())],
-        )?;
+        crate::legacy::delete_item(&mut input)?;
         validate::return_values_old_only(input.return_values)?;
         let action = compile_keyed(
             catalog,
