@@ -141,29 +141,6 @@ async fn update_creates_a_missing_item_with_its_key() {
 }
 
 #[tokio::test]
-async fn update_of_a_missing_item_creates_it_even_when_it_only_removes() {
-    let s = open_with_table(None).await;
-    update(
-        &s,
-        json!({"TableName": "tbl", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "REMOVE v"}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        get(&s, "tbl", json!({"pk": {"S": "a"}})).await,
-        Some(item(json!({"pk": {"S": "a"}})))
-    );
-    // Without any UpdateExpression, too, the bare key is created.
-    update(&s, json!({"TableName": "tbl", "Key": {"pk": {"S": "b"}}}))
-        .await
-        .unwrap();
-    assert_eq!(
-        get(&s, "tbl", json!({"pk": {"S": "b"}})).await,
-        Some(item(json!({"pk": {"S": "b"}})))
-    );
-}
-
-#[tokio::test]
 async fn update_that_removes_every_attribute_keeps_the_item() {
     let s = open_with_table(None).await;
     put(
