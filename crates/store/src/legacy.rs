@@ -93,18 +93,15 @@ fn object<'a>(v: &'a Value, parameter: &str) -> Result<&'a serde_json::Map<Strin
 }
 
 /// `ConditionalOperator`: how the conditions of a map combine.
-fn joiner(op: Option<&Value>, conditions: usize) -> Result<&'static str> {
+fn joiner(op: Option<&Value>) -> Result<&'static str> {
     match op.map(|v| v.as_str()) {
         None => Ok(" AND "),
         Some(Some("AND")) => Ok(" AND "),
         Some(Some("OR")) => Ok(" OR "),
-        Some(other) => {
-            let _ = conditions;
-            Err(StoreError::validation(format!(
-                "1 validation error detected: Value '{}' at 'conditionalOperator' failed to satisfy constraint: Member must satisfy enum value set: [AND, OR]",
-                other.unwrap_or_default()
-            )))
-        }
+        Some(other) => Err(StoreError::validation(format!(
+            "1 validation error detected: Value '{}' at 'conditionalOperator' failed to satisfy constraint: Member must satisfy enum value set: [AND, OR]",
+            other.unwrap_or_default()
+        ))),
     }
 }
 
@@ -194,7 +191,7 @@ fn conditions(
     key: bool,
 ) -> Result<String> {
     let map = object(map, parameter)?;
-    let join = if key { " AND " } else { joiner(op, map.len())? };
+    let join = if key { " AND " } else { joiner(op)? };
     let mut parts = Vec::with_capacity(map.len());
     for (attribute, condition) in map {
         let condition = object(condition, parameter)?;
@@ -206,7 +203,7 @@ fn conditions(
 /// `Expected` as a condition expression.
 fn expected(ph: &mut Placeholders, map: &Value, op: Option<&Value>) -> Result<String> {
     let map = object(map, "expected")?;
-    let join = joiner(op, map.len())?;
+    let join = joiner(op)?;
     let mut parts = Vec::with_capacity(map.len());
     for (attribute, e) in map {
         let e = object(e, "expected")?;
@@ -359,56 +356,55 @@ pub fn get_item(input: &mut GetItemInput) -> Result<()> {
     Ok(())
 }
 
-/// Rewrites PutItem's `Expected` and `ConditionalOperator`.
-pub fn put_item(input: &mut PutItemInput) -> Result<()> {
+/// `Expected` and `ConditionalOperator` as a condition expression, on the
+/// fields PutItem and DeleteItem share.
+fn expected_only(
+    expected_map: &mut Option<Value>,
+    conditional_operator: &mut Option<Value>,
+    condition_expression: &mut Option<String>,
+    names: &mut Option<Names>,
+    values: &mut Option<Values>,
+) -> Result<()> {
     if !check_mix(
         &[
-            ("Expected", input.expected.is_some()),
-            ("ConditionalOperator", input.conditional_operator.is_some()),
+            ("Expected", expected_map.is_some()),
+            ("ConditionalOperator", conditional_operator.is_some()),
         ],
-        &[("ConditionExpression", input.condition_expression.is_some())],
-        input.expression_attribute_names.is_some(),
-        input.expression_attribute_values.is_some(),
+        &[("ConditionExpression", condition_expression.is_some())],
+        names.is_some(),
+        values.is_some(),
     )? {
         return Ok(());
     }
     let mut ph = Placeholders::default();
-    let op = input.conditional_operator.take();
-    if let Some(e) = input.expected.take() {
-        input.condition_expression = Some(expected(&mut ph, &e, op.as_ref())?);
+    let op = conditional_operator.take();
+    if let Some(e) = expected_map.take() {
+        *condition_expression = Some(expected(&mut ph, &e, op.as_ref())?);
     }
-    finish(
-        ph,
+    finish(ph, names, values);
+    Ok(())
+}
+
+/// Rewrites PutItem's `Expected` and `ConditionalOperator`.
+pub fn put_item(input: &mut PutItemInput) -> Result<()> {
+    expected_only(
+        &mut input.expected,
+        &mut input.conditional_operator,
+        &mut input.condition_expression,
         &mut input.expression_attribute_names,
         &mut input.expression_attribute_values,
-    );
-    Ok(())
+    )
 }
 
 /// Rewrites DeleteItem's `Expected` and `ConditionalOperator`.
 pub fn delete_item(input: &mut DeleteItemInput) -> Result<()> {
-    if !check_mix(
-        &[
-            ("Expected", input.expected.is_some()),
-            ("ConditionalOperator", input.conditional_operator.is_some()),
-        ],
-        &[("ConditionExpression", input.condition_expression.is_some())],
-        input.expression_attribute_names.is_some(),
-        input.expression_attribute_values.is_some(),
-    )? {
-        return Ok(());
-    }
-    let mut ph = Placeholders::default();
-    let op = input.conditional_operator.take();
-    if let Some(e) = input.expected.take() {
-        input.condition_expression = Some(expected(&mut ph, &e, op.as_ref())?);
-    }
-    finish(
-        ph,
+    expected_only(
+        &mut input.expected,
+        &mut input.conditional_operator,
+        &mut input.condition_expression,
         &mut input.expression_attribute_names,
         &mut input.expression_attribute_values,
-    );
-    Ok(())
+    )
 }
 
 /// Rewrites UpdateItem's `AttributeUpdates`, `Expected` and
