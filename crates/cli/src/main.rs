@@ -18,6 +18,7 @@ mod ops;
 mod pipe;
 mod synth;
 mod telemetry;
+mod tokens;
 mod verifier;
 mod worker;
 
@@ -82,7 +83,7 @@ enum Command {
     /// Move the events queue's dead-letter queue back, clearing the claims it needs.
     Redrive(ops::RedriveArgs),
     /// Create API tokens (`token create --tenant T`).
-    Token(ops::TokenArgs),
+    Token(tokens::TokenArgs),
     /// Measure the whole pipeline on this machine and print one table.
     Bench(bench::BenchArgs),
     /// Write the CloudFormation template of the stack on AWS (tables,
@@ -266,7 +267,7 @@ fn main() -> ExitCode {
         Command::Status(a) => remote(runtime.block_on(ops::status(a))),
         Command::DeadLetters(a) => remote(runtime.block_on(ops::dead_letters(a))),
         Command::Redrive(a) => remote(runtime.block_on(ops::redrive(a))),
-        Command::Token(a) => remote(runtime.block_on(ops::token(a))),
+        Command::Token(a) => remote(runtime.block_on(tokens::token(a))),
         Command::Bench(a) => remote(runtime.block_on(bench::run(a))),
         Command::Synth(a) => synth::run(a),
     }
