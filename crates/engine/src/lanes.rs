@@ -23,8 +23,8 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
+pub(crate) use postbox_stats::bump;
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::catalog::{Catalog, Lane};
@@ -45,66 +45,32 @@ pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), HandlerError>> +
 /// A LOCAL handler.
 pub type LocalHandler = Arc<dyn Fn(Envelope) -> HandlerFuture + Send + Sync>;
 
-/// The counters of one engine; read them with `Engine::stats`.
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub emitted: AtomicU64,
-    pub transactions: AtomicU64,
-    pub contention_retries: AtomicU64,
-    pub rejected: AtomicU64,
-    pub condition_failures: AtomicU64,
-    pub inline_aborts: AtomicU64,
-    pub local_ok: AtomicU64,
-    pub local_failed: AtomicU64,
-    pub local_dropped: AtomicU64,
-    pub undelivered: AtomicU64,
-}
-
-/// A snapshot of the engine's counters.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Events committed.
-    pub emitted: u64,
-    /// Transactions committed (fewer than `emitted` under group commit).
-    pub transactions: u64,
-    /// Times a transaction was retried because the head row moved.
-    pub contention_retries: u64,
-    /// Emits refused before anything was written (bad input, limits).
-    pub rejected: u64,
-    /// Emits that failed because one of the caller's own conditions failed.
-    pub condition_failures: u64,
-    /// Emits aborted by an INLINE handler.
-    pub inline_aborts: u64,
-    /// LOCAL handler runs that succeeded.
-    pub local_ok: u64,
-    /// LOCAL handler runs that failed or panicked.
-    pub local_failed: u64,
-    /// LOCAL handler runs dropped because the queue was full.
-    pub local_dropped: u64,
-    /// Committed events that matched no subscription on any lane.
-    pub undelivered: u64,
-}
-
-impl Counters {
-    pub(crate) fn snapshot(&self) -> Stats {
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        Stats {
-            emitted: g(&self.emitted),
-            transactions: g(&self.transactions),
-            contention_retries: g(&self.contention_retries),
-            rejected: g(&self.rejected),
-            condition_failures: g(&self.condition_failures),
-            inline_aborts: g(&self.inline_aborts),
-            local_ok: g(&self.local_ok),
-            local_failed: g(&self.local_failed),
-            local_dropped: g(&self.local_dropped),
-            undelivered: g(&self.undelivered),
-        }
+postbox_stats::counters! {
+    /// A snapshot of the engine's counters.
+    pub struct Stats;
+    /// The counters of one engine; read them with `Engine::stats`.
+    pub(crate) struct Counters {
+        /// Events committed.
+        emitted,
+        /// Transactions committed (fewer than `emitted` under group commit).
+        transactions,
+        /// Times a transaction was retried because the head row moved.
+        contention_retries,
+        /// Emits refused before anything was written (bad input, limits).
+        rejected,
+        /// Emits that failed because one of the caller's own conditions failed.
+        condition_failures,
+        /// Emits aborted by an INLINE handler.
+        inline_aborts,
+        /// LOCAL handler runs that succeeded.
+        local_ok,
+        /// LOCAL handler runs that failed or panicked.
+        local_failed,
+        /// LOCAL handler runs dropped because the queue was full.
+        local_dropped,
+        /// Committed events that matched no subscription on any lane.
+        undelivered,
     }
-}
-
-pub(crate) fn bump(a: &AtomicU64, n: u64) {
-    a.fetch_add(n, Ordering::Relaxed);
 }
 
 /// The handlers registered with an engine, by handler reference.
@@ -196,13 +162,13 @@ impl LocalPool {
                     // the pool down: run it in its own task and look at the join.
                     let outcome = tokio::spawn(handler(envelope)).await;
                     match outcome {
-                        Ok(Ok(())) => bump(&counters.local_ok, 1),
+                        Ok(Ok(())) => bump(&counters.local_ok),
                         Ok(Err(e)) => {
-                            bump(&counters.local_failed, 1);
+                            bump(&counters.local_failed);
                             tracing::warn!(%subscription, event = %id, seq, error = %e, "LOCAL handler failed (not retried)");
                         }
                         Err(e) => {
-                            bump(&counters.local_failed, 1);
+                            bump(&counters.local_failed);
                             tracing::warn!(%subscription, event = %id, seq, error = %e, "LOCAL handler panicked (not retried)");
                         }
                     }
@@ -221,7 +187,7 @@ impl LocalPool {
                 envelope: envelope.clone(),
             };
             if self.tx.try_send(job).is_err() {
-                bump(&counters.local_dropped, 1);
+                bump(&counters.local_dropped);
                 tracing::warn!(subscription = %name, event = %envelope.id, "LOCAL queue full or closed; handler run dropped");
             }
         }

@@ -14,7 +14,8 @@
 //! - [`message`]: messages and SQS's rules for bodies and attributes;
 //! - [`digest`]: MD5s, SHA-256, message ids and receipt handles;
 //! - [`stats`]: depth, in-flight, oldest age and counters;
-//! - `clock`: a clock tests can move forward at run time.
+//! - `clock`: a clock tests can move forward at run time;
+//! - `consume`: the receive loop every consumer of a queue runs.
 //!
 //! Architecture Invariant: a message is handed to a consumer only after the
 //! commit that made it in flight; no message is in flight for two consumers
@@ -25,6 +26,7 @@
 pub mod attributes;
 mod client;
 mod clock;
+mod consume;
 pub mod core;
 pub mod digest;
 mod error;
@@ -35,6 +37,7 @@ mod storage;
 
 pub use client::QueueClient;
 pub use clock::ShiftedClock;
+pub use consume::consume;
 pub use error::{QueueError, QueueResult};
 pub use message::{
     MessageAttributeValue, MessageAttributes, NewMessage, ReceivedMessage, SendResult,

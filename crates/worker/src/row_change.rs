@@ -19,13 +19,13 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use postbox_engine::catalog::{Catalog, Lane, ROW_PREFIX};
 use postbox_engine::glob::Glob;
 use postbox_item::{AttributeValue, Item, item_from_json};
 use postbox_queue::{QueueClient, ReceiveOptions, ReceivedMessage};
+use postbox_stats::add;
 use serde_json::Value;
 
 use crate::error::{WorkerError, WorkerResult};
@@ -107,38 +107,25 @@ impl Default for RowChangeOptions {
     }
 }
 
-/// A row-change consumer's counters.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RowChangeStats {
-    /// Messages received.
-    pub received: u64,
-    /// Messages deleted.
-    pub deleted: u64,
-    /// Handler runs that returned Ok.
-    pub handled: u64,
-    /// Handler runs that failed, panicked or timed out (logged; not retried).
-    pub failed: u64,
-    /// Row changes no subscription matched.
-    pub delivered_to_nobody: u64,
-    /// Bodies that are no row-change record (logged and deleted).
-    pub unparsable: u64,
-    /// Deletes the queue refused (the messages come back and run again).
-    pub settle_failures: u64,
-}
-
-#[derive(Default)]
-struct Counters {
-    received: AtomicU64,
-    deleted: AtomicU64,
-    handled: AtomicU64,
-    failed: AtomicU64,
-    delivered_to_nobody: AtomicU64,
-    unparsable: AtomicU64,
-    settle_failures: AtomicU64,
-}
-
-fn add(c: &AtomicU64, n: usize) {
-    c.fetch_add(n as u64, Ordering::Relaxed);
+postbox_stats::counters! {
+    /// A row-change consumer's counters.
+    pub struct RowChangeStats;
+    struct Counters {
+        /// Messages received.
+        received,
+        /// Messages deleted.
+        deleted,
+        /// Handler runs that returned Ok.
+        handled,
+        /// Handler runs that failed, panicked or timed out (logged; not retried).
+        failed,
+        /// Row changes no subscription matched.
+        delivered_to_nobody,
+        /// Bodies that are no row-change record (logged and deleted).
+        unparsable,
+        /// Deletes the queue refused (the messages come back and run again).
+        settle_failures,
+    }
 }
 
 struct Bound {
@@ -228,40 +215,37 @@ impl<Q: QueueClient> RowChangeConsumer<Q> {
 
     /// The counters so far.
     pub fn stats(&self) -> RowChangeStats {
-        let c = &self.inner.counters;
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        RowChangeStats {
-            received: g(&c.received),
-            deleted: g(&c.deleted),
-            handled: g(&c.handled),
-            failed: g(&c.failed),
-            delivered_to_nobody: g(&c.delivered_to_nobody),
-            unparsable: g(&c.unparsable),
-            settle_failures: g(&c.settle_failures),
-        }
+        self.inner.counters.snapshot()
     }
 
     /// Runs batches until `stop` turns true; a failed receive is logged and
     /// retried after a pause.
-    pub async fn run(&self, mut stop: tokio::sync::watch::Receiver<bool>) {
-        while !*stop.borrow() {
-            tokio::select! {
-                r = self.run_once() => match r {
-                    Err(e) => {
-                        tracing::error!(error = %e, "row-change batch failed; retrying");
-                        tokio::time::sleep(Duration::from_millis(200)).await;
+    pub async fn run(&self, stop: tokio::sync::watch::Receiver<bool>) {
+        postbox_queue::consume(
+            "row-change consumer",
+            1,
+            stop,
+            || self.receive(),
+            |messages| {
+                let me = self.clone();
+                async move {
+                    if let Err(e) = me.process_batch(messages).await {
+                        tracing::error!(error = %e, "row-change batch failed; its messages come back after their visibility timeout");
                     }
-                    // A short poll on an empty queue returns at once; do not spin.
-                    Ok(report) if report.received == 0 => tokio::time::sleep(Duration::from_millis(10)).await,
-                    Ok(_) => {}
-                },
-                _ = stop.changed() => {}
-            }
-        }
+                }
+            },
+        )
+        .await
     }
 
     /// Receives one batch (up to 10 messages) and processes it.
     pub async fn run_once(&self) -> WorkerResult<RowBatchReport> {
+        let messages = self.receive().await?;
+        self.process_batch(messages).await
+    }
+
+    /// Receives up to 10 messages, hidden for the visibility timeout.
+    async fn receive(&self) -> WorkerResult<Vec<ReceivedMessage>> {
         let o = &self.inner.options;
         let options = ReceiveOptions {
             max_messages: Some(10),
@@ -269,8 +253,7 @@ impl<Q: QueueClient> RowChangeConsumer<Q> {
             wait_time_seconds: Some(o.wait_seconds),
             ..Default::default()
         };
-        let messages = self.inner.queues.receive(&o.queue, options).await?;
-        self.process_batch(messages).await
+        Ok(self.inner.queues.receive(&o.queue, options).await?)
     }
 
     /// Runs every matching handler of every message concurrently, then

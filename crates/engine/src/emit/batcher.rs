@@ -332,7 +332,7 @@ impl<S: ItemStore> Batcher<S> {
         let counters = &self.inner.counters;
         let err = match result {
             Ok(()) => {
-                bump(&counters.transactions, 1);
+                bump(&counters.transactions);
                 metrics::histogram!("postbox_emit_batch_events").record(done.batch.len() as f64);
                 for ((p, _), link) in done.batch.into_iter().zip(done.links) {
                     let _ = p.reply.send(Ok(link));
@@ -360,7 +360,7 @@ impl<S: ItemStore> Batcher<S> {
             }
             Failure::Contention => {
                 contended = true;
-                bump(&counters.contention_retries, 1);
+                bump(&counters.contention_retries);
                 for (mut p, _) in done.batch {
                     p.tries += 1;
                     if p.tries >= self.inner.options.max_tries {

@@ -407,7 +407,7 @@ impl<S: ItemStore> Engine<S> {
         match json::parse(payload) {
             Ok(v) => self.emit(ctx, event_type, v, writes).await,
             Err(e) => {
-                bump(&self.inner.counters.rejected, 1);
+                bump(&self.inner.counters.rejected);
                 Err(e.into())
             }
         }
@@ -467,8 +467,8 @@ impl<S: ItemStore> Engine<S> {
             Err(e) => {
                 let c = &inner.counters;
                 match e {
-                    EmitError::InlineAborted { .. } => bump(&c.inline_aborts, 1),
-                    EmitError::ConditionalCheckFailed { .. } => bump(&c.condition_failures, 1),
+                    EmitError::InlineAborted { .. } => bump(&c.inline_aborts),
+                    EmitError::ConditionalCheckFailed { .. } => bump(&c.condition_failures),
                     EmitError::UnknownType { .. }
                     | EmitError::PayloadNotObject { .. }
                     | EmitError::Payload(_)
@@ -476,16 +476,16 @@ impl<S: ItemStore> Engine<S> {
                     | EmitError::WriteOnEventsTable { .. }
                     | EmitError::TooManyWrites { .. }
                     | EmitError::EventTooLarge { .. }
-                    | EmitError::TransactionTooLarge { .. } => bump(&c.rejected, 1),
+                    | EmitError::TransactionTooLarge { .. } => bump(&c.rejected),
                     _ => {}
                 }
                 return Err(e);
             }
         };
         env.seq = seq;
-        bump(&inner.counters.emitted, 1);
+        bump(&inner.counters.emitted);
         if !route.delivered {
-            bump(&inner.counters.undelivered, 1);
+            bump(&inner.counters.undelivered);
             if let Some(held_back) = inner
                 .nobody
                 .admit(&env.event_type, std::time::Instant::now())
@@ -627,7 +627,7 @@ impl<S: ItemStore> Engine<S> {
             let owners = p.owners;
             match inner.store.transact_write_items(p.input).await {
                 Ok(()) => {
-                    bump(&inner.counters.transactions, 1);
+                    bump(&inner.counters.transactions);
                     return Ok(p.links[0]);
                 }
                 Err(e) => match plan::classify(e, &owners) {
@@ -639,7 +639,7 @@ impl<S: ItemStore> Engine<S> {
                                 tries,
                             });
                         }
-                        bump(&inner.counters.contention_retries, 1);
+                        bump(&inner.counters.contention_retries);
                         tokio::time::sleep(backoff(&inner.options, tries)).await;
                     }
                     plan::Failure::Own(list) => {

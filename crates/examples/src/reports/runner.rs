@@ -21,12 +21,12 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use postbox_engine::envelope::{format_timestamp, new_event_id, now_ms};
 use postbox_item::{AttributeValue, Item};
 use postbox_queue::{QueueClient, ReceiveOptions, ReceivedMessage};
+use postbox_stats::bump;
 use postbox_store::api::{GetItemInput, ReturnValue, UpdateItemInput, Values};
 use postbox_store::{ItemStore, StoreError};
 
@@ -89,41 +89,27 @@ impl Default for RunnerOptions {
     }
 }
 
-/// What a runner did so far.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RunnerStats {
-    /// Messages received.
-    pub received: u64,
-    /// Jobs this runner brought to SUCCEEDED.
-    pub succeeded: u64,
-    /// Attempts that failed and were put back for a retry.
-    pub retried: u64,
-    /// Jobs marked FAILED after their last attempt.
-    pub failed: u64,
-    /// Messages of jobs already finished or held by another runner.
-    pub duplicates: u64,
-    /// Messages of jobs that no longer exist (expired) or never did.
-    pub gone: u64,
-    /// Messages whose body names no job, deleted.
-    pub poison: u64,
-    /// Outcomes refused because another runner took the job over.
-    pub fenced: u64,
-}
-
-#[derive(Default)]
-struct Counters {
-    received: AtomicU64,
-    succeeded: AtomicU64,
-    retried: AtomicU64,
-    failed: AtomicU64,
-    duplicates: AtomicU64,
-    gone: AtomicU64,
-    poison: AtomicU64,
-    fenced: AtomicU64,
-}
-
-fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
+postbox_stats::counters! {
+    /// What a runner did so far.
+    pub struct RunnerStats;
+    struct Counters {
+        /// Messages received.
+        received,
+        /// Jobs this runner brought to SUCCEEDED.
+        succeeded,
+        /// Attempts that failed and were put back for a retry.
+        retried,
+        /// Jobs marked FAILED after their last attempt.
+        failed,
+        /// Messages of jobs already finished or held by another runner.
+        duplicates,
+        /// Messages of jobs that no longer exist (expired) or never did.
+        gone,
+        /// Messages whose body names no job, deleted.
+        poison,
+        /// Outcomes refused because another runner took the job over.
+        fenced,
+    }
 }
 
 /// What the claim found.
@@ -178,41 +164,39 @@ impl<S: ItemStore, Q: QueueClient> JobRunner<S, Q> {
 
     /// The counters so far.
     pub fn stats(&self) -> RunnerStats {
-        let c = &self.inner.counters;
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        RunnerStats {
-            received: g(&c.received),
-            succeeded: g(&c.succeeded),
-            retried: g(&c.retried),
-            failed: g(&c.failed),
-            duplicates: g(&c.duplicates),
-            gone: g(&c.gone),
-            poison: g(&c.poison),
-            fenced: g(&c.fenced),
-        }
+        self.inner.counters.snapshot()
     }
 
     /// Runs batches until `stop` turns true; a failed batch is retried
     /// after a pause (its messages come back after their visibility).
-    pub async fn run(&self, mut stop: tokio::sync::watch::Receiver<bool>) {
-        while !*stop.borrow() {
-            tokio::select! {
-                r = self.run_once() => match r {
-                    Ok(0) => tokio::time::sleep(Duration::from_millis(10)).await,
-                    Ok(_) => {}
-                    Err(e) => {
-                        eprintln!("report runner {}: batch failed, retrying: {e}", self.inner.options.owner);
-                        tokio::time::sleep(Duration::from_millis(200)).await;
+    pub async fn run(&self, stop: tokio::sync::watch::Receiver<bool>) {
+        postbox_queue::consume(
+            "report runner",
+            1,
+            stop,
+            || self.receive(),
+            |messages| {
+                let me = self.clone();
+                async move {
+                    if let Err(e) = me.handle_all(&messages).await {
+                        eprintln!("report runner {}: batch failed, its messages come back after their visibility: {e}", me.inner.options.owner);
                     }
-                },
-                _ = stop.changed() => {}
-            }
-        }
+                }
+            },
+        )
+        .await
     }
 
     /// Receives up to 10 messages and handles them in order; returns how
     /// many were received.
     pub async fn run_once(&self) -> Result<usize, ExampleError> {
+        let messages = self.receive().await?;
+        self.handle_all(&messages).await?;
+        Ok(messages.len())
+    }
+
+    /// Receives up to 10 messages, hidden for the lease.
+    async fn receive(&self) -> Result<Vec<ReceivedMessage>, ExampleError> {
         let o = &self.inner.options;
         let options = ReceiveOptions {
             max_messages: Some(10),
@@ -220,12 +204,16 @@ impl<S: ItemStore, Q: QueueClient> JobRunner<S, Q> {
             wait_time_seconds: Some(o.wait_seconds),
             ..Default::default()
         };
-        let messages = self.inner.queues.receive(&o.queue, options).await?;
-        for m in &messages {
+        Ok(self.inner.queues.receive(&o.queue, options).await?)
+    }
+
+    /// Handles `messages` in order, stopping at the first failure.
+    async fn handle_all(&self, messages: &[ReceivedMessage]) -> Result<(), ExampleError> {
+        for m in messages {
             bump(&self.inner.counters.received);
             self.handle(m).await?;
         }
-        Ok(messages.len())
+        Ok(())
     }
 
     async fn handle(&self, m: &ReceivedMessage) -> Result<(), ExampleError> {

@@ -1,13 +1,12 @@
-//! The receive loop: receives batches of up to 10 messages from the events
+//! The worker's receive loop ([`postbox_queue::consume`]): receives batches of up to 10 messages from the events
 //! queue, keeps up to [`WorkerOptions::batches_in_flight`] of them running,
 //! splits each batch by message group (tenant), runs the groups
 //! concurrently and applies their settlements together.
 //!
 //! [`WorkerOptions::batches_in_flight`]: super::WorkerOptions::batches_in_flight
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use postbox_queue::{QueueClient, ReceiveOptions, ReceivedMessage};
 use postbox_store::ItemStore;
@@ -33,46 +32,18 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
     /// timeout, so nothing is lost by going on.
     ///
     /// [`WorkerOptions::batches_in_flight`]: super::WorkerOptions::batches_in_flight
-    pub async fn run(&self, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let in_flight = self.inner.options.batches_in_flight.max(1);
-        let permits = Arc::new(tokio::sync::Semaphore::new(in_flight));
-        while !*stop.borrow() {
-            let permit = tokio::select! {
-                p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
-                _ = stop.changed() => continue,
-            };
-            let received = tokio::select! {
-                r = self.receive() => r,
-                _ = stop.changed() => continue,
-            };
-            match received {
-                Err(e) => {
-                    tracing::error!(error = %e, "worker receive failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                // A short poll (wait_seconds = 0) on an empty queue returns
-                // without awaiting; looping on it would hold a runtime
-                // thread and starve the tasks that hold messages.
-                Ok(messages) if messages.is_empty() => {
-                    tokio::time::sleep(Duration::from_millis(10)).await
-                }
-                Ok(messages) if in_flight == 1 => {
-                    tokio::select! {
-                        r = self.process_batch(messages) => self.log_batch(r),
-                        _ = stop.changed() => {}
-                    }
-                }
-                Ok(messages) => {
-                    let w = self.clone();
-                    tokio::spawn(async move {
-                        w.log_batch(w.process_batch(messages).await);
-                        drop(permit);
-                    });
-                }
-            }
-        }
-        // Let the batches in flight finish.
-        let _ = permits.acquire_many(in_flight as u32).await;
+    pub async fn run(&self, stop: tokio::sync::watch::Receiver<bool>) {
+        postbox_queue::consume(
+            "worker",
+            self.inner.options.batches_in_flight,
+            stop,
+            || self.receive(),
+            |messages| {
+                let w = self.clone();
+                async move { w.log_batch(w.process_batch(messages).await) }
+            },
+        )
+        .await
     }
 
     fn log_batch(&self, result: WorkerResult<BatchReport>) {
