@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use postbox_engine::layout;
@@ -463,12 +463,46 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// `?from=` and `?limit=` of the log endpoints.
+/// `?from=`, `?limit=` and (admin tokens) `?tenant=` of the log endpoints.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct LogQuery {
     from: Option<u64>,
     limit: Option<usize>,
+    tenant: Option<String>,
+}
+
+/// `?tenant=` of `GET /v1/events/{seq}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TenantQuery {
+    tenant: Option<String>,
+}
+
+/// The tenant whose log a request reads: a tenant token's own (naming
+/// another answers 404, as if it did not exist), or the one an admin token
+/// names with `?tenant=` (404 with the known tenants when it has no events).
+async fn log_tenant<S: ItemStore, Q: QueueClient>(
+    api: &Api<S, Q>,
+    caller: &Caller,
+    named: Option<String>,
+) -> Result<String, ApiError> {
+    match (&caller.tenant, named) {
+        (Some(own), None) => Ok(own.clone()),
+        (Some(own), Some(t)) if *own == t => Ok(t),
+        (Some(_), Some(t)) => Err(ApiError::not_found(format!(
+            "no tenant {t:?} has events in the log"
+        ))),
+        (None, Some(t)) if caller.is_admin() => {
+            crate::ops::known_tenant(api, &t).await?;
+            Ok(t)
+        }
+        (None, None) if caller.is_admin() => Err(ApiError::bad_request(
+            "invalid_query",
+            "an admin token reads one tenant's log: add ?tenant=T",
+        )),
+        _ => caller.tenant().map(str::to_owned),
+    }
 }
 
 /// Events of `tenant` from seq `from`, at most `limit`, each as its seq
@@ -520,8 +554,8 @@ pub(crate) async fn read<S: ItemStore, Q: QueueClient>(
     caller: Caller,
     query: Result<Query<LogQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let tenant = caller.tenant()?;
     let Query(q) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
+    let tenant = log_tenant(&api, &caller, q.tenant).await?;
     let from = q.from.unwrap_or(1).max(1);
     let limit = q.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
@@ -530,10 +564,67 @@ pub(crate) async fn read<S: ItemStore, Q: QueueClient>(
             "limit must be 1 to 1000",
         ));
     }
-    let events = page(&api, tenant, from, limit).await?;
+    let events = page(&api, &tenant, from, limit).await?;
     let next = next_seq(&events, from);
     let events: Vec<Value> = events.into_iter().map(|(_, e)| e).collect();
     Ok(Json(json!({"events": events, "next": next})))
+}
+
+/// `GET /v1/events/{seq}`: one event of the caller's log (an admin names
+/// the tenant with `?tenant=`), its hash, and where it stands with each
+/// DURABLE subscription that matches its type: `pending`, `completed`,
+/// `failed`, `dead`, or `waiting` when no worker has claimed it yet.
+pub(crate) async fn one<S: ItemStore, Q: QueueClient>(
+    State(api): State<Api<S, Q>>,
+    caller: Caller,
+    Path(seq): Path<String>,
+    query: Result<Query<TenantQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
+    let seq: u64 = seq.parse().ok().filter(|s| *s >= 1).ok_or_else(|| {
+        ApiError::bad_request(
+            "invalid_path",
+            format!("{seq:?} is not an event's seq (a whole number from 1)"),
+        )
+    })?;
+    let tenant = log_tenant(&api, &caller, q.tenant).await?;
+    let Some((_, mut entry)) = page(&api, &tenant, seq, 1)
+        .await?
+        .into_iter()
+        .find(|(s, _)| *s == seq)
+    else {
+        return Err(ApiError::not_found(format!(
+            "no event {seq} in the log of tenant {tenant}"
+        )));
+    };
+    let id = entry["event"]["id"].as_str().unwrap_or_default().to_owned();
+    let event_type = entry["event"]["type"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let mut deliveries = Vec::new();
+    for sub in api.inner.engine.catalog().subscriptions.iter().filter(|s| {
+        s.lane == postbox_engine::Lane::Durable
+            && postbox_engine::glob::Glob::new(&s.glob).matches(&event_type)
+    }) {
+        let row = api
+            .inner
+            .inbox
+            .get(&postbox_worker::ClaimKey::new(id.clone(), sub.name.clone()))
+            .await?;
+        deliveries.push(match row {
+            Some(r) => json!({
+                "subscription": sub.name,
+                "status": r.status.as_str().to_ascii_lowercase(),
+                "attempts": r.attempts,
+                "last_error": r.last_error,
+                "updated_at": postbox_engine::envelope::format_timestamp(r.updated_at),
+            }),
+            None => json!({"subscription": sub.name, "status": "waiting", "attempts": 0}),
+        });
+    }
+    entry["deliveries"] = Value::Array(deliveries);
+    Ok(Json(entry))
 }
 
 /// `GET /v1/events/stream?from=1`: the caller's log as server-sent events,
@@ -545,8 +636,8 @@ pub(crate) async fn follow<S: ItemStore, Q: QueueClient>(
     headers: HeaderMap,
     query: Result<Query<LogQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
-    let tenant = caller.tenant()?.to_owned();
     let Query(q) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
+    let tenant = log_tenant(&api, &caller, q.tenant).await?;
     let resume = header(&headers, "last-event-id")?
         .map(|v| {
             v.parse::<u64>()

@@ -49,6 +49,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/events"),
     ("get", "/v1/events"),
     ("get", "/v1/events/stream"),
+    ("get", "/v1/events/{seq}"),
     ("get", "/v1/dead-letters"),
     ("post", "/v1/dead-letters/replay"),
     ("post", "/v1/queues/redrive"),
@@ -262,6 +263,7 @@ impl<S: ItemStore, Q: QueueClient> Api<S, Q> {
                 post(events::emit::<S, Q>).get(events::read::<S, Q>),
             )
             .route("/v1/events/stream", get(events::follow::<S, Q>))
+            .route("/v1/events/{seq}", get(events::one::<S, Q>))
             .route("/v1/dead-letters", get(ops::dead_letters::<S, Q>))
             .route("/v1/dead-letters/replay", post(ops::replay::<S, Q>))
             .route("/v1/queues/redrive", post(ops::redrive::<S, Q>))

@@ -136,7 +136,7 @@ fn meant(wrong: &str, known: &[&str]) -> String {
 
 /// 404 for an operator's filter on a tenant with no log (it would select
 /// nothing, in silence), naming the tenant meant when one is close.
-async fn known_tenant<S: ItemStore, Q: QueueClient>(
+pub(crate) async fn known_tenant<S: ItemStore, Q: QueueClient>(
     api: &Api<S, Q>,
     tenant: &str,
 ) -> Result<(), ApiError> {

@@ -650,3 +650,79 @@ async fn access_keys_for_the_wire_are_admin_only_and_shown_once() {
         .unwrap();
     assert_eq!(keys.items.unwrap_or_default().len(), 2);
 }
+
+#[tokio::test]
+async fn an_admin_reads_a_named_tenants_log_and_one_event_with_its_deliveries() {
+    let catalog = format!(
+        "{CATALOG}\n[[subscriptions]]\nname = \"billing\"\nglob = \"ORDER_PLACED\"\nlane = \"DURABLE\"\nhandler = \"http://127.0.0.1:9/billing\"\n\n[[subscriptions]]\nname = \"other\"\nglob = \"SHIP_*\"\nlane = \"DURABLE\"\nhandler = \"http://127.0.0.1:9/other\"\n\n[[event_types]]\nname = \"SHIP_SENT\"\nproducers = [\"warehouse\"]\n\n[[producers]]\nname = \"warehouse\"\nemits = [\"SHIP_SENT\"]\n"
+    );
+    let env = env_with(&catalog).await;
+    for i in 0..3 {
+        let a = emit(&env, &env.acme, &[], order_emit(&i.to_string(), "acme")).await;
+        assert_eq!(a.status, 201, "{}", a.text);
+    }
+    let get = |path: &'static str, token: String| {
+        let env = &env;
+        async move { call(env, "GET", path, Some(&token), &[], "").await }
+    };
+
+    // An admin names the tenant; without one it is told how.
+    let a = get("/v1/events?tenant=acme&from=2", env.admin.clone()).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    let seqs: Vec<u64> = a.json()["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"]["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [2, 3]);
+    let a = get("/v1/events", env.admin.clone()).await;
+    assert_eq!(
+        (a.status, a.code()),
+        (400, "invalid_query".into()),
+        "{}",
+        a.text
+    );
+    assert!(a.text.contains("?tenant="), "{}", a.text);
+    let a = get("/v1/events?tenant=acne", env.admin.clone()).await;
+    assert_eq!(a.status, 404, "{}", a.text);
+    assert!(
+        a.text.contains("acme"),
+        "the known tenant is named: {}",
+        a.text
+    );
+
+    // A tenant token reads its own log by name, and another's is not there.
+    assert_eq!(
+        get("/v1/events?tenant=acme", env.acme.clone()).await.status,
+        200
+    );
+    let a = get("/v1/events?tenant=acme", env.globex.clone()).await;
+    assert_eq!(a.status, 404, "{}", a.text);
+    let a = get("/v1/events/stream?tenant=acme", env.globex.clone()).await;
+    assert_eq!(a.status, 404, "{}", a.text);
+
+    // One event, with the DURABLE subscriptions its type matches (no worker
+    // runs here, so none has claimed it).
+    let a = get("/v1/events/2?tenant=acme", env.admin.clone()).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    let e = a.json();
+    assert_eq!(e["event"]["seq"], 2);
+    assert_eq!(e["hash"].as_str().map(str::len), Some(64));
+    assert_eq!(
+        e["deliveries"],
+        json!([{"subscription": "billing", "status": "waiting", "attempts": 0}])
+    );
+    assert_eq!(get("/v1/events/2", env.acme.clone()).await.status, 200);
+    assert_eq!(get("/v1/events/2", env.globex.clone()).await.status, 404);
+    assert_eq!(get("/v1/events/9", env.acme.clone()).await.status, 404);
+    let a = get("/v1/events/0", env.acme.clone()).await;
+    assert_eq!(
+        (a.status, a.code()),
+        (400, "invalid_path".into()),
+        "{}",
+        a.text
+    );
+    let a = get("/v1/events/x", env.acme.clone()).await;
+    assert_eq!(a.status, 400, "{}", a.text);
+}
