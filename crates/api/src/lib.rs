@@ -14,12 +14,14 @@
 //! - [`pull`]: durable subscriptions whose consumers ask for deliveries;
 //! - [`error`]: the JSON error body every failure has;
 //! - [`openapi`]: the OpenAPI 3.1 document, kept equal to [`ROUTES`] by a test.
+//! - [`console`]: the operator console's page, served at `/console`.
 //!
 //! Architecture Invariant: the tenant of every read and write comes from the
 //! token, never from the request; another tenant's data answers 404, as if it
 //! did not exist.
 
 pub mod auth;
+pub mod console;
 pub mod error;
 pub mod events;
 pub mod openapi;
@@ -290,6 +292,7 @@ impl<S: ItemStore, Q: QueueClient> Api<S, Q> {
                 post(pull::extend::<S, Q>),
             )
             .route("/v1/{*rest}", any(error::not_found))
+            .merge(console::router())
             .layer(axum::middleware::from_fn_with_state(
                 self.clone(),
                 ops::count_requests::<S, Q>,
