@@ -621,6 +621,67 @@ async function subscriptionsPage() {
   );
 }
 
+async function pipesPage() {
+  if (!state.admin) {
+    show(h("h1", {}, "Pipes"), h("p", { class: "muted" }, "The relay's pipes are shown to admin tokens."));
+    return;
+  }
+  const [{ pipes }, samples] = await Promise.all([api("GET", "/v1/pipes"), api("GET", "/v1/metrics").then(parseMetrics)]);
+  const lagOf = (name, metric) => samples.find((s) => s.name === metric && s.labels.pipe === name)?.value;
+  const target = (t) => (t.kind === "queue" ? `queue ${t.queue.queue}${t.queue.group_id ? `, group ${t.queue.group_id}` : ""}${t.queue.deduplication_id ? `, dedup ${t.queue.deduplication_id}` : ""}` : `bus ${t.bus} (${t.detail_type}, ${t.source})`);
+  const select = h("select", { id: "pipe", name: "pipe" }, pipes.map((p) => h("option", { value: p.name }, p.name)));
+  const record = h("textarea", { id: "record", rows: 8, cols: 90, spellcheck: "false", "aria-label": "stream record (JSON)" }, '{"eventName": "INSERT", "dynamodb": {"SequenceNumber": "1", "Keys": {}, "NewImage": {}}}');
+  const result = h("div", { id: "pipe-test-result", role: "status" });
+  show(
+    h("h1", {}, "Pipes"),
+    h("div", { id: "page-error" }),
+    table(
+      ["name", "source table", "filters", "template", "target", "settings", "lag"],
+      pipes.map((p) =>
+        h(
+          "tr",
+          {},
+          h("td", {}, p.name, p.warnings?.length ? h("div", { class: "warn" }, p.warnings.join(" ")) : null),
+          h("td", {}, p.table, h("div", { class: "muted" }, p.start)),
+          h("td", {}, p.filters.length ? p.filters.map((f) => h("div", {}, h("code", {}, f))) : "(every record)"),
+          h("td", {}, h("code", {}, p.template || "(the record)")),
+          h("td", {}, target(p.target)),
+          h("td", {}, `batch ${p.batch_size}, ${p.max_retries} retries, records up to ${p.max_record_age_seconds} s old, ${p.bisect_on_failure ? "bisects" : "no bisection"}, DLQ ${p.dead_letter_queue}`),
+          h("td", {}, `${lagOf(p.name, "postbox_relay_records_behind") ?? "-"} records, oldest ${lagOf(p.name, "postbox_relay_oldest_unrelayed_age_seconds") ?? "-"} s`),
+        ),
+      ),
+      { id: "pipes" },
+    ),
+    h("h2", {}, "Test a pipe on a stream record"),
+    h("p", { class: "muted" }, "Runs the pipe's filters and input template over the record, as postbox pipe test does; nothing is sent."),
+    h(
+      "form",
+      {
+        onsubmit: async (e) => {
+          e.preventDefault();
+          let body;
+          try {
+            body = JSON.parse(record.value);
+          } catch (err) {
+            result.replaceChildren(notice(`The record is not JSON: ${err.message}`, true));
+            return;
+          }
+          try {
+            const out = await api("POST", `/v1/pipes/${encodeURIComponent(select.value)}/test`, body);
+            result.replaceChildren(h("p", { class: out.outcome === "dead_letter" ? "bad" : "ok" }, out.outcome.replace("_", " ")), h("pre", {}, out.report));
+          } catch (err) {
+            result.replaceChildren(notice(`${err.code}: ${err.message}`, true));
+          }
+        },
+      },
+      h("p", {}, h("label", {}, "Pipe ", select)),
+      h("p", {}, record),
+      h("button", { type: "submit", id: "test-pipe" }, "Test"),
+    ),
+    result,
+  );
+}
+
 async function catalogPage() {
   const c = await api("GET", "/v1/catalog");
   show(
@@ -673,6 +734,8 @@ async function route() {
         return await deadLettersPage(a);
       case "subscriptions":
         return await subscriptionsPage();
+      case "pipes":
+        return await pipesPage();
       case "catalog":
         return await catalogPage();
       default:

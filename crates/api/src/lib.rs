@@ -14,6 +14,7 @@
 //! - [`pull`]: durable subscriptions whose consumers ask for deliveries;
 //! - [`error`]: the JSON error body every failure has;
 //! - [`openapi`]: the OpenAPI 3.1 document, kept equal to [`ROUTES`] by a test.
+//! - [`pipes`]: the relay's pipes and `pipe test` over HTTP (admin);
 //! - [`console`]: the operator console's page, served at `/console`.
 //!
 //! Architecture Invariant: the tenant of every read and write comes from the
@@ -26,6 +27,7 @@ pub mod error;
 pub mod events;
 pub mod openapi;
 pub mod ops;
+pub mod pipes;
 pub mod pull;
 pub mod webhook;
 
@@ -56,6 +58,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/dead-letters/replay"),
     ("post", "/v1/queues/redrive"),
     ("get", "/v1/catalog"),
+    ("get", "/v1/pipes"),
+    ("post", "/v1/pipes/{name}/test"),
     ("get", "/v1/reconciliation"),
     ("get", "/v1/metrics"),
     ("post", "/v1/tokens"),
@@ -136,6 +140,8 @@ pub struct Sources {
     /// The workers' pull hub, when the catalog has pull subscriptions and
     /// this process runs workers.
     pub pull: Option<postbox_worker::PullHub>,
+    /// The relay's pipes, when this process runs the relay.
+    pub pipes: Option<Arc<postbox_relay::RelayConfig>>,
 }
 
 /// Everything a request handler reaches, on any backend: the store `S`
@@ -270,6 +276,8 @@ impl<S: ItemStore, Q: QueueClient> Api<S, Q> {
             .route("/v1/dead-letters/replay", post(ops::replay::<S, Q>))
             .route("/v1/queues/redrive", post(ops::redrive::<S, Q>))
             .route("/v1/catalog", get(ops::catalog::<S, Q>))
+            .route("/v1/pipes", get(pipes::list::<S, Q>))
+            .route("/v1/pipes/{name}/test", post(pipes::test::<S, Q>))
             .route("/v1/reconciliation", get(ops::reconciliation::<S, Q>))
             .route("/v1/metrics", get(ops::metrics::<S, Q>))
             .route(

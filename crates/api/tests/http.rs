@@ -726,3 +726,99 @@ async fn an_admin_reads_a_named_tenants_log_and_one_event_with_its_deliveries() 
     let a = get("/v1/events/x", env.acme.clone()).await;
     assert_eq!(a.status, 400, "{}", a.text);
 }
+
+#[tokio::test]
+async fn pipes_are_listed_and_tested_over_http_by_admins_only() {
+    let config = postbox_relay::RelayConfig::from_toml(
+        r#"
+[relay]
+events_pipe = false
+
+[pipes.jobs]
+source = "orders"
+filters = ['{"eventName": ["INSERT"]}']
+input_template = '{"order": <$.dynamodb.NewImage.pk.S>}'
+target = { queue = "jobs" }
+"#,
+    )
+    .unwrap();
+    let env = env_with_sources(
+        CATALOG,
+        postbox_api::Sources {
+            pipes: Some(std::sync::Arc::new(config)),
+            ..Default::default()
+        },
+    )
+    .await;
+    let a = call(&env, "GET", "/v1/pipes", Some(&env.admin), &[], "").await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    let pipe = &a.json()["pipes"][0];
+    assert_eq!(pipe["name"], "jobs");
+    assert_eq!(pipe["table"], "orders");
+    assert_eq!(pipe["filters"], json!([r#"{"eventName": ["INSERT"]}"#]));
+    assert_eq!(pipe["target"]["queue"]["queue"], "jobs");
+    assert_eq!(
+        call(&env, "GET", "/v1/pipes", Some(&env.acme), &[], "")
+            .await
+            .status,
+        403
+    );
+
+    let record = |event: &str, image: Value| {
+        json!({"eventName": event, "eventSourceARN": "arn:aws:dynamodb:us-east-1:000000000000:table/orders/stream/1",
+               "dynamodb": {"SequenceNumber": "7", "NewImage": image}})
+        .to_string()
+    };
+    let test = |body: String| {
+        let env = &env;
+        async move {
+            call(
+                env,
+                "POST",
+                "/v1/pipes/jobs/test",
+                Some(&env.admin),
+                &[],
+                body,
+            )
+            .await
+        }
+    };
+    let a = test(record("INSERT", json!({"pk": {"S": "acme#order#1"}}))).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_eq!(a.json()["outcome"], "delivered");
+    assert!(
+        a.json()["report"]
+            .as_str()
+            .unwrap()
+            .contains(r#"{"order": "acme#order#1"}"#),
+        "{}",
+        a.text
+    );
+    let a = test(record("REMOVE", json!({"pk": {"S": "acme#order#1"}}))).await;
+    assert_eq!(a.json()["outcome"], "filtered", "{}", a.text);
+    let a = test(record("INSERT", json!({"other": {"S": "x"}}))).await;
+    assert_eq!(a.json()["outcome"], "dead_letter", "{}", a.text);
+    let a = test("[1]".into()).await;
+    assert_eq!(
+        (a.status, a.code()),
+        (400, "invalid_request".into()),
+        "{}",
+        a.text
+    );
+    let a = call(
+        &env,
+        "POST",
+        "/v1/pipes/nope/test",
+        Some(&env.admin),
+        &[],
+        "{}",
+    )
+    .await;
+    assert_eq!(a.status, 404, "{}", a.text);
+    assert!(a.text.contains("jobs"), "{}", a.text);
+
+    // A node without a relay says so.
+    let bare = common::env().await;
+    let a = call(&bare, "GET", "/v1/pipes", Some(&bare.admin), &[], "").await;
+    assert_eq!(a.status, 404, "{}", a.text);
+}

@@ -214,6 +214,7 @@ impl Node {
                 }
             }
         }
+        let pipes = Arc::new(relay_config.clone());
         let relay = crate::pipe::start_relay(store.clone(), queues.clone(), relay_config).await?;
 
         let (stop, stop_rx) = watch::channel(false);
@@ -312,6 +313,7 @@ impl Node {
         }
         let mut sources = sources(relay_stats, worker, verified);
         sources.pull = pull.clone();
+        sources.pipes = Some(pipes);
         let api = Api::embedded(
             engine.clone(),
             queues.clone(),
@@ -664,6 +666,7 @@ fn sources(
         metrics: Some(Arc::new(metrics)),
         report: Some(Arc::new(report)),
         pull: None,
+        pipes: None,
     }
 }
 

@@ -108,6 +108,8 @@ impl AwsNode {
                 &topology.events_queue,
             ));
         }
+        let pipes = (options.relay && !relay_config.pipes.is_empty())
+            .then(|| Arc::new(relay_config.clone()));
         let relay = if relay_config.pipes.is_empty() || !options.relay {
             None
         } else {
@@ -137,6 +139,7 @@ impl AwsNode {
             metrics: Some(metrics),
             report: None,
             pull: pull.clone(),
+            pipes,
         };
         let api = Api::new(
             Arc::new(engine),

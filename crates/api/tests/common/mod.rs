@@ -49,6 +49,11 @@ pub async fn env() -> Env {
 
 /// [`env`] with another catalog (it must keep ORDER_PLACED and `audit::log`).
 pub async fn env_with(catalog: &str) -> Env {
+    env_with_sources(catalog, Default::default()).await
+}
+
+/// [`env_with`] with what the node adds (pipes, metrics, a pull hub).
+pub async fn env_with_sources(catalog: &str, sources: postbox_api::Sources) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let store = EmbeddedStore::open(dir.path().join("p.redb"), EmbeddedOptions::default()).unwrap();
     let queues = Queues::open(store.clone(), QueuesOptions::default())
@@ -78,7 +83,7 @@ pub async fn env_with(catalog: &str) -> Env {
             body_timeout: std::time::Duration::from_millis(500),
             ..Default::default()
         },
-        Default::default(),
+        sources,
     )
     .await
     .unwrap();

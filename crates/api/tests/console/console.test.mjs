@@ -205,6 +205,13 @@ test("the console: sign-in, live tail, dead letters and replay, tenant scope, ev
     await page.waitForSelector(name === "subscriptions" ? "#subscriptions >> text=billing" : "#contract");
     await shot(name);
   }
+  // The events pipe, and a record it does not take.
+  await page.goto(`${s.base}/console#/pipes`);
+  await page.waitForSelector("#pipes >> text=postbox_events");
+  await page.fill("#record", JSON.stringify({ eventName: "INSERT", dynamodb: { SequenceNumber: "1", NewImage: { pk: { S: "not-an-event" } } } }));
+  await page.click("#test-pipe");
+  await page.waitForSelector("#pipe-test-result >> text=filtered");
+  await shot("pipes");
   await page.goto(`${s.base}/console#/overview`);
   await page.waitForSelector("#verdict >> text=All good");
   expectOnly("none");
