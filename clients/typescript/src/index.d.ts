@@ -28,6 +28,8 @@ export interface Delivery {
   attempt: number;
   idempotency_key: string;
   lease_expires_at_ms: number;
+  /** W3C Trace Context of this delivery, when the event carries one. */
+  traceparent?: string | null;
 }
 
 export interface ClientOptions {

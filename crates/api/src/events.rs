@@ -38,6 +38,7 @@ use postbox_store::{ItemStore, StoreError};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use tracing::Instrument as _;
 
 use crate::{Api, ApiError, Caller};
 
@@ -145,7 +146,23 @@ pub(crate) async fn emit<S: ItemStore, Q: QueueClient>(
     body: Body,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let started = std::time::Instant::now();
-    let out = emit_once(state, caller, headers, body).await;
+    // A span only when spans are exported: the emit path stays as cheap
+    // as it was otherwise, and a received `traceparent` is kept as it came.
+    let received = headers
+        .get(postbox_trace::HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let out = if postbox_trace::enabled() {
+        let span = tracing::info_span!("emit", tenant = caller.tenant.as_deref().unwrap_or(""));
+        postbox_trace::follow(&span, received.as_deref());
+        let trace = postbox_trace::pass_on(&span, received.as_deref());
+        emit_once(state, caller, headers, body, trace)
+            .instrument(span)
+            .await
+    } else {
+        let trace = postbox_trace::pass_on(&tracing::Span::none(), received.as_deref());
+        emit_once(state, caller, headers, body, trace).await
+    };
     let outcome = match &out {
         Ok((StatusCode::CREATED, _)) => "created",
         Ok(_) => "repeated",
@@ -162,6 +179,7 @@ async fn emit_once<S: ItemStore, Q: QueueClient>(
     caller: Caller,
     headers: HeaderMap,
     body: Body,
+    trace: Option<String>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let tenant = caller.tenant()?.to_owned();
     take_emit_budget(&api, &tenant)?;
@@ -217,7 +235,8 @@ async fn emit_once<S: ItemStore, Q: QueueClient>(
         ));
     }
     let mut ctx = Context::new(&tenant, &caller.subject)
-        .map_err(|e| ApiError::bad_request("invalid_context", e.to_string()))?;
+        .map_err(|e| ApiError::bad_request("invalid_context", e.to_string()))?
+        .with_trace(trace);
     if let Some(c) = correlation {
         ctx = ctx.with_correlation_id(c);
     }

@@ -138,6 +138,7 @@ pub(crate) async fn receive<S: ItemStore, Q: QueueClient>(
                 "attempt": h.attempt,
                 "idempotency_key": h.idempotency_key,
                 "lease_expires_at_ms": h.lease_expires_at_ms,
+                "traceparent": h.traceparent,
             })
         })
         .collect();

@@ -233,7 +233,11 @@ pub fn webhook(
             let body = serde_json::to_vec(&d.envelope)
                 .map_err(|e| HandlerError::terminal(format!("the event cannot be encoded: {e}")))?;
             let timestamp = postbox_engine::envelope::now_ms() / 1000;
-            let req = hyper::Request::post(uri.clone())
+            let mut req = hyper::Request::post(uri.clone());
+            if let Some(t) = d.context.trace() {
+                req = req.header(postbox_trace::HEADER, t);
+            }
+            let req = req
                 .header("content-type", "application/json")
                 .header("idempotency-key", &d.idempotency_key)
                 .header("postbox-event-id", &d.envelope.id)

@@ -82,6 +82,7 @@ fn delivery() -> Delivery {
         actor: "alice".into(),
         occurred_at: "2026-11-29T00:00:00.000Z".into(),
         payload: json!({"order_id": "7"}),
+        trace: None,
     };
     Delivery {
         context: Context::caused_by(&envelope, "subscription:hook"),

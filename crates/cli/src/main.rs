@@ -19,6 +19,7 @@ mod pipe;
 mod synth;
 mod telemetry;
 mod tokens;
+mod traces;
 mod verifier;
 mod worker;
 
@@ -209,24 +210,35 @@ fn parse_wire_listen(text: &str) -> Result<WireListen, String> {
 /// Logs to stderr, filtered by POSTBOX_LOG (default `default_filter`), as
 /// text (coloured only on a terminal) or, with POSTBOX_LOG_FORMAT=json, as
 /// one JSON object per line (timestamp, level, target, fields, spans).
+/// With an OTLP endpoint configured, spans are also exported ([`traces`]).
 fn init_logs(default_filter: &str) -> Result<(), String> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env("POSTBOX_LOG")
         .unwrap_or_else(|_| default_filter.into());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match std::env::var("POSTBOX_LOG_FORMAT").as_deref() {
-        Err(_) | Ok("text") => builder
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match std::env::var("POSTBOX_LOG_FORMAT").as_deref() {
+        Err(_) | Ok("text") => fmt
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-        Ok("json") => builder.json().with_current_span(true).init(),
+            .with_filter(filter)
+            .boxed(),
+        Ok("json") => fmt
+            .json()
+            .with_current_span(true)
+            .with_filter(filter)
+            .boxed(),
         Ok(other) => {
             return Err(format!(
                 "POSTBOX_LOG_FORMAT={other:?}: expected `text` or `json`"
             ));
         }
-    }
-    Ok(())
+    };
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(traces::layer()?)
+        .try_init()
+        .map_err(|e| format!("cannot set up logging: {e}"))
 }
 
 fn main() -> ExitCode {
@@ -242,10 +254,6 @@ fn main() -> ExitCode {
         Some(Command::Bench(_)) => "error",
         _ => "warn",
     };
-    if let Err(e) = init_logs(default_filter) {
-        eprintln!("error: {e}");
-        return ExitCode::from(2);
-    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -253,7 +261,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match cli.command.unwrap_or(Command::Serve(cli.serve)) {
+    // Inside the runtime: the trace exporter's batch task runs on it.
+    if let Err(e) = runtime.block_on(async { init_logs(default_filter) }) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    let code = match cli.command.unwrap_or(Command::Serve(cli.serve)) {
         Command::Serve(args) => remote(runtime.block_on(serve(args))),
         Command::Catalog(args) => catalog::run(args),
         Command::Pipe(args) => pipe::run(args),
@@ -270,7 +283,9 @@ fn main() -> ExitCode {
         Command::Token(a) => remote(runtime.block_on(tokens::token(a))),
         Command::Bench(a) => remote(runtime.block_on(bench::run(a))),
         Command::Synth(a) => synth::run(a),
-    }
+    };
+    traces::shutdown();
+    code
 }
 
 async fn serve(args: ServeArgs) -> Result<(), http::Failure> {

@@ -211,6 +211,7 @@ mod tests {
             actor: "user\n7".into(),
             occurred_at: "2030-01-01T00:00:00.000Z".into(),
             payload: payload.clone(),
+            trace: None,
         };
         let generic = to_canonical_string(&serde_json::to_value(&env).unwrap());
         let p = to_canonical_string(&payload);

@@ -37,6 +37,7 @@ pub struct Context {
     correlation_id: String,
     actor: String,
     causation_id: Option<String>,
+    trace: Option<String>,
 }
 
 impl Context {
@@ -59,7 +60,15 @@ impl Context {
             correlation_id: new_event_id(now_ms()),
             actor: actor.into(),
             causation_id: None,
+            trace: None,
         })
+    }
+
+    /// The same context carrying a W3C `traceparent`, kept on the event's
+    /// row (outside the hashed envelope) for the parts that deliver it.
+    pub fn with_trace(mut self, traceparent: Option<String>) -> Context {
+        self.trace = traceparent;
+        self
     }
 
     /// The same context with the correlation id the request came with.
@@ -76,6 +85,7 @@ impl Context {
             correlation_id: event.correlation_id.clone(),
             actor: actor.into(),
             causation_id: Some(event.id.clone()),
+            trace: event.trace.clone(),
         }
     }
 
@@ -94,6 +104,10 @@ impl Context {
     /// The event that caused this work, if any.
     pub fn causation_id(&self) -> Option<&str> {
         self.causation_id.as_deref()
+    }
+    /// The W3C `traceparent` the event will carry, if any.
+    pub fn trace(&self) -> Option<&str> {
+        self.trace.as_deref()
     }
 }
 
@@ -121,6 +135,10 @@ pub struct Envelope {
     pub occurred_at: String,
     /// The payload, an I-JSON object.
     pub payload: Value,
+    /// The W3C `traceparent` the event carries beside it (on its row, as
+    /// `trace`): neither hashed nor serialised.
+    #[serde(skip)]
+    pub trace: Option<String>,
 }
 
 /// The system clock in milliseconds since the Unix epoch.

@@ -174,7 +174,16 @@ fn get_s<'a>(
 /// The envelope fields of a stored event row (borrowing from it), the seq
 /// its sort key says, and its stored hash text.
 pub fn fields_of(item: &Item) -> Result<(EnvelopeFields<'_>, u64, &str), MalformedRow> {
-    if let Some(name) = item.keys().find(|n| !is_event_attribute(n.as_bytes())) {
+    if let Some(name) = item.keys().find(|n| {
+        !is_event_attribute(n.as_bytes())
+            && !is_trace(
+                n.as_bytes(),
+                match item.get(*n) {
+                    Some(AttributeValue::S(t)) => Some(t.as_bytes()),
+                    _ => None,
+                },
+            )
+    }) {
         return Err(not_an_event_attribute(name.as_bytes()));
     }
     fields_from(|name| item.get(name).map(Field::of_value))
@@ -186,6 +195,19 @@ pub fn fields_of(item: &Item) -> Result<(EnvelopeFields<'_>, u64, &str), Malform
 /// reported instead of passing as intact.
 fn is_event_attribute(name: &[u8]) -> bool {
     name == PK.as_bytes() || slot_of(name).is_some()
+}
+
+/// The one attribute a row may carry beside the chained ones: the W3C
+/// `traceparent` its emit kept ([`postbox_trace::ATTRIBUTE`]), as the engine
+/// writes it. It says nothing the log says (only where its spans went), so
+/// the chain need not cover it; any other value there marks a changed row.
+fn is_trace(name: &[u8], value: Option<&[u8]>) -> bool {
+    name == postbox_trace::ATTRIBUTE.as_bytes()
+        && value
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .is_some_and(|t| {
+                postbox_trace::parse(t).is_some_and(|c| postbox_trace::format(&c) == t)
+            })
 }
 
 fn not_an_event_attribute(name: &[u8]) -> MalformedRow {
@@ -227,7 +249,16 @@ pub fn fields_of_encoded(bytes: &[u8]) -> Result<(EnvelopeFields<'_>, u64, &str)
         // A repeated name: the last one wins, as when decoding.
         if let Some(i) = slot_of(name) {
             slots[i] = Some(value);
-        } else if name != PK.as_bytes() && foreign.is_none() {
+        } else if name != PK.as_bytes()
+            && foreign.is_none()
+            && !is_trace(
+                name,
+                match value {
+                    RawValueRef::S(b) => Some(b),
+                    RawValueRef::Value(_) => None,
+                },
+            )
+        {
             // Names come in order, so this is the one `fields_of` names.
             foreign = Some(name);
         }
@@ -298,6 +329,10 @@ pub fn envelope_of(item: &Item) -> Result<(crate::envelope::Envelope, String), M
             actor: f.actor.to_owned(),
             occurred_at: f.occurred_at.to_owned(),
             payload,
+            trace: match item.get(postbox_trace::ATTRIBUTE) {
+                Some(AttributeValue::S(t)) => Some(t.clone()),
+                _ => None,
+            },
         },
         hash.to_owned(),
     ))
@@ -357,9 +392,14 @@ mod tests {
             AttributeValue::Ss(["a".to_owned()].into()),
             AttributeValue::Ns([Number::from(1)].into()),
             AttributeValue::Bs([vec![1]].into()),
+            AttributeValue::s(TRACE),
+            AttributeValue::s(TRACE.to_uppercase()),
         ];
         let mut out = Vec::new();
-        let names = ROW_NAMES.iter().copied().chain([PK, "extra"]);
+        let names = ROW_NAMES
+            .iter()
+            .copied()
+            .chain([PK, "extra", postbox_trace::ATTRIBUTE]);
         for name in names {
             let mut gone = row.clone();
             gone.remove(name);
@@ -423,6 +463,27 @@ mod tests {
             rows > 2000 && refused > 400,
             "{rows} rows, {refused} refused"
         );
+    }
+
+    const TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn a_row_may_carry_its_traceparent_and_nothing_else_beside_the_chain() {
+        let mut row = good_rows()[0].clone();
+        row.insert("trace".into(), AttributeValue::s(TRACE));
+        let (envelope, _) = envelope_of(&row).unwrap();
+        assert_eq!(envelope.trace.as_deref(), Some(TRACE));
+        assert!(fields_of_encoded(&postbox_item::encode_item(&row)).is_ok());
+        for bad in [
+            AttributeValue::s("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"),
+            AttributeValue::s(TRACE.to_uppercase()),
+            AttributeValue::n(1),
+        ] {
+            row.insert("trace".into(), bad);
+            let e = fields_of(&row).unwrap_err();
+            assert_eq!(e.0, "attribute trace is not part of an event row");
+            assert_eq!(fields_of_encoded(&postbox_item::encode_item(&row)), Err(e));
+        }
     }
 
     #[test]

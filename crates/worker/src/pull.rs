@@ -85,6 +85,9 @@ pub struct Handout {
     /// When the consumer lease ends unless extended (milliseconds since the
     /// Unix epoch).
     pub lease_expires_at_ms: u64,
+    /// The W3C `traceparent` the consumer continues (the handler's hop in
+    /// the event's trace), if the event carries one.
+    pub traceparent: Option<String>,
 }
 
 struct Parked {
@@ -346,6 +349,7 @@ impl PullHub {
                 attempt: d.attempt + 1,
                 idempotency_key: d.idempotency_key.clone(),
                 lease_expires_at_ms: epoch_ms_after(lease),
+                traceparent: d.context.trace().map(str::to_owned),
             });
         }
         Ok(out)
@@ -504,6 +508,7 @@ mod tests {
             actor: "a".into(),
             occurred_at: "2026-01-01T00:00:00.000Z".into(),
             payload: serde_json::json!({}),
+            trace: None,
         };
         Delivery {
             idempotency_key: format!("{}:sub", envelope.id),

@@ -8,7 +8,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 # Statuses worth retrying: the request changed nothing, or was idempotent.
@@ -35,6 +35,9 @@ class Delivery:
     attempt: int
     idempotency_key: str
     lease_expires_at_ms: int
+    #: W3C Trace Context of this delivery, when the event carries one:
+    #: continue it in the consumer's own spans.
+    traceparent: Optional[str] = None
 
 
 class Client:
@@ -196,7 +199,9 @@ class Client:
             {"max": max, "wait_seconds": wait_seconds, "lease_seconds": lease_seconds},
             timeout=wait_seconds + self.timeout,
         )
-        return [Delivery(**d) for d in answer["deliveries"]]
+        # Fields a newer server adds are ignored, not an error.
+        known = {f.name for f in fields(Delivery)}
+        return [Delivery(**{k: v for k, v in d.items() if k in known}) for d in answer["deliveries"]]
 
     def complete(self, delivery: Delivery) -> None:
         """Completes a delivery (409 PostboxError: its lease was lost)."""

@@ -101,6 +101,11 @@ impl Server {
     }
 
     /// Sends SIGTERM and waits: the exit status and everything it logged.
+    /// What the server has written to stderr so far.
+    pub fn logs(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
     pub fn terminate(mut self) -> (ExitStatus, String) {
         let child = self.child.as_mut().unwrap();
         let sent = Command::new("kill")

@@ -564,6 +564,7 @@ impl<S: ItemStore> Engine<S> {
             actor: ctx.actor().to_owned(),
             occurred_at: format_timestamp(now),
             payload,
+            trace: ctx.trace().map(str::to_owned),
         };
         for (index, w) in writes.iter().enumerate() {
             if w.table() == inner.options.events_table {
@@ -588,7 +589,9 @@ impl<S: ItemStore> Engine<S> {
             seq: u64::MAX / 2,
             tenant: &env.tenant,
             event_type: &env.event_type,
-        });
+        }) + ctx
+            .trace()
+            .map_or(0, |t| postbox_trace::ATTRIBUTE.len() + t.len());
         if event_bytes > MAX_ITEM_SIZE {
             return Err(EmitError::EventTooLarge { bytes: event_bytes });
         }

@@ -189,7 +189,16 @@ pub(crate) fn plan<'a>(
         actions.push(TransactWriteItem {
             put: Some(TransactPut {
                 table_name: table.to_owned(),
-                item: layout::event_item(&f, chain::to_hex(&hash)),
+                item: {
+                    let mut item = layout::event_item(&f, chain::to_hex(&hash));
+                    if let Some(t) = &req.env.trace {
+                        item.insert(
+                            postbox_trace::ATTRIBUTE.to_owned(),
+                            AttributeValue::S(t.clone()),
+                        );
+                    }
+                    item
+                },
                 condition_expression: Some("attribute_not_exists(pk)".to_owned()),
                 ..Default::default()
             }),

@@ -55,7 +55,18 @@ pub(super) fn plan_records(
                 id: &id,
                 created_ms: r.approximate_creation_time_ms,
             };
-            let outcome = plan(pipe, buses, view, now_ms);
+            // A record of a traced event: the relay's hop in its trace.
+            let traced = postbox_trace::enabled()
+                .then(|| json["dynamodb"]["NewImage"][postbox_trace::ATTRIBUTE]["S"].as_str())
+                .flatten();
+            let outcome = match traced {
+                Some(trace) => {
+                    let span = tracing::info_span!("relay", pipe = %pipe.name, record = %id);
+                    postbox_trace::follow(&span, Some(trace));
+                    span.in_scope(|| plan(pipe, buses, view, now_ms))
+                }
+                None => plan(pipe, buses, view, now_ms),
+            };
             Planned {
                 seq: r.sequence_number,
                 id,

@@ -9,6 +9,7 @@ use postbox_engine::glob::Glob;
 use postbox_engine::{Context, Envelope};
 use postbox_queue::{QueueClient, ReceivedMessage};
 use postbox_store::ItemStore;
+use tracing::Instrument as _;
 
 use super::Worker;
 use super::group::{self, Chunk};
@@ -261,15 +262,34 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         if faults::hit(faults::AFTER_CLAIM) {
             return Ok(Outcome::Abandon);
         }
+        // The handler's hop in the event's trace (when spans are exported);
+        // what it emits, POSTs or hands to a pull consumer continues it.
+        let span = if postbox_trace::enabled() {
+            let span = tracing::info_span!(
+                "handler",
+                subscription = %sub.name,
+                event = %envelope.id,
+                tenant = %envelope.tenant,
+                seq = envelope.seq,
+                attempt = row.attempts,
+            );
+            postbox_trace::follow(&span, envelope.trace.as_deref());
+            span
+        } else {
+            tracing::Span::none()
+        };
+        let context = Context::caused_by(envelope, format!("subscription:{}", sub.name))
+            .with_trace(postbox_trace::pass_on(&span, envelope.trace.as_deref()));
         let delivery = Delivery {
             envelope: envelope.clone(),
             subscription: sub.name.clone(),
             idempotency_key: row.key.idempotency_key(),
-            context: Context::caused_by(envelope, format!("subscription:{}", sub.name)),
+            context,
             attempt: row.attempts,
         };
         match self
             .run_with_renewal(&sub.handler, delivery, row, receipt)
+            .instrument(span)
             .await?
         {
             Some((Err(HandlerError::Released(why)), row)) => {
