@@ -114,6 +114,7 @@ def test_a_pull_consumer_completes_retries_dead_letters_and_keeps_its_lease(serv
             raise Terminal("no such card")
         if n == 3:
             time.sleep(2.5)  # longer than the lease: the consumer extends it
+        return {"invoice": f"INV-{n}"}  # recorded in the claim
 
     consumer = PullConsumer(acme, "billing", bill, lease_seconds=1.5, wait_seconds=1)
     t = threading.Thread(target=consumer.run, kwargs={"install_signal_handlers": False}, daemon=True)
@@ -128,6 +129,10 @@ def test_a_pull_consumer_completes_retries_dead_letters_and_keeps_its_lease(serv
     _, dead = Client(server.base, server.admin).request("GET", "/v1/dead-letters")
     assert [d["event_id"] for d in dead["dead_letters"]] == [ids[2]]
     assert "no such card" in dead["dead_letters"][0]["error"]
+    _, first = acme.request("GET", "/v1/events/1")
+    assert first["deliveries"] == [
+        {**first["deliveries"][0], "subscription": "billing", "status": "completed", "result": {"invoice": "INV-0"}}
+    ]
 
 
 def test_retry_after_reaches_the_server():

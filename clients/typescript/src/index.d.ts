@@ -54,7 +54,8 @@ export class Client {
   /** The log from `from`, then each event as it commits; resumes with Last-Event-ID after a dropped connection. */
   follow(from?: number, signal?: AbortSignal): AsyncGenerator<Emitted>;
   receive(subscription: string, options?: { max?: number; waitSeconds?: number; leaseSeconds?: number }): Promise<Delivery[]>;
-  complete(delivery: Delivery): Promise<void>;
+  /** Completes a delivery, recording `result` (any JSON value, at most 4 KB) in its claim. */
+  complete(delivery: Delivery, result?: unknown): Promise<void>;
   fail(delivery: Delivery, error: string, options?: { terminal?: boolean; retryAfterSeconds?: number }): Promise<void>;
   extend(delivery: Delivery, leaseSeconds: number): Promise<number>;
 }

@@ -114,8 +114,10 @@ export class Client {
     return answer.deliveries;
   }
 
-  async complete(d) {
-    await this.request("POST", `/v1/subscriptions/${d.subscription}/complete`, { handle: d.handle }, {}, false);
+  async complete(d, result) {
+    const body = { handle: d.handle };
+    if (result !== undefined && result !== null) body.result = result;
+    await this.request("POST", `/v1/subscriptions/${d.subscription}/complete`, body, {}, false);
   }
 
   async fail(d, error, { terminal = false, retryAfterSeconds } = {}) {
@@ -214,8 +216,9 @@ export class PullConsumer {
       this.client.extend(d, this.leaseSeconds).catch(() => {});
     }, (this.leaseSeconds * 1000) / 3);
     let failure;
+    let result;
     try {
-      await this.handler(d);
+      result = await this.handler(d);
     } catch (e) {
       failure = e;
     } finally {
@@ -223,7 +226,7 @@ export class PullConsumer {
     }
     try {
       if (failure === undefined) {
-        await this.client.complete(d);
+        await this.client.complete(d, result);
         this.completed++;
         return true;
       }

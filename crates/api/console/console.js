@@ -429,9 +429,18 @@ async function eventPage(tenant, seq) {
     h("h2", {}, "Deliveries"),
     entry.deliveries.length
       ? table(
-          ["subscription", "status", "attempts", "last error", "updated"],
+          ["subscription", "status", "attempts", "last error", "result", "updated"],
           entry.deliveries.map((d) =>
-            h("tr", {}, h("td", {}, d.subscription), h("td", { class: d.status === "completed" ? "ok" : d.status === "dead" ? "bad" : "" }, d.status), h("td", {}, d.attempts), h("td", {}, d.last_error ?? "-"), h("td", {}, time(d.updated_at))),
+            h(
+              "tr",
+              {},
+              h("td", {}, d.subscription),
+              h("td", { class: d.status === "completed" ? "ok" : d.status === "dead" ? "bad" : "" }, d.status),
+              h("td", {}, d.attempts),
+              h("td", {}, d.last_error ?? "-"),
+              h("td", {}, d.result === undefined || d.result === null ? "-" : h("code", {}, JSON.stringify(d.result))),
+              h("td", {}, time(d.updated_at)),
+            ),
           ),
           { id: "deliveries" },
         )

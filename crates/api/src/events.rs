@@ -638,6 +638,7 @@ pub(crate) async fn one<S: ItemStore, Q: QueueClient>(
                 "attempts": r.attempts,
                 "last_error": r.last_error,
                 "updated_at": postbox_engine::envelope::format_timestamp(r.updated_at),
+                "result": r.result.as_deref().and_then(|t| serde_json::from_str::<Value>(t).ok()),
             }),
             None => json!({"subscription": sub.name, "status": "waiting", "attempts": 0}),
         });

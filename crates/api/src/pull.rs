@@ -148,11 +148,15 @@ pub(crate) async fn receive<S: ItemStore, Q: QueueClient>(
 /// The body of a complete.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct HandleRequest {
+struct CompleteRequest {
     handle: String,
+    /// A small JSON result recorded in the claim.
+    result: Option<Value>,
 }
 
-/// `POST /v1/subscriptions/{name}/complete`.
+/// `POST /v1/subscriptions/{name}/complete`, optionally with a `result`
+/// (any JSON, at most 4 KB as compact text) recorded in the claim, where
+/// `GET /v1/events/{seq}` shows it.
 pub(crate) async fn complete<S: ItemStore, Q: QueueClient>(
     State(api): State<Api<S, Q>>,
     caller: Caller,
@@ -160,10 +164,26 @@ pub(crate) async fn complete<S: ItemStore, Q: QueueClient>(
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
     let body = read_body(&api, body).await?;
-    let req: HandleRequest = parse_json(&body)?;
+    let req: CompleteRequest = parse_json(&body)?;
     let hub = hub(&api, &name)?;
-    hub.complete(&name, &req.handle, caller.tenant.as_deref())
-        .map_err(refused)?;
+    match req.result {
+        None | Some(Value::Null) => hub.complete(&name, &req.handle, caller.tenant.as_deref()),
+        Some(result) => {
+            let text = result.to_string();
+            let max = postbox_worker::handler::MAX_RESULT_BYTES;
+            if text.len() > max {
+                return Err(ApiError::bad_request(
+                    "result_too_large",
+                    format!(
+                        "the result is {} bytes as compact JSON; a claim records at most {max}",
+                        text.len()
+                    ),
+                ));
+            }
+            hub.complete_with_result(&name, &req.handle, caller.tenant.as_deref(), text)
+        }
+    }
+    .map_err(refused)?;
     Ok(Json(json!({ "completed": true })))
 }
 

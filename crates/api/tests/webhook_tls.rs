@@ -90,6 +90,7 @@ fn delivery() -> Delivery {
         subscription: "hook".into(),
         envelope,
         attempt: 0,
+        result: Default::default(),
     }
 }
 

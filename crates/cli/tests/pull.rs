@@ -128,11 +128,31 @@ async fn a_pull_consumer_gets_each_tenants_events_in_order_and_a_lost_lease_brin
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    let (status, body) = settle(&server, &acme, "complete", json!({"handle": handle})).await;
+    let (status, body) = settle(
+        &server,
+        &acme,
+        "complete",
+        json!({"handle": handle, "result": {"invoice": "INV-1"}}),
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
     let (status, body) = settle(&server, &acme, "complete", json!({"handle": handle})).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "lease_lost", "{body}");
+    // The result is recorded in the claim, beside its completion.
+    let mut shown = Value::Null;
+    for _ in 0..100 {
+        let (status, body) = call(&server.base, Some(&acme), "GET", "/v1/events/1", None).await;
+        assert_eq!(status, 200, "{body}");
+        shown = body["deliveries"][0].clone();
+        if shown["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(shown["subscription"], "billing", "{shown}");
+    assert_eq!(shown["status"], "completed", "{shown}");
+    assert_eq!(shown["result"], json!({"invoice": "INV-1"}), "{shown}");
 
     // The next one: failed, it comes back as the next attempt.
     let got = deliveries(&server, &acme, json!({"wait_seconds": 10})).await;
@@ -281,6 +301,12 @@ async fn bad_pull_requests_get_a_specific_4xx_and_change_nothing() {
             "malformed delivery handle",
         ),
         ("complete", json!({}), 400, "missing field `handle`"),
+        (
+            "complete",
+            json!({"handle": "1.0123456789abcdef0123456789abcdef", "result": "x".repeat(5000)}),
+            400,
+            "a claim records at most 4096",
+        ),
         (
             "fail",
             json!({"handle": "1.0123456789abcdef0123456789abcdef"}),

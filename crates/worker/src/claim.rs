@@ -62,6 +62,8 @@ pub mod attr {
     pub const LAST_FAILURE_AT: &str = "last_failure_at";
     /// DynamoDB TTL, seconds since the epoch.
     pub const TTL: &str = "ttl";
+    /// The result a completion recorded (JSON text).
+    pub const RESULT: &str = "result";
 }
 
 /// Sort key of every claim row (the inbox table is keyed by pk and sk so
@@ -205,6 +207,8 @@ pub struct ClaimRow {
     pub last_failure_at: Option<u64>,
     /// Expiry for the store's TTL, seconds since the epoch.
     pub ttl: u64,
+    /// The result its completion recorded (JSON text), if any.
+    pub result: Option<String>,
 }
 
 /// What a claim attempt finds, by [`decide`].
@@ -294,6 +298,7 @@ pub fn claimed(
         first_failure_at: prev.and_then(|p| p.first_failure_at),
         last_failure_at: prev.and_then(|p| p.last_failure_at),
         ttl: ttl_seconds(now_ms, retention_ms),
+        result: None,
     }
 }
 
@@ -408,6 +413,9 @@ pub fn to_item(row: &ClaimRow) -> Item {
     if let Some(e) = &row.last_error {
         s(attr::LAST_ERROR, e);
     }
+    if let Some(r) = &row.result {
+        s(attr::RESULT, r);
+    }
     let mut n = |k: &str, v: u64| pairs.push((k.to_owned(), AttributeValue::n(v as i64)));
     n(attr::SEQ, row.seq);
     n(attr::LEASE_EXPIRES_AT, row.lease_expires_at);
@@ -470,6 +478,10 @@ pub fn from_item(item: &Item) -> Result<ClaimRow, MalformedClaim> {
         first_failure_at: n_opt(attr::FIRST_FAILURE_AT)?,
         last_failure_at: n_opt(attr::LAST_FAILURE_AT)?,
         ttl: n(attr::TTL)?,
+        result: item
+            .get(attr::RESULT)
+            .and_then(AttributeValue::as_s)
+            .map(str::to_owned),
     })
 }
 

@@ -28,6 +28,29 @@ pub struct Delivery {
     pub context: Context,
     /// Failed attempts before this one.
     pub attempt: u32,
+    /// A small result to record in the claim when this delivery completes
+    /// (a pull consumer's `complete` sets it).
+    pub result: ResultSlot,
+}
+
+/// Most bytes of a result recorded in a claim.
+pub const MAX_RESULT_BYTES: usize = 4096;
+
+/// Where a handler leaves the result its completion records; shared by a
+/// delivery's clones.
+#[derive(Clone, Debug, Default)]
+pub struct ResultSlot(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+
+impl ResultSlot {
+    /// Records `text` (JSON, at most [`MAX_RESULT_BYTES`]) for the completion.
+    pub fn record(&self, text: String) {
+        *self.0.lock().expect("result slot") = Some(text);
+    }
+
+    /// The recorded result, taken out.
+    pub fn take(&self) -> Option<String> {
+        self.0.lock().expect("result slot").take()
+    }
 }
 
 /// Why a handler failed.

@@ -296,7 +296,21 @@ impl<S: ItemStore> Inbox<S> {
         now_ms: u64,
         writes: Vec<Write>,
     ) -> WorkerResult<ClaimRow> {
-        let done = claim::completed(row, now_ms);
+        self.complete_with_result(row, now_ms, writes, None).await
+    }
+
+    /// [`Inbox::complete`], recording `result` (JSON text) in the claim.
+    pub async fn complete_with_result(
+        &self,
+        row: &ClaimRow,
+        now_ms: u64,
+        writes: Vec<Write>,
+        result: Option<String>,
+    ) -> WorkerResult<ClaimRow> {
+        let done = ClaimRow {
+            result,
+            ..claim::completed(row, now_ms)
+        };
         let described: Vec<String> = writes.iter().map(Write::describe).collect();
         let mut items = vec![self.fenced_put(row, &done)];
         items.extend(writes.into_iter().map(Write::into_transact));

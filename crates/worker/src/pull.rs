@@ -65,7 +65,7 @@ pub enum PullError {
 
 /// What a consumer decided for a delivery.
 enum Settle {
-    Complete,
+    Complete(Option<String>),
     Fail(HandlerError),
 }
 
@@ -201,6 +201,7 @@ impl PullHub {
         let (tx, mut rx) = oneshot::channel();
         let moved = Arc::new(Notify::new());
         let subscription = delivery.subscription.clone();
+        let slot = delivery.result.clone();
         let id = {
             let mut state = self.lock();
             if state.closed_at.is_some() {
@@ -270,14 +271,14 @@ impl PullHub {
                 (Some(end), grace) => {
                     let end = grace.map_or(end, |g| g.min(end));
                     tokio::select! {
-                        settled = &mut rx => return settled_outcome(settled),
+                        settled = &mut rx => return settled_outcome(settled, &slot),
                         _ = &mut notified => {}
                         _ = tokio::time::sleep_until(end) => {}
                     }
                 }
                 (None, None) => {
                     tokio::select! {
-                        settled = &mut rx => return settled_outcome(settled),
+                        settled = &mut rx => return settled_outcome(settled, &slot),
                         _ = &mut notified => {}
                     }
                 }
@@ -389,7 +390,19 @@ impl PullHub {
         handle: &str,
         tenant: Option<&str>,
     ) -> Result<(), PullError> {
-        self.settle(subscription, handle, tenant, Settle::Complete)
+        self.settle(subscription, handle, tenant, Settle::Complete(None))
+    }
+
+    /// [`PullHub::complete`], recording `result` (JSON text, at most
+    /// [`crate::handler::MAX_RESULT_BYTES`]) in the claim.
+    pub fn complete_with_result(
+        &self,
+        subscription: &str,
+        handle: &str,
+        tenant: Option<&str>,
+        result: String,
+    ) -> Result<(), PullError> {
+        self.settle(subscription, handle, tenant, Settle::Complete(Some(result)))
     }
 
     /// Fails the delivery: retried after the subscription's backoff (and
@@ -460,9 +473,17 @@ impl Drop for Leave<'_> {
     }
 }
 
-fn settled_outcome(settled: Result<Settle, oneshot::error::RecvError>) -> Result<(), HandlerError> {
+fn settled_outcome(
+    settled: Result<Settle, oneshot::error::RecvError>,
+    slot: &crate::handler::ResultSlot,
+) -> Result<(), HandlerError> {
     match settled {
-        Ok(Settle::Complete) => Ok(()),
+        Ok(Settle::Complete(result)) => {
+            if let Some(r) = result {
+                slot.record(r);
+            }
+            Ok(())
+        }
         Ok(Settle::Fail(e)) => Err(e),
         // The sender is dropped only with its parked entry, which only this
         // wait removes.
@@ -516,6 +537,7 @@ mod tests {
             subscription: "sub".into(),
             context: Context::new(tenant, "subscription:sub").unwrap(),
             attempt,
+            result: Default::default(),
         }
     }
 

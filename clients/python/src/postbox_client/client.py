@@ -203,12 +203,16 @@ class Client:
         known = {f.name for f in fields(Delivery)}
         return [Delivery(**{k: v for k, v in d.items() if k in known}) for d in answer["deliveries"]]
 
-    def complete(self, delivery: Delivery) -> None:
-        """Completes a delivery (409 PostboxError: its lease was lost)."""
+    def complete(self, delivery: Delivery, result: Any = None) -> None:
+        """Completes a delivery (409 PostboxError: its lease was lost),
+        recording `result` (any JSON value, at most 4 KB) in its claim."""
+        body: Dict[str, Any] = {"handle": delivery.handle}
+        if result is not None:
+            body["result"] = result
         self.request(
             "POST",
             f"/v1/subscriptions/{delivery.subscription}/complete",
-            {"handle": delivery.handle},
+            body,
             retry=False,
         )
 

@@ -286,7 +286,9 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
             idempotency_key: row.key.idempotency_key(),
             context,
             attempt: row.attempts,
+            result: Default::default(),
         };
+        let recorded = delivery.result.clone();
         match self
             .run_with_renewal(&sub.handler, delivery, row, receipt)
             .instrument(span)
@@ -300,7 +302,10 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                 }
                 Ok(Outcome::Retry(0))
             }
-            Some((result, row)) => self.settle_run(envelope, index, &row, result).await,
+            Some((result, row)) => {
+                self.settle_run(envelope, index, &row, result, recorded.take())
+                    .await
+            }
             None => Ok(Outcome::Abandon),
         }
     }

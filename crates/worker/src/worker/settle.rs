@@ -181,6 +181,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
         index: usize,
         row: &ClaimRow,
         result: Result<Vec<Write>, HandlerError>,
+        recorded: Option<String>,
     ) -> WorkerResult<Outcome> {
         let sub = &self.inner.subscriptions[index];
         match result {
@@ -188,7 +189,12 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                 if faults::hit(faults::AFTER_HANDLER_BEFORE_COMPLETE) {
                     return Ok(Outcome::Abandon);
                 }
-                match self.inner.inbox.complete(row, self.now(), writes).await {
+                match self
+                    .inner
+                    .inbox
+                    .complete_with_result(row, self.now(), writes, recorded)
+                    .await
+                {
                     Ok(_) => {
                         bump(&self.inner.counters.completed);
                         if let Some(at) =
