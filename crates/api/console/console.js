@@ -606,10 +606,11 @@ async function subscriptionsPage() {
     h("h1", {}, "Subscriptions"),
     h("div", { id: "page-error" }),
     table(
-      ["name", "lane", "glob", "matches", "handler", "retry", "runs", "handler p50 / p99", "dead letters"],
+      ["name", "lane", "glob", "matches", "handler", "retry", "completed", "retried", "running", "handler p50 / p99", "dead letters"],
       catalog.subscriptions.map((s) => {
         const b = buckets(samples, "postbox_handler_seconds", of(s.name));
         const runs = sum(samples, "postbox_handler_seconds_count", of(s.name));
+        const outcome = (o) => (state.admin ? sum(samples, "postbox_deliveries_total", (l) => l.subscription === s.name && l.outcome === o) : "-");
         const deadCount = dead.dead_letters.filter((d) => d.subscription === s.name).length;
         return h(
           "tr",
@@ -620,7 +621,9 @@ async function subscriptionsPage() {
           h("td", {}, (s.matches ?? []).join(", ") || "-"),
           h("td", {}, h("code", {}, s.handler)),
           h("td", {}, s.retry ? `${s.retry.max_attempts} attempts, ${s.retry.backoff_ms} ms backoff` : "-"),
-          h("td", {}, state.admin ? runs : "-"),
+          h("td", {}, outcome("completed")),
+          h("td", {}, outcome("retried")),
+          h("td", {}, state.admin ? sum(samples, "postbox_handlers_running", of(s.name)) : "-"),
           h("td", {}, state.admin && runs ? `${ms(quantile([], b, 0.5))} / ${ms(quantile([], b, 0.99))}` : "-"),
           h("td", { class: deadCount ? "bad" : "" }, deadCount ? h("a", { href: "#/dead-letters" }, deadCount) : 0),
         );

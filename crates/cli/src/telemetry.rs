@@ -54,9 +54,19 @@ pub fn install() -> Option<&'static PrometheusHandle> {
         .as_ref()
 }
 
-/// The HELP lines of the histograms the libraries record.
+/// The HELP lines of the metrics the libraries record.
 fn describe() {
-    use metrics::{Unit, describe_histogram};
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "postbox_deliveries_total",
+        Unit::Count,
+        "Settled runs of a durable handler, per subscription and outcome (completed, retried, dead)."
+    );
+    describe_gauge!(
+        "postbox_handlers_running",
+        Unit::Count,
+        "Durable handler runs in progress (claimed, not settled), per subscription."
+    );
     describe_histogram!(
         "postbox_http_emit_seconds",
         Unit::Seconds,

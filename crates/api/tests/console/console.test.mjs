@@ -203,6 +203,12 @@ test("the console: sign-in, live tail, dead letters and replay, tenant scope, ev
   for (const name of ["subscriptions", "catalog"]) {
     await page.goto(`${s.base}/console#/${name}`);
     await page.waitForSelector(name === "subscriptions" ? "#subscriptions >> text=billing" : "#contract");
+    if (name === "subscriptions") {
+      // billing: 3 completed after the replay, 3 retried before (2 attempts each, 1 retry each).
+      const row = await page.$$eval("#subscriptions tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
+      const billing = row.find((r) => r[0] === "billing");
+      assert.deepEqual([billing[6], billing[7], billing[8]], ["3", "3", "0"], JSON.stringify(row));
+    }
     await shot(name);
   }
   // The events pipe, and a record it does not take.

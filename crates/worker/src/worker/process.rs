@@ -289,11 +289,15 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
             result: Default::default(),
         };
         let recorded = delivery.result.clone();
-        match self
+        let running =
+            metrics::gauge!("postbox_handlers_running", "subscription" => sub.name.clone());
+        running.increment(1.0);
+        let ran = self
             .run_with_renewal(&sub.handler, delivery, row, receipt)
             .instrument(span)
-            .await?
-        {
+            .await;
+        running.decrement(1.0);
+        match ran? {
             Some((Err(HandlerError::Released(why)), row)) => {
                 // Not run: given back, attempts untouched, visible at once.
                 tracing::debug!(claim = %row.key.pk(), %why, "delivery released unrun");

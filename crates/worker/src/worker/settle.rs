@@ -197,6 +197,7 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
                 {
                     Ok(_) => {
                         bump(&self.inner.counters.completed);
+                        deliveries(&sub.name, "completed");
                         if let Some(at) =
                             postbox_engine::envelope::parse_timestamp(&envelope.occurred_at)
                         {
@@ -270,12 +271,14 @@ impl<S: ItemStore, Q: QueueClient> Worker<S, Q> {
             Ok(next) if next.status == Status::Dead => {
                 tracing::error!(event = %envelope.id, subscription = %sub.name, error, attempts = next.attempts, "dead-lettered");
                 bump(&self.inner.counters.dead);
+                deliveries(&sub.name, "dead");
                 self.mark_settled(envelope, &sub.name);
                 Ok(Outcome::Settled)
             }
             Ok(next) => {
                 tracing::warn!(event = %envelope.id, subscription = %sub.name, error, attempts = next.attempts, "handler failed; will retry");
                 bump(&self.inner.counters.retried);
+                deliveries(&sub.name, "retried");
                 Ok(Outcome::Retry(claim::backoff_seconds(
                     sub.retry.backoff_ms,
                     next.attempts,
@@ -335,6 +338,18 @@ fn hidden_for(seconds: i64, since_receive: Duration) -> i64 {
     let left =
         MAX_HIDDEN_SECONDS - since_receive.as_secs_f64().ceil() as i64 - RECEIVE_SLACK_SECONDS;
     seconds.min(left).max(0)
+}
+
+/// Counts a settled run of `subscription`'s handler by outcome
+/// (`postbox_deliveries_total{subscription, outcome}`: completed, retried,
+/// dead), beside the worker's own totals.
+fn deliveries(subscription: &str, outcome: &'static str) {
+    metrics::counter!(
+        "postbox_deliveries_total",
+        "subscription" => subscription.to_owned(),
+        "outcome" => outcome
+    )
+    .increment(1);
 }
 
 #[cfg(test)]
