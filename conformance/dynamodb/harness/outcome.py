@@ -29,7 +29,7 @@ def success(op: str, response: dict, *, keep_last_key: bool = False, keep_order:
         body["Responses"] = {t: sorted(items, key=canonical) for t, items in body.get("Responses", {}).items()}
     elif op == "DescribeTable":
         body = {"Table": describe_table(body.get("Table", {}))}
-    elif op == "CreateTable":
+    elif op in ("CreateTable", "UpdateTable"):
         body = {"TableDescription": describe_table(body.get("TableDescription", {}))}
     return Outcome({"ok": body})
 

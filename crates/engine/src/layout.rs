@@ -63,6 +63,9 @@ pub fn create_events_table(name: &str) -> CreateTableInput {
             stream_enabled: true,
             stream_view_type: Some(StreamViewType::NewAndOldImages),
         }),
+        tags: None,
+        global_secondary_indexes: None,
+        local_secondary_indexes: None,
     }
 }
 

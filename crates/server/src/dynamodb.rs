@@ -14,6 +14,26 @@ struct TableNameInput {
     table_name: String,
 }
 
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ResourceArnInput {
+    resource_arn: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct TagResourceInput {
+    resource_arn: String,
+    tags: Vec<Tag>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct UntagResourceInput {
+    resource_arn: String,
+    tag_keys: Vec<String>,
+}
+
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "PascalCase")]
 struct ListTablesInput {
@@ -112,6 +132,60 @@ pub async fn handle<S: ItemStore>(store: &S, operation: &str, body: &[u8]) -> Re
             })
             .await
         }
+        "UpdateTable" => {
+            call(body, |input: UpdateTableInput| async move {
+                let d = store.update_table(input).await?;
+                Ok::<_, WireError>(json!({ "TableDescription": d }))
+            })
+            .await
+        }
+        "TagResource" => {
+            call(body, |input: TagResourceInput| async move {
+                store.tag_resource(&input.resource_arn, input.tags).await?;
+                Ok::<_, WireError>(json!({}))
+            })
+            .await
+        }
+        "UntagResource" => {
+            call(body, |input: UntagResourceInput| async move {
+                store
+                    .untag_resource(&input.resource_arn, input.tag_keys)
+                    .await?;
+                Ok::<_, WireError>(json!({}))
+            })
+            .await
+        }
+        "ListTagsOfResource" => {
+            call(body, |input: ResourceArnInput| async move {
+                let tags = store.list_tags_of_resource(&input.resource_arn).await?;
+                Ok::<_, WireError>(json!({ "Tags": tags }))
+            })
+            .await
+        }
+        // Point-in-time recovery is not kept: the store's own commit log
+        // recovers it after a crash, but there is no restore to a time.
+        "DescribeContinuousBackups" => {
+            call(body, |input: TableNameInput| async move {
+                if store.key_schema(&input.table_name).await.is_err() {
+                    return Err(WireError::client(
+                        "TableNotFoundException",
+                        format!("Table not found: {}", input.table_name),
+                    ));
+                }
+                Ok::<_, WireError>(json!({"ContinuousBackupsDescription": {
+                    "ContinuousBackupsStatus": "ENABLED",
+                    "PointInTimeRecoveryDescription": {"PointInTimeRecoveryStatus": "DISABLED"},
+                }}))
+            })
+            .await
+        }
+        // DynamoDB's default quotas; the embedded store enforces none of them.
+        "DescribeLimits" => ok(&json!({
+            "AccountMaxReadCapacityUnits": 80000,
+            "AccountMaxWriteCapacityUnits": 80000,
+            "TableMaxReadCapacityUnits": 40000,
+            "TableMaxWriteCapacityUnits": 40000,
+        })),
         "DescribeEndpoints" => {
             ok(&json!({"Endpoints": [{"Address": "localhost", "CachePeriodInMinutes": 1440}]}))
         }

@@ -190,6 +190,13 @@ fn dynamodb_tables(operation: &str, body: &Value) -> Vec<String> {
             if let Some(t) = body["TableName"].as_str() {
                 out.push(t.to_owned());
             }
+            // Tagging names its table by ARN.
+            if let Some(t) = body["ResourceArn"]
+                .as_str()
+                .and_then(|arn| postbox_store::tags::table_of_arn(arn).ok())
+            {
+                out.push(t.to_owned());
+            }
         }
     }
     out

@@ -79,6 +79,41 @@ pub struct CreateTableInput {
     pub provisioned_throughput: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_specification: Option<StreamSpecification>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<Tag>>,
+    /// Refused by name: Postbox has no secondary indexes yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_secondary_indexes: Option<serde_json::Value>,
+    /// Refused by name, as `global_secondary_indexes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_secondary_indexes: Option<serde_json::Value>,
+}
+
+/// A table's tag.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Tag {
+    pub key: String,
+    pub value: String,
+}
+
+/// UpdateTable: what Postbox can change (billing mode, provisioned
+/// throughput, the stream); every other member is kept in `other` so it is
+/// refused by name rather than ignored.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct UpdateTableInput {
+    pub table_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub billing_mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioned_throughput: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_specification: Option<StreamSpecification>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribute_definitions: Option<Vec<AttributeDefinition>>,
+    #[serde(flatten)]
+    pub other: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 impl CreateTableInput {

@@ -13,6 +13,7 @@ mod error;
 pub mod faults;
 pub mod legacy;
 mod query_only;
+pub mod tags;
 
 use std::future::Future;
 use std::time::Duration;
@@ -25,6 +26,11 @@ use api::*;
 
 /// Result of a store call.
 pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The refusal of an operation a backend does not implement.
+fn unsupported(operation: &str) -> StoreError {
+    StoreError::validation(format!("{operation} is not supported by this backend"))
+}
 
 /// DynamoDB's item operations and table control plane.
 ///
@@ -64,6 +70,41 @@ pub trait ItemStore: Send + Sync + 'static {
         &self,
         table_name: &str,
     ) -> impl Future<Output = StoreResult<Option<String>>> + Send;
+    /// UpdateTable: billing mode, provisioned throughput, the stream.
+    fn update_table(
+        &self,
+        input: UpdateTableInput,
+    ) -> impl Future<Output = StoreResult<TableDescription>> + Send {
+        let _ = input;
+        async { Err(unsupported("UpdateTable")) }
+    }
+    /// TagResource: adds tags to the table `arn` names, replacing a key's
+    /// value when it is already there.
+    fn tag_resource(
+        &self,
+        arn: &str,
+        tags: Vec<Tag>,
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        let _ = (arn, tags);
+        async { Err(unsupported("TagResource")) }
+    }
+    /// UntagResource: removes tags by key (a key not there is no error).
+    fn untag_resource(
+        &self,
+        arn: &str,
+        keys: Vec<String>,
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        let _ = (arn, keys);
+        async { Err(unsupported("UntagResource")) }
+    }
+    /// ListTagsOfResource: every tag of the table, by key.
+    fn list_tags_of_resource(
+        &self,
+        arn: &str,
+    ) -> impl Future<Output = StoreResult<Vec<Tag>>> + Send {
+        let _ = arn;
+        async { Err(unsupported("ListTagsOfResource")) }
+    }
 
     fn get_item(
         &self,

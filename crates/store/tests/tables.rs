@@ -313,3 +313,187 @@ async fn a_provisioned_table_shows_the_capacity_it_was_created_with() {
     );
     assert_eq!(d.billing_mode_summary, None);
 }
+
+fn arn(table: &str) -> String {
+    format!("arn:aws:dynamodb:local:000000000000:table/{table}")
+}
+
+fn tag(k: &str, v: &str) -> postbox_store::api::Tag {
+    postbox_store::api::Tag {
+        key: k.into(),
+        value: v.into(),
+    }
+}
+
+#[tokio::test]
+async fn tags_are_kept_replaced_removed_and_survive_reopen() {
+    let s = open();
+    s.create_table(create_req(
+        json!({"Tags": [{"Key": "env", "Value": "test"}]}),
+    ))
+    .await
+    .unwrap();
+    s.tag_resource(&arn("tbl"), vec![tag("team", "a"), tag("env", "prod")])
+        .await
+        .unwrap();
+    s.untag_resource(&arn("tbl"), vec!["team".into(), "never-there".into()])
+        .await
+        .unwrap();
+    assert_eq!(
+        s.list_tags_of_resource(&arn("tbl")).await.unwrap(),
+        [tag("env", "prod")]
+    );
+    // Refused, changing nothing: a bad tag, too many, another table, no ARN.
+    check_err(
+        s.tag_resource(&arn("tbl"), vec![tag("ok", "v"), tag("aws:x", "v")])
+            .await,
+        "ValidationException",
+        "reserved",
+    );
+    let many: Vec<_> = (0..50).map(|i| tag(&format!("k{i}"), "v")).collect();
+    check_err(
+        s.tag_resource(&arn("tbl"), many).await,
+        "ValidationException",
+        "would be 51, over the limit of 50",
+    );
+    check_err(
+        s.list_tags_of_resource(&arn("nope")).await,
+        "ResourceNotFoundException",
+        "table/nope not found",
+    );
+    check_err(
+        s.tag_resource("tbl", vec![tag("k", "v")]).await,
+        "ValidationException",
+        "ARNs must start with 'arn:'",
+    );
+    check_err(
+        s.create_table(create_req(
+            json!({"TableName": "other", "Tags": [{"Key": "", "Value": "v"}]}),
+        ))
+        .await,
+        "ValidationException",
+        "tags.1.member.key",
+    );
+    assert_eq!(s.list_tables().await.unwrap(), ["tbl"]);
+    assert_eq!(
+        s.list_tags_of_resource(&arn("tbl")).await.unwrap(),
+        [tag("env", "prod")]
+    );
+
+    let path = s.dir.path().join("store.redb");
+    let TestStore { store, clock, dir } = s;
+    drop(store);
+    let s = postbox_store::embedded::EmbeddedStore::open(&path, options(clock)).unwrap();
+    assert_eq!(
+        s.list_tags_of_resource(&arn("tbl")).await.unwrap(),
+        [tag("env", "prod")]
+    );
+    drop(dir);
+}
+
+#[tokio::test]
+async fn a_stream_enabled_later_records_from_then_and_a_disabled_one_is_gone() {
+    use postbox_store::ChangeStreams;
+    let s = open();
+    s.create_table(create_req(json!({}))).await.unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "before"}}}),
+    )
+    .await
+    .unwrap();
+    let update = |spec: Value| {
+        req_of::<postbox_store::api::UpdateTableInput>(
+            json!({"TableName": "tbl", "StreamSpecification": spec}),
+        )
+    };
+    s.clock.advance_ms(5000);
+    let d = s
+        .update_table(update(
+            json!({"StreamEnabled": true, "StreamViewType": "NEW_IMAGE"}),
+        ))
+        .await
+        .unwrap();
+    let label = d.latest_stream_label.clone().unwrap();
+    assert_ne!(
+        label,
+        format!("{}", (d.creation_date_time * 1000.0) as u64),
+        "a new stream, a new label"
+    );
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "after"}}}),
+    )
+    .await
+    .unwrap();
+    let recs = s.read_stream("tbl", 0, 100).await.unwrap();
+    assert_eq!(recs.len(), 1, "only the write after enabling: {recs:?}");
+    let first_seq = recs[0].sequence_number;
+
+    // Disabled: the stream and its records go; enabled again, a new
+    // stream whose numbers go on from the old one's.
+    s.update_table(update(json!({"StreamEnabled": false})))
+        .await
+        .unwrap();
+    assert!(
+        s.describe_table("tbl")
+            .await
+            .unwrap()
+            .latest_stream_arn
+            .is_none()
+    );
+    assert!(s.read_stream("tbl", 0, 100).await.is_err());
+    s.clock.advance_ms(5000);
+    s.update_table(update(
+        json!({"StreamEnabled": true, "StreamViewType": "KEYS_ONLY"}),
+    ))
+    .await
+    .unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "again"}}}),
+    )
+    .await
+    .unwrap();
+    let recs = s.read_stream("tbl", 0, 100).await.unwrap();
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert!(recs[0].sequence_number > first_seq);
+    assert_ne!(
+        s.describe_table("tbl").await.unwrap().latest_stream_label,
+        Some(label)
+    );
+}
+
+#[tokio::test]
+async fn secondary_indexes_are_refused_by_name_and_create_nothing() {
+    let s = open();
+    for (member, value) in [
+        (
+            "GlobalSecondaryIndexes",
+            json!([{"IndexName": "g", "KeySchema": [{"AttributeName": "x", "KeyType": "HASH"}], "Projection": {"ProjectionType": "ALL"}}]),
+        ),
+        (
+            "LocalSecondaryIndexes",
+            json!([{"IndexName": "l", "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "x", "KeyType": "RANGE"}], "Projection": {"ProjectionType": "ALL"}}]),
+        ),
+    ] {
+        let mut extra = json!({"AttributeDefinitions": [
+            {"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "x", "AttributeType": "S"}]});
+        extra[member] = value;
+        check_err(
+            s.create_table(create_req(extra)).await,
+            "ValidationException",
+            &format!("{member} is not supported by Postbox yet"),
+        );
+    }
+    assert!(s.list_tables().await.unwrap().is_empty());
+    s.create_table(create_req(json!({}))).await.unwrap();
+    check_err(
+        s.update_table(req_of(
+            json!({"TableName": "tbl", "GlobalSecondaryIndexUpdates": []}),
+        ))
+        .await,
+        "ValidationException",
+        "GlobalSecondaryIndexUpdates is not supported by Postbox",
+    );
+}

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::StoreError;
 use crate::api::{
     AttributeDefinition, CreateTableInput, KeySchemaElement, KeyType, ScalarType,
-    StreamSpecification, StreamViewType, TableDescription,
+    StreamSpecification, StreamViewType, TableDescription, UpdateTableInput,
 };
 
 use super::validate;
@@ -52,6 +52,17 @@ pub struct TableMeta {
     /// (absent from files written before it was kept).
     #[serde(default)]
     pub provisioned: Option<(u64, u64)>,
+    /// The table's tags (absent from files written before tags were kept).
+    #[serde(default)]
+    pub tags: std::collections::BTreeMap<String, String>,
+    /// When the current stream was enabled, if after the table's creation
+    /// (UpdateTable): its label.
+    #[serde(default)]
+    pub stream_enabled_at_ms: Option<u64>,
+    /// When UpdateTable last switched the table to PAY_PER_REQUEST (else:
+    /// its creation, if it was created so).
+    #[serde(default)]
+    pub pay_per_request_since_ms: Option<u64>,
 }
 
 impl TableMeta {
@@ -75,9 +86,13 @@ impl TableMeta {
         self.partition_key.name == name || self.sort_key.as_ref().is_some_and(|sk| sk.name == name)
     }
 
-    /// The stream label: the creation time, as DynamoDB's labels are.
+    /// The stream label: the time the stream was enabled (the creation
+    /// time, unless UpdateTable enabled it later).
     pub fn stream_label(&self) -> String {
-        format!("{}", self.created_at_ms)
+        format!(
+            "{}",
+            self.stream_enabled_at_ms.unwrap_or(self.created_at_ms)
+        )
     }
 
     /// The table's ARN, in the local account.
@@ -139,10 +154,14 @@ impl TableMeta {
                     "WriteCapacityUnits": write,
                 })
             }),
-            billing_mode_summary: (self.billing_mode == "PAY_PER_REQUEST").then(|| {
+            // A table that was ever on demand says so, and since when.
+            billing_mode_summary: (self.billing_mode == "PAY_PER_REQUEST"
+                || self.pay_per_request_since_ms.is_some())
+            .then(|| {
+                let since = self.pay_per_request_since_ms.unwrap_or(self.created_at_ms);
                 serde_json::json!({
-                    "BillingMode": "PAY_PER_REQUEST",
-                    "LastUpdateToPayPerRequestDateTime": self.created_at_ms as f64 / 1000.0,
+                    "BillingMode": self.billing_mode,
+                    "LastUpdateToPayPerRequestDateTime": since as f64 / 1000.0,
                 })
             }),
             latest_stream_arn: stream
@@ -161,6 +180,16 @@ impl TableMeta {
         now_ms: u64,
     ) -> Result<TableMeta, StoreError> {
         validate::table_name(&input.table_name)?;
+        for (name, given) in [
+            ("GlobalSecondaryIndexes", &input.global_secondary_indexes),
+            ("LocalSecondaryIndexes", &input.local_secondary_indexes),
+        ] {
+            if given.is_some() {
+                return Err(StoreError::validation(format!(
+                    "CreateTable: {name} is not supported by Postbox yet (it has no secondary indexes); create the table without them"
+                )));
+            }
+        }
         let (pk, sk) = key_schema(&input.key_schema)?;
         let definitions = &input.attribute_definitions;
         for (i, d) in definitions.iter().enumerate() {
@@ -195,6 +224,13 @@ impl TableMeta {
         }
         let billing_mode = billing_mode(input)?;
         let stream_view_type = stream_view_type(input.stream_specification.as_ref())?;
+        let tags = match &input.tags {
+            Some(tags) => {
+                crate::tags::check_tags(tags)?;
+                crate::tags::merged(&Default::default(), tags)?
+            }
+            None => Default::default(),
+        };
         Ok(TableMeta {
             id,
             name: input.table_name.clone(),
@@ -206,7 +242,120 @@ impl TableMeta {
             created_at_ms: now_ms,
             provisioned: provisioned(input, &billing_mode),
             billing_mode,
+            tags,
+            stream_enabled_at_ms: None,
+            pay_per_request_since_ms: None,
         })
+    }
+
+    /// The metadata after UpdateTable `input` at `now_ms`, with DynamoDB's
+    /// checks; whether the stream was turned off (its records go).
+    pub(crate) fn updated(
+        &self,
+        input: &UpdateTableInput,
+        now_ms: u64,
+    ) -> Result<(TableMeta, bool), StoreError> {
+        if let Some(name) = input.other.keys().next() {
+            return Err(StoreError::validation(format!(
+                "UpdateTable: {name} is not supported by Postbox (it changes billing mode, provisioned throughput and the stream)"
+            )));
+        }
+        let mut next = self.clone();
+        let mut changed = false;
+        match (input.billing_mode.as_deref(), &input.provisioned_throughput) {
+            (None, None) => {}
+            (Some("PAY_PER_REQUEST"), Some(_)) => {
+                return Err(StoreError::validation(
+                    "One or more parameter values were invalid: Neither ReadCapacityUnits nor WriteCapacityUnits can be specified when BillingMode is PAY_PER_REQUEST",
+                ));
+            }
+            (Some("PAY_PER_REQUEST"), None) => {
+                next.billing_mode = "PAY_PER_REQUEST".into();
+                next.provisioned = None;
+                next.pay_per_request_since_ms = Some(now_ms);
+                changed = true;
+            }
+            (Some("PROVISIONED") | None, Some(t)) => {
+                if self.billing_mode == "PAY_PER_REQUEST" && input.billing_mode.is_none() {
+                    return Err(StoreError::validation(
+                        "One or more parameter values were invalid: ProvisionedThroughput cannot be specified for a PAY_PER_REQUEST table unless BillingMode is PROVISIONED",
+                    ));
+                }
+                let units = |k: &str| t.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+                let (read, write) = (units("ReadCapacityUnits"), units("WriteCapacityUnits"));
+                if read < 1 || write < 1 {
+                    return Err(StoreError::validation(
+                        "Table read and write throughput must be at least 1, and cannot be null",
+                    ));
+                }
+                if self.billing_mode == "PAY_PER_REQUEST" {
+                    next.pay_per_request_since_ms =
+                        Some(self.pay_per_request_since_ms.unwrap_or(self.created_at_ms));
+                }
+                next.billing_mode = "PROVISIONED".into();
+                next.provisioned = Some((read, write));
+                changed = true;
+            }
+            (Some("PROVISIONED"), None) => {
+                return Err(StoreError::validation(
+                    "No provisioned throughput specified for the table",
+                ));
+            }
+            (Some(other), _) => {
+                return Err(StoreError::validation(format!(
+                    "1 validation error detected: Value '{other}' at 'billingMode' failed to satisfy constraint: Member must satisfy enum value set: [PROVISIONED, PAY_PER_REQUEST]"
+                )));
+            }
+        }
+        let mut stream_off = false;
+        match &input.stream_specification {
+            None => {}
+            Some(StreamSpecification {
+                stream_enabled: false,
+                stream_view_type: Some(_),
+            }) => {
+                return Err(StoreError::validation(
+                    "Invalid StreamViewType: Stream StreamEnabled was false but a StreamViewType was present.",
+                ));
+            }
+            Some(StreamSpecification {
+                stream_enabled: true,
+                stream_view_type: None,
+            }) => {
+                return Err(StoreError::validation(
+                    "Invalid StreamViewType: Stream ViewType must not be null or empty when enabling streams.",
+                ));
+            }
+            Some(StreamSpecification {
+                stream_enabled: true,
+                stream_view_type: Some(v),
+            }) => {
+                if self.stream_view_type.is_some() {
+                    return Err(StoreError::validation(format!(
+                        "Table already has an enabled stream: TableName: {}",
+                        self.name
+                    )));
+                }
+                next.stream_view_type = Some(*v);
+                next.stream_enabled_at_ms = Some(now_ms);
+                changed = true;
+            }
+            Some(StreamSpecification {
+                stream_enabled: false,
+                stream_view_type: None,
+            }) => {
+                if self.stream_view_type.is_none() {
+                    return Err(StoreError::validation("Table has no stream to disable"));
+                }
+                next.stream_view_type = None;
+                stream_off = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return Err(StoreError::validation("Nothing to update"));
+        }
+        Ok((next, stream_off))
     }
 }
 

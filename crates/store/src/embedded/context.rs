@@ -483,6 +483,34 @@ impl<'t> WriteContext<'t> {
         Ok(())
     }
 
+    /// Replaces a table's metadata (UpdateTable, tags). With `stream_off`,
+    /// the stream's records, images and readers' checkpoints go with it
+    /// (the record sequence keeps counting, so a later stream's numbers
+    /// are higher).
+    pub(crate) fn replace_meta(
+        &mut self,
+        meta: TableMeta,
+        stream_off: bool,
+    ) -> Result<Arc<TableMeta>, StoreError> {
+        let id = meta.id;
+        self.touched.set(true);
+        if stream_off {
+            let t = &mut self.tables;
+            t.stream_mut()?
+                .delete_range((id, 0)..=(id, u64::MAX))
+                .map_err(storage_err)?;
+            t.stream_images_mut()?
+                .delete_range((id, 0)..=(id, u64::MAX))
+                .map_err(storage_err)?;
+            t.checkpoints_mut()?
+                .delete_range((id, "")..(id + 1, ""))
+                .map_err(storage_err)?;
+        }
+        let meta = Arc::new(meta);
+        self.write_meta(&meta)?;
+        Ok(meta)
+    }
+
     /// Turns TTL on (with `attribute`) or off, rebuilding the TTL index of
     /// the table from its items.
     pub(crate) fn set_ttl(

@@ -198,6 +198,9 @@ mod tests {
             ttl_attribute: None,
             created_at_ms: 0,
             billing_mode: "PAY_PER_REQUEST".into(),
+            tags: Default::default(),
+            stream_enabled_at_ms: None,
+            pay_per_request_since_ms: None,
         }
     }
 

@@ -115,6 +115,82 @@ impl ItemStore for EmbeddedStore {
         Ok(self.catalog().get(table_name)?.ttl_attribute.clone())
     }
 
+    async fn update_table(&self, input: UpdateTableInput) -> StoreResult<TableDescription> {
+        let meta = self.catalog().get(&input.table_name)?;
+        meta.updated(&input, 0)?;
+        let meta = self
+            .submit(move |ctx| {
+                let meta = ctx.table(&input.table_name)?;
+                let (next, stream_off) = meta.updated(&input, ctx.now_ms())?;
+                ctx.replace_meta(next, stream_off)
+            })
+            .await?;
+        let (count, size) = self.table_stats(&meta).await?;
+        Ok(meta.describe("ACTIVE", count, size))
+    }
+
+    async fn tag_resource(&self, arn: &str, tags: Vec<Tag>) -> StoreResult<()> {
+        let name = crate::tags::table_of_arn(arn)?.to_owned();
+        crate::tags::check_tags(&tags)?;
+        if tags.is_empty() {
+            return Err(StoreError::validation(
+                "1 validation error detected: Value '[]' at 'tags' failed to satisfy constraint: Member must have length greater than or equal to 1",
+            ));
+        }
+        let arn = arn.to_owned();
+        self.submit(move |ctx| {
+            let meta = ctx.table(&name).map_err(|_| crate::tags::not_found(&arn))?;
+            let tags = crate::tags::merged(&meta.tags, &tags)?;
+            ctx.replace_meta(
+                Meta {
+                    tags,
+                    ..(*meta).clone()
+                },
+                false,
+            )
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn untag_resource(&self, arn: &str, keys: Vec<String>) -> StoreResult<()> {
+        let name = crate::tags::table_of_arn(arn)?.to_owned();
+        crate::tags::check_keys(&keys)?;
+        let arn = arn.to_owned();
+        self.submit(move |ctx| {
+            let meta = ctx.table(&name).map_err(|_| crate::tags::not_found(&arn))?;
+            let mut tags = meta.tags.clone();
+            for k in &keys {
+                tags.remove(k);
+            }
+            ctx.replace_meta(
+                Meta {
+                    tags,
+                    ..(*meta).clone()
+                },
+                false,
+            )
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn list_tags_of_resource(&self, arn: &str) -> StoreResult<Vec<Tag>> {
+        let name = crate::tags::table_of_arn(arn)?;
+        let meta = self
+            .catalog()
+            .get(name)
+            .map_err(|_| crate::tags::not_found(arn))?;
+        Ok(meta
+            .tags
+            .iter()
+            .map(|(key, value)| Tag {
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect())
+    }
+
     async fn get_item(&self, input: GetItemInput) -> StoreResult<GetItemOutput> {
         read_ops::get_item(
             &self.snapshot().await?,
