@@ -27,6 +27,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use postbox_queue::ShiftedClock;
@@ -160,6 +161,11 @@ struct ServeArgs {
     /// counted in the metrics and named by `postbox status`.
     #[arg(long, default_value = "1d", env = "POSTBOX_VERIFY_EVERY", value_parser = verifier::parse_flag)]
     verify_every: verifier::Every,
+    /// How long a worker's claim on a delivery holds (renewed every third
+    /// while its handler runs): after a crash, another worker takes the
+    /// delivery over this long after the last renewal (`2s`, `30s`, `5m`).
+    #[arg(long, default_value = "30s", env = "POSTBOX_LEASE", value_parser = parse_lease)]
+    lease: Duration,
     /// Connections each listener serves at once; one beyond it is closed
     /// at once. Keep it under the process's open-files limit (`ulimit -n`).
     #[arg(long, default_value_t = 512, env = "POSTBOX_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -196,6 +202,16 @@ enum WireAuthMode {
 enum WireListen {
     Off,
     At(SocketAddr),
+}
+
+/// `--lease`: a duration of 1 second to 12 hours (the longest a queue
+/// message can stay hidden).
+fn parse_lease(text: &str) -> Result<Duration, String> {
+    let d = verifier::parse_every(text)?.ok_or_else(|| "a lease cannot be `off`".to_owned())?;
+    if !(Duration::from_secs(1)..=Duration::from_secs(12 * 3600)).contains(&d) {
+        return Err(format!("{text}: a lease is 1s to 12h"));
+    }
+    Ok(d)
 }
 
 fn parse_wire_listen(text: &str) -> Result<WireListen, String> {
@@ -374,6 +390,7 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
         test_clock,
         wire_auth,
         verify_every: args.verify_every.0,
+        lease: args.lease,
         recover_truncated: args.recover_truncated,
     })
     .await?;
@@ -512,6 +529,7 @@ async fn serve_aws(
         pipes,
         workers: args.workers,
         relay: !args.no_relay,
+        lease: args.lease,
     })
     .await?;
     let (listener, addr) = postbox_server::bind(args.listen)

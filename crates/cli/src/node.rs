@@ -110,6 +110,8 @@ pub struct NodeOptions {
     /// How often every chain is verified from genesis in the background
     /// (None: never).
     pub verify_every: Option<Duration>,
+    /// How long a worker's claim holds before another may take it over.
+    pub lease: Duration,
     /// Open a store whose commit log is damaged with what survives
     /// (`EmbeddedOptions::recover_truncated`), instead of refusing.
     pub recover_truncated: bool,
@@ -249,6 +251,7 @@ impl Node {
                 durable_handlers,
                 WorkerOptions {
                     clock: store_options.clock.clone(),
+                    lease: options.lease,
                     ..WorkerOptions::default()
                 },
             )
@@ -702,6 +705,7 @@ handler = "contacts::seen"
             wire_auth: postbox_server::WireAuth::sigv4(),
             verify_every: None,
             recover_truncated: false,
+            lease: std::time::Duration::from_secs(30),
         }
     }
 

@@ -40,6 +40,8 @@ pub struct AwsNodeOptions {
     /// Whether this process relays the stream (off when a deployed Pipe
     /// or a `postbox relay` process does it).
     pub relay: bool,
+    /// How long a worker's claim holds before another may take it over.
+    pub lease: std::time::Duration,
 }
 
 /// The node, started: its API router and what stops with it.
@@ -162,7 +164,10 @@ impl AwsNode {
                 queues.clone(),
                 &catalog,
                 handlers,
-                WorkerOptions::default(),
+                WorkerOptions {
+                    lease: options.lease,
+                    ..WorkerOptions::default()
+                },
             )
             .await
             .map_err(|e| Failure::new(1, format!("the workers refuse to start: {e}")))?;
