@@ -1,11 +1,12 @@
-//! A small HTTP/1.1 client over a tokio `TcpStream`, enough for the example
-//! to drive its API with real requests: one request per connection
-//! (`Connection: close`), bodies by Content-Length or chunked.
+//! The example's HTTP client, on hyper (the stack the rest of Postbox
+//! uses), enough to drive its API with real requests.
 
 use std::net::SocketAddr;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
 
 /// A response.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,101 +43,41 @@ pub async fn request(
     headers: &[(&str, &str)],
     body: Option<&str>,
 ) -> std::io::Result<HttpResponse> {
-    let mut stream = TcpStream::connect(addr).await?;
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    let io = |e: String| std::io::Error::other(e);
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let mut req = hyper::Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"));
     for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
+        req = req.header(*name, *value);
     }
-    if let Some(body) = body {
-        head.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            body.len()
-        ));
+    if body.is_some() {
+        req = req.header("content-type", "application/json");
     }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).await?;
-    if let Some(body) = body {
-        stream.write_all(body.as_bytes()).await?;
-    }
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await?;
-    parse(&raw).map_err(|m| std::io::Error::new(std::io::ErrorKind::InvalidData, m))
-}
-
-/// Parses a whole HTTP/1.1 response.
-fn parse(raw: &[u8]) -> Result<HttpResponse, String> {
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or("the response has no end of headers")?;
-    let head = std::str::from_utf8(&raw[..split]).map_err(|e| e.to_string())?;
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let status = status_line
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    let rest = &raw[split + 4..];
-    let chunked = headers
+    let req = req
+        .body(Full::new(Bytes::from(body.unwrap_or_default().to_owned())))
+        .map_err(|e| io(e.to_string()))?;
+    let res = client.request(req).await.map_err(|e| io(e.to_string()))?;
+    let status = res.status().as_u16();
+    let headers = res
+        .headers()
         .iter()
-        .any(|(n, v)| n == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
-    let body = if chunked {
-        dechunk(rest)?
-    } else {
-        rest.to_vec()
-    };
+        .map(|(n, v)| {
+            (
+                n.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let bytes = res
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| io(e.to_string()))?
+        .to_bytes();
     Ok(HttpResponse {
         status,
         headers,
-        body: String::from_utf8(body).map_err(|e| e.to_string())?,
+        body: String::from_utf8(bytes.to_vec()).map_err(|e| io(e.to_string()))?,
     })
-}
-
-/// Decodes a chunked body.
-fn dechunk(mut rest: &[u8]) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    loop {
-        let end = rest
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .ok_or("a chunk has no size line")?;
-        let size_text = std::str::from_utf8(&rest[..end]).map_err(|e| e.to_string())?;
-        let size_text = size_text.split(';').next().unwrap_or_default().trim();
-        let size = usize::from_str_radix(size_text, 16)
-            .map_err(|_| format!("bad chunk size {size_text:?}"))?;
-        rest = &rest[end + 2..];
-        if size == 0 {
-            return Ok(out);
-        }
-        if rest.len() < size + 2 {
-            return Err("a chunk is cut short".into());
-        }
-        out.extend_from_slice(&rest[..size]);
-        rest = &rest[size + 2..];
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_length_and_chunked_bodies() {
-        let r =
-            parse(b"HTTP/1.1 202 Accepted\r\nLocation: /reports/1\r\nContent-Length: 2\r\n\r\n{}")
-                .unwrap();
-        assert_eq!(
-            (r.status, r.header("location"), r.body.as_str()),
-            (202, Some("/reports/1"), "{}")
-        );
-        let r = parse(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
-            .unwrap();
-        assert_eq!(r.body, "abcde");
-        assert!(parse(b"HTTP/1.1 200 OK\r\n").is_err());
-    }
 }
