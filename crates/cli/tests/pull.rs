@@ -432,11 +432,7 @@ fn consumer(
 }
 
 fn lines(path: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    common::json_lines(path)
 }
 
 async fn until(what: &str, secs: u64, mut ready: impl FnMut() -> bool) {

@@ -188,3 +188,12 @@ pub async fn call(
         serde_json::from_str(&text).unwrap_or(Value::String(text)),
     )
 }
+
+/// The JSON objects of a JSON-lines file (none when it does not exist).
+pub fn json_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}

@@ -463,15 +463,8 @@ impl<'t> WriteContext<'t> {
         t.ttl_index_mut()?
             .delete_range((id, 0, &[][..])..(id + 1, 0, &[][..]))
             .map_err(storage_err)?;
-        t.stream_mut()?
-            .delete_range((id, 0)..=(id, u64::MAX))
-            .map_err(storage_err)?;
-        t.stream_images_mut()?
-            .delete_range((id, 0)..=(id, u64::MAX))
-            .map_err(storage_err)?;
-        t.checkpoints_mut()?
-            .delete_range((id, "")..(id + 1, ""))
-            .map_err(storage_err)?;
+        self.delete_stream(id)?;
+        let t = &mut self.tables;
         t.heads_mut()?.remove(id).map_err(storage_err)?;
         t.meta_mut()?
             .remove(meta.name.as_str())
@@ -492,23 +485,29 @@ impl<'t> WriteContext<'t> {
         meta: TableMeta,
         stream_off: bool,
     ) -> Result<Arc<TableMeta>, StoreError> {
-        let id = meta.id;
         self.touched.set(true);
         if stream_off {
-            let t = &mut self.tables;
-            t.stream_mut()?
-                .delete_range((id, 0)..=(id, u64::MAX))
-                .map_err(storage_err)?;
-            t.stream_images_mut()?
-                .delete_range((id, 0)..=(id, u64::MAX))
-                .map_err(storage_err)?;
-            t.checkpoints_mut()?
-                .delete_range((id, "")..(id + 1, ""))
-                .map_err(storage_err)?;
+            self.delete_stream(meta.id)?;
         }
         let meta = Arc::new(meta);
         self.write_meta(&meta)?;
         Ok(meta)
+    }
+
+    /// Deletes table `id`'s stream records, their images and its readers'
+    /// checkpoints.
+    fn delete_stream(&mut self, id: u32) -> Result<(), StoreError> {
+        let t = &mut self.tables;
+        t.stream_mut()?
+            .delete_range((id, 0)..=(id, u64::MAX))
+            .map_err(storage_err)?;
+        t.stream_images_mut()?
+            .delete_range((id, 0)..=(id, u64::MAX))
+            .map_err(storage_err)?;
+        t.checkpoints_mut()?
+            .delete_range((id, "")..(id + 1, ""))
+            .map_err(storage_err)?;
+        Ok(())
     }
 
     /// Turns TTL on (with `attribute`) or off, rebuilding the TTL index of

@@ -3,6 +3,8 @@
 //! read snapshot (`read_ops`) or in the writer's next group commit
 //! (`write_ops`, `submit`).
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 impl EmbeddedStore {
@@ -38,6 +40,34 @@ fn count_rows(txn: &ReadTransaction, id: u32) -> StoreResult<(u64, u64)> {
         size += row::item_bytes(v.value()).len() as u64;
     }
     Ok((count, size))
+}
+
+impl EmbeddedStore {
+    /// Replaces the tags of table `name` (which `arn` names) by what `f`
+    /// makes of them, in one commit.
+    async fn retag(
+        &self,
+        arn: &str,
+        name: String,
+        f: impl FnOnce(&BTreeMap<String, String>) -> StoreResult<BTreeMap<String, String>>
+        + Send
+        + 'static,
+    ) -> StoreResult<()> {
+        let arn = arn.to_owned();
+        self.submit(move |ctx| {
+            let meta = ctx.table(&name).map_err(|_| crate::tags::not_found(&arn))?;
+            let tags = f(&meta.tags)?;
+            ctx.replace_meta(
+                Meta {
+                    tags,
+                    ..(*meta).clone()
+                },
+                false,
+            )
+        })
+        .await?;
+        Ok(())
+    }
 }
 
 impl ItemStore for EmbeddedStore {
@@ -137,42 +167,23 @@ impl ItemStore for EmbeddedStore {
                 "1 validation error detected: Value '[]' at 'tags' failed to satisfy constraint: Member must have length greater than or equal to 1",
             ));
         }
-        let arn = arn.to_owned();
-        self.submit(move |ctx| {
-            let meta = ctx.table(&name).map_err(|_| crate::tags::not_found(&arn))?;
-            let tags = crate::tags::merged(&meta.tags, &tags)?;
-            ctx.replace_meta(
-                Meta {
-                    tags,
-                    ..(*meta).clone()
-                },
-                false,
-            )
+        self.retag(arn, name, move |current| {
+            crate::tags::merged(current, &tags)
         })
-        .await?;
-        Ok(())
+        .await
     }
 
     async fn untag_resource(&self, arn: &str, keys: Vec<String>) -> StoreResult<()> {
         let name = crate::tags::table_of_arn(arn)?.to_owned();
         crate::tags::check_keys(&keys)?;
-        let arn = arn.to_owned();
-        self.submit(move |ctx| {
-            let meta = ctx.table(&name).map_err(|_| crate::tags::not_found(&arn))?;
-            let mut tags = meta.tags.clone();
+        self.retag(arn, name, move |current| {
+            let mut tags = current.clone();
             for k in &keys {
                 tags.remove(k);
             }
-            ctx.replace_meta(
-                Meta {
-                    tags,
-                    ..(*meta).clone()
-                },
-                false,
-            )
+            Ok(tags)
         })
-        .await?;
-        Ok(())
+        .await
     }
 
     async fn list_tags_of_resource(&self, arn: &str) -> StoreResult<Vec<Tag>> {
