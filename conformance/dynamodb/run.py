@@ -61,7 +61,18 @@ def main() -> int:
     mismatches = known_count = 0
     unknown_cases = set()
     unexpected = 0
+    errors = worded = 0
     for result in results:
+        for title, ref, tgt in result.outcomes:
+            code = ref.value.get("error") if isinstance(ref.value, dict) else None
+            if code and tgt.value == ref.value and ref.message is not None:
+                errors += 1
+                if tgt.message != ref.message:
+                    worded += 1
+                    if args.messages:
+                        print(f"WORDING {result.case.name} / {title}: {code}")
+                        print(f"  reference: {ref.message}")
+                        print(f"  target:    {tgt.message}")
         if args.show:
             show(result)
         if args.verbose:
@@ -85,6 +96,7 @@ def main() -> int:
     if unexpected:
         print(f"expectations not met by the reference: {unexpected}")
     print(f"known differences: {known_count}")
+    print(f"errors worded differently: {worded} of {errors} matching errors (--messages lists them)")
     print(f"cases: {len(cases)}, mismatches: {mismatches}")
     if unknown_cases:
         return 1
@@ -118,6 +130,11 @@ def parse_args() -> argparse.Namespace:
         "(also $CONFORMANCE_PERTURB)",
     )
     parser.add_argument("--show", action="store_true", help="print every outcome of both sides")
+    parser.add_argument(
+        "--messages",
+        action="store_true",
+        help="list the steps whose error matches but whose message differs from the reference's",
+    )
     parser.add_argument("--list", action="store_true", help="list the selected cases and exit")
     parser.add_argument("--strict", action="store_true", help="also fail when the reference contradicts an 'expect'")
     parser.add_argument("-v", "--verbose", action="store_true", help="print one line per case")

@@ -276,17 +276,30 @@ fn collect_set<T: Ord>(
     kind: &str,
     parse: impl Fn(&Value) -> Result<T, ItemError>,
 ) -> Result<BTreeSet<T>, ItemError> {
+    // DynamoDB's words, down to the double space and the listed values.
     if values.is_empty() {
-        return Err(ItemError::validation(format!(
-            "One or more parameter values were invalid: An {kind} set  may not be empty"
-        )));
+        return Err(ItemError::validation(if kind == "binary" {
+            "One or more parameter values were invalid: Binary sets should not be empty".to_owned()
+        } else {
+            format!("One or more parameter values were invalid: An {kind} set  may not be empty")
+        }));
     }
     let mut set = BTreeSet::new();
     for v in values {
         if !set.insert(parse(v)?) {
-            return Err(ItemError::validation(format!(
-                "One or more parameter values were invalid: Input collection contains duplicates ({kind} set)"
-            )));
+            return Err(ItemError::validation(if kind == "binary" {
+                "One or more parameter values were invalid: Input collection of type BS contains duplicates."
+                    .to_owned()
+            } else if kind == "number" {
+                "One or more parameter values were invalid: Input collection contains duplicates"
+                    .to_owned()
+            } else {
+                let listed: Vec<&str> = values.iter().filter_map(Value::as_str).collect();
+                format!(
+                    "One or more parameter values were invalid: Input collection [{}] contains duplicates",
+                    listed.join(", ")
+                )
+            }));
         }
     }
     Ok(set)

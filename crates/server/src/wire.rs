@@ -45,9 +45,45 @@ impl WireError {
         )
     }
 
-    /// A body that is not valid JSON for the operation.
+    /// A body that is not valid JSON for the operation. A validation
+    /// message of DynamoDB's own that a value's parser raised goes out as
+    /// it is; other parse errors say the request is invalid. Neither names
+    /// a line and column of the body (DynamoDB's never do).
     pub fn serialization(message: impl std::fmt::Display) -> WireError {
-        WireError::client("ValidationException", format!("Invalid request: {message}"))
+        let text = message.to_string();
+        let bare = match text.rfind(" at line ") {
+            Some(at)
+                if text[at + 9..].split_once(" column ").is_some_and(|(l, c)| {
+                    !l.is_empty()
+                        && !c.is_empty()
+                        && l.bytes().chain(c.bytes()).all(|b| b.is_ascii_digit())
+                }) =>
+            {
+                &text[..at]
+            }
+            _ => text.as_str(),
+        };
+        // serde's own words (a field missing, a variant unknown, a type
+        // wrong) say the request is malformed; anything else was raised by
+        // a value's parser in DynamoDB's words.
+        let serde = [
+            "missing field `",
+            "unknown field `",
+            "unknown variant `",
+            "duplicate field `",
+            "invalid type:",
+            "invalid value:",
+            "invalid length",
+            "expected ",
+            "EOF while parsing",
+            "trailing characters",
+            "key must be a string",
+        ];
+        if !serde.iter().any(|p| bare.starts_with(p)) {
+            WireError::client("ValidationException", bare)
+        } else {
+            WireError::client("ValidationException", format!("Invalid request: {bare}"))
+        }
     }
 }
 
@@ -134,5 +170,32 @@ where
             Err(e) => e.into_response(),
         },
         Err(e) => e.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_parse_error_is_worded_as_dynamodb_words_it() {
+        let e = WireError::serialization(
+            "One or more parameter values were invalid: An string set  may not be empty at line 1 column 120",
+        );
+        assert_eq!(
+            e.body["message"],
+            "One or more parameter values were invalid: An string set  may not be empty"
+        );
+        let e = WireError::serialization("missing field `TableName` at line 1 column 2");
+        assert_eq!(
+            e.body["message"],
+            "Invalid request: missing field `TableName`"
+        );
+        // Not a location: kept.
+        let e = WireError::serialization("expected value at line one column 2");
+        assert_eq!(
+            e.body["message"],
+            "Invalid request: expected value at line one column 2"
+        );
     }
 }

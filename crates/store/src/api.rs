@@ -15,6 +15,23 @@ pub type Names = BTreeMap<String, String>;
 /// `:value` placeholders to values.
 pub type Values = BTreeMap<String, AttributeValue>;
 
+/// Reads ExpressionAttributeValues, naming the placeholder whose value is
+/// invalid as DynamoDB does.
+fn expression_values<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Values>, D::Error> {
+    let raw: Option<BTreeMap<String, serde_json::Value>> = Deserialize::deserialize(d)?;
+    raw.map(|map| {
+        map.into_iter()
+            .map(|(k, v)| match AttributeValue::from_json(&v) {
+                Ok(value) => Ok((k, value)),
+                Err(e) => Err(serde::de::Error::custom(format!(
+                    "ExpressionAttributeValues contains invalid value: {e} for key {k}"
+                ))),
+            })
+            .collect()
+    })
+    .transpose()
+}
+
 /// HASH or RANGE.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
@@ -231,7 +248,11 @@ pub struct PutItemInput {
     pub condition_expression: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expression_attribute_names: Option<Names>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "expression_values"
+    )]
     pub expression_attribute_values: Option<Values>,
     #[serde(default)]
     pub return_values: ReturnValue,
@@ -257,7 +278,11 @@ pub struct UpdateItemInput {
     pub condition_expression: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expression_attribute_names: Option<Names>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "expression_values"
+    )]
     pub expression_attribute_values: Option<Values>,
     #[serde(default)]
     pub return_values: ReturnValue,
@@ -284,7 +309,11 @@ pub struct DeleteItemInput {
     pub condition_expression: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expression_attribute_names: Option<Names>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "expression_values"
+    )]
     pub expression_attribute_values: Option<Values>,
     #[serde(default)]
     pub return_values: ReturnValue,
@@ -331,7 +360,11 @@ pub struct QueryInput {
     pub projection_expression: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expression_attribute_names: Option<Names>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "expression_values"
+    )]
     pub expression_attribute_values: Option<Values>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scan_index_forward: Option<bool>,
@@ -370,7 +403,11 @@ pub struct ScanInput {
     pub projection_expression: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expression_attribute_names: Option<Names>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "expression_values"
+    )]
     pub expression_attribute_values: Option<Values>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<i64>,
@@ -544,7 +581,11 @@ pub struct ConditionCheck {
     pub condition_expression: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expression_attribute_names: Option<Names>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "expression_values"
+    )]
     pub expression_attribute_values: Option<Values>,
     #[serde(default)]
     pub return_values_on_condition_check_failure: ReturnValuesOnConditionCheckFailure,
@@ -560,7 +601,11 @@ pub struct TransactPut {
     pub condition_expression: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expression_attribute_names: Option<Names>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "expression_values"
+    )]
     pub expression_attribute_values: Option<Values>,
     #[serde(default)]
     pub return_values_on_condition_check_failure: ReturnValuesOnConditionCheckFailure,
@@ -577,7 +622,11 @@ pub struct TransactUpdate {
     pub condition_expression: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expression_attribute_names: Option<Names>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "expression_values"
+    )]
     pub expression_attribute_values: Option<Values>,
     #[serde(default)]
     pub return_values_on_condition_check_failure: ReturnValuesOnConditionCheckFailure,
@@ -593,7 +642,11 @@ pub struct TransactDelete {
     pub condition_expression: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expression_attribute_names: Option<Names>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "expression_values"
+    )]
     pub expression_attribute_values: Option<Values>,
     #[serde(default)]
     pub return_values_on_condition_check_failure: ReturnValuesOnConditionCheckFailure,

@@ -331,10 +331,9 @@ impl TableMeta {
                 stream_view_type: Some(v),
             }) => {
                 if self.stream_view_type.is_some() {
-                    return Err(StoreError::validation(format!(
-                        "Table already has an enabled stream: TableName: {}",
-                        self.name
-                    )));
+                    return Err(StoreError::validation(
+                        "Table already has an enabled stream",
+                    ));
                 }
                 next.stream_view_type = Some(*v);
                 next.stream_enabled_at_ms = Some(now_ms);

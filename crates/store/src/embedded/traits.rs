@@ -122,6 +122,11 @@ impl ItemStore for EmbeddedStore {
             ));
         }
         match (&meta.ttl_attribute, spec.enabled) {
+            (Some(current), true) if *current != spec.attribute_name => {
+                return Err(StoreError::validation(format!(
+                    "TimeToLive is active on a different AttributeName: current AttributeName is {current}"
+                )));
+            }
             (Some(_), true) => return Err(StoreError::validation("TimeToLive is already enabled")),
             (None, false) => return Err(StoreError::validation("TimeToLive is already disabled")),
             (Some(current), false) if *current != spec.attribute_name => {
