@@ -101,9 +101,12 @@ impl Node {
 /// Webhook receivers: each path's deliveries (tenant, seq, idempotency
 /// key) in arrival order; a path in `failing` answers 500; one in `slow`
 /// holds each request for that long.
+/// A delivery as a receiver saw it: tenant, seq, idempotency key.
+type Seen = (String, u64, String);
+
 #[derive(Clone, Default)]
 struct Hooks {
-    seen: Arc<Mutex<BTreeMap<String, Vec<(String, u64, String)>>>>,
+    seen: Arc<Mutex<BTreeMap<String, Vec<Seen>>>>,
     failing: Arc<Mutex<Vec<String>>>,
     slow: Arc<Mutex<BTreeMap<String, Duration>>>,
 }

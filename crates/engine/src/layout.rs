@@ -63,9 +63,7 @@ pub fn create_events_table(name: &str) -> CreateTableInput {
             stream_enabled: true,
             stream_view_type: Some(StreamViewType::NewAndOldImages),
         }),
-        tags: None,
-        global_secondary_indexes: None,
-        local_secondary_indexes: None,
+        ..Default::default()
     }
 }
 

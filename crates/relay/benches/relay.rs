@@ -94,6 +94,7 @@ async fn open(dir: &std::path::Path) -> (EmbeddedStore, Queues) {
                 stream_enabled: true,
                 stream_view_type: Some(StreamViewType::NewAndOldImages),
             }),
+            ..Default::default()
         })
         .await
         .unwrap();

@@ -84,9 +84,7 @@ pub async fn ensure_table(store: &EmbeddedStore) -> Result<(), StoreError> {
         billing_mode: Some("PAY_PER_REQUEST".to_owned()),
         provisioned_throughput: None,
         stream_specification: None,
-        tags: None,
-        global_secondary_indexes: None,
-        local_secondary_indexes: None,
+        ..Default::default()
     };
     match store.create_table(input).await {
         Ok(_) | Err(StoreError::ResourceInUse(_)) => Ok(()),

@@ -69,9 +69,7 @@ pub fn table_input(table: String) -> CreateTableInput {
         billing_mode: Some("PAY_PER_REQUEST".into()),
         provisioned_throughput: None,
         stream_specification: None,
-        tags: None,
-        global_secondary_indexes: None,
-        local_secondary_indexes: None,
+        ..Default::default()
     }
 }
 
