@@ -353,8 +353,21 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
         }
     }
     let scheme = if tls.is_some() { "https" } else { "http" };
+    // A signed request can be captured and replayed only where others read
+    // the traffic: plain HTTP off loopback. There repeats are refused;
+    // elsewhere they are accepted, as AWS accepts an SDK's retry.
     let wire_auth = match args.wire_auth {
-        WireAuthMode::Sigv4 => postbox_server::WireAuth::sigv4(),
+        WireAuthMode::Sigv4 => {
+            let wire_at = match wire {
+                Some(Some(addr)) => addr,
+                _ => args.listen,
+            };
+            if tls.is_none() && !wire_at.ip().is_loopback() {
+                postbox_server::WireAuth::sigv4()
+            } else {
+                postbox_server::WireAuth::sigv4_accepting_repeats()
+            }
+        }
         WireAuthMode::None => postbox_server::WireAuth::None,
     };
     let limits = postbox_server::Limits {

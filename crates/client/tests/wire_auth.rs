@@ -53,6 +53,10 @@ impl Server {
 /// A router with SigV4 checking, an issued admin key, an `orders` table,
 /// Postbox's events and tokens tables, and its events queue.
 async fn server() -> Server {
+    server_with(WireAuth::sigv4()).await
+}
+
+async fn server_with(auth: WireAuth) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(common::T0));
     let (store, queues) = common::open_at(&dir.path().join("served.redb"), clock).await;
@@ -84,8 +88,7 @@ async fn server() -> Server {
     let key = postbox_server::create_access_key(&store, None)
         .await
         .unwrap();
-    let (addr, stop, _task) =
-        common::serve_with(store.clone(), queues.clone(), WireAuth::sigv4()).await;
+    let (addr, stop, _task) = common::serve_with(store.clone(), queues.clone(), auth).await;
     Server {
         url: format!("http://{addr}"),
         store,
@@ -387,6 +390,25 @@ async fn a_replayed_request_is_refused() {
         replay.1["message"].as_str().unwrap().contains("replay"),
         "{replay:?}"
     );
+}
+
+#[tokio::test]
+async fn on_a_private_channel_a_repeated_write_is_accepted_as_aws_accepts_it() {
+    // What `serve` uses on loopback or TLS: boto3's retry within the same
+    // second is the identical signed request, and must not fail.
+    let s = server_with(WireAuth::sigv4_accepting_repeats()).await;
+    let body = json!({"TableName": "orders", "Item": {"id": {"S": "twice"}, "n": {"N": "1"}}});
+    let (first, again) = sent_twice(&s, "DynamoDB_20120810.PutItem", body).await;
+    assert_eq!((first.0, again.0), (200, 200), "{first:?} {again:?}");
+    // A bad signature is still refused.
+    let bad = send(request(
+        &s.url,
+        "DynamoDB_20120810.PutItem",
+        &json!({"TableName": "orders", "Item": {"id": {"S": "x"}}}),
+        &Signing::Tampered(s.credentials(), b"{}".to_vec()),
+    ))
+    .await;
+    assert_eq!(code(&bad), "InvalidSignatureException", "{bad:?}");
 }
 
 #[tokio::test]

@@ -6,14 +6,18 @@
 //! parsed, the request is rebuilt from the headers it names as signed, signed
 //! again (by `aws-sigv4`) with the stored secret at the request's
 //! `X-Amz-Date`, region and service, and the two signatures are compared in
-//! constant time. Its date must be within [`MAX_SKEW`] of the server's clock,
-//! and the signature of a request that writes is accepted once: an
-//! identical signed write (same headers, same body, same second) seen again
-//! within the window is refused as a replay. Reads and ReceiveMessage may
-//! repeat (stock clients poll with identical requests and sign no nonce;
-//! see `reads_only`). A client that sends the same write twice in one
-//! second must vary a signed header (the Rust client signs a fresh
-//! `amz-sdk-invocation-id` on every request).
+//! constant time. Its date must be within [`MAX_SKEW`] of the server's clock.
+//!
+//! Replays: where others can read the traffic (plain HTTP off loopback,
+//! `serve --insecure-http`), the signature of a request that writes is
+//! accepted once: an identical signed write (same headers, same body, same
+//! second) seen again within the window is refused as a replay. Reads and
+//! ReceiveMessage may repeat (stock clients poll with identical requests
+//! and sign no nonce; see `reads_only`). On a channel no one else reads
+//! (loopback, TLS) a repeat is accepted, as AWS accepts it: boto3 signs no
+//! nonce, so its retry within the same second, or the same write sent twice,
+//! is the identical request, and refusing it failed writes that had done
+//! nothing wrong ([`WireAuth::sigv4_accepting_repeats`]).
 //!
 //! Access keys live in the store's [`ACCESS_KEYS_TABLE`], which no wire
 //! request can read, write or list ([`crate::policy`]); the secret is kept
@@ -58,9 +62,19 @@ pub enum WireAuth {
 }
 
 impl WireAuth {
-    /// SigV4 checking with an empty replay memory.
+    /// SigV4 checking that refuses a repeated signed write (an empty replay
+    /// memory): for a channel others may read.
     pub fn sigv4() -> WireAuth {
         WireAuth::SigV4(SigV4::default())
+    }
+
+    /// SigV4 checking that accepts an identical signed request repeated,
+    /// as AWS does: for a channel no one else reads (loopback, TLS).
+    pub fn sigv4_accepting_repeats() -> WireAuth {
+        WireAuth::SigV4(SigV4 {
+            accept_repeats: true,
+            ..SigV4::default()
+        })
     }
 }
 
@@ -68,6 +82,8 @@ impl WireAuth {
 #[derive(Clone, Default)]
 pub struct SigV4 {
     seen: Arc<Mutex<Seen>>,
+    /// Accept a repeated signed write instead of refusing it as a replay.
+    accept_repeats: bool,
 }
 
 /// Signatures accepted within the replay window: by signature, and by the
@@ -389,7 +405,7 @@ impl SigV4 {
             .and_then(|v| v.to_str().ok())
             .and_then(|t| t.split_once('.'))
             .map_or("", |(_, op)| op);
-        if !reads_only(operation) {
+        if !self.accept_repeats && !reads_only(operation) {
             self.seen
                 .lock()
                 .map_err(|_| Denied::Internal("the replay memory is poisoned".to_owned()))?
