@@ -487,7 +487,7 @@ pub(crate) async fn create_token<S: ItemStore, Q: QueueClient>(
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     caller.require_admin()?;
-    let req: CreateToken = crate::events::parse_json(&body)?;
+    let req: CreateToken = crate::body::parse_json(&body)?;
     if let Some(sub) = &req.consumer {
         if req.tenant.is_some() || req.admin || req.aws {
             return Err(ApiError::bad_request(
@@ -658,7 +658,7 @@ pub(crate) async fn rotate_token<S: ItemStore, Q: QueueClient>(
     let req: Rotate = if body.is_empty() {
         Rotate::default()
     } else {
-        crate::events::parse_json(&body)?
+        crate::body::parse_json(&body)?
     };
     let expires_at_ms = expiry(req.expires_in)?;
     let Some((old_key, old)) = api.inner.tokens.find(&id).await? else {

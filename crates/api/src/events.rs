@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -40,64 +40,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tracing::Instrument as _;
 
+use crate::body::{parse_json, read_body};
 use crate::{Api, ApiError, Caller};
-
-/// Parses a JSON request body (I-JSON: numbers must survive a double) into `T`.
-pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    let value = parse_value(body)?;
-    serde_json::from_value(value).map_err(|e| {
-        ApiError::bad_request(
-            "invalid_request",
-            format!("the request body is not valid: {e}"),
-        )
-    })
-}
-
-fn parse_value(body: &[u8]) -> Result<Value, ApiError> {
-    let text = std::str::from_utf8(body)
-        .map_err(|_| ApiError::bad_request("invalid_json", "the request body is not UTF-8"))?;
-    postbox_engine::json::parse(text).map_err(|e| {
-        ApiError::bad_request(
-            "invalid_json",
-            e.to_string().replacen("payload", "the request body", 1),
-        )
-    })
-}
-
-/// Reads a body up to the configured limit, within the configured time
-/// (`ApiConfig::body_timeout`): over the limit is 413, too slow 408 (a
-/// client sending its body a byte at a time does not hold the connection),
-/// a malformed body (a broken chunked encoding, a connection cut mid-body)
-/// 400.
-pub(crate) async fn read_body<S: ItemStore, Q: QueueClient>(
-    api: &Api<S, Q>,
-    body: Body,
-) -> Result<Bytes, ApiError> {
-    use postbox_server::BodyError;
-    let limit = api.inner.config.max_body_bytes;
-    let timeout = api.inner.config.body_timeout;
-    postbox_server::read_limited(body, limit, timeout)
-        .await
-        .map_err(|e| match e {
-            BodyError::TooSlow => ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                "body_timeout",
-                format!(
-                    "the request body did not arrive within {} ms",
-                    timeout.as_millis()
-                ),
-            ),
-            BodyError::TooLarge => ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                format!("the request body is over the {limit}-byte limit"),
-            ),
-            BodyError::Broken(e) => ApiError::bad_request(
-                "invalid_body",
-                format!("the request body could not be read: {e}"),
-            ),
-        })
-}
 
 /// The requests table's TTL attribute: a key's row expires after
 /// `ApiConfig::idempotency_ttl_secs`.

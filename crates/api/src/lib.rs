@@ -22,6 +22,7 @@
 //! did not exist.
 
 pub mod auth;
+mod body;
 pub mod console;
 pub mod error;
 pub mod events;

@@ -18,7 +18,7 @@ use postbox_worker::report::{self, Verdict};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::events::{parse_json, read_body};
+use crate::body::{parse_json, read_body};
 use crate::{Api, ApiError, Caller};
 
 /// Requests answered, by status class, for the metrics.

@@ -16,7 +16,7 @@ use postbox_relay::plan::TestError;
 use postbox_store::ItemStore;
 use serde_json::{Value, json};
 
-use crate::events::{parse_json, read_body};
+use crate::body::{parse_json, read_body};
 use crate::{Api, ApiError, Caller};
 
 fn config<S, Q>(api: &Api<S, Q>) -> Result<&Arc<RelayConfig>, ApiError> {

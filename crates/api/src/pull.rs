@@ -18,7 +18,7 @@ use postbox_worker::pull::{self, PullError, PullHub};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::events::{parse_json, read_body};
+use crate::body::{parse_json, read_body};
 use crate::{Api, ApiError, Caller};
 
 /// The hub serving `name`, or why there is none: 404 for a subscription the

@@ -6,7 +6,6 @@
 mod backend;
 mod bench;
 mod bench_aws;
-mod bench_http;
 mod builtin;
 mod catalog;
 mod demo;

@@ -234,7 +234,7 @@ impl Node {
             }
             // Read once, on the first webhook subscription that needs them.
             if hook_config.is_none() {
-                hook_config = Some((webhook_secret(data)?, webhook_options()?));
+                hook_config = Some((webhook_secret(data)?, crate::worker::webhook_options()?));
             }
             let (secret, hook_options) = hook_config.as_ref().expect("just set");
             let hook = postbox_api::webhook::webhook(&s.handler, secret.clone(), hook_options)
@@ -474,17 +474,6 @@ pub(crate) fn webhook_secret(data: &Path) -> Result<Vec<u8>, String> {
     };
     write_private(&path, &secret)?;
     Ok(secret.into_bytes())
-}
-
-/// Webhook delivery options: a 10 s timeout, and the private CA
-/// certificates of the PEM file named by `POSTBOX_WEBHOOK_CA`, if set.
-pub fn webhook_options() -> Result<postbox_api::webhook::WebhookOptions, String> {
-    let mut options = postbox_api::webhook::WebhookOptions::default();
-    if let Some(path) = std::env::var_os("POSTBOX_WEBHOOK_CA").filter(|p| !p.is_empty()) {
-        options.extra_roots = postbox_api::webhook::read_roots(Path::new(&path))
-            .map_err(|e| format!("POSTBOX_WEBHOOK_CA: {e}"))?;
-    }
-    Ok(options)
 }
 
 /// Writes `text` and a newline to a new file only its owner can read.

@@ -126,7 +126,7 @@ pub(crate) fn webhook_handlers(
     command: &str,
     serves_pull: bool,
 ) -> Result<HashMap<String, postbox_worker::Handler>, Failure> {
-    let options = crate::node::webhook_options().map_err(|e| Failure::new(EXIT_REFUSED, e))?;
+    let options = webhook_options().map_err(|e| Failure::new(EXIT_REFUSED, e))?;
     let mut handlers = HashMap::new();
     for s in catalog
         .subscriptions
@@ -231,4 +231,15 @@ async fn run_on<S: postbox_store::ItemStore, Q: postbox_queue::QueueClient>(
         s.completed, s.retried, s.dead
     );
     Ok(())
+}
+
+/// Webhook delivery options: a 10 s timeout, and the private CA
+/// certificates of the PEM file named by `POSTBOX_WEBHOOK_CA`, if set.
+pub(crate) fn webhook_options() -> Result<postbox_api::webhook::WebhookOptions, String> {
+    let mut options = postbox_api::webhook::WebhookOptions::default();
+    if let Some(path) = std::env::var_os("POSTBOX_WEBHOOK_CA").filter(|p| !p.is_empty()) {
+        options.extra_roots = postbox_api::webhook::read_roots(std::path::Path::new(&path))
+            .map_err(|e| format!("POSTBOX_WEBHOOK_CA: {e}"))?;
+    }
+    Ok(options)
 }

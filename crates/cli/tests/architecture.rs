@@ -1,7 +1,8 @@
 //! ARCHITECTURE.md is a map that matches the tree: every crate is named,
 //! each crate's "Modules:" list names every module at the top of its `src`
 //! and nothing that is not there, and every file or folder the document
-//! points to exists.
+//! points to exists; and no module of a crate is in a circle of imports
+//! with another.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -135,5 +136,104 @@ fn the_map_stays_short() {
     assert!(
         !doc.contains("SPEC §"),
         "ARCHITECTURE.md cites a SPEC section"
+    );
+}
+
+/// The source files of each top-level module of a crate: `x.rs`, and
+/// everything under `x/`.
+fn module_files(src: &Path) -> std::collections::BTreeMap<String, Vec<PathBuf>> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    for name in top_modules(src) {
+        let mut files = Vec::new();
+        let file = src.join(format!("{name}.rs"));
+        if file.exists() {
+            files.push(file);
+        }
+        let dir = src.join(&name);
+        if dir.is_dir() {
+            walk(&dir, &mut files);
+        }
+        out.insert(name, files);
+    }
+    out
+}
+
+/// The top-level modules `text` (code before its tests, comments left out)
+/// names as `crate::<module>`.
+fn uses(
+    text: &str,
+    modules: &std::collections::BTreeMap<String, Vec<PathBuf>>,
+) -> BTreeSet<String> {
+    let code = text.split("#[cfg(test)]").next().unwrap_or("");
+    let mut out = BTreeSet::new();
+    for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        for (i, _) in line.match_indices("crate::") {
+            let rest = &line[i + "crate::".len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if modules.contains_key(&name) {
+                out.insert(name);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_module_is_in_a_circle_of_imports() {
+    let mut circles = Vec::new();
+    for entry in std::fs::read_dir(root().join("crates")).unwrap() {
+        let src = entry.unwrap().path().join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        let modules = module_files(&src);
+        let graph: std::collections::BTreeMap<&str, BTreeSet<String>> = modules
+            .iter()
+            .map(|(name, files)| {
+                let mut used = BTreeSet::new();
+                for f in files {
+                    used.extend(uses(&std::fs::read_to_string(f).unwrap(), &modules));
+                }
+                used.remove(name);
+                (name.as_str(), used)
+            })
+            .collect();
+        // A circle: a module reachable from one it uses.
+        for (from, used) in &graph {
+            for to in used {
+                let mut stack = vec![to.as_str()];
+                let mut seen = BTreeSet::new();
+                while let Some(m) = stack.pop() {
+                    if m == *from {
+                        circles.push(format!(
+                            "{}: {from} -> {to} -> ... -> {from}",
+                            src.display()
+                        ));
+                        break;
+                    }
+                    if seen.insert(m) {
+                        stack.extend(graph.get(m).into_iter().flatten().map(String::as_str));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "modules in a circle of imports:\n{}",
+        circles.join("\n")
     );
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::config::{Rule, RuleTarget};
-use crate::plan::{Delivery, queue_message};
+use crate::delivery::{Delivery, queue_message};
 use crate::template::{RenderContext, TemplateError};
 
 /// The EventBridge event a pipe puts on a bus for one record. Its `id` is

@@ -25,6 +25,7 @@
 
 pub mod bus;
 pub mod config;
+pub mod delivery;
 pub mod lease;
 pub mod pattern;
 pub mod plan;

@@ -15,7 +15,7 @@
 //!   5,000 events/s, the workers running throughout.
 //!
 //! `--only` runs some of them. `--http` measures keyed emits over HTTP
-//! against a `postbox serve` process instead (`bench_http`), and
+//! against a `postbox serve` process instead (`bench::http`), and
 //! `--backend aws` the pipeline on DynamoDB, Streams and SQS (`bench_aws`). The crates' own harnesses (`cargo bench -p
 //! postbox-store`, `-p postbox-queue`, `-p postbox-engine --bench emit`, `-p
 //! postbox-relay`, `-p postbox-worker`) measure each component in more
@@ -41,6 +41,7 @@ use serde_json::json;
 use crate::http::Failure;
 
 mod emit;
+mod http;
 
 use emit::{EmitLoad, order};
 
@@ -477,7 +478,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
                 "--only picks the in-process scenarios; --http runs its own",
             ));
         }
-        return crate::bench_http::run(crate::bench_http::HttpBench {
+        return http::run(http::HttpBench {
             endpoint: args.endpoint,
             token: args.token,
             data: args.data,

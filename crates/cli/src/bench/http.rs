@@ -34,7 +34,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
-use crate::bench::pct;
+use super::pct;
 use crate::http::Failure;
 
 /// What `--http` takes from `postbox bench`'s arguments.
@@ -376,7 +376,7 @@ pub async fn run(b: HttpBench) -> Result<(), Failure> {
     }
     print(&b, &measured, served.is_some());
     if b.check {
-        use crate::bench::Bound;
+        use super::Bound;
         let missed: Vec<String> = measured
             .iter()
             .flat_map(|m| {
@@ -389,7 +389,7 @@ pub async fn run(b: HttpBench) -> Result<(), Failure> {
                 .map(move |why| format!("{} tenant(s), run {}: {why}", m.tenants, m.run))
             })
             .collect();
-        crate::bench::fail_on_misses(&missed)?;
+        super::fail_on_misses(&missed)?;
     }
     Ok(())
 }
