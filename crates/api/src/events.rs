@@ -566,10 +566,14 @@ pub(crate) async fn one<S: ItemStore, Q: QueueClient>(
         .unwrap_or_default()
         .to_owned();
     let mut deliveries = Vec::new();
-    for sub in api.inner.engine.catalog().subscriptions.iter().filter(|s| {
-        s.lane == postbox_engine::Lane::Durable
-            && postbox_engine::glob::Glob::new(&s.glob).matches(&event_type)
-    }) {
+    for sub in api
+        .inner
+        .engine
+        .catalog()
+        .subscribers_of(&event_type)
+        .into_iter()
+        .filter(|s| s.lane == postbox_engine::Lane::Durable)
+    {
         let row = api
             .inner
             .inbox
