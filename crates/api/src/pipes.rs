@@ -105,17 +105,10 @@ pub(crate) async fn test<S: ItemStore, Q: QueueClient>(
         ));
     }
     match postbox_relay::plan::test_record(config, &name, &record) {
-        Ok(report) => {
-            // The report's first line after its warnings says what happened.
-            let filtered = report
-                .lines()
-                .find(|l| !l.starts_with("warning: "))
-                .is_some_and(|l| l.starts_with("filtered out:"));
-            Ok(Json(json!({
-                "outcome": if filtered { "filtered" } else { "delivered" },
-                "report": report,
-            })))
-        }
+        Ok(report) => Ok(Json(json!({
+            "outcome": if report.filtered { "filtered" } else { "delivered" },
+            "report": report.text,
+        }))),
         Err(TestError::Dead(reason)) => Ok(Json(json!({
             "outcome": "dead_letter",
             "report": reason,

@@ -211,7 +211,7 @@ pub fn test_record(
     config: &crate::config::RelayConfig,
     pipe_name: &str,
     record: &Value,
-) -> Result<String, TestError> {
+) -> Result<TestReport, TestError> {
     let Some(pipe) = config.pipe(pipe_name) else {
         let names: Vec<&str> = config.pipes.iter().map(|p| p.name.as_str()).collect();
         return Err(TestError::Input(format!(
@@ -236,7 +236,9 @@ pub fn test_record(
         id: &id,
         created_ms,
     };
-    match plan(pipe, &config.buses, view, created_ms) {
+    let outcome = plan(pipe, &config.buses, view, created_ms);
+    let filtered = matches!(outcome, Outcome::Filtered);
+    match outcome {
         Outcome::Filtered => out.push_str(&format!(
             "filtered out: none of the {} filter(s) of pipe {} matches\n",
             pipe.filters.len(),
@@ -275,7 +277,25 @@ pub fn test_record(
             }
         }
     }
-    Ok(out)
+    Ok(TestReport {
+        filtered,
+        text: out,
+    })
+}
+
+/// What `postbox pipe test` found for a record that is not dead-lettered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TestReport {
+    /// No filter of the pipe matched the record (nothing would be sent).
+    pub filtered: bool,
+    /// What would happen, in words (warnings first).
+    pub text: String,
+}
+
+impl std::fmt::Display for TestReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
 }
 
 /// [`test_record`] over a record given as JSON text.
@@ -283,7 +303,7 @@ pub fn test_record_text(
     config: &crate::config::RelayConfig,
     pipe_name: &str,
     text: &str,
-) -> Result<String, TestError> {
+) -> Result<TestReport, TestError> {
     let record: Value = serde_json::from_str(text)
         .map_err(|e| TestError::Input(format!("the record is not JSON: {e}")))?;
     if !record.is_object() {
@@ -356,13 +376,14 @@ target = { queue = "jobs.fifo", message_group_id = "<$.dynamodb.NewImage.tenant.
             json!({"status": {"S": "PENDING"}, "jobId": {"S": "j1"}, "tenant": {"S": "acme"}}),
         );
         assert_eq!(
-            test_record(&c, "jobs", &ok).unwrap(),
+            test_record(&c, "jobs", &ok).unwrap().text,
             "queue jobs.fifo (MessageGroupId acme, MessageDeduplicationId 7):\n{\"jobId\": \"j1\"}\n"
         );
         let filtered = record(json!({"status": {"S": "DONE"}}));
         assert!(
             test_record(&c, "jobs", &filtered)
                 .unwrap()
+                .text
                 .starts_with("filtered out")
         );
         let bad = record(json!({"status": {"S": "PENDING"}, "tenant": {"S": "acme"}}));

@@ -184,6 +184,7 @@ fn check(args: &SynthArgs) -> Result<String, CheckFailure> {
             match postbox_relay::plan::test_record_text(&relay, &pipe.name, &text) {
                 Ok(out) => {
                     let first = out
+                        .text
                         .lines()
                         .find(|l| !l.starts_with("warning:"))
                         .unwrap_or("");
