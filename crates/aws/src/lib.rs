@@ -197,6 +197,11 @@ impl DynamoStore {
 
 impl ItemStore for DynamoStore {
     async fn create_table(&self, input: CreateTableInput) -> StoreResult<TableDescription> {
+        if input.global_secondary_indexes.is_some() || input.local_secondary_indexes.is_some() {
+            return Err(StoreError::validation(
+                "CreateTable on the AWS backend creates Postbox's own tables, which have no secondary indexes; create indexed tables of your own with the AWS tools",
+            ));
+        }
         let mut req = self
             .client
             .create_table()

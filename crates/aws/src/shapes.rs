@@ -71,6 +71,9 @@ impl DynamoStore {
                 .transpose()?,
             latest_stream_arn: t.latest_stream_arn().map(str::to_owned),
             latest_stream_label: t.latest_stream_label().map(str::to_owned),
+            // Postbox's own tables on DynamoDB have no secondary indexes.
+            global_secondary_indexes: None,
+            local_secondary_indexes: None,
         })
     }
 }

@@ -274,6 +274,8 @@ mod tests {
             stream_specification: want.stream_specification.clone(),
             latest_stream_arn: None,
             latest_stream_label: None,
+            global_secondary_indexes: None,
+            local_secondary_indexes: None,
         };
         assert!(differences(&want, &got).is_empty());
         got.key_schema.truncate(1);

@@ -98,12 +98,68 @@ pub struct CreateTableInput {
     pub stream_specification: Option<StreamSpecification>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<Vec<Tag>>,
-    /// Refused by name: Postbox has no secondary indexes yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub global_secondary_indexes: Option<serde_json::Value>,
-    /// Refused by name, as `global_secondary_indexes`.
+    pub global_secondary_indexes: Option<Vec<SecondaryIndex>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub local_secondary_indexes: Option<serde_json::Value>,
+    pub local_secondary_indexes: Option<Vec<SecondaryIndex>>,
+}
+
+/// ALL, KEYS_ONLY or INCLUDE: which attributes an index holds besides the
+/// keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ProjectionType {
+    All,
+    KeysOnly,
+    Include,
+}
+
+/// An index's projection.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct IndexProjection {
+    /// ALL, KEYS_ONLY or INCLUDE ([`ProjectionType`]); text, so that
+    /// another value is refused with DynamoDB's message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub non_key_attributes: Option<Vec<String>>,
+}
+
+/// A global or local secondary index as CreateTable (and UpdateTable's
+/// `Create`) declares it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct SecondaryIndex {
+    pub index_name: String,
+    pub key_schema: Vec<KeySchemaElement>,
+    #[serde(default)]
+    pub projection: IndexProjection,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioned_throughput: Option<serde_json::Value>,
+    /// On-demand limits: accepted and ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_demand_throughput: Option<serde_json::Value>,
+}
+
+/// One member of UpdateTable's `GlobalSecondaryIndexUpdates`: exactly one of
+/// its fields is set.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct GlobalSecondaryIndexUpdate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create: Option<SecondaryIndex>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete: Option<IndexNamed>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<serde_json::Value>,
+}
+
+/// `{"IndexName": ...}`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct IndexNamed {
+    pub index_name: String,
 }
 
 /// A table's tag.
@@ -115,7 +171,7 @@ pub struct Tag {
 }
 
 /// UpdateTable: what Postbox can change (billing mode, provisioned
-/// throughput, the stream); every other member is kept in `other` so it is
+/// throughput, the stream, global secondary indexes); every other member is kept in `other` so it is
 /// refused by name rather than ignored.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -129,6 +185,8 @@ pub struct UpdateTableInput {
     pub stream_specification: Option<StreamSpecification>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attribute_definitions: Option<Vec<AttributeDefinition>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_secondary_index_updates: Option<Vec<GlobalSecondaryIndexUpdate>>,
     #[serde(flatten)]
     pub other: std::collections::BTreeMap<String, serde_json::Value>,
 }
@@ -182,6 +240,10 @@ pub struct TableDescription {
     pub latest_stream_arn: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latest_stream_label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_secondary_indexes: Option<Vec<serde_json::Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_secondary_indexes: Option<Vec<serde_json::Value>>,
 }
 
 /// The TTL setting of UpdateTimeToLive / DescribeTimeToLive.

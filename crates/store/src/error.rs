@@ -30,6 +30,10 @@ pub enum StoreError {
     /// The table already exists (ResourceInUseException).
     #[error("{0}")]
     ResourceInUse(String),
+    /// A per-table limit, such as one index created or deleted at a time
+    /// (LimitExceededException).
+    #[error("{0}")]
+    LimitExceeded(String),
     /// A stream position that is no longer retained (TrimmedDataAccessException).
     #[error("{0}")]
     TrimmedData(String),
@@ -68,6 +72,7 @@ impl StoreError {
             StoreError::TransactionCanceled { .. } => "TransactionCanceledException",
             StoreError::ResourceNotFound(_) => "ResourceNotFoundException",
             StoreError::ResourceInUse(_) => "ResourceInUseException",
+            StoreError::LimitExceeded(_) => "LimitExceededException",
             StoreError::TrimmedData(_) => "TrimmedDataAccessException",
             StoreError::IdempotentParameterMismatch(_) => "IdempotentParameterMismatchException",
             StoreError::Storage(_) => "InternalServerError",

@@ -463,37 +463,3 @@ async fn a_stream_enabled_later_records_from_then_and_a_disabled_one_is_gone() {
         Some(label)
     );
 }
-
-#[tokio::test]
-async fn secondary_indexes_are_refused_by_name_and_create_nothing() {
-    let s = open();
-    for (member, value) in [
-        (
-            "GlobalSecondaryIndexes",
-            json!([{"IndexName": "g", "KeySchema": [{"AttributeName": "x", "KeyType": "HASH"}], "Projection": {"ProjectionType": "ALL"}}]),
-        ),
-        (
-            "LocalSecondaryIndexes",
-            json!([{"IndexName": "l", "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "x", "KeyType": "RANGE"}], "Projection": {"ProjectionType": "ALL"}}]),
-        ),
-    ] {
-        let mut extra = json!({"AttributeDefinitions": [
-            {"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "x", "AttributeType": "S"}]});
-        extra[member] = value;
-        check_err(
-            s.create_table(create_req(extra)).await,
-            "ValidationException",
-            &format!("{member} is not supported by Postbox yet"),
-        );
-    }
-    assert!(s.list_tables().await.unwrap().is_empty());
-    s.create_table(create_req(json!({}))).await.unwrap();
-    check_err(
-        s.update_table(req_of(
-            json!({"TableName": "tbl", "GlobalSecondaryIndexUpdates": []}),
-        ))
-        .await,
-        "ValidationException",
-        "GlobalSecondaryIndexUpdates is not supported by Postbox",
-    );
-}

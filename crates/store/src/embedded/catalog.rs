@@ -16,6 +16,7 @@ use crate::api::{
     StreamSpecification, StreamViewType, TableDescription, UpdateTableInput,
 };
 
+use super::index::{self, IndexMeta};
 use super::validate;
 
 /// One key attribute: its name and declared type.
@@ -63,6 +64,20 @@ pub struct TableMeta {
     /// its creation, if it was created so).
     #[serde(default)]
     pub pay_per_request_since_ms: Option<u64>,
+    /// The table's secondary indexes, local ones first (absent from files
+    /// written before indexes were kept).
+    #[serde(default)]
+    pub indexes: Vec<IndexMeta>,
+}
+
+/// What DescribeTable counts: the table's items and bytes, and each
+/// index's, in the order of [`TableMeta::indexes`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Items and bytes of the table.
+    pub table: (u64, u64),
+    /// Items and bytes of each index.
+    pub indexes: Vec<(u64, u64)>,
 }
 
 impl TableMeta {
@@ -79,6 +94,11 @@ impl TableMeta {
             });
         }
         out
+    }
+
+    /// The index called `name`.
+    pub fn index(&self, name: &str) -> Option<&IndexMeta> {
+        self.indexes.iter().find(|i| i.name == name)
     }
 
     /// True when `name` is one of the table's key attributes.
@@ -125,13 +145,22 @@ impl TableMeta {
         )
     }
 
-    /// DescribeTable's view, with the given item count and size.
-    pub fn describe(
-        &self,
-        status: &str,
-        item_count: u64,
-        table_size_bytes: u64,
-    ) -> TableDescription {
+    /// DescribeTable's view, with the given item counts and sizes.
+    pub fn describe(&self, status: &str, counts: &Counts) -> TableDescription {
+        let (item_count, table_size_bytes) = counts.table;
+        let indexes = |local: bool| {
+            let described: Vec<_> = self
+                .indexes
+                .iter()
+                .enumerate()
+                .filter(|(_, i)| i.local == local)
+                .map(|(n, i)| {
+                    let (count, size) = counts.indexes.get(n).copied().unwrap_or((0, 0));
+                    i.describe(self, count, size)
+                })
+                .collect();
+            (!described.is_empty()).then_some(described)
+        };
         let stream = self.stream_view_type.map(|v| StreamSpecification {
             stream_enabled: true,
             stream_view_type: Some(v),
@@ -169,6 +198,8 @@ impl TableMeta {
                 .map(|_| format!("{}/stream/{}", self.arn(), self.stream_label())),
             latest_stream_label: stream.as_ref().map(|_| self.stream_label()),
             stream_specification: stream,
+            global_secondary_indexes: indexes(false),
+            local_secondary_indexes: indexes(true),
         }
     }
 
@@ -180,16 +211,6 @@ impl TableMeta {
         now_ms: u64,
     ) -> Result<TableMeta, StoreError> {
         validate::table_name(&input.table_name)?;
-        for (name, given) in [
-            ("GlobalSecondaryIndexes", &input.global_secondary_indexes),
-            ("LocalSecondaryIndexes", &input.local_secondary_indexes),
-        ] {
-            if given.is_some() {
-                return Err(StoreError::validation(format!(
-                    "CreateTable: {name} is not supported by Postbox yet (it has no secondary indexes); create the table without them"
-                )));
-            }
-        }
         let (pk, sk) = key_schema(&input.key_schema)?;
         let definitions = &input.attribute_definitions;
         for (i, d) in definitions.iter().enumerate() {
@@ -217,7 +238,9 @@ impl TableMeta {
         };
         let partition_key = typed(pk)?;
         let sort_key = sk.map(typed).transpose()?;
-        if definitions.len() != 1 + sort_key.is_some() as usize {
+        let indexed =
+            input.global_secondary_indexes.is_some() || input.local_secondary_indexes.is_some();
+        if !indexed && definitions.len() != 1 + sort_key.is_some() as usize {
             return Err(StoreError::validation(
                 "One or more parameter values were invalid: Number of attributes in KeySchema does not exactly match number of attributes defined in AttributeDefinitions",
             ));
@@ -231,7 +254,7 @@ impl TableMeta {
             }
             None => Default::default(),
         };
-        Ok(TableMeta {
+        let mut meta = TableMeta {
             id,
             name: input.table_name.clone(),
             partition_key,
@@ -245,7 +268,26 @@ impl TableMeta {
             tags,
             stream_enabled_at_ms: None,
             pay_per_request_since_ms: None,
-        })
+            indexes: Vec::new(),
+        };
+        if indexed {
+            meta.indexes = index::declared_all(
+                &meta,
+                input.global_secondary_indexes.as_deref(),
+                input.local_secondary_indexes.as_deref(),
+                definitions,
+            )?;
+            if index::key_attribute_names(&meta, &meta.indexes).len() != definitions.len() {
+                return Err(StoreError::validation(
+                    "The number of attributes in key schema must match the number of attributes defined in attribute definitions.",
+                ));
+            }
+            // Index ids follow the table's.
+            for (n, i) in meta.indexes.iter_mut().enumerate() {
+                i.id = id + 1 + n as u32;
+            }
+        }
+        Ok(meta)
     }
 
     /// The metadata after UpdateTable `input` at `now_ms`, with DynamoDB's
@@ -257,7 +299,7 @@ impl TableMeta {
     ) -> Result<(TableMeta, bool), StoreError> {
         if let Some(name) = input.other.keys().next() {
             return Err(StoreError::validation(format!(
-                "UpdateTable: {name} is not supported by Postbox (it changes billing mode, provisioned throughput and the stream)"
+                "UpdateTable: {name} is not supported by Postbox (it changes billing mode, provisioned throughput, the stream and global secondary indexes)"
             )));
         }
         let mut next = self.clone();
@@ -351,11 +393,125 @@ impl TableMeta {
                 changed = true;
             }
         }
+        if let Some(updates) = &input.global_secondary_index_updates {
+            changed |= index_updates(&mut next, updates, input.attribute_definitions.as_deref())?;
+        }
         if !changed {
             return Err(StoreError::validation("Nothing to update"));
         }
         Ok((next, stream_off))
     }
+}
+
+/// UpdateTable's `GlobalSecondaryIndexUpdates` applied to `next`: one index
+/// created (CREATING, with a backfill still to run; its id is given by the
+/// writer) or deleted at a time, throughput of an existing one changed.
+/// The table's attribute definitions become those its keys use. Returns
+/// whether anything changed.
+fn index_updates(
+    next: &mut TableMeta,
+    updates: &[crate::api::GlobalSecondaryIndexUpdate],
+    definitions: Option<&[AttributeDefinition]>,
+) -> Result<bool, StoreError> {
+    let online = updates
+        .iter()
+        .filter(|u| u.create.is_some() || u.delete.is_some())
+        .count();
+    let building = next.indexes.iter().any(|i| i.backfilled_through.is_some());
+    if online > 1 || (online == 1 && building) {
+        return Err(StoreError::LimitExceeded(
+            "Subscriber limit exceeded: Only 1 online index can be created or deleted simultaneously per table".into(),
+        ));
+    }
+    let mut changed = false;
+    for update in updates {
+        match (&update.create, &update.delete, &update.update) {
+            (Some(create), None, None) => {
+                let Some(given) = definitions else {
+                    return Err(StoreError::validation("No Attribute Schema Defined"));
+                };
+                let mut merged = next.attribute_definitions.clone();
+                for d in given {
+                    match merged.iter().find(|m| m.attribute_name == d.attribute_name) {
+                        Some(m) if m.attribute_type != d.attribute_type => {
+                            return Err(StoreError::validation(
+                                "invalid attribute, SchemaElement redefined should be of same type as previously defined",
+                            ));
+                        }
+                        Some(_) => {}
+                        None => merged.push(d.clone()),
+                    }
+                }
+                if next.index(&create.index_name).is_some() {
+                    return Err(StoreError::validation(
+                        "Attempting to create an index which already exists",
+                    ));
+                }
+                if next.indexes.iter().filter(|i| !i.local).count() >= index::MAX_GLOBAL {
+                    return Err(StoreError::LimitExceeded(format!(
+                        "Subscriber limit exceeded: the table has {} global secondary indexes already",
+                        index::MAX_GLOBAL
+                    )));
+                }
+                let mut created = index::declared(next, create, false, &merged)?;
+                created.backfilled_through = Some(Vec::new());
+                next.attribute_definitions = merged;
+                next.indexes.push(created);
+                index::projected_within_limit(&next.indexes)?;
+            }
+            (None, Some(delete), None) => {
+                let before = next.indexes.len();
+                next.indexes
+                    .retain(|i| i.local || i.name != delete.index_name);
+                if next.indexes.len() == before {
+                    return Err(not_found());
+                }
+            }
+            (None, None, Some(update)) => {
+                let name = update
+                    .get("IndexName")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default();
+                let billing = next.billing_mode.clone();
+                let Some(index) = next.indexes.iter_mut().find(|i| !i.local && i.name == name)
+                else {
+                    return Err(not_found());
+                };
+                let Some(t) = update.get("ProvisionedThroughput") else {
+                    continue;
+                };
+                if billing != "PROVISIONED" {
+                    return Err(StoreError::validation(format!(
+                        "One or more parameter values were invalid: ProvisionedThroughput should not be specified for index: {name} when BillingMode is PAY_PER_REQUEST"
+                    )));
+                }
+                let units = |k: &str| t.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+                let (read, write) = (units("ReadCapacityUnits"), units("WriteCapacityUnits"));
+                if read < 1 || write < 1 {
+                    return Err(StoreError::validation(
+                        "Index read and write throughput must be at least 1, and cannot be null",
+                    ));
+                }
+                index.provisioned = Some((read, write));
+            }
+            (None, None, None) => {
+                return Err(StoreError::validation(
+                    "Update global secondary index action is null",
+                ));
+            }
+            _ => {
+                return Err(StoreError::validation(
+                    "One or more parameter values were invalid: Only one of Create, Update or Delete may be given in one GlobalSecondaryIndexUpdate",
+                ));
+            }
+        }
+        changed = true;
+    }
+    // Only the attributes some key uses stay defined.
+    let used = index::key_attribute_names(next, &next.indexes);
+    next.attribute_definitions
+        .retain(|d| used.contains(&d.attribute_name));
+    Ok(changed)
 }
 
 /// The HASH and optional RANGE attribute names of a key schema.

@@ -25,7 +25,7 @@ use super::logged::{LoggedTable as Table, OpLog, TableOpener};
 use super::tables::{
     CHECKPOINTS, ITEMS, META, NEXT_TABLE_ID, STREAM, STREAM_HEADS, STREAM_IMAGES, SYSTEM, TTL_INDEX,
 };
-use super::{keys, row, storage_err, stream, ttl, validate};
+use super::{index, keys, row, storage_err, stream, ttl, validate};
 
 /// The table in `cell`, opened from `def` if this is its first use.
 fn opened<'c, 't, K: Key + 'static, V: Value + 'static>(
@@ -232,6 +232,7 @@ impl<'t> WriteContext<'t> {
             return Err(validate::item_too_large());
         }
         validate::item_shape(&item)?;
+        index::check_item(&meta, &item)?;
         let current = self.current(&meta, &key)?;
         let old = current.live().cloned();
         self.stage(&meta, key, current, Some(item));
@@ -444,7 +445,7 @@ impl<'t> WriteContext<'t> {
         let meta = Arc::new(TableMeta::from_create(input, id, self.now_ms)?);
         self.tables
             .system_mut()?
-            .insert(NEXT_TABLE_ID, id as u64 + 1)
+            .insert(NEXT_TABLE_ID, id as u64 + 1 + meta.indexes.len() as u64)
             .map_err(storage_err)?;
         self.write_meta(&meta)?;
         Ok(meta)
@@ -460,6 +461,10 @@ impl<'t> WriteContext<'t> {
         t.items_mut()?
             .delete_range(prefix.as_slice()..end.as_slice())
             .map_err(storage_err)?;
+        for index in &meta.indexes {
+            self.delete_index_rows(index.id)?;
+        }
+        let t = &mut self.tables;
         t.ttl_index_mut()?
             .delete_range((id, 0, &[][..])..(id + 1, 0, &[][..]))
             .map_err(storage_err)?;
@@ -492,6 +497,133 @@ impl<'t> WriteContext<'t> {
         let meta = Arc::new(meta);
         self.write_meta(&meta)?;
         Ok(meta)
+    }
+
+    /// Deletes every row of index `id`.
+    fn delete_index_rows(&mut self, id: u32) -> Result<(), StoreError> {
+        let prefix = keys::table_prefix(id);
+        let end = keys::prefix_end(&prefix);
+        self.tables
+            .items_mut()?
+            .delete_range(prefix.as_slice()..end.as_slice())
+            .map_err(storage_err)?;
+        Ok(())
+    }
+
+    /// UpdateTable's index changes from `meta` to `next`: ids for the
+    /// indexes `next` adds (their backfill starts empty and runs in
+    /// chunks, see [`WriteContext::backfill`]), and the rows of the ones
+    /// it drops deleted.
+    pub(crate) fn change_indexes(
+        &mut self,
+        meta: &TableMeta,
+        next: &mut TableMeta,
+    ) -> Result<(), StoreError> {
+        for gone in meta
+            .indexes
+            .iter()
+            .filter(|i| next.index(&i.name).is_none())
+        {
+            self.touched.set(true);
+            self.delete_index_rows(gone.id)?;
+        }
+        for index in next.indexes.iter_mut().filter(|i| i.id == 0) {
+            let id = self
+                .tables
+                .system()?
+                .get(NEXT_TABLE_ID)
+                .map_err(storage_err)?
+                .map_or(1, |g| g.value() as u32);
+            self.tables
+                .system_mut()?
+                .insert(NEXT_TABLE_ID, id as u64 + 1)
+                .map_err(storage_err)?;
+            index.id = id;
+        }
+        Ok(())
+    }
+
+    /// Indexes up to `max` items of `meta`'s table after each CREATING
+    /// index's cursor, moving the cursor; an index whose cursor reaches the
+    /// end of the table becomes ACTIVE. Writes meanwhile keep every index
+    /// row in step (`apply`), so an item indexed here and changed later, or
+    /// changed before the backfill reached it, ends up indexed once, as it
+    /// is. Returns whether any index is still CREATING.
+    pub(crate) fn backfill(&mut self, meta: &TableMeta, max: usize) -> Result<bool, StoreError> {
+        let meta = self.resolve(meta)?;
+        let mut next = (*meta).clone();
+        let prefix = keys::table_prefix(meta.id);
+        let end = keys::prefix_end(&prefix);
+        let mut creating = false;
+        for index in next.indexes.iter_mut() {
+            let Some(through) = index.backfilled_through.clone() else {
+                continue;
+            };
+            let lo = if through.is_empty() {
+                std::ops::Bound::Included(prefix.as_slice())
+            } else {
+                std::ops::Bound::Excluded(through.as_slice())
+            };
+            let mut rows = Vec::new();
+            for row in self
+                .tables
+                .items()?
+                .range::<&[u8]>((lo, std::ops::Bound::Excluded(end.as_slice())))
+                .map_err(storage_err)?
+            {
+                let (k, v) = row.map_err(storage_err)?;
+                rows.push((k.value().to_vec(), decode_item(row::item_bytes(v.value()))?));
+                if rows.len() == max {
+                    break;
+                }
+            }
+            let done = rows.len() < max;
+            if let Some((last, _)) = rows.last() {
+                index.backfilled_through = Some(last.clone());
+            }
+            for (key, item) in &rows {
+                if let Some(row_key) = index.row_key(item, key) {
+                    self.tables
+                        .items_mut()?
+                        .insert(row_key.as_slice(), key.as_slice())
+                        .map_err(storage_err)?;
+                }
+            }
+            if done {
+                index.backfilled_through = None;
+            } else {
+                creating = true;
+            }
+        }
+        if next != *meta {
+            self.replace_meta(next, false)?;
+        }
+        Ok(creating)
+    }
+
+    /// Keeps `meta`'s indexes in step with one item's change under `key`.
+    fn maintain_indexes(
+        &mut self,
+        meta: &TableMeta,
+        key: &[u8],
+        old: Option<&Item>,
+        new: Option<&Item>,
+    ) -> Result<(), StoreError> {
+        for index in &meta.indexes {
+            let was = old.and_then(|item| index.row_key(item, key));
+            let will = new.and_then(|item| index.row_key(item, key));
+            if was == will {
+                continue;
+            }
+            let items = self.tables.items_mut()?;
+            if let Some(was) = was {
+                items.remove(was.as_slice()).map_err(storage_err)?;
+            }
+            if let Some(will) = will {
+                items.insert(will.as_slice(), key).map_err(storage_err)?;
+            }
+        }
+        Ok(())
     }
 
     /// Deletes table `id`'s stream records, their images and its readers'
@@ -697,6 +829,9 @@ impl<'t> WriteContext<'t> {
                 .stream_images_mut()?
                 .insert((meta.id, seq), image.as_slice())
                 .map_err(storage_err)?;
+        }
+        if !meta.indexes.is_empty() {
+            self.maintain_indexes(&meta, &key, old.as_ref(), new.as_ref())?;
         }
         if meta.ttl_attribute.is_some() {
             let was = old.as_ref().and_then(|i| ttl::expires_at(&meta, i));

@@ -201,6 +201,7 @@ mod tests {
             tags: Default::default(),
             stream_enabled_at_ms: None,
             pay_per_request_since_ms: None,
+            indexes: Vec::new(),
         }
     }
 

@@ -5,6 +5,7 @@
 //! - `tables`: the redb tables of the file and their byte layout;
 //! - `catalog`: table metadata and CreateTable's rules;
 //! - `keys`: where an item lives in the file, key validation;
+//! - `index`: secondary indexes, their rules and their rows;
 //! - `validate`: request rules that need no stored data;
 //! - `writer`: the single writer thread and its group commit;
 //! - `context`: [`WriteContext`], what an operation inside a commit can do;
@@ -63,14 +64,16 @@
 //! - ItemCount in DescribeTable is exact (counted from a snapshot, on a
 //!   blocking thread), where DynamoDB updates it about every six hours. No
 //!   request check counts: they read the key schema from the catalog.
-//! - Legacy parameters (Expected, AttributesToGet, KeyConditions, ...) are
-//!   refused; the expression forms do the same and every client has them.
+//! - Secondary index reads are exact (an index row changes in its item's
+//!   commit), where DynamoDB's global indexes are eventually consistent; a
+//!   deleted index is gone at once rather than DELETING for a while.
 
 mod catalog;
 mod context;
 mod deferred;
 mod gate;
 mod idempotency;
+mod index;
 mod keys;
 mod logged;
 mod range_ops;
@@ -98,8 +101,9 @@ use crate::{ChangeStreams, ItemStore, StoreError, StoreResult};
 
 use crate::clock::{Clock, SystemClock};
 use catalog::{Catalog, TableMeta as Meta};
-pub use catalog::{KeyAttribute, TableMeta};
+pub use catalog::{Counts, KeyAttribute, TableMeta};
 pub use context::WriteContext;
+pub use index::IndexMeta;
 pub use logged::{LoggedTable, TableOpener};
 pub use tables::{QUEUE_DEDUP, QUEUE_PAYLOADS, QUEUE_QUEUES, QUEUE_STATES, QUEUE_SYSTEM};
 use writer::Writer;

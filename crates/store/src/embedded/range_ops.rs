@@ -20,7 +20,8 @@ use redb::ReadTransaction;
 use crate::StoreError;
 use crate::api::*;
 
-use super::catalog::{Catalog, TableMeta};
+use super::catalog::{Catalog, KeyAttribute, TableMeta};
+use super::index::IndexMeta;
 use super::{keys, row, storage_err, ttl, validate};
 
 use super::read_ops::items;
@@ -28,6 +29,8 @@ use super::read_ops::items;
 /// What a Query or Scan page returns of each matching item.
 enum Shape {
     All,
+    /// The attributes the index holds (ALL_PROJECTED_ATTRIBUTES).
+    IndexProjected,
     Projected(Projection),
     Count,
 }
@@ -35,10 +38,127 @@ enum Shape {
 /// The parts of Query and Scan that are the same: select, filter, projection.
 struct Page {
     meta: Arc<TableMeta>,
+    /// The index read, if not the table: its rows lead to the items.
+    index: Option<IndexMeta>,
     filter: Option<Condition>,
     shape: Shape,
     limit: Option<usize>,
     start: Option<Vec<u8>>,
+}
+
+impl Page {
+    /// The sort key the read is ordered by.
+    fn sort_key(&self) -> Option<&KeyAttribute> {
+        match &self.index {
+            Some(index) => index.sort_key.as_ref(),
+            None => self.meta.sort_key.as_ref(),
+        }
+    }
+
+    /// LastEvaluatedKey for `item`: the table's key, and the index's.
+    fn last_key(&self, item: &Item) -> Item {
+        let mut key = keys::key_of(&self.meta, item);
+        if let Some(index) = &self.index {
+            for attr in std::iter::once(&index.partition_key).chain(index.sort_key.as_ref()) {
+                if let Some(v) = item.get(&attr.name) {
+                    key.insert(attr.name.clone(), v.clone());
+                }
+            }
+        }
+        key
+    }
+}
+
+/// The index a Query or Scan names, with DynamoDB's rules for reading it.
+fn read_index(
+    meta: &TableMeta,
+    name: Option<&str>,
+    consistent: Option<bool>,
+) -> Result<Option<IndexMeta>, StoreError> {
+    let Some(name) = name else { return Ok(None) };
+    let Some(index) = meta.index(name) else {
+        return Err(StoreError::validation(format!(
+            "The table does not have the specified index: {name}"
+        )));
+    };
+    if !index.local && consistent == Some(true) {
+        return Err(StoreError::validation(
+            "Consistent reads are not supported on global secondary indexes",
+        ));
+    }
+    if index.backfilled_through.is_some() {
+        return Err(StoreError::validation(format!(
+            "Cannot read from backfilling global secondary index: {name}"
+        )));
+    }
+    Ok(Some(index.clone()))
+}
+
+/// Whether `index` holds attribute `name`.
+fn projects(meta: &TableMeta, index: &IndexMeta, name: &str) -> bool {
+    index.projection == ProjectionType::All
+        || meta.is_key_attribute(name)
+        || index.is_key_attribute(name)
+        || index.non_key_attributes.iter().any(|a| a == name)
+}
+
+/// The Select, projection and filter rules of a read of `index`.
+fn index_shape(
+    meta: &TableMeta,
+    index: &IndexMeta,
+    select: Option<Select>,
+    shape: Shape,
+    filter: Option<&Condition>,
+) -> Result<Shape, StoreError> {
+    if !index.local
+        && select == Some(Select::AllAttributes)
+        && index.projection != ProjectionType::All
+    {
+        return Err(StoreError::validation(format!(
+            "One or more parameter values were invalid: Select type ALL_ATTRIBUTES is not supported for global secondary index {} because its projection type is not ALL",
+            index.name
+        )));
+    }
+    if let Some(f) = filter {
+        let missing = missing(meta, index, f.paths().into_iter().map(|p| p.top_level()));
+        if !missing.is_empty() {
+            return Err(StoreError::validation(format!(
+                "One or more parameter values were invalid: Secondary index {} does not project one or more filter attributes: [{}]",
+                index.name,
+                missing.join(", ")
+            )));
+        }
+    }
+    match shape {
+        Shape::Projected(p) if !index.local => {
+            let missing = missing(meta, index, p.paths().iter().map(|p| p.top_level()));
+            if !missing.is_empty() {
+                return Err(StoreError::validation(format!(
+                    "One or more parameter values were invalid: Global secondary index {} does not project [{}]",
+                    index.name,
+                    missing.join(", ")
+                )));
+            }
+            Ok(Shape::Projected(p))
+        }
+        Shape::All if select != Some(Select::AllAttributes) => Ok(Shape::IndexProjected),
+        other => Ok(other),
+    }
+}
+
+/// The attributes of `names` that `index` does not hold, once each.
+fn missing<'a>(
+    meta: &TableMeta,
+    index: &IndexMeta,
+    names: impl Iterator<Item = &'a str>,
+) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for name in names {
+        if !projects(meta, index, name) && !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
 }
 
 /// The `Select` rules of Query and Scan.
@@ -69,24 +189,33 @@ fn shape(
     }
 }
 
-/// An ExclusiveStartKey must be exactly a key of the table.
-fn start_key(meta: &TableMeta, key: Option<&Item>) -> Result<Option<Vec<u8>>, StoreError> {
-    key.map(|k| {
-        keys::key_param(meta, k).map_err(|e| {
+/// An ExclusiveStartKey must be exactly a key of the table; for an index,
+/// the table's key and the index's.
+fn start_key(
+    meta: &TableMeta,
+    index: Option<&IndexMeta>,
+    key: Option<&Item>,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let Some(key) = key else { return Ok(None) };
+    let Some(index) = index else {
+        return keys::key_param(meta, key).map(Some).map_err(|e| {
             StoreError::validation(format!("The provided starting key is invalid: {e}"))
-        })
-    })
-    .transpose()
-}
-
-fn no_index(meta: &TableMeta, index: Option<&str>) -> Result<(), StoreError> {
-    match index {
-        None => Ok(()),
-        Some(name) => Err(StoreError::validation(format!(
-            "The table does not have the specified index: {name}; table {} has no secondary indexes",
-            meta.name
-        ))),
+        });
+    };
+    let invalid = || StoreError::validation("The provided starting key is invalid");
+    let table_key: Item = key
+        .iter()
+        .filter(|(name, _)| meta.is_key_attribute(name))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if key
+        .keys()
+        .any(|name| !meta.is_key_attribute(name) && !index.is_key_attribute(name))
+    {
+        return Err(invalid());
     }
+    let base = keys::key_param(meta, &table_key).map_err(|_| invalid())?;
+    index.row_key(key, &base).map(Some).ok_or_else(invalid)
 }
 
 /// Parses the FilterExpression and ProjectionExpression shared by Query and
@@ -120,31 +249,58 @@ fn plan_query(catalog: &Catalog, mut input: QueryInput) -> Result<QueryPlan, Sto
     validate::placeholder_maps(names, values, true)?;
     let limit = validate::limit(input.limit)?;
     let meta = catalog.get(&input.table_name)?;
-    no_index(&meta, input.index_name.as_deref())?;
+    let index = read_index(&meta, input.index_name.as_deref(), input.consistent_read)?;
+    let (pk, sk) = match &index {
+        Some(i) => (&i.partition_key, i.sort_key.as_ref()),
+        None => (&meta.partition_key, meta.sort_key.as_ref()),
+    };
     let mut ph = validate::placeholders(names, values);
-    let sk_name = meta.sort_key.as_ref().map(|sk| sk.name.as_str());
-    let key_condition = parse_key_condition(key_src, &mut ph, &meta.partition_key.name, sk_name)
-        .map_err(validate::expr)?;
+    let key_condition =
+        parse_key_condition(key_src, &mut ph, &pk.name, sk.map(|sk| sk.name.as_str()))
+            .map_err(validate::expr)?;
     let (filter, projection) = filter_and_projection(
         input.filter_expression.as_deref(),
         input.projection_expression.as_deref(),
         &mut ph,
     )?;
     ph.finish().map_err(validate::expr)?;
-    key_condition_types(&meta, &key_condition)?;
-    if let Some(path) = filter.as_ref().and_then(|f| {
-        f.paths()
-            .into_iter()
-            .find(|p| meta.is_key_attribute(p.top_level()))
-    }) {
+    key_condition_types(pk, sk, &key_condition).map_err(|e| match (&index, e) {
+        // DynamoDB names the index of an empty index key.
+        (Some(index), StoreError::Validation(m)) if m.contains("cannot contain an empty") => {
+            StoreError::validation(m.replace(
+                "The AttributeValue for a key attribute",
+                "A value specified for a secondary index key is not supported. The AttributeValue for a key attribute",
+            ).replace(". Key: ", &format!(". IndexName: {}, IndexKey: ", index.name)))
+        }
+        (_, e) => e,
+    })?;
+    let is_query_key = |name: &str| pk.name == name || sk.is_some_and(|sk| sk.name == name);
+    if let Some(path) = filter
+        .as_ref()
+        .and_then(|f| f.paths().into_iter().find(|p| is_query_key(p.top_level())))
+    {
         return Err(StoreError::validation(format!(
             "Filter Expression can only contain non-primary key attributes: Primary key attribute: {}",
             path.top_level()
         )));
     }
-    let shape = shape(input.select, projection, input.index_name.as_deref())?;
-    let start = start_key(&meta, input.exclusive_start_key.as_ref())?;
-    let prefix = keys::partition_prefix(meta.id, &key_condition.partition);
+    let mut shape = shape(input.select, projection, input.index_name.as_deref())?;
+    if let Some(index) = &index {
+        shape = index_shape(&meta, index, input.select, shape, filter.as_ref())?;
+    }
+    let start = start_key(&meta, index.as_ref(), input.exclusive_start_key.as_ref())?;
+    let (prefix, (lo, hi)) = match &index {
+        Some(index) => {
+            let prefix = index.partition_prefix(&key_condition.partition);
+            let bounds = index_sort_bounds(&prefix, key_condition.sort.as_ref());
+            (prefix, bounds)
+        }
+        None => {
+            let prefix = keys::partition_prefix(meta.id, &key_condition.partition);
+            let bounds = sort_bounds(&prefix, key_condition.sort.as_ref());
+            (prefix, bounds)
+        }
+    };
     if let Some(start) = &start
         && !start.starts_with(&prefix)
     {
@@ -152,10 +308,10 @@ fn plan_query(catalog: &Catalog, mut input: QueryInput) -> Result<QueryPlan, Sto
             "The provided starting key is outside query boundaries based on provided conditions",
         ));
     }
-    let (lo, hi) = sort_bounds(&prefix, key_condition.sort.as_ref());
     Ok(QueryPlan {
         page: Page {
             meta,
+            index,
             filter,
             shape,
             limit,
@@ -201,17 +357,21 @@ fn run_plan(
         forward,
         sort,
     } = plan;
+    let sort_key = page.sort_key().cloned();
     run_page(txn, &page, now_ms, lo, hi, forward, |item| {
-        meets_sort(&page.meta, sort.as_ref(), item)
+        meets_sort(sort_key.as_ref(), sort.as_ref(), item)
     })
 }
 
 /// Whether `item` meets the Query's sort-key condition (an item without
 /// the sort key does not).
-fn meets_sort(meta: &TableMeta, sort: Option<&SortKeyCondition>, item: &Item) -> bool {
+fn meets_sort(
+    sort_key: Option<&KeyAttribute>,
+    sort: Option<&SortKeyCondition>,
+    item: &Item,
+) -> bool {
     sort.is_none_or(|c| {
-        meta.sort_key
-            .as_ref()
+        sort_key
             .and_then(|sk| item.get(&sk.name))
             .is_some_and(|v| c.matches(v))
     })
@@ -229,7 +389,10 @@ pub(crate) fn query_encoded(
     input: QueryInput,
 ) -> Result<EncodedQueryOutput, StoreError> {
     let plan = plan_query(catalog, input)?;
-    if plan.page.filter.is_some() || !matches!(plan.page.shape, Shape::All) {
+    if plan.page.filter.is_some()
+        || plan.page.index.is_some()
+        || !matches!(plan.page.shape, Shape::All)
+    {
         return Ok(run_plan(txn, plan, now_ms)?.into());
     }
     run_page_encoded(txn, plan, now_ms)
@@ -358,7 +521,7 @@ pub(crate) fn scan(
     let limit = validate::limit(input.limit)?;
     let segment = segment(input.segment, input.total_segments)?;
     let meta = catalog.get(&input.table_name)?;
-    no_index(&meta, input.index_name.as_deref())?;
+    let index = read_index(&meta, input.index_name.as_deref(), input.consistent_read)?;
     let mut ph = validate::placeholders(names, values);
     let (filter, projection) = filter_and_projection(
         input.filter_expression.as_deref(),
@@ -366,15 +529,24 @@ pub(crate) fn scan(
         &mut ph,
     )?;
     ph.finish().map_err(validate::expr)?;
-    let shape = shape(input.select, projection, input.index_name.as_deref())?;
-    let start = start_key(&meta, input.exclusive_start_key.as_ref())?;
-    let prefix = keys::table_prefix(meta.id);
+    let mut shape = shape(input.select, projection, input.index_name.as_deref())?;
+    if let Some(index) = &index {
+        shape = index_shape(&meta, index, input.select, shape, filter.as_ref())?;
+    }
+    let start = start_key(&meta, index.as_ref(), input.exclusive_start_key.as_ref())?;
+    let prefix = keys::table_prefix(index.as_ref().map_or(meta.id, |i| i.id));
     let (lo, hi) = (
         Bound::Included(prefix.clone()),
         Bound::Excluded(keys::prefix_end(&prefix)),
     );
+    let segment_key = index
+        .as_ref()
+        .map_or(&meta.partition_key, |i| &i.partition_key)
+        .name
+        .clone();
     let page = Page {
         meta,
+        index,
         filter,
         shape,
         limit,
@@ -382,7 +554,7 @@ pub(crate) fn scan(
     };
     run_page(txn, &page, now_ms, lo, hi, true, |item| match segment {
         None => true,
-        Some((segment, total)) => segment_of(&page.meta, item, total) == segment,
+        Some((segment, total)) => segment_of(&segment_key, item, total) == segment,
     })
 }
 
@@ -409,9 +581,9 @@ fn segment(segment: Option<i64>, total: Option<i64>) -> Result<Option<(u64, u64)
 }
 
 /// The segment of an item: FNV-1a of its partition key's encoding.
-fn segment_of(meta: &TableMeta, item: &Item, total: u64) -> u64 {
+fn segment_of(partition_key: &str, item: &Item, total: u64) -> u64 {
     let mut bytes = Vec::new();
-    if let Some(pk) = item.get(&meta.partition_key.name) {
+    if let Some(pk) = item.get(partition_key) {
         let _ = postbox_item::encode_partition_key(pk, &mut bytes);
     }
     let hash = bytes.iter().fold(0xcbf29ce484222325u64, |h, b| {
@@ -421,16 +593,20 @@ fn segment_of(meta: &TableMeta, item: &Item, total: u64) -> u64 {
 }
 
 /// Key condition values must have the key attributes' declared types.
-fn key_condition_types(meta: &TableMeta, kc: &KeyCondition) -> Result<(), StoreError> {
+fn key_condition_types(
+    pk: &KeyAttribute,
+    sk: Option<&KeyAttribute>,
+    kc: &KeyCondition,
+) -> Result<(), StoreError> {
     let mismatch = || {
         StoreError::validation(
             "One or more parameter values were invalid: Condition parameter type does not match schema type",
         )
     };
-    if !keys::has_type(&kc.partition, meta.partition_key.ty) {
+    if !keys::has_type(&kc.partition, pk.ty) {
         return Err(mismatch());
     }
-    if let (Some(sort), Some(sk)) = (&kc.sort, &meta.sort_key) {
+    if let (Some(sort), Some(sk)) = (&kc.sort, sk) {
         if !sort.values().iter().all(|v| keys::has_type(v, sk.ty)) {
             return Err(mismatch());
         }
@@ -449,8 +625,8 @@ fn key_condition_types(meta: &TableMeta, kc: &KeyCondition) -> Result<(), StoreE
         ))),
         _ => Ok(()),
     };
-    empty(&kc.partition, &meta.partition_key.name)?;
-    if let (Some(sort), Some(sk)) = (&kc.sort, &meta.sort_key) {
+    empty(&kc.partition, &pk.name)?;
+    if let (Some(sort), Some(sk)) = (&kc.sort, sk) {
         sort.values()
             .into_iter()
             .try_for_each(|v| empty(v, &sk.name))?;
@@ -487,6 +663,48 @@ fn sort_bounds(prefix: &[u8], sort: Option<&SortKeyCondition>) -> (Bound<Vec<u8>
         ),
         Some(SortKeyCondition::BeginsWith(v)) => {
             let p = at(v);
+            let e = keys::prefix_end(&p);
+            (Bound::Included(p), Bound::Excluded(e))
+        }
+    }
+}
+
+/// [`sort_bounds`] for an index, whose sort key is encoded like a
+/// partition key (self-delimiting, so the base key can follow it).
+fn index_sort_bounds(
+    prefix: &[u8],
+    sort: Option<&SortKeyCondition>,
+) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let at = |v: &AttributeValue| {
+        let mut k = prefix.to_vec();
+        let _ = postbox_item::encode_partition_key(v, &mut k);
+        k
+    };
+    // Everything whose sort key sorts at or before `v`'s.
+    let through = |v: &AttributeValue| Bound::Excluded(keys::prefix_end(&at(v)));
+    let (start, end) = (
+        Bound::Included(prefix.to_vec()),
+        Bound::Excluded(keys::prefix_end(prefix)),
+    );
+    match sort {
+        None => (start, end),
+        Some(SortKeyCondition::Eq(v)) => (Bound::Included(at(v)), through(v)),
+        Some(SortKeyCondition::Lt(v)) => (start, Bound::Excluded(at(v))),
+        Some(SortKeyCondition::Le(v)) => (start, through(v)),
+        Some(SortKeyCondition::Gt(v)) => (Bound::Included(keys::prefix_end(&at(v))), end),
+        Some(SortKeyCondition::Ge(v)) => (Bound::Included(at(v)), end),
+        Some(SortKeyCondition::Between(lo, hi)) if at(lo) <= at(hi) => {
+            (Bound::Included(at(lo)), through(hi))
+        }
+        Some(SortKeyCondition::Between(..)) => (
+            Bound::Included(prefix.to_vec()),
+            Bound::Excluded(prefix.to_vec()),
+        ),
+        Some(SortKeyCondition::BeginsWith(v)) => {
+            // The value's encoding without its terminator: a prefix of
+            // every value that begins with it.
+            let mut p = at(v);
+            p.truncate(p.len() - 2);
             let e = keys::prefix_end(&p);
             (Bound::Included(p), Bound::Excluded(e))
         }
@@ -564,21 +782,41 @@ fn run_page(
     };
     for row in iter.by_ref() {
         let (_, value) = row.map_err(storage_err)?;
-        let item = decode_item(row::item_bytes(value.value()))?;
+        let item = match &page.index {
+            None => decode_item(row::item_bytes(value.value()))?,
+            // An index row holds the key of its item.
+            Some(_) => match table.get(value.value()).map_err(storage_err)? {
+                Some(stored) => decode_item(row::item_bytes(stored.value()))?,
+                None => continue,
+            },
+        };
         if ttl::is_expired(&page.meta, &item, now_ms) || !in_scope(&item) {
             continue;
         }
+        // A global index holds only its projection; a local one reads
+        // the rest from the table when asked.
+        let item = match &page.index {
+            Some(index) if !index.local => index.project(&page.meta, &item),
+            _ => item,
+        };
         out.scanned_count += 1;
         bytes_read += item_size(&item);
         let stop = page.limit.is_some_and(|l| out.scanned_count as usize >= l)
             || bytes_read >= validate::MAX_PAGE_BYTES;
         if stop {
-            out.last_evaluated_key = Some(keys::key_of(&page.meta, &item));
+            out.last_evaluated_key = Some(page.last_key(&item));
         }
         if page.filter.as_ref().is_none_or(|f| f.evaluate(Some(&item))) {
             out.count += 1;
             match &page.shape {
                 Shape::All => out.items.as_mut().expect("items").push(item),
+                Shape::IndexProjected => {
+                    let index = page.index.as_ref().expect("an index read");
+                    out.items
+                        .as_mut()
+                        .expect("items")
+                        .push(index.project(&page.meta, &item));
+                }
                 Shape::Projected(p) => out.items.as_mut().expect("items").push(p.apply(&item)),
                 Shape::Count => {}
             }

@@ -8,38 +8,65 @@ use std::collections::BTreeMap;
 use super::*;
 
 impl EmbeddedStore {
-    /// Item count and size of a table, counted from a snapshot on a
-    /// blocking thread (the count visits every row of the table, so it
-    /// must not hold a runtime thread). Only DescribeTable and DeleteTable
-    /// ask for it; request checks read the catalog ([`ItemStore::key_schema`]).
-    async fn table_stats(&self, meta: &Meta) -> StoreResult<(u64, u64)> {
+    /// Item counts and sizes of a table and its indexes, counted from a
+    /// snapshot on a blocking thread (the count visits every row of the
+    /// table, so it must not hold a runtime thread). Only DescribeTable,
+    /// UpdateTable and DeleteTable ask for it; request checks read the
+    /// catalog ([`ItemStore::key_schema`]).
+    async fn table_stats(&self, meta: &Arc<Meta>) -> StoreResult<Counts> {
         let txn = self.snapshot().await?;
-        let id = meta.id;
-        let (count, size) = tokio::task::spawn_blocking(move || count_rows(&txn, id))
+        let meta = meta.clone();
+        let counts = tokio::task::spawn_blocking(move || count_rows(&txn, &meta))
             .await
             .map_err(storage_err)??;
-        self.count_ranged(count);
-        Ok((count, size))
+        self.count_ranged(counts.table.0 + counts.indexes.iter().map(|c| c.0).sum::<u64>());
+        Ok(counts)
     }
 }
 
-/// Item count and size of table `id` in `txn`.
-fn count_rows(txn: &ReadTransaction, id: u32) -> StoreResult<(u64, u64)> {
-    let Some(items) = tables::open_if_present(txn, tables::ITEMS)? else {
-        return Ok((0, 0));
+/// Item counts and sizes of `meta`'s table and indexes in `txn`. An index's
+/// size is that of the items as it projects them.
+fn count_rows(txn: &ReadTransaction, meta: &Meta) -> StoreResult<Counts> {
+    let mut counts = Counts {
+        indexes: vec![(0, 0); meta.indexes.len()],
+        ..Counts::default()
     };
-    let prefix = keys::table_prefix(id);
+    let Some(items) = tables::open_if_present(txn, tables::ITEMS)? else {
+        return Ok(counts);
+    };
+    let rows = |id: u32| -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let prefix = keys::table_prefix(id);
+        let end = keys::prefix_end(&prefix);
+        items
+            .range(prefix.as_slice()..end.as_slice())
+            .map_err(storage_err)?
+            .map(|row| {
+                let (k, v) = row.map_err(storage_err)?;
+                Ok((k.value().to_vec(), v.value().to_vec()))
+            })
+            .collect()
+    };
+    let prefix = keys::table_prefix(meta.id);
     let end = keys::prefix_end(&prefix);
-    let (mut count, mut size) = (0, 0);
     for row in items
         .range(prefix.as_slice()..end.as_slice())
         .map_err(storage_err)?
     {
         let (_, v) = row.map_err(storage_err)?;
-        count += 1;
-        size += row::item_bytes(v.value()).len() as u64;
+        counts.table.0 += 1;
+        counts.table.1 += row::item_bytes(v.value()).len() as u64;
     }
-    Ok((count, size))
+    for (n, index) in meta.indexes.iter().enumerate() {
+        for (_, base_key) in rows(index.id)? {
+            let Some(v) = items.get(base_key.as_slice()).map_err(storage_err)? else {
+                continue;
+            };
+            let item = postbox_item::decode_item(row::item_bytes(v.value()))?;
+            counts.indexes[n].0 += 1;
+            counts.indexes[n].1 += postbox_item::item_size(&index.project(meta, &item)) as u64;
+        }
+    }
+    Ok(counts)
 }
 
 impl EmbeddedStore {
@@ -74,13 +101,13 @@ impl ItemStore for EmbeddedStore {
     async fn create_table(&self, input: CreateTableInput) -> StoreResult<TableDescription> {
         Meta::from_create(&input, 0, 0)?;
         let meta = self.submit(move |ctx| ctx.create_table(&input)).await?;
-        Ok(meta.describe("ACTIVE", 0, 0))
+        Ok(meta.describe("ACTIVE", &Counts::default()))
     }
 
     async fn describe_table(&self, table_name: &str) -> StoreResult<TableDescription> {
         let meta = self.catalog().get(table_name)?;
-        let (count, size) = self.table_stats(&meta).await?;
-        Ok(meta.describe("ACTIVE", count, size))
+        let counts = self.table_stats(&meta).await?;
+        Ok(meta.describe("ACTIVE", &counts))
     }
 
     async fn key_schema(&self, table_name: &str) -> StoreResult<Vec<KeySchemaElement>> {
@@ -89,7 +116,7 @@ impl ItemStore for EmbeddedStore {
 
     async fn delete_table(&self, table_name: &str) -> StoreResult<TableDescription> {
         let meta = self.catalog().get(table_name)?;
-        let (count, size) = self.table_stats(&meta).await?;
+        let counts = self.table_stats(&meta).await?;
         let name = table_name.to_owned();
         let meta = self
             .submit(move |ctx| {
@@ -98,7 +125,7 @@ impl ItemStore for EmbeddedStore {
                 Ok(meta)
             })
             .await?;
-        Ok(meta.describe("DELETING", count, size))
+        Ok(meta.describe("DELETING", &counts))
     }
 
     async fn list_tables(&self) -> StoreResult<Vec<String>> {
@@ -156,12 +183,24 @@ impl ItemStore for EmbeddedStore {
         let meta = self
             .submit(move |ctx| {
                 let meta = ctx.table(&input.table_name)?;
-                let (next, stream_off) = meta.updated(&input, ctx.now_ms())?;
+                let (mut next, stream_off) = meta.updated(&input, ctx.now_ms())?;
+                ctx.change_indexes(&meta, &mut next)?;
                 ctx.replace_meta(next, stream_off)
             })
             .await?;
-        let (count, size) = self.table_stats(&meta).await?;
-        Ok(meta.describe("ACTIVE", count, size))
+        if meta.indexes.iter().any(|i| i.backfilled_through.is_some()) {
+            // The backfill runs in chunks behind the answer; the index
+            // reads as CREATING until it is done.
+            let inner = self.running.inner.clone();
+            let table = meta.clone();
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = index::backfill(&inner, &table) {
+                    tracing::warn!(table = %table.name, error = %e, "index backfill stopped; the sweeper resumes it");
+                }
+            });
+        }
+        let counts = self.table_stats(&meta).await?;
+        Ok(meta.describe("ACTIVE", &counts))
     }
 
     async fn tag_resource(&self, arn: &str, tags: Vec<Tag>) -> StoreResult<()> {

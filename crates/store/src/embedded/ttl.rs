@@ -83,6 +83,9 @@ pub(crate) fn run_sweeper(inner: Arc<Inner>, interval: Duration, stop: Receiver<
 /// retention, in chunks through the writer.
 pub(crate) fn sweep_once(inner: &Inner) -> Result<(), StoreError> {
     for meta in inner.shared.catalog.all() {
+        if meta.indexes.iter().any(|i| i.backfilled_through.is_some()) {
+            super::index::backfill(inner, &meta)?;
+        }
         if meta.ttl_attribute.is_some() {
             while expire_chunk(inner, &meta)? == SWEEP_CHUNK {}
         }

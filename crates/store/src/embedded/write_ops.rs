@@ -18,7 +18,7 @@ use crate::api::*;
 
 use super::catalog::{Catalog, TableMeta};
 use super::context::{Current, WriteContext};
-use super::{keys, validate};
+use super::{index, keys, validate};
 
 /// What one action does to its item.
 enum Effect {
@@ -102,7 +102,11 @@ impl Action {
             {
                 None
             }
-            Effect::Update(update) => match updated(&self.key, current.live(), update.as_ref()) {
+            Effect::Update(update) => match updated(&self.key, current.live(), update.as_ref())
+                .and_then(|new| match index::check_item(&meta, &new) {
+                    Ok(()) => Ok(new),
+                    Err(e) => Err(e.to_string()),
+                }) {
                 Ok(new) => Some(Some(new)),
                 Err(message) => return Ok(Err(Refusal::Invalid(message))),
             },
@@ -177,6 +181,7 @@ fn compile_put(catalog: &Catalog, p: PutParts<'_>) -> Result<Action, StoreError>
         return Err(validate::item_too_large());
     }
     validate::item_shape(&p.item)?;
+    index::check_item(&meta, &p.item)?;
     let encoded = encode_item(&p.item);
     Ok(Action {
         key: keys::key_of(&meta, &p.item),
