@@ -15,8 +15,8 @@ from common.corpus import CorpusError, expand
 
 # Runner options on a step are lowercase; DynamoDB parameters are capitalised.
 STEP_OPTIONS = {"op", "label", "expect", "keep_last_key", "keep_order", "table", "note"}
-PSEUDO_OPS = {"Stream"}
-CASE_FIELDS = {"name", "doc", "tables", "items", "steps"}
+PSEUDO_OPS = {"Stream", "WaitForIndexes"}
+CASE_FIELDS = {"name", "doc", "tables", "items", "steps", "creates"}
 # Operations (and transaction actions) that name one table: TableName defaults to the case's
 # first table. Write "TableName": null to send a request without one.
 TABLE_OPS = {
@@ -58,6 +58,9 @@ class Case:
     tables: list[Table]
     items: dict[str, list[dict]]
     steps: list[Step] = field(default_factory=list)
+    # Logical names of tables the steps create (CreateTable steps): named per run, side and
+    # case like the case's tables, and deleted after the case.
+    creates: list[str] = field(default_factory=list)
 
 
 DEFAULT_TABLES = [{"name": "t", "key": ["pk:S"]}]
@@ -80,7 +83,10 @@ def parse_case(prefix: str, file: str, raw: dict, defaults: dict) -> Case:
         if table not in names:
             raise CorpusError(f"items for unknown table {table}")
     steps = [parse_step(i + 1, s, tables[0].name) for i, s in enumerate(raw.get("steps", []))]
-    return Case(**basics, tables=tables, items=items, steps=steps)
+    creates = raw.get("creates", [])
+    if not isinstance(creates, list) or not all(isinstance(c, str) for c in creates):
+        raise CorpusError("creates must be a list of table names")
+    return Case(**basics, tables=tables, items=items, steps=steps, creates=creates)
 
 
 def parse_table(raw: dict) -> Table:

@@ -79,6 +79,23 @@ class Endpoint:
             return oc.Outcome({"error": "TableNotActive"}, f"{physical} still {status} after 60 s")
         return oc.Outcome({"ok": {}})
 
+    def wait_for_indexes(self, physical: str) -> oc.Outcome:
+        """Waits until no global secondary index of the table is CREATING (a backfill runs
+        behind UpdateTable's answer on both sides); the outcome is the indexes' names."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                table = self.raw(self.ddb, "DescribeTable", {"TableName": physical})["Table"]
+            except ClientError as err:
+                return oc.failure(err.response)
+            indexes = table.get("GlobalSecondaryIndexes", [])
+            if all(i.get("IndexStatus") != "CREATING" for i in indexes):
+                names = sorted(i["IndexName"] for i in indexes if i.get("IndexStatus") != "DELETING")
+                return oc.Outcome({"ok": {"indexes": names}})
+            if time.monotonic() > deadline:
+                return oc.Outcome({"error": "IndexNotActive"}, f"{physical} still has a CREATING index after 60 s")
+            time.sleep(0.05)
+
     def delete_table(self, physical: str) -> None:
         try:
             self.raw(self.ddb, "DeleteTable", {"TableName": physical})

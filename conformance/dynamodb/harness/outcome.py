@@ -42,6 +42,21 @@ def describe_table(table: dict) -> dict:
     if "BillingModeSummary" in table:
         out["BillingMode"] = table["BillingModeSummary"].get("BillingMode")
     out["HasLatestStreamArn"] = "LatestStreamArn" in table
+    for kind in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes"):
+        # An index's name, keys and projection; its status, counts and ARN
+        # are bookkeeping (DynamoDB shows a deleted index as DELETING for a
+        # while, Postbox drops it at once: such entries are left out).
+        indexes = [
+            {
+                "IndexName": i.get("IndexName"),
+                "KeySchema": i.get("KeySchema"),
+                "Projection": sort_sets(i.get("Projection", {})),
+            }
+            for i in table.get(kind, [])
+            if i.get("IndexStatus") != "DELETING"
+        ]
+        if indexes:
+            out[kind] = sorted(indexes, key=canonical)
     return out
 
 

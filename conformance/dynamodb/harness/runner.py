@@ -61,7 +61,8 @@ class Runner:
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", case.name)[:80]
         names = {}
         for side in ("r", "t"):
-            names[side] = {t.name: f"cf-{self.run_id}-{side}{index:04d}-{slug}-{t.name}" for t in case.tables}
+            logical = [t.name for t in case.tables] + case.creates
+            names[side] = {name: f"cf-{self.run_id}-{side}{index:04d}-{slug}-{name}" for name in logical}
         # With both sides on one server (reference against itself) the two must not collide.
         ref = _Side(self.reference, names["r"])
         tgt = _Side(self.target, names["t"])
@@ -125,6 +126,8 @@ class _Side:
     def _step(self, step: Step) -> oc.Outcome:
         if step.op == "Stream":
             return self.endpoint.read_stream(self.names.get(step.table, step.table))
+        if step.op == "WaitForIndexes":
+            return self.endpoint.wait_for_indexes(self.names.get(step.table, step.table))
         return self.endpoint.call(
             step.op, step.params, self.names, keep_last_key=step.keep_last_key, keep_order=step.keep_order
         )
@@ -138,6 +141,8 @@ class _Side:
     def cleanup(self, case: Case) -> None:
         for table in case.tables:
             self.endpoint.delete_table(self.names[table.name])
+        for name in case.creates:
+            self.endpoint.delete_table(self.names[name])
 
 
 def _perturbed(outcome: oc.Outcome) -> oc.Outcome:
