@@ -343,3 +343,92 @@ async fn a_transaction_over_four_megabytes_is_refused() {
     );
     assert!(events(&*t.store, "t1").await.is_empty());
 }
+
+/// Extra writes into a table with a secondary index keep the index exact,
+/// on the group-commit path and the direct one, and a write whose index key
+/// has the wrong type fails the emit and writes nothing.
+#[tokio::test]
+async fn caller_writes_keep_a_tables_indexes_exact() {
+    use postbox_store::ItemStore;
+    for options in [EngineOptions::default(), direct()] {
+        let t = open().await;
+        let req: postbox_store::api::CreateTableInput = serde_json::from_value(json!({
+            "TableName": "orders_by_status", "BillingMode": "PAY_PER_REQUEST",
+            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+            "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "status", "AttributeType": "S"}],
+            "GlobalSecondaryIndexes": [{"IndexName": "by-status",
+                "KeySchema": [{"AttributeName": "status", "KeyType": "HASH"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"}}]
+        }))
+        .unwrap();
+        t.store.create_table(req).await.unwrap();
+        let engine = engine_with(t.store.clone(), options).await;
+        let ctx = ctx("t1");
+        let table = "orders_by_status";
+        let key = |id: &str| Item::from([("pk".to_owned(), s(&format!("t1#ORDER#{id}")))]);
+        let order = |id: &str, status: &str| {
+            let mut item = key(id);
+            item.insert("status".into(), s(status));
+            Write::put(table, item)
+        };
+        let by_status = |status: &'static str| {
+            let store = t.store.clone();
+            async move {
+                let q: postbox_store::api::QueryInput = serde_json::from_value(json!({
+                    "TableName": "orders_by_status", "IndexName": "by-status",
+                    "KeyConditionExpression": "#s = :s", "ExpressionAttributeNames": {"#s": "status"},
+                    "ExpressionAttributeValues": {":s": {"S": status}}}))
+                .unwrap();
+                let mut ids: Vec<String> = store
+                    .query(q)
+                    .await
+                    .unwrap()
+                    .items
+                    .unwrap()
+                    .iter()
+                    .map(|i| attr_s(i, "pk").to_owned())
+                    .collect();
+                ids.sort();
+                ids
+            }
+        };
+        for id in ["1", "2", "3"] {
+            engine
+                .emit(&ctx, "ORDER_PLACED", json!({"order": id}), vec![order(id, "placed")])
+                .await
+                .unwrap();
+        }
+        engine
+            .emit(
+                &ctx,
+                "ORDER_SHIPPED",
+                json!({"order": "1"}),
+                vec![
+                    Write::update(table, key("1"), "SET #s = :s")
+                        .name("#s", "status")
+                        .value(":s", s("shipped")),
+                    Write::delete(table, key("2")),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(by_status("placed").await, ["t1#ORDER#3"]);
+        assert_eq!(by_status("shipped").await, ["t1#ORDER#1"]);
+        let mut bad = key("4");
+        bad.insert(
+            "status".into(),
+            postbox_item::AttributeValue::N("1".parse().unwrap()),
+        );
+        let e = engine
+            .emit(&ctx, "ORDER_PLACED", json!({"order": "4"}), vec![Write::put(table, bad)])
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("Type mismatch for Index Key status"),
+            "{e}"
+        );
+        assert_eq!(events(&*t.store, "t1").await.len(), 4);
+        assert!(get(&*t.store, table, key("4")).await.is_none());
+    }
+}
