@@ -16,6 +16,10 @@ from common.corpus import CorpusError, expand
 # Runner options on a step are lowercase; DynamoDB parameters are capitalised.
 STEP_OPTIONS = {"op", "label", "expect", "keep_last_key", "keep_order", "table", "note"}
 PSEUDO_OPS = {"Stream", "WaitForIndexes"}
+# DynamoDB Streams operations, sent to the streams endpoint. In their parameters "$stream" is
+# the step's table's latest stream ARN, "$shard" its first shard and "$iterator" a TRIM_HORIZON
+# iterator of that shard, fetched on each side before the step.
+STREAMS_OPS = {"ListStreams", "DescribeStream", "GetShardIterator", "GetRecords"}
 CASE_FIELDS = {"name", "doc", "tables", "items", "steps", "creates"}
 # Operations (and transaction actions) that name one table: TableName defaults to the case's
 # first table. Write "TableName": null to send a request without one.
@@ -131,7 +135,7 @@ def parse_step(index: int, raw: dict, default_table: str) -> Step:
         expect=raw.get("expect"),
         keep_last_key=bool(raw.get("keep_last_key", False)),
         keep_order=bool(raw.get("keep_order", False)),
-        table=raw.get("table", default_table if op in PSEUDO_OPS else None),
+        table=raw.get("table", default_table if op in PSEUDO_OPS | STREAMS_OPS else None),
     )
 
 

@@ -8,6 +8,7 @@ off, so the server, not the SDK, is what is tested.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -78,6 +79,32 @@ class Endpoint:
         if status != "ACTIVE":
             return oc.Outcome({"error": "TableNotActive"}, f"{physical} still {status} after 60 s")
         return oc.Outcome({"ok": {}})
+
+    def call_streams(self, op: str, params: dict, physical: str) -> oc.Outcome:
+        """A DynamoDB Streams operation on the table's stream, with "$stream", "$shard" and
+        "$iterator" in the parameters replaced by this side's values."""
+        try:
+            params = self._stream_placeholders(params, physical)
+            response = self.raw(self.streams, op, params)
+        except ClientError as err:
+            return oc.failure(common_wire.from_boto(err.response))
+        except (BotoCoreError, ValueError, KeyError, TypeError, IndexError) as err:
+            return oc.client_failure(err)
+        return oc.streams_success(op, response)
+
+    def _stream_placeholders(self, params: dict, physical: str) -> dict:
+        text = json.dumps(params)
+        if "$stream" in text or "$shard" in text or "$iterator" in text:
+            arn = self.raw(self.ddb, "DescribeTable", {"TableName": physical})["Table"].get("LatestStreamArn", "")
+            text = text.replace('"$stream"', json.dumps(arn))
+            if "$shard" in text or "$iterator" in text:
+                shard = self.raw(self.streams, "DescribeStream", {"StreamArn": arn})["StreamDescription"]["Shards"][0]["ShardId"]
+                text = text.replace('"$shard"', json.dumps(shard))
+                if "$iterator" in text:
+                    iterator = self.raw(self.streams, "GetShardIterator", {
+                        "StreamArn": arn, "ShardId": shard, "ShardIteratorType": "TRIM_HORIZON"})["ShardIterator"]
+                    text = text.replace('"$iterator"', json.dumps(iterator))
+        return json.loads(text)
 
     def wait_for_indexes(self, physical: str) -> oc.Outcome:
         """Waits until no global secondary index of the table is CREATING (a backfill runs

@@ -34,6 +34,28 @@ def success(op: str, response: dict, *, keep_last_key: bool = False, keep_order:
     return Outcome({"ok": body})
 
 
+def streams_success(op: str, response: dict) -> Outcome:
+    """A DynamoDB Streams answer, minus what differs per server (ARNs, labels, ids, times)."""
+    if op == "DescribeStream":
+        d = response.get("StreamDescription", {})
+        body = {k: d[k] for k in ("StreamStatus", "StreamViewType", "KeySchema") if k in d}
+        body["Shards"] = len(d.get("Shards", []))
+        body["HasLastEvaluatedShardId"] = "LastEvaluatedShardId" in d
+        body["HasStreamArn"] = bool(d.get("StreamArn"))
+    elif op == "ListStreams":
+        streams = response.get("Streams", [])
+        body = {"Tables": sorted(s.get("TableName", "") for s in streams),
+                "HasLastEvaluatedStreamArn": "LastEvaluatedStreamArn" in response}
+    elif op == "GetShardIterator":
+        body = {"HasShardIterator": bool(response.get("ShardIterator"))}
+    else:  # GetRecords
+        records = response.get("Records", [])
+        body = {"Records": [{"eventName": r.get("eventName"), "Keys": sort_sets(r.get("dynamodb", {}).get("Keys", {}))}
+                            for r in records],
+                "HasNextShardIterator": bool(response.get("NextShardIterator"))}
+    return Outcome({"ok": body})
+
+
 def describe_table(table: dict) -> dict:
     """The parts of a table description that are behaviour rather than bookkeeping."""
     out = {k: table[k] for k in ("TableName", "TableStatus", "KeySchema", "StreamSpecification") if k in table}

@@ -14,7 +14,7 @@ from common import report
 
 from . import outcome as oc
 from . import wire
-from .corpus import Case, Step
+from .corpus import STREAMS_OPS, Case, Step
 from .endpoint import Endpoint
 
 
@@ -128,6 +128,12 @@ class _Side:
             return self.endpoint.read_stream(self.names.get(step.table, step.table))
         if step.op == "WaitForIndexes":
             return self.endpoint.wait_for_indexes(self.names.get(step.table, step.table))
+        if step.op in STREAMS_OPS:
+            outcome = self.endpoint.call_streams(step.op, step.params, self.names.get(step.table, step.table))
+            return oc.Outcome(
+                wire.logical_names(outcome.value, self.reverse),
+                wire.logical_names(outcome.message, self.reverse) if outcome.message else None,
+            )
         return self.endpoint.call(
             step.op, step.params, self.names, keep_last_key=step.keep_last_key, keep_order=step.keep_order
         )

@@ -395,7 +395,12 @@ async fn caller_writes_keep_a_tables_indexes_exact() {
         };
         for id in ["1", "2", "3"] {
             engine
-                .emit(&ctx, "ORDER_PLACED", json!({"order": id}), vec![order(id, "placed")])
+                .emit(
+                    &ctx,
+                    "ORDER_PLACED",
+                    json!({"order": id}),
+                    vec![order(id, "placed")],
+                )
                 .await
                 .unwrap();
         }
@@ -421,7 +426,12 @@ async fn caller_writes_keep_a_tables_indexes_exact() {
             postbox_item::AttributeValue::N("1".parse().unwrap()),
         );
         let e = engine
-            .emit(&ctx, "ORDER_PLACED", json!({"order": "4"}), vec![Write::put(table, bad)])
+            .emit(
+                &ctx,
+                "ORDER_PLACED",
+                json!({"order": "4"}),
+                vec![Write::put(table, bad)],
+            )
             .await
             .unwrap_err();
         assert!(

@@ -27,7 +27,7 @@ const MAX_RECORDS: usize = 1000;
 #[serde(rename_all = "PascalCase")]
 struct ListStreamsInput {
     table_name: Option<String>,
-    limit: Option<usize>,
+    limit: Option<i64>,
     exclusive_start_stream_arn: Option<String>,
 }
 
@@ -35,6 +35,17 @@ struct ListStreamsInput {
 #[serde(rename_all = "PascalCase")]
 struct DescribeStreamInput {
     stream_arn: String,
+    limit: Option<i64>,
+    exclusive_start_shard_id: Option<String>,
+    shard_filter: Option<ShardFilter>,
+}
+
+/// DescribeStream's filter: the children of one shard.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ShardFilter {
+    #[serde(rename = "Type")]
+    kind: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -50,7 +61,7 @@ struct GetShardIteratorInput {
 #[serde(rename_all = "PascalCase")]
 struct GetRecordsInput {
     shard_iterator: String,
-    limit: Option<usize>,
+    limit: Option<i64>,
 }
 
 /// Handles one DynamoDB Streams operation.
@@ -92,14 +103,30 @@ pub(crate) fn table_of_iterator(it: &str) -> Option<String> {
     decode_iterator(it).map(|(table, _)| table)
 }
 
-/// The table a stream ARN (`...:table/<name>/stream/<label>`) belongs to.
+/// A `Limit` of at least 1 and at most `max`, with DynamoDB Streams'
+/// messages; `default` when absent.
+fn limit(given: Option<i64>, default: usize, max: usize, over: &str) -> Result<usize, WireError> {
+    match given {
+        None => Ok(default),
+        Some(n) if n < 1 => Err(validation(format!(
+            "1 validation error detected: Value '{n}' at 'limit' failed to satisfy constraint: Member must have value greater than or equal to 1"
+        ))),
+        Some(n) if n as u64 > max as u64 => Err(validation(format!(
+            "One or more parameter values were invalid: {over}"
+        ))),
+        Some(n) => Ok(n as usize),
+    }
+}
+
+/// The table a stream ARN (`...:table/<name>/stream/<label>`) belongs to,
+/// from the catalog (no item count: stream calls are frequent).
 async fn table_of_stream<S: ItemStore>(
     store: &S,
     arn: &str,
 ) -> Result<TableDescription, WireError> {
-    let name = table_of_arn(arn).ok_or_else(|| validation(format!("Invalid StreamArn: {arn}")))?;
+    let name = table_of_arn(arn).ok_or_else(|| not_found(arn))?;
     let table = store
-        .describe_table(name)
+        .describe_table_uncounted(name)
         .await
         .map_err(|_| not_found(arn))?;
     match &table.latest_stream_arn {
@@ -119,7 +146,7 @@ async fn list_streams<S: ItemStore>(
         if input.table_name.as_ref().is_some_and(|t| *t != name) {
             continue;
         }
-        let table = store.describe_table(&name).await?;
+        let table = store.describe_table_uncounted(&name).await?;
         if let (Some(arn), Some(label)) = (table.latest_stream_arn, table.latest_stream_label) {
             streams.push(json!({"StreamArn": arn, "TableName": name, "StreamLabel": label}));
         }
@@ -131,7 +158,12 @@ async fn list_streams<S: ItemStore>(
     {
         streams.drain(..=pos);
     }
-    let limit = input.limit.unwrap_or(100).clamp(1, 100);
+    let limit = limit(
+        input.limit,
+        100,
+        100,
+        "Limit cannot be greater than the maximum allowed size: 100",
+    )?;
     let last = (streams.len() > limit).then(|| streams[limit - 1]["StreamArn"].clone());
     streams.truncate(limit);
     let mut out = json!({ "Streams": streams });
@@ -145,6 +177,22 @@ async fn describe_stream<S: ItemStore + ChangeStreams>(
     store: &S,
     input: DescribeStreamInput,
 ) -> Result<Value, WireError> {
+    limit(
+        input.limit,
+        100,
+        100,
+        "Limit cannot be greater than the maximum: 100",
+    )?;
+    if let Some(start) = &input.exclusive_start_shard_id {
+        shard_id_length("exclusiveStartShardId", start)?;
+    }
+    if let Some(kind) = input.shard_filter.as_ref().and_then(|f| f.kind.as_deref())
+        && kind != "CHILD_SHARDS"
+    {
+        return Err(validation(
+            "1 validation error detected: Value 'null' at 'shardFilter.type' failed to satisfy constraint: Member must be CHILD_SHARDS",
+        ));
+    }
     let table = table_of_stream(store, &input.stream_arn).await?;
     let view = table
         .stream_specification
@@ -164,12 +212,34 @@ async fn describe_stream<S: ItemStore + ChangeStreams>(
             "CreationRequestDateTime": table.creation_date_time,
             "TableName": table.table_name,
             "KeySchema": table.key_schema,
-            "Shards": [{
-                "ShardId": SHARD_ID,
-                "SequenceNumberRange": {"StartingSequenceNumber": format_sequence(first)},
-            }],
+            // The one shard, unless the page starts after it or the
+            // filter asks for children (it has none).
+            "Shards": if input.shard_filter.is_some()
+                || input.exclusive_start_shard_id.as_deref().is_some_and(|s| s >= SHARD_ID)
+            {
+                vec![]
+            } else {
+                vec![json!({
+                    "ShardId": SHARD_ID,
+                    "SequenceNumberRange": {"StartingSequenceNumber": format_sequence(first)},
+                })]
+            },
         }
     }))
+}
+
+/// Shard ids are 28 to 65 characters long.
+fn shard_id_length(member: &str, id: &str) -> Result<(), WireError> {
+    let bound = if id.len() < 28 {
+        "greater than or equal to 28"
+    } else if id.len() > 65 {
+        "less than or equal to 65"
+    } else {
+        return Ok(());
+    };
+    Err(validation(format!(
+        "1 validation error detected: Value '{id}' at '{member}' failed to satisfy constraint: Member must have length {bound}"
+    )))
 }
 
 /// Sequence numbers on the wire: decimal strings of 21 digits, which sort
@@ -179,8 +249,21 @@ fn format_sequence(n: u64) -> String {
 }
 
 fn parse_sequence(s: &str) -> Result<u64, WireError> {
-    s.parse()
-        .map_err(|_| validation(format!("Invalid SequenceNumber: {s}")))
+    if !(21..=40).contains(&s.len()) {
+        let bound = if s.len() < 21 {
+            "greater than or equal to 21"
+        } else {
+            "less than or equal to 40"
+        };
+        return Err(validation(format!(
+            "1 validation error detected: Value '{s}' at 'sequenceNumber' failed to satisfy constraint: Member must have length {bound}"
+        )));
+    }
+    s.parse().map_err(|_| {
+        validation(format!(
+            "One or more parameter values were invalid: Invalid SequenceNumber: {s}"
+        ))
+    })
 }
 
 fn encode_iterator(table: &str, after: u64) -> String {
@@ -211,9 +294,20 @@ async fn get_shard_iterator<S: ItemStore + ChangeStreams>(
         input
             .sequence_number
             .as_deref()
-            .ok_or_else(|| validation("SequenceNumber is required for this ShardIteratorType"))
+            .ok_or_else(|| {
+                validation("One or more parameter values were invalid: Invalid SequenceNumber")
+            })
             .and_then(parse_sequence)
     };
+    if matches!(
+        input.shard_iterator_type.as_str(),
+        "TRIM_HORIZON" | "LATEST"
+    ) && input.sequence_number.is_some()
+    {
+        return Err(validation(
+            "One or more parameter values were invalid: SequenceNumber should not be passed for this iterator type",
+        ));
+    }
     let after = match input.shard_iterator_type.as_str() {
         "TRIM_HORIZON" => 0,
         "LATEST" => store.stream_head(&table.table_name).await?,
@@ -234,7 +328,12 @@ async fn get_records<S: ChangeStreams>(
 ) -> Result<Value, WireError> {
     let (table, after) = decode_iterator(&input.shard_iterator)
         .ok_or_else(|| validation("Invalid ShardIterator"))?;
-    let limit = input.limit.unwrap_or(MAX_RECORDS).clamp(1, MAX_RECORDS);
+    let limit = limit(
+        input.limit,
+        MAX_RECORDS,
+        MAX_RECORDS,
+        "Limit should be less than or equal to 1000",
+    )?;
     let records = store.read_stream(&table, after, limit).await.map_err(|e| match e {
         StoreError::ResourceNotFound(_) => WireError::client(
             "ResourceNotFoundException",
@@ -292,6 +391,86 @@ mod tests {
         let it = encode_iterator("orders|x", 42);
         assert_eq!(decode_iterator(&it), Some(("orders|x".to_owned(), 42)));
         assert_eq!(decode_iterator("not an iterator!"), None);
+    }
+
+    /// DescribeStream, GetShardIterator and ListStreams read the catalog,
+    /// never count the table (a consumer calls them often); a pager that
+    /// passes the last shard as ExclusiveStartShardId gets no shards.
+    #[tokio::test]
+    async fn stream_calls_visit_no_item_and_paging_shards_ends() {
+        use postbox_store::api::{
+            CreateTableInput, PutItemInput, StreamSpecification, StreamViewType,
+        };
+        use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            EmbeddedStore::open(dir.path().join("s.redb"), EmbeddedOptions::default()).unwrap();
+        let mut create = CreateTableInput::keyed_by("orders", "pk");
+        create.stream_specification = Some(StreamSpecification {
+            stream_enabled: true,
+            stream_view_type: Some(StreamViewType::KeysOnly),
+        });
+        let arn = store
+            .create_table(create)
+            .await
+            .unwrap()
+            .latest_stream_arn
+            .unwrap();
+        for i in 0..300 {
+            let item = [(
+                "pk".to_owned(),
+                postbox_item::AttributeValue::s(format!("o{i}")),
+            )]
+            .into();
+            store
+                .put_item(PutItemInput {
+                    table_name: "orders".into(),
+                    item,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+        }
+        let answer = |op: &'static str, body: Value| {
+            let store = store.clone();
+            async move {
+                let response = handle(&store, op, body.to_string().as_bytes()).await;
+                let status = response.status();
+                let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+                    .await
+                    .unwrap();
+                (status, serde_json::from_slice::<Value>(&bytes).unwrap())
+            }
+        };
+        let before = store.rows_ranged();
+        let (status, d) = answer("DescribeStream", json!({"StreamArn": arn})).await;
+        assert_eq!(status, 200, "{d}");
+        let shard = d["StreamDescription"]["Shards"][0]["ShardId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let (_, next) = answer(
+            "DescribeStream",
+            json!({"StreamArn": arn, "ExclusiveStartShardId": shard}),
+        )
+        .await;
+        assert_eq!(next["StreamDescription"]["Shards"], json!([]), "{next}");
+        let (status, it) = answer(
+            "GetShardIterator",
+            json!({"StreamArn": arn, "ShardId": shard, "ShardIteratorType": "LATEST"}),
+        )
+        .await;
+        assert_eq!(status, 200, "{it}");
+        let (_, list) = answer("ListStreams", json!({})).await;
+        assert_eq!(list["Streams"].as_array().unwrap().len(), 1, "{list}");
+        assert_eq!(
+            store.rows_ranged() - before,
+            0,
+            "stream calls counted the table"
+        );
+        // DescribeTable does count (exactly), which the counter sees.
+        store.describe_table("orders").await.unwrap();
+        assert_eq!(store.rows_ranged() - before, 300);
     }
 
     #[test]

@@ -55,6 +55,15 @@ pub trait ItemStore: Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<Vec<api::KeySchemaElement>>> + Send {
         async move { Ok(self.describe_table(table_name).await?.key_schema) }
     }
+    /// DescribeTable without its item counts and sizes (zeros where a
+    /// backend would have to count): for callers that need the schema, the
+    /// stream or the indexes, such as DynamoDB Streams' DescribeStream.
+    fn describe_table_uncounted(
+        &self,
+        table_name: &str,
+    ) -> impl Future<Output = StoreResult<TableDescription>> + Send {
+        self.describe_table(table_name)
+    }
     fn delete_table(
         &self,
         table_name: &str,

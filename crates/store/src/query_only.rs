@@ -22,6 +22,9 @@ impl<S: ItemStore> ItemStore for QueryOnly<S> {
     async fn key_schema(&self, t: &str) -> StoreResult<Vec<KeySchemaElement>> {
         self.0.key_schema(t).await
     }
+    async fn describe_table_uncounted(&self, t: &str) -> StoreResult<TableDescription> {
+        self.0.describe_table_uncounted(t).await
+    }
     async fn delete_table(&self, t: &str) -> StoreResult<TableDescription> {
         self.0.delete_table(t).await
     }

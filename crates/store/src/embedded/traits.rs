@@ -110,6 +110,13 @@ impl ItemStore for EmbeddedStore {
         Ok(meta.describe("ACTIVE", &counts))
     }
 
+    async fn describe_table_uncounted(&self, table_name: &str) -> StoreResult<TableDescription> {
+        Ok(self
+            .catalog()
+            .get(table_name)?
+            .describe("ACTIVE", &Counts::default()))
+    }
+
     async fn key_schema(&self, table_name: &str) -> StoreResult<Vec<KeySchemaElement>> {
         Ok(self.catalog().get(table_name)?.key_schema())
     }
