@@ -26,6 +26,7 @@ ensure_boto3()
 
 from common import wire as common_wire  # noqa: E402
 from common.known import covering, load_known  # noqa: E402
+from harness.wordings import covering as covering_wording, load_wordings  # noqa: E402
 from common.report import load_selected, perturber, print_outcome, show_step, unreachable  # noqa: E402
 from harness.corpus import load_corpus  # noqa: E402
 from harness.endpoint import Endpoint  # noqa: E402
@@ -47,6 +48,7 @@ def main() -> int:
         return 2
 
     known = load_known(Path(args.known))
+    wordings = load_wordings(Path(args.wordings))
     runner = Runner(
         Endpoint("reference", args.reference),
         Endpoint("target", args.target, common_wire.target_credentials(args.target_key_file)),
@@ -61,7 +63,7 @@ def main() -> int:
     mismatches = known_count = 0
     unknown_cases = set()
     unexpected = 0
-    errors = worded = 0
+    errors = worded = unlisted = 0
     for result in results:
         for title, ref, tgt in result.outcomes:
             code = ref.value.get("error") if isinstance(ref.value, dict) else None
@@ -69,8 +71,11 @@ def main() -> int:
                 errors += 1
                 if tgt.message != ref.message:
                     worded += 1
-                    if args.messages:
-                        print(f"WORDING {result.case.name} / {title}: {code}")
+                    listed = covering_wording(wordings, ref.message, tgt.message or "")
+                    if not listed:
+                        unlisted += 1
+                    if args.messages or not listed:
+                        print(f"WORDING {result.case.name} / {title}: {code}{'' if listed else ' (not in known-wordings.md)'}")
                         print(f"  reference: {ref.message}")
                         print(f"  target:    {tgt.message}")
         if args.show:
@@ -96,9 +101,12 @@ def main() -> int:
     if unexpected:
         print(f"expectations not met by the reference: {unexpected}")
     print(f"known differences: {known_count}")
-    print(f"errors worded differently: {worded} of {errors} matching errors (--messages lists them)")
+    print(
+        f"errors worded differently: {worded} of {errors} matching errors, {unlisted} of them not in "
+        "known-wordings.md (--messages lists all)"
+    )
     print(f"cases: {len(cases)}, mismatches: {mismatches}")
-    if unknown_cases:
+    if unknown_cases or unlisted:
         return 1
     if args.strict and unexpected:
         return 1
@@ -122,6 +130,9 @@ def parse_args() -> argparse.Namespace:
         help="run only cases whose name contains NAME (or matches it as a glob); repeatable",
     )
     parser.add_argument("--known", default=str(HERE / "known-differences.md"), help="known differences file")
+    parser.add_argument(
+        "--wordings", default=str(HERE / "known-wordings.md"), help="known wordings file (default: %(default)s)"
+    )
     parser.add_argument("--jobs", type=int, default=4, help="cases run concurrently (default: %(default)s)")
     parser.add_argument(
         "--perturb",
