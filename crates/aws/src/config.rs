@@ -20,12 +20,22 @@ pub fn config_loader() -> aws_config::ConfigLoader {
 /// and placeholder keys, nothing read from the environment. For tests and
 /// local benchmarks.
 pub async fn local_config(endpoint: &str) -> aws_config::SdkConfig {
+    local_config_with_key(endpoint, "local", "local").await
+}
+
+/// [`local_config`] signing with the given access key: for a local service
+/// that checks signatures, such as `postbox serve` with its admin access key.
+pub async fn local_config_with_key(
+    endpoint: &str,
+    access_key_id: &str,
+    secret_access_key: &str,
+) -> aws_config::SdkConfig {
     config_loader()
         .endpoint_url(endpoint)
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(aws_credential_types::Credentials::new(
-            "local",
-            "local",
+            access_key_id,
+            secret_access_key,
             None,
             None,
             "postbox-local",

@@ -43,7 +43,7 @@ mod sqs;
 pub mod streams;
 
 pub use aws_config::SdkConfig;
-pub use config::{config_loader, local_config, sdk_config};
+pub use config::{config_loader, local_config, local_config_with_key, sdk_config};
 pub use relay::{StreamsPipeStats, StreamsRelay, StreamsRelayOptions};
 pub use streams::Streams;
 
@@ -338,6 +338,107 @@ impl ItemStore for DynamoStore {
             .await
             .map_err(|e| error::map("UpdateTimeToLive", e))?;
         Ok(spec)
+    }
+
+    async fn update_table(&self, input: UpdateTableInput) -> StoreResult<TableDescription> {
+        if let Some(name) = input.other.keys().next() {
+            return Err(StoreError::validation(format!(
+                "UpdateTable: {name} is not supported by Postbox's AWS backend (it changes billing mode, provisioned throughput and the stream)"
+            )));
+        }
+        if input.global_secondary_index_updates.is_some() {
+            return Err(StoreError::validation(
+                "UpdateTable on the AWS backend changes Postbox's own tables, which have no secondary indexes; change indexes of your own tables with the AWS tools",
+            ));
+        }
+        let mut req = self
+            .client
+            .update_table()
+            .table_name(self.name(&input.table_name));
+        if let Some(mode) = &input.billing_mode {
+            req = req.billing_mode(sdk::BillingMode::from(mode.as_str()));
+        }
+        if let Some(p) = &input.provisioned_throughput {
+            let units = |k: &str| p.get(k).and_then(serde_json::Value::as_i64).unwrap_or(0);
+            req = req.provisioned_throughput(
+                sdk::ProvisionedThroughput::builder()
+                    .read_capacity_units(units("ReadCapacityUnits"))
+                    .write_capacity_units(units("WriteCapacityUnits"))
+                    .build()
+                    .map_err(|e| StoreError::Validation(e.to_string()))?,
+            );
+        }
+        if let Some(s) = &input.stream_specification {
+            req = req.stream_specification(
+                sdk::StreamSpecification::builder()
+                    .stream_enabled(s.stream_enabled)
+                    .set_stream_view_type(
+                        s.stream_view_type
+                            .map(|v| sdk::StreamViewType::from(wire(&v).as_str())),
+                    )
+                    .build()
+                    .map_err(|e| StoreError::Validation(e.to_string()))?,
+            );
+        }
+        let out = req.send().await.map_err(|e| error::map("UpdateTable", e))?;
+        self.describe(out.table_description().ok_or_else(|| {
+            StoreError::Storage("UpdateTable answered no TableDescription".into())
+        })?)
+    }
+
+    async fn tag_resource(&self, arn: &str, tags: Vec<Tag>) -> StoreResult<()> {
+        let tags = tags
+            .iter()
+            .map(|t| {
+                sdk::Tag::builder()
+                    .key(&t.key)
+                    .value(&t.value)
+                    .build()
+                    .map_err(|e| StoreError::Validation(e.to_string()))
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        self.client
+            .tag_resource()
+            .resource_arn(arn)
+            .set_tags(Some(tags))
+            .send()
+            .await
+            .map_err(|e| error::map("TagResource", e))?;
+        Ok(())
+    }
+
+    async fn untag_resource(&self, arn: &str, keys: Vec<String>) -> StoreResult<()> {
+        self.client
+            .untag_resource()
+            .resource_arn(arn)
+            .set_tag_keys(Some(keys))
+            .send()
+            .await
+            .map_err(|e| error::map("UntagResource", e))?;
+        Ok(())
+    }
+
+    async fn list_tags_of_resource(&self, arn: &str) -> StoreResult<Vec<Tag>> {
+        let mut tags = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let out = self
+                .client
+                .list_tags_of_resource()
+                .resource_arn(arn)
+                .set_next_token(next.take())
+                .send()
+                .await
+                .map_err(|e| error::map("ListTagsOfResource", e))?;
+            tags.extend(out.tags().iter().map(|t| Tag {
+                key: t.key().to_owned(),
+                value: t.value().to_owned(),
+            }));
+            match out.next_token() {
+                Some(token) => next = Some(token.to_owned()),
+                None => return Ok(tags),
+            }
+        }
     }
 
     async fn describe_time_to_live(&self, table_name: &str) -> StoreResult<Option<String>> {
