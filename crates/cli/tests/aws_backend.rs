@@ -478,7 +478,7 @@ async fn serve_on_aws_with_no_relay_leaves_the_stream_to_another_relay() {
     // A relay of its own moves them, and this node's workers deliver them.
     let config = dir.path().join("pipes.toml");
     std::fs::write(&config, "[relay]\nevents_pipe = true\n").unwrap();
-    let relay = command(
+    let mut relay = command(
         &[
             "relay",
             "--backend",
@@ -501,6 +501,7 @@ async fn serve_on_aws_with_no_relay_leaves_the_stream_to_another_relay() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let _ = Command::new("kill").arg(relay.id().to_string()).status();
+    let _ = relay.wait();
     let (status, stderr) = server.terminate();
     assert!(status.success(), "{stderr}");
     assert_eq!(got.lock().unwrap().len(), 3, "{stderr}");
