@@ -242,26 +242,10 @@ impl ItemStore for DynamoStore {
             _ => req = req.billing_mode(sdk::BillingMode::PayPerRequest),
         }
         if let Some(p) = &input.provisioned_throughput {
-            let units = |k: &str| p.get(k).and_then(serde_json::Value::as_i64).unwrap_or(1);
-            req = req.provisioned_throughput(
-                sdk::ProvisionedThroughput::builder()
-                    .read_capacity_units(units("ReadCapacityUnits"))
-                    .write_capacity_units(units("WriteCapacityUnits"))
-                    .build()
-                    .map_err(|e| StoreError::Validation(e.to_string()))?,
-            );
+            req = req.provisioned_throughput(shapes::sdk_throughput(p)?);
         }
         if let Some(s) = &input.stream_specification {
-            req = req.stream_specification(
-                sdk::StreamSpecification::builder()
-                    .stream_enabled(s.stream_enabled)
-                    .set_stream_view_type(
-                        s.stream_view_type
-                            .map(|v| sdk::StreamViewType::from(wire(&v).as_str())),
-                    )
-                    .build()
-                    .map_err(|e| StoreError::Validation(e.to_string()))?,
-            );
+            req = req.stream_specification(shapes::sdk_stream(s)?);
         }
         let out = req.send().await.map_err(|e| error::map("CreateTable", e))?;
         self.describe(out.table_description().ok_or_else(|| {
@@ -359,26 +343,10 @@ impl ItemStore for DynamoStore {
             req = req.billing_mode(sdk::BillingMode::from(mode.as_str()));
         }
         if let Some(p) = &input.provisioned_throughput {
-            let units = |k: &str| p.get(k).and_then(serde_json::Value::as_i64).unwrap_or(0);
-            req = req.provisioned_throughput(
-                sdk::ProvisionedThroughput::builder()
-                    .read_capacity_units(units("ReadCapacityUnits"))
-                    .write_capacity_units(units("WriteCapacityUnits"))
-                    .build()
-                    .map_err(|e| StoreError::Validation(e.to_string()))?,
-            );
+            req = req.provisioned_throughput(shapes::sdk_throughput(p)?);
         }
         if let Some(s) = &input.stream_specification {
-            req = req.stream_specification(
-                sdk::StreamSpecification::builder()
-                    .stream_enabled(s.stream_enabled)
-                    .set_stream_view_type(
-                        s.stream_view_type
-                            .map(|v| sdk::StreamViewType::from(wire(&v).as_str())),
-                    )
-                    .build()
-                    .map_err(|e| StoreError::Validation(e.to_string()))?,
-            );
+            req = req.stream_specification(shapes::sdk_stream(s)?);
         }
         let out = req.send().await.map_err(|e| error::map("UpdateTable", e))?;
         self.describe(out.table_description().ok_or_else(|| {

@@ -78,6 +78,29 @@ impl DynamoStore {
     }
 }
 
+/// ProvisionedThroughput (`{"ReadCapacityUnits": r, "WriteCapacityUnits": w}`)
+/// for the SDK; a unit left out is sent as 0, which DynamoDB refuses by name.
+pub(crate) fn sdk_throughput(p: &serde_json::Value) -> StoreResult<sdk::ProvisionedThroughput> {
+    let units = |k: &str| p.get(k).and_then(serde_json::Value::as_i64).unwrap_or(0);
+    sdk::ProvisionedThroughput::builder()
+        .read_capacity_units(units("ReadCapacityUnits"))
+        .write_capacity_units(units("WriteCapacityUnits"))
+        .build()
+        .map_err(|e| StoreError::Validation(e.to_string()))
+}
+
+/// A StreamSpecification for the SDK.
+pub(crate) fn sdk_stream(s: &StreamSpecification) -> StoreResult<sdk::StreamSpecification> {
+    sdk::StreamSpecification::builder()
+        .stream_enabled(s.stream_enabled)
+        .set_stream_view_type(
+            s.stream_view_type
+                .map(|v| sdk::StreamViewType::from(wire(&v).as_str())),
+        )
+        .build()
+        .map_err(|e| StoreError::Validation(e.to_string()))
+}
+
 /// An enum of the store's api as DynamoDB spells it.
 pub(crate) fn wire<T: Serialize>(v: &T) -> String {
     match serde_json::to_value(v) {

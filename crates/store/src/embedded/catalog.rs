@@ -70,6 +70,20 @@ pub struct TableMeta {
     pub indexes: Vec<IndexMeta>,
 }
 
+/// A HASH (and RANGE) key schema in DynamoDB's shape.
+pub(crate) fn key_schema_of(
+    partition_key: &KeyAttribute,
+    sort_key: Option<&KeyAttribute>,
+) -> Vec<KeySchemaElement> {
+    let element = |attr: &KeyAttribute, key_type| KeySchemaElement {
+        attribute_name: attr.name.clone(),
+        key_type,
+    };
+    std::iter::once(element(partition_key, KeyType::Hash))
+        .chain(sort_key.map(|sk| element(sk, KeyType::Range)))
+        .collect()
+}
+
 /// What DescribeTable counts: the table's items and bytes, and each
 /// index's, in the order of [`TableMeta::indexes`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -83,17 +97,7 @@ pub struct Counts {
 impl TableMeta {
     /// The key schema in DynamoDB's shape.
     pub fn key_schema(&self) -> Vec<KeySchemaElement> {
-        let mut out = vec![KeySchemaElement {
-            attribute_name: self.partition_key.name.clone(),
-            key_type: KeyType::Hash,
-        }];
-        if let Some(sk) = &self.sort_key {
-            out.push(KeySchemaElement {
-                attribute_name: sk.name.clone(),
-                key_type: KeyType::Range,
-            });
-        }
-        out
+        key_schema_of(&self.partition_key, self.sort_key.as_ref())
     }
 
     /// The index called `name`.

@@ -436,17 +436,9 @@ impl<'t> WriteContext<'t> {
                 input.table_name
             )));
         }
-        let id = self
-            .tables
-            .system()?
-            .get(NEXT_TABLE_ID)
-            .map_err(storage_err)?
-            .map_or(1, |g| g.value() as u32);
+        let id = self.next_table_id()?;
         let meta = Arc::new(TableMeta::from_create(input, id, self.now_ms)?);
-        self.tables
-            .system_mut()?
-            .insert(NEXT_TABLE_ID, id as u64 + 1 + meta.indexes.len() as u64)
-            .map_err(storage_err)?;
+        self.take_table_ids(id, 1 + meta.indexes.len() as u32)?;
         self.write_meta(&meta)?;
         Ok(meta)
     }
@@ -528,18 +520,29 @@ impl<'t> WriteContext<'t> {
             self.delete_index_rows(gone.id)?;
         }
         for index in next.indexes.iter_mut().filter(|i| i.id == 0) {
-            let id = self
-                .tables
-                .system()?
-                .get(NEXT_TABLE_ID)
-                .map_err(storage_err)?
-                .map_or(1, |g| g.value() as u32);
-            self.tables
-                .system_mut()?
-                .insert(NEXT_TABLE_ID, id as u64 + 1)
-                .map_err(storage_err)?;
+            let id = self.next_table_id()?;
+            self.take_table_ids(id, 1)?;
             index.id = id;
         }
+        Ok(())
+    }
+
+    /// The next unused id of a table or index.
+    fn next_table_id(&self) -> Result<u32, StoreError> {
+        Ok(self
+            .tables
+            .system()?
+            .get(NEXT_TABLE_ID)
+            .map_err(storage_err)?
+            .map_or(1, |g| g.value() as u32))
+    }
+
+    /// Marks `count` ids from `first` (the next unused one) as used.
+    fn take_table_ids(&mut self, first: u32, count: u32) -> Result<(), StoreError> {
+        self.tables
+            .system_mut()?
+            .insert(NEXT_TABLE_ID, first as u64 + count as u64)
+            .map_err(storage_err)?;
         Ok(())
     }
 

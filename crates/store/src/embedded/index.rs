@@ -66,17 +66,7 @@ pub struct IndexMeta {
 impl IndexMeta {
     /// The index's key schema in DynamoDB's shape.
     pub fn key_schema(&self) -> Vec<KeySchemaElement> {
-        let mut out = vec![KeySchemaElement {
-            attribute_name: self.partition_key.name.clone(),
-            key_type: KeyType::Hash,
-        }];
-        if let Some(sk) = &self.sort_key {
-            out.push(KeySchemaElement {
-                attribute_name: sk.name.clone(),
-                key_type: KeyType::Range,
-            });
-        }
-        out
+        super::catalog::key_schema_of(&self.partition_key, self.sort_key.as_ref())
     }
 
     /// True when `name` is one of the index's own key attributes.
