@@ -65,7 +65,7 @@ ddb.update_table(
         "KeySchema": [{"AttributeName": "status", "KeyType": "HASH"}],
         "Projection": {"ProjectionType": "KEYS_ONLY"},
     }}])
-deadline = time.monotonic() + 30
+deadline = time.monotonic() + 60
 while True:
     indexes = ddb.describe_table(TableName=table)["Table"]["GlobalSecondaryIndexes"]
     status = {i["IndexName"]: i["IndexStatus"] for i in indexes}
