@@ -8,7 +8,8 @@
 //! - `index`: secondary indexes, their rules and their rows;
 //! - `validate`: request rules that need no stored data;
 //! - `writer`: the single writer thread and its group commit;
-//! - `context`: [`WriteContext`], what an operation inside a commit can do;
+//! - `context`: [`WriteContext`], what an operation inside a commit can do
+//!   (`context/control`: creating, changing and dropping tables);
 //! - `write_ops` / `read_ops` / `range_ops`: the item operations (writes,
 //!   point reads, Query and Scan);
 //! - `stream`: change-stream records and their blocks; `ttl`: expiry and
