@@ -1,5 +1,6 @@
 //! Secondary indexes: what CreateTable and UpdateTable declare, the rules
-//! DynamoDB applies to them, and where an index row lives in the file.
+//! DynamoDB applies to them and to reads of them, where an index row lives
+//! in the file, and the backfill of a new one.
 //!
 //! An index is kept in the items table under its own numeric id (drawn
 //! from the same counter as table ids), one row per base item that has the
@@ -445,6 +446,56 @@ pub(crate) fn key_attribute_names(table: &TableMeta, indexes: &[IndexMeta]) -> V
         }
     }
     names
+}
+
+// ---- reading an index ----
+
+/// The index a Query or Scan names, with DynamoDB's rules for reading it.
+pub(crate) fn read_index(
+    meta: &TableMeta,
+    name: Option<&str>,
+    consistent: Option<bool>,
+) -> Result<Option<IndexMeta>, StoreError> {
+    let Some(name) = name else { return Ok(None) };
+    let Some(index) = meta.index(name) else {
+        return Err(StoreError::validation(format!(
+            "The table does not have the specified index: {name}"
+        )));
+    };
+    if !index.local && consistent == Some(true) {
+        return Err(StoreError::validation(
+            "Consistent reads are not supported on global secondary indexes",
+        ));
+    }
+    if index.backfilled_through.is_some() {
+        return Err(StoreError::validation(format!(
+            "Cannot read from backfilling global secondary index: {name}"
+        )));
+    }
+    Ok(Some(index.clone()))
+}
+
+/// Whether `index` holds attribute `name`.
+pub(crate) fn projects(meta: &TableMeta, index: &IndexMeta, name: &str) -> bool {
+    index.projection == ProjectionType::All
+        || meta.is_key_attribute(name)
+        || index.is_key_attribute(name)
+        || index.non_key_attributes.iter().any(|a| a == name)
+}
+
+/// The attributes of `names` that `index` does not hold, once each.
+pub(crate) fn missing<'a>(
+    meta: &TableMeta,
+    index: &IndexMeta,
+    names: impl Iterator<Item = &'a str>,
+) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for name in names {
+        if !projects(meta, index, name) && !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
 }
 
 /// Items indexed per backfill commit: small enough that writes queued

@@ -6,6 +6,9 @@
 //! order-preserving, so one partition's items are contiguous and sorted by
 //! sort key, and a table's items are contiguous.
 
+use std::ops::Bound;
+
+use postbox_expr::SortKeyCondition;
 use postbox_item::{AttributeValue, Item, encode_partition_key, encode_sort_key};
 
 use crate::StoreError;
@@ -173,6 +176,86 @@ fn not_empty(attr: &KeyAttribute, v: &AttributeValue) -> Result<(), StoreError> 
         "One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty {kind} value. Key: {}",
         attr.name
     )))
+}
+
+/// Byte bounds of the items of one partition that a sort-key condition can
+/// match. The condition itself is still checked per item; the bounds only
+/// keep the scan short.
+pub(crate) fn sort_bounds(
+    prefix: &[u8],
+    sort: Option<&SortKeyCondition>,
+) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let at = |v: &AttributeValue| {
+        let mut k = prefix.to_vec();
+        let _ = encode_sort_key(v, &mut k);
+        k
+    };
+    let (start, end) = (
+        Bound::Included(prefix.to_vec()),
+        Bound::Excluded(prefix_end(prefix)),
+    );
+    match sort {
+        None => (start, end),
+        Some(SortKeyCondition::Eq(v)) => (Bound::Included(at(v)), Bound::Included(at(v))),
+        Some(SortKeyCondition::Lt(v)) => (start, Bound::Excluded(at(v))),
+        Some(SortKeyCondition::Le(v)) => (start, Bound::Included(at(v))),
+        Some(SortKeyCondition::Gt(v)) => (Bound::Excluded(at(v)), end),
+        Some(SortKeyCondition::Ge(v)) => (Bound::Included(at(v)), end),
+        Some(SortKeyCondition::Between(lo, hi)) if at(lo) <= at(hi) => {
+            (Bound::Included(at(lo)), Bound::Included(at(hi)))
+        }
+        Some(SortKeyCondition::Between(..)) => (
+            Bound::Included(prefix.to_vec()),
+            Bound::Excluded(prefix.to_vec()),
+        ),
+        Some(SortKeyCondition::BeginsWith(v)) => {
+            let p = at(v);
+            let e = prefix_end(&p);
+            (Bound::Included(p), Bound::Excluded(e))
+        }
+    }
+}
+
+/// [`sort_bounds`] for an index, whose sort key is encoded like a
+/// partition key (self-delimiting, so the base key can follow it).
+pub(crate) fn index_sort_bounds(
+    prefix: &[u8],
+    sort: Option<&SortKeyCondition>,
+) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let at = |v: &AttributeValue| {
+        let mut k = prefix.to_vec();
+        let _ = postbox_item::encode_partition_key(v, &mut k);
+        k
+    };
+    // Everything whose sort key sorts at or before `v`'s.
+    let through = |v: &AttributeValue| Bound::Excluded(prefix_end(&at(v)));
+    let (start, end) = (
+        Bound::Included(prefix.to_vec()),
+        Bound::Excluded(prefix_end(prefix)),
+    );
+    match sort {
+        None => (start, end),
+        Some(SortKeyCondition::Eq(v)) => (Bound::Included(at(v)), through(v)),
+        Some(SortKeyCondition::Lt(v)) => (start, Bound::Excluded(at(v))),
+        Some(SortKeyCondition::Le(v)) => (start, through(v)),
+        Some(SortKeyCondition::Gt(v)) => (Bound::Included(prefix_end(&at(v))), end),
+        Some(SortKeyCondition::Ge(v)) => (Bound::Included(at(v)), end),
+        Some(SortKeyCondition::Between(lo, hi)) if at(lo) <= at(hi) => {
+            (Bound::Included(at(lo)), through(hi))
+        }
+        Some(SortKeyCondition::Between(..)) => (
+            Bound::Included(prefix.to_vec()),
+            Bound::Excluded(prefix.to_vec()),
+        ),
+        Some(SortKeyCondition::BeginsWith(v)) => {
+            // The value's encoding without its terminator: a prefix of
+            // every value that begins with it.
+            let mut p = at(v);
+            p.truncate(p.len() - 2);
+            let e = prefix_end(&p);
+            (Bound::Included(p), Bound::Excluded(e))
+        }
+    }
 }
 
 #[cfg(test)]

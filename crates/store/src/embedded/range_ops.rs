@@ -12,9 +12,7 @@ use postbox_expr::{
     Condition, KeyCondition, Placeholders, Projection, SortKeyCondition, parse_filter,
     parse_key_condition, parse_projection,
 };
-use postbox_item::{
-    AttributeValue, Item, RawValueRef, decode_item, encode_sort_key, item_size, visit_encoded_item,
-};
+use postbox_item::{AttributeValue, Item, RawValueRef, decode_item, item_size, visit_encoded_item};
 use redb::ReadTransaction;
 
 use crate::StoreError;
@@ -22,7 +20,7 @@ use crate::api::*;
 
 use super::catalog::{Catalog, KeyAttribute, TableMeta};
 use super::index::IndexMeta;
-use super::{keys, row, storage_err, ttl, validate};
+use super::{index, keys, row, storage_err, ttl, validate};
 
 use super::read_ops::items;
 
@@ -69,39 +67,6 @@ impl Page {
     }
 }
 
-/// The index a Query or Scan names, with DynamoDB's rules for reading it.
-fn read_index(
-    meta: &TableMeta,
-    name: Option<&str>,
-    consistent: Option<bool>,
-) -> Result<Option<IndexMeta>, StoreError> {
-    let Some(name) = name else { return Ok(None) };
-    let Some(index) = meta.index(name) else {
-        return Err(StoreError::validation(format!(
-            "The table does not have the specified index: {name}"
-        )));
-    };
-    if !index.local && consistent == Some(true) {
-        return Err(StoreError::validation(
-            "Consistent reads are not supported on global secondary indexes",
-        ));
-    }
-    if index.backfilled_through.is_some() {
-        return Err(StoreError::validation(format!(
-            "Cannot read from backfilling global secondary index: {name}"
-        )));
-    }
-    Ok(Some(index.clone()))
-}
-
-/// Whether `index` holds attribute `name`.
-fn projects(meta: &TableMeta, index: &IndexMeta, name: &str) -> bool {
-    index.projection == ProjectionType::All
-        || meta.is_key_attribute(name)
-        || index.is_key_attribute(name)
-        || index.non_key_attributes.iter().any(|a| a == name)
-}
-
 /// The Select, projection and filter rules of a read of `index`.
 fn index_shape(
     meta: &TableMeta,
@@ -120,7 +85,7 @@ fn index_shape(
         )));
     }
     if let Some(f) = filter {
-        let missing = missing(meta, index, f.paths().into_iter().map(|p| p.top_level()));
+        let missing = index::missing(meta, index, f.paths().into_iter().map(|p| p.top_level()));
         if !missing.is_empty() {
             return Err(StoreError::validation(format!(
                 "One or more parameter values were invalid: Secondary index {} does not project one or more filter attributes: [{}]",
@@ -131,7 +96,7 @@ fn index_shape(
     }
     match shape {
         Shape::Projected(p) if !index.local => {
-            let missing = missing(meta, index, p.paths().iter().map(|p| p.top_level()));
+            let missing = index::missing(meta, index, p.paths().iter().map(|p| p.top_level()));
             if !missing.is_empty() {
                 return Err(StoreError::validation(format!(
                     "One or more parameter values were invalid: Global secondary index {} does not project [{}]",
@@ -144,21 +109,6 @@ fn index_shape(
         Shape::All if select != Some(Select::AllAttributes) => Ok(Shape::IndexProjected),
         other => Ok(other),
     }
-}
-
-/// The attributes of `names` that `index` does not hold, once each.
-fn missing<'a>(
-    meta: &TableMeta,
-    index: &IndexMeta,
-    names: impl Iterator<Item = &'a str>,
-) -> Vec<&'a str> {
-    let mut out: Vec<&str> = Vec::new();
-    for name in names {
-        if !projects(meta, index, name) && !out.contains(&name) {
-            out.push(name);
-        }
-    }
-    out
 }
 
 /// The `Select` rules of Query and Scan.
@@ -249,7 +199,7 @@ fn plan_query(catalog: &Catalog, mut input: QueryInput) -> Result<QueryPlan, Sto
     validate::placeholder_maps(names, values, true)?;
     let limit = validate::limit(input.limit)?;
     let meta = catalog.get(&input.table_name)?;
-    let index = read_index(&meta, input.index_name.as_deref(), input.consistent_read)?;
+    let index = index::read_index(&meta, input.index_name.as_deref(), input.consistent_read)?;
     let (pk, sk) = match &index {
         Some(i) => (&i.partition_key, i.sort_key.as_ref()),
         None => (&meta.partition_key, meta.sort_key.as_ref()),
@@ -292,12 +242,12 @@ fn plan_query(catalog: &Catalog, mut input: QueryInput) -> Result<QueryPlan, Sto
     let (prefix, (lo, hi)) = match &index {
         Some(index) => {
             let prefix = index.partition_prefix(&key_condition.partition);
-            let bounds = index_sort_bounds(&prefix, key_condition.sort.as_ref());
+            let bounds = keys::index_sort_bounds(&prefix, key_condition.sort.as_ref());
             (prefix, bounds)
         }
         None => {
             let prefix = keys::partition_prefix(meta.id, &key_condition.partition);
-            let bounds = sort_bounds(&prefix, key_condition.sort.as_ref());
+            let bounds = keys::sort_bounds(&prefix, key_condition.sort.as_ref());
             (prefix, bounds)
         }
     };
@@ -521,7 +471,7 @@ pub(crate) fn scan(
     let limit = validate::limit(input.limit)?;
     let segment = segment(input.segment, input.total_segments)?;
     let meta = catalog.get(&input.table_name)?;
-    let index = read_index(&meta, input.index_name.as_deref(), input.consistent_read)?;
+    let index = index::read_index(&meta, input.index_name.as_deref(), input.consistent_read)?;
     let mut ph = validate::placeholders(names, values);
     let (filter, projection) = filter_and_projection(
         input.filter_expression.as_deref(),
@@ -632,83 +582,6 @@ fn key_condition_types(
             .try_for_each(|v| empty(v, &sk.name))?;
     }
     Ok(())
-}
-
-/// Byte bounds of the items of one partition that a sort-key condition can
-/// match. The condition itself is still checked per item; the bounds only
-/// keep the scan short.
-fn sort_bounds(prefix: &[u8], sort: Option<&SortKeyCondition>) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
-    let at = |v: &AttributeValue| {
-        let mut k = prefix.to_vec();
-        let _ = encode_sort_key(v, &mut k);
-        k
-    };
-    let (start, end) = (
-        Bound::Included(prefix.to_vec()),
-        Bound::Excluded(keys::prefix_end(prefix)),
-    );
-    match sort {
-        None => (start, end),
-        Some(SortKeyCondition::Eq(v)) => (Bound::Included(at(v)), Bound::Included(at(v))),
-        Some(SortKeyCondition::Lt(v)) => (start, Bound::Excluded(at(v))),
-        Some(SortKeyCondition::Le(v)) => (start, Bound::Included(at(v))),
-        Some(SortKeyCondition::Gt(v)) => (Bound::Excluded(at(v)), end),
-        Some(SortKeyCondition::Ge(v)) => (Bound::Included(at(v)), end),
-        Some(SortKeyCondition::Between(lo, hi)) if at(lo) <= at(hi) => {
-            (Bound::Included(at(lo)), Bound::Included(at(hi)))
-        }
-        Some(SortKeyCondition::Between(..)) => (
-            Bound::Included(prefix.to_vec()),
-            Bound::Excluded(prefix.to_vec()),
-        ),
-        Some(SortKeyCondition::BeginsWith(v)) => {
-            let p = at(v);
-            let e = keys::prefix_end(&p);
-            (Bound::Included(p), Bound::Excluded(e))
-        }
-    }
-}
-
-/// [`sort_bounds`] for an index, whose sort key is encoded like a
-/// partition key (self-delimiting, so the base key can follow it).
-fn index_sort_bounds(
-    prefix: &[u8],
-    sort: Option<&SortKeyCondition>,
-) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
-    let at = |v: &AttributeValue| {
-        let mut k = prefix.to_vec();
-        let _ = postbox_item::encode_partition_key(v, &mut k);
-        k
-    };
-    // Everything whose sort key sorts at or before `v`'s.
-    let through = |v: &AttributeValue| Bound::Excluded(keys::prefix_end(&at(v)));
-    let (start, end) = (
-        Bound::Included(prefix.to_vec()),
-        Bound::Excluded(keys::prefix_end(prefix)),
-    );
-    match sort {
-        None => (start, end),
-        Some(SortKeyCondition::Eq(v)) => (Bound::Included(at(v)), through(v)),
-        Some(SortKeyCondition::Lt(v)) => (start, Bound::Excluded(at(v))),
-        Some(SortKeyCondition::Le(v)) => (start, through(v)),
-        Some(SortKeyCondition::Gt(v)) => (Bound::Included(keys::prefix_end(&at(v))), end),
-        Some(SortKeyCondition::Ge(v)) => (Bound::Included(at(v)), end),
-        Some(SortKeyCondition::Between(lo, hi)) if at(lo) <= at(hi) => {
-            (Bound::Included(at(lo)), through(hi))
-        }
-        Some(SortKeyCondition::Between(..)) => (
-            Bound::Included(prefix.to_vec()),
-            Bound::Excluded(prefix.to_vec()),
-        ),
-        Some(SortKeyCondition::BeginsWith(v)) => {
-            // The value's encoding without its terminator: a prefix of
-            // every value that begins with it.
-            let mut p = at(v);
-            p.truncate(p.len() - 2);
-            let e = keys::prefix_end(&p);
-            (Bound::Included(p), Bound::Excluded(e))
-        }
-    }
 }
 
 /// Narrows `(lo, hi)` to what comes after the exclusive start key in the
