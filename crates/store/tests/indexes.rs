@@ -297,6 +297,14 @@ async fn queries_on_an_index_follow_its_keys_and_projection() {
         "ValidationException",
         "Primary key attribute: h",
     );
+    // An empty string is refused while the key condition is parsed, with
+    // the table's wording (known-wordings.md lists Local's, which names
+    // the index).
+    check_err(
+        query(&s, q(json!({"ExpressionAttributeValues": {":g": {"S": ""}}}))).await,
+        "ValidationException",
+        "cannot contain an empty string value. Key: g",
+    );
     check_err(
         query(&s, q(json!({"IndexName": "nope"}))).await,
         "ValidationException",

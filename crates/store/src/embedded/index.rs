@@ -173,23 +173,7 @@ pub(crate) fn check_item(meta: &TableMeta, item: &Item) -> Result<(), StoreError
                     index.name
                 )));
             }
-            let empty = match v {
-                AttributeValue::S(s) => s.is_empty(),
-                AttributeValue::B(b) => b.is_empty(),
-                _ => false,
-            };
-            if empty {
-                return Err(StoreError::validation(format!(
-                    "One or more parameter values are not valid. A value specified for a secondary index key is not supported. The AttributeValue for a key attribute cannot contain an empty {} value. IndexName: {}, IndexKey: {}",
-                    if matches!(v, AttributeValue::S(_)) {
-                        "string"
-                    } else {
-                        "binary"
-                    },
-                    index.name,
-                    attr.name
-                )));
-            }
+            keys::not_empty_key(&attr.name, v, Some(&index.name))?;
             if v.size() > limit {
                 return Err(StoreError::validation(if limit == 2048 {
                     "One or more parameter values were invalid: Hash primary key values must be under 2048 bytes, and range primary key values must be under 1024 bytes"

@@ -167,15 +167,29 @@ fn within_limit(
 }
 
 fn not_empty(attr: &KeyAttribute, v: &AttributeValue) -> Result<(), StoreError> {
+    not_empty_key(&attr.name, v, None)
+}
+
+/// A key value (of the table, or of index `index`) must not be an empty
+/// string or binary; DynamoDB names the key, and the index if it is one.
+pub(crate) fn not_empty_key(
+    name: &str,
+    v: &AttributeValue,
+    index: Option<&str>,
+) -> Result<(), StoreError> {
     let kind = match v {
         AttributeValue::S(s) if s.is_empty() => "string",
         AttributeValue::B(b) if b.is_empty() => "binary",
         _ => return Ok(()),
     };
-    Err(StoreError::validation(format!(
-        "One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty {kind} value. Key: {}",
-        attr.name
-    )))
+    Err(StoreError::validation(match index {
+        None => format!(
+            "One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty {kind} value. Key: {name}"
+        ),
+        Some(index) => format!(
+            "One or more parameter values are not valid. A value specified for a secondary index key is not supported. The AttributeValue for a key attribute cannot contain an empty {kind} value. IndexName: {index}, IndexKey: {name}"
+        ),
+    }))
 }
 
 /// Byte bounds of the items of one partition that a sort-key condition can

@@ -214,16 +214,12 @@ fn plan_query(catalog: &Catalog, mut input: QueryInput) -> Result<QueryPlan, Sto
         &mut ph,
     )?;
     ph.finish().map_err(validate::expr)?;
-    key_condition_types(pk, sk, &key_condition).map_err(|e| match (&index, e) {
-        // DynamoDB names the index of an empty index key.
-        (Some(index), StoreError::Validation(m)) if m.contains("cannot contain an empty") => {
-            StoreError::validation(m.replace(
-                "The AttributeValue for a key attribute",
-                "A value specified for a secondary index key is not supported. The AttributeValue for a key attribute",
-            ).replace(". Key: ", &format!(". IndexName: {}, IndexKey: ", index.name)))
-        }
-        (_, e) => e,
-    })?;
+    key_condition_types(
+        pk,
+        sk,
+        &key_condition,
+        index.as_ref().map(|i| i.name.as_str()),
+    )?;
     let is_query_key = |name: &str| pk.name == name || sk.is_some_and(|sk| sk.name == name);
     if let Some(path) = filter
         .as_ref()
@@ -547,6 +543,7 @@ fn key_condition_types(
     pk: &KeyAttribute,
     sk: Option<&KeyAttribute>,
     kc: &KeyCondition,
+    index: Option<&str>,
 ) -> Result<(), StoreError> {
     let mismatch = || {
         StoreError::validation(
@@ -566,15 +563,7 @@ fn key_condition_types(
             ));
         }
     }
-    let empty = |v: &AttributeValue, name: &str| match v {
-        AttributeValue::S(s) if s.is_empty() => Err(StoreError::validation(format!(
-            "One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty string value. Key: {name}"
-        ))),
-        AttributeValue::B(b) if b.is_empty() => Err(StoreError::validation(format!(
-            "One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty binary value. Key: {name}"
-        ))),
-        _ => Ok(()),
-    };
+    let empty = |v: &AttributeValue, name: &str| keys::not_empty_key(name, v, index);
     empty(&kc.partition, &pk.name)?;
     if let (Some(sort), Some(sk)) = (&kc.sort, sk) {
         sort.values()
