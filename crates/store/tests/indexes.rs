@@ -301,7 +301,11 @@ async fn queries_on_an_index_follow_its_keys_and_projection() {
     // the table's wording (known-wordings.md lists Local's, which names
     // the index).
     check_err(
-        query(&s, q(json!({"ExpressionAttributeValues": {":g": {"S": ""}}}))).await,
+        query(
+            &s,
+            q(json!({"ExpressionAttributeValues": {":g": {"S": ""}}})),
+        )
+        .await,
         "ValidationException",
         "cannot contain an empty string value. Key: g",
     );

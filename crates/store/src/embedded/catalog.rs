@@ -327,13 +327,7 @@ impl TableMeta {
                         "One or more parameter values were invalid: ProvisionedThroughput cannot be specified for a PAY_PER_REQUEST table unless BillingMode is PROVISIONED",
                     ));
                 }
-                let units = |k: &str| t.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
-                let (read, write) = (units("ReadCapacityUnits"), units("WriteCapacityUnits"));
-                if read < 1 || write < 1 {
-                    return Err(StoreError::validation(
-                        "Table read and write throughput must be at least 1, and cannot be null",
-                    ));
-                }
+                let (read, write) = capacity_units(t, "Table")?;
                 if self.billing_mode == "PAY_PER_REQUEST" {
                     next.pay_per_request_since_ms =
                         Some(self.pay_per_request_since_ms.unwrap_or(self.created_at_ms));
@@ -489,14 +483,7 @@ fn index_updates(
                         "One or more parameter values were invalid: ProvisionedThroughput should not be specified for index: {name} when BillingMode is PAY_PER_REQUEST"
                     )));
                 }
-                let units = |k: &str| t.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
-                let (read, write) = (units("ReadCapacityUnits"), units("WriteCapacityUnits"));
-                if read < 1 || write < 1 {
-                    return Err(StoreError::validation(
-                        "Index read and write throughput must be at least 1, and cannot be null",
-                    ));
-                }
-                index.provisioned = Some((read, write));
+                index.provisioned = Some(capacity_units(t, "Index")?);
             }
             (None, None, None) => {
                 return Err(StoreError::validation(
@@ -547,8 +534,25 @@ fn provisioned(input: &CreateTableInput, mode: &str) -> Option<(u64, u64)> {
         .provisioned_throughput
         .as_ref()
         .filter(|_| mode == "PROVISIONED")?;
-    let units = |k: &str| t.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
-    Some((units("ReadCapacityUnits"), units("WriteCapacityUnits")))
+    Some(units(t))
+}
+
+/// The read and write units of a ProvisionedThroughput (0 when missing).
+fn units(t: &serde_json::Value) -> (u64, u64) {
+    let unit = |k: &str| t.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    (unit("ReadCapacityUnits"), unit("WriteCapacityUnits"))
+}
+
+/// [`units`], both at least 1, as UpdateTable and a provisioned index
+/// need them; `what` is "Table" or "Index" in DynamoDB's message.
+pub(crate) fn capacity_units(t: &serde_json::Value, what: &str) -> Result<(u64, u64), StoreError> {
+    let (read, write) = units(t);
+    if read < 1 || write < 1 {
+        return Err(StoreError::validation(format!(
+            "{what} read and write throughput must be at least 1, and cannot be null"
+        )));
+    }
+    Ok((read, write))
 }
 
 fn billing_mode(input: &CreateTableInput) -> Result<String, StoreError> {

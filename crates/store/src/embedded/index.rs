@@ -331,16 +331,7 @@ pub(crate) fn declared(
                 "No provisioned throughput specified for the global secondary index",
             ));
         }
-        (false, "PROVISIONED", Some(t)) => {
-            let units = |k: &str| t.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
-            let (read, write) = (units("ReadCapacityUnits"), units("WriteCapacityUnits"));
-            if read < 1 || write < 1 {
-                return Err(StoreError::validation(
-                    "Index read and write throughput must be at least 1, and cannot be null",
-                ));
-            }
-            Some((read, write))
-        }
+        (false, "PROVISIONED", Some(t)) => Some(super::catalog::capacity_units(t, "Index")?),
         (false, _, Some(_)) => {
             return Err(StoreError::validation(format!(
                 "One or more parameter values were invalid: ProvisionedThroughput should not be specified for index: {} when BillingMode is PAY_PER_REQUEST",
