@@ -34,31 +34,23 @@ fn count_rows(txn: &ReadTransaction, meta: &Meta) -> StoreResult<Counts> {
     let Some(items) = tables::open_if_present(txn, tables::ITEMS)? else {
         return Ok(counts);
     };
-    let rows = |id: u32| -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+    let rows = |id: u32| {
         let prefix = keys::table_prefix(id);
         let end = keys::prefix_end(&prefix);
         items
             .range(prefix.as_slice()..end.as_slice())
-            .map_err(storage_err)?
-            .map(|row| {
-                let (k, v) = row.map_err(storage_err)?;
-                Ok((k.value().to_vec(), v.value().to_vec()))
-            })
-            .collect()
+            .map_err(storage_err)
     };
-    let prefix = keys::table_prefix(meta.id);
-    let end = keys::prefix_end(&prefix);
-    for row in items
-        .range(prefix.as_slice()..end.as_slice())
-        .map_err(storage_err)?
-    {
+    for row in rows(meta.id)? {
         let (_, v) = row.map_err(storage_err)?;
         counts.table.0 += 1;
         counts.table.1 += row::item_bytes(v.value()).len() as u64;
     }
     for (n, index) in meta.indexes.iter().enumerate() {
-        for (_, base_key) in rows(index.id)? {
-            let Some(v) = items.get(base_key.as_slice()).map_err(storage_err)? else {
+        // An index row holds its item's key.
+        for row in rows(index.id)? {
+            let (_, item_key) = row.map_err(storage_err)?;
+            let Some(v) = items.get(item_key.value()).map_err(storage_err)? else {
                 continue;
             };
             let item = postbox_item::decode_item(row::item_bytes(v.value()))?;
