@@ -24,11 +24,7 @@ pub fn application(data: &Path) -> (postbox_engine::Catalog, Handlers) {
                 reports::ApiOptions::default(),
             ))
         })),
-        pipes: Some(format!(
-            "{}\n{}",
-            payments::PIPES_TOML,
-            reports::pipes_toml(&log)
-        )),
+        pipes: Some(postbox_examples::pipes_toml(&log)),
         setup: Some(Box::new(|store, queues| {
             Box::pin(async move {
                 let err =

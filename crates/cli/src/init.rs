@@ -10,7 +10,7 @@
 //! (pk; the first with TTL), the relay's leases and shard checkpoints (pk,
 //! sk). Queues: the events FIFO queue with its dead-letter queue
 //! (RedrivePolicy after 20 receives), and the events pipe's dead-letter
-//! queue.
+//! queue. With `--examples`, also the built-in examples' tables and queues.
 
 use aws_sdk_sqs::types::QueueAttributeName;
 use postbox_aws::{DynamoStore, SqsQueues};
@@ -26,6 +26,12 @@ use crate::http::{EXIT_REFUSED, Failure};
 pub struct InitArgs {
     #[command(flatten)]
     backend: BackendArgs,
+    /// Also create what the built-in examples need (`serve --backend aws
+    /// --examples`): the shop, jobs and Idempotency-Key tables, the jobs
+    /// FIFO queue with its dead-letter queue, and the report pipes'
+    /// dead-letter queues.
+    #[arg(long)]
+    examples: bool,
 }
 
 /// One table a node needs: how to create it and its TTL attribute.
@@ -205,6 +211,24 @@ async fn ensure_queue(
     ))
 }
 
+/// Creates FIFO queue `name` and its dead-letter queue `dlq` (after
+/// `max_receives` receives) unless they exist, printing what it did.
+async fn ensure_fifo_with_dlq(
+    queues: &SqsQueues,
+    name: &str,
+    dlq: &str,
+    max_receives: u32,
+) -> Result<(), String> {
+    let (outcome, dlq_arn) = ensure_queue(queues, dlq, &[]).await?;
+    println!("queue {dlq}: {outcome}");
+    let policy =
+        format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":{max_receives}}}"#);
+    let (outcome, _) =
+        ensure_queue(queues, name, &[(QueueAttributeName::RedrivePolicy, policy)]).await?;
+    println!("queue {name}: {outcome}");
+    Ok(())
+}
+
 pub async fn run(args: InitArgs) -> Result<(), Failure> {
     if args.backend.backend != Backend::Aws {
         return Err(Failure::new(
@@ -214,36 +238,51 @@ pub async fn run(args: InitArgs) -> Result<(), Failure> {
     }
     let (store, queues) = crate::backend::aws(&args.backend).await?;
     let topology = Topology::default();
+    let mut wanted = tables(&topology);
+    let mut fifos = vec![(
+        topology.events_queue.clone(),
+        topology.events_dlq.clone(),
+        crate::node::MAX_RECEIVE_COUNT,
+    )];
+    let mut plain = vec![topology.events_relay_dlq.clone()];
+    if args.examples {
+        use postbox_examples::reports;
+        wanted.extend(postbox_examples::tables().into_iter().map(|t| Want {
+            input: t.input,
+            ttl: t.ttl,
+        }));
+        fifos.push((
+            reports::JOBS_QUEUE.to_owned(),
+            reports::JOBS_DLQ.to_owned(),
+            reports::MAX_RECEIVES,
+        ));
+        // The log's path does not matter here: only the queues are read.
+        let pipes = postbox_examples::pipes_toml(std::path::Path::new("report-ready.jsonl"));
+        let config = postbox_relay::RelayConfig::from_toml(&pipes)
+            .map_err(|e| Failure::new(EXIT_REFUSED, format!("the examples' pipes: {e}")))?;
+        for dlq in config.pipes.iter().map(|p| p.dead_letter_queue.clone()) {
+            if !plain.contains(&dlq) {
+                plain.push(dlq);
+            }
+        }
+    }
     let mut problems = Vec::new();
-    for want in tables(&topology) {
+    for want in wanted {
         match ensure_table(&store, &want).await {
             Ok(outcome) => println!("table {}: {outcome}", want.input.table_name),
             Err(e) => problems.push(e),
         }
     }
-    match ensure_queue(&queues, &topology.events_dlq, &[]).await {
-        Ok((outcome, dlq_arn)) => {
-            println!("queue {}: {outcome}", topology.events_dlq);
-            let policy = format!(
-                r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":{}}}"#,
-                crate::node::MAX_RECEIVE_COUNT
-            );
-            match ensure_queue(
-                &queues,
-                &topology.events_queue,
-                &[(QueueAttributeName::RedrivePolicy, policy)],
-            )
-            .await
-            {
-                Ok((outcome, _)) => println!("queue {}: {outcome}", topology.events_queue),
-                Err(e) => problems.push(e),
-            }
+    for (queue, dlq, max_receives) in fifos {
+        if let Err(e) = ensure_fifo_with_dlq(&queues, &queue, &dlq, max_receives).await {
+            problems.push(e);
         }
-        Err(e) => problems.push(e),
     }
-    match ensure_queue(&queues, &topology.events_relay_dlq, &[]).await {
-        Ok((outcome, _)) => println!("queue {}: {outcome}", topology.events_relay_dlq),
-        Err(e) => problems.push(e),
+    for queue in plain {
+        match ensure_queue(&queues, &queue, &[]).await {
+            Ok((outcome, _)) => println!("queue {queue}: {outcome}"),
+            Err(e) => problems.push(e),
+        }
     }
     if problems.is_empty() {
         Ok(())

@@ -110,7 +110,9 @@ struct ServeArgs {
     catalog: Option<PathBuf>,
     /// Serve the built-in example applications (the payment fan-out and the
     /// report-job API of `examples/`, with their tables, queues and the
-    /// `/reports` route) instead of a catalog of your own.
+    /// `/reports` route) instead of a catalog of your own. With --backend
+    /// aws their tables and queues come from `postbox init --backend aws
+    /// --examples`.
     #[arg(long, env = "POSTBOX_EXAMPLES", conflicts_with = "catalog")]
     examples: bool,
     /// Durable worker loops in this process, each with up to 8 batches in
@@ -538,6 +540,7 @@ async fn serve_aws(
         prefix: args.backend.aws_prefix.clone(),
         data: args.data.clone(),
         catalog: args.catalog.clone(),
+        examples: args.examples,
         pipes,
         workers: args.workers,
         relay: !args.no_relay,

@@ -1,11 +1,16 @@
 //! `postbox serve --backend aws`: the node on DynamoDB, DynamoDB Streams
 //! and SQS. The HTTP API and the engine emit into the stack's events table,
 //! the relay reads its stream into the events FIFO queue, and the workers
-//! run the catalog's webhook subscriptions with the inbox on DynamoDB. No
-//! DynamoDB or SQS wire endpoint is served: clients reach AWS directly.
+//! run the catalog's DURABLE subscriptions (webhooks, pull, and the code
+//! handlers built into the binary) with the inbox on DynamoDB. With
+//! `--examples` it runs the built-in example applications as the embedded
+//! node does: the payment catalog and its four handlers, the `/reports`
+//! API, its two pipes and its job runner. No DynamoDB or SQS wire endpoint
+//! is served: clients reach AWS directly.
 //!
-//! The stack must exist (`postbox init --backend aws`): a missing table or
-//! queue is refused at start, naming it; nothing is created in the account.
+//! The stack must exist (`postbox init --backend aws`, with `--examples`
+//! for the examples' tables and queues): a missing table or queue is
+//! refused at start, naming it; nothing is created in the account.
 //! The admin token and the webhook secret are kept in the data directory,
 //! as on the embedded backend.
 
@@ -15,6 +20,7 @@ use std::sync::Arc;
 use postbox_api::{Api, ApiConfig, Sources};
 use postbox_aws::{DynamoStore, SqsQueues, Streams, StreamsRelay, StreamsRelayOptions};
 use postbox_engine::{Catalog, Engine, Lane};
+use postbox_examples::{payments, reports};
 use postbox_queue::QueueClient;
 use postbox_relay::RelayConfig;
 use postbox_relay::config::default_events_pipe;
@@ -31,8 +37,10 @@ pub struct AwsNodeOptions {
     pub prefix: String,
     /// Where the admin token and the webhook secret are kept.
     pub data: PathBuf,
-    /// The event catalog (required on AWS).
+    /// The event catalog (else `examples` must be set).
     pub catalog: Option<PathBuf>,
+    /// Run the built-in example applications (when no catalog is given).
+    pub examples: bool,
     /// Pipes beyond the default events pipe.
     pub pipes: Option<RelayConfig>,
     /// Worker loops in this process.
@@ -65,17 +73,21 @@ impl AwsNode {
     /// the workers.
     pub async fn start(options: AwsNodeOptions) -> Result<AwsNode, Failure> {
         let refused = |m: String| Failure::new(EXIT_REFUSED, m);
-        let Some(path) = &options.catalog else {
-            return Err(refused(
-                "serve --backend aws needs --catalog: the built-in examples run on the embedded store".into(),
-            ));
+        let examples = options.catalog.is_none() && options.examples;
+        let catalog = match &options.catalog {
+            Some(path) => Catalog::load(path).map_err(|e| refused(e.to_string()))?,
+            None if examples => payments::catalog(),
+            None => {
+                return Err(refused(
+                    "serve --backend aws needs --catalog FILE, or --examples for the built-in example applications".into(),
+                ));
+            }
         };
-        let catalog = Catalog::load(path).map_err(|e| refused(e.to_string()))?;
         let sdk = crate::backend::aws_config().await?;
         let store = DynamoStore::new(&sdk, &options.prefix);
         let queues = SqsQueues::new(&sdk, &options.prefix);
         let topology = Topology::default();
-        check_stack(&store, &queues, &topology).await?;
+        check_stack(&store, &queues, &topology, examples).await?;
         std::fs::create_dir_all(&options.data).map_err(|e| {
             refused(format!(
                 "cannot create the data directory {}: {e}",
@@ -89,7 +101,13 @@ impl AwsNode {
             .any(|s| s.lane == Lane::Durable);
         let mut handlers = if durable {
             let secret = crate::node::webhook_secret(&options.data).map_err(refused)?;
-            crate::worker::webhook_handlers(&catalog, secret, "postbox serve --backend aws", true)?
+            crate::worker::durable_handlers(
+                &catalog,
+                secret,
+                "postbox serve --backend aws",
+                true,
+                crate::builtin::code_handlers().durable,
+            )?
         } else {
             Default::default()
         };
@@ -103,6 +121,17 @@ impl AwsNode {
             Some(c) => c,
             None => RelayConfig::from_toml("").map_err(|e| refused(e.to_string()))?,
         };
+        if examples {
+            let text = postbox_examples::pipes_toml(&options.data.join("report-ready.jsonl"));
+            let extra = RelayConfig::from_toml(&text)
+                .map_err(|e| refused(format!("the examples' pipes: {e}")))?;
+            for pipe in extra.pipes {
+                if !relay_config.pipes.iter().any(|p| p.name == pipe.name) {
+                    relay_config.pipes.push(pipe);
+                }
+            }
+            relay_config.buses.extend(extra.buses);
+        }
         // Events go to the queue only when a durable subscription reads it.
         if durable && !relay_config.pipes.iter().any(|p| p.name == "events") {
             relay_config.pipes.push(default_events_pipe(
@@ -143,14 +172,17 @@ impl AwsNode {
             pull: pull.clone(),
             pipes,
         };
-        let api = Api::new(
-            Arc::new(engine),
-            queues.clone(),
-            ApiConfig::default(),
-            sources,
-        )
-        .await
-        .map_err(|e| Failure::new(1, format!("the API refuses to start: {}", e.message)))?;
+        let config = ApiConfig {
+            reserved_tables: if examples {
+                vec![reports::JOBS_TABLE.into(), reports::KEYS_TABLE.into()]
+            } else {
+                Vec::new()
+            },
+            ..ApiConfig::default()
+        };
+        let api = Api::new(Arc::new(engine), queues.clone(), config, sources)
+            .await
+            .map_err(|e| Failure::new(1, format!("the API refuses to start: {}", e.message)))?;
         let admin_token_file = options.data.join("admin-token");
         let created_admin_token = crate::node::ensure_admin_token(&api, &admin_token_file)
             .await
@@ -177,8 +209,23 @@ impl AwsNode {
                 workers.push(tokio::spawn(async move { w.run(rx).await }));
             }
         }
+        let mut router = api.router();
+        if examples {
+            // The report-job API answers tenant tokens only, scoped to their tenant.
+            let api_options = reports::ApiOptions::default();
+            let routes = reports::router(reports::ReportsApi::new(store.clone(), api_options));
+            router = router.merge(api.tenant_scoped(routes));
+            let runner = reports::JobRunner::new(
+                store.clone(),
+                queues.clone(),
+                reports::RunnerOptions::default(),
+                reports::fake_report(),
+            );
+            let rx = stop_rx.clone();
+            workers.push(tokio::spawn(async move { runner.run(rx).await }));
+        }
         Ok(AwsNode {
-            router: api.router(),
+            router,
             metrics_router: api.metrics_router(),
             admin_token_file,
             created_admin_token,
@@ -273,9 +320,20 @@ async fn check_stack(
     store: &DynamoStore,
     queues: &SqsQueues,
     topology: &Topology,
+    examples: bool,
 ) -> Result<(), Failure> {
     let mut missing = Vec::new();
-    for table in crate::init::table_names(topology) {
+    let mut tables = crate::init::table_names(topology);
+    let mut wanted_queues = vec![topology.events_queue.clone(), topology.events_dlq.clone()];
+    if examples {
+        tables.extend(
+            postbox_examples::tables()
+                .into_iter()
+                .map(|t| t.input.table_name),
+        );
+        wanted_queues.extend([reports::JOBS_QUEUE.to_owned(), reports::JOBS_DLQ.to_owned()]);
+    }
+    for table in tables {
         match store.describe_table(&table).await {
             Ok(_) => {}
             Err(StoreError::ResourceNotFound(_)) => missing.push(format!("table {table}")),
@@ -287,7 +345,7 @@ async fn check_stack(
             }
         }
     }
-    for queue in [&topology.events_queue, &topology.events_dlq] {
+    for queue in &wanted_queues {
         if let Err(e) = queues
             .queue_attributes(queue, &["QueueArn".to_owned()])
             .await
@@ -309,8 +367,9 @@ async fn check_stack(
         Err(Failure::new(
             EXIT_REFUSED,
             format!(
-                "this stack lacks {}; create it with `postbox init --backend aws` (same --aws-prefix)",
-                missing.join(", ")
+                "this stack lacks {}; create it with `postbox init --backend aws{}` (same --aws-prefix)",
+                missing.join(", "),
+                if examples { " --examples" } else { "" }
             ),
         ))
     }

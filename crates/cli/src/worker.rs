@@ -62,7 +62,7 @@ pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
     } else {
         Vec::new()
     };
-    let handlers = webhook_handlers(&catalog, secret, "postbox worker", false)?;
+    let handlers = durable_handlers(&catalog, secret, "postbox worker", false, HashMap::new())?;
     match args.backend.backend {
         crate::backend::Backend::Embedded => {
             let endpoint = crate::http::wire_endpoint(&args.endpoint, &args.data)?;
@@ -117,16 +117,19 @@ fn webhook_secret(given: Option<&str>, data: &std::path::Path) -> Result<Vec<u8>
     }
 }
 
-/// The catalog's DURABLE subscriptions as webhook handlers signed with
-/// `secret`; a subscription whose handler is code is refused, naming it
-/// (`command` runs webhook subscriptions only).
-pub(crate) fn webhook_handlers(
+/// The handlers of the catalog's DURABLE subscriptions: webhooks signed
+/// with `secret`, and the handlers of `code` by name; a subscription whose
+/// handler is neither is refused, naming it.
+pub(crate) fn durable_handlers(
     catalog: &Catalog,
     secret: Vec<u8>,
     command: &str,
     serves_pull: bool,
+    mut code: HashMap<String, postbox_worker::Handler>,
 ) -> Result<HashMap<String, postbox_worker::Handler>, Failure> {
     let options = webhook_options().map_err(|e| Failure::new(EXIT_REFUSED, e))?;
+    let mut known: Vec<String> = code.keys().cloned().collect();
+    known.sort_unstable();
     let mut handlers = HashMap::new();
     for s in catalog
         .subscriptions
@@ -145,13 +148,29 @@ pub(crate) fn webhook_handlers(
                 ),
             ));
         }
+        if let Some(handler) = code.remove(&s.handler) {
+            handlers.insert(s.handler.clone(), handler);
+            continue;
+        }
+        if handlers.contains_key(&s.handler) {
+            continue;
+        }
         if !postbox_api::webhook::is_webhook(&s.handler) {
             return Err(Failure::new(
                 EXIT_REFUSED,
-                format!(
-                    "subscription {:?} names code handler {:?}; `{command}` runs webhook subscriptions only (run code handlers in the process that registers them)",
-                    s.name, s.handler
-                ),
+                if known.is_empty() {
+                    format!(
+                        "subscription {:?} names code handler {:?}; `{command}` runs webhook subscriptions only (run code handlers in the process that registers them)",
+                        s.name, s.handler
+                    )
+                } else {
+                    format!(
+                        "subscription {:?} names handler {:?}, which is no URL and none of this binary's code handlers ({})",
+                        s.name,
+                        s.handler,
+                        known.join(", ")
+                    )
+                },
             ));
         }
         let hook = postbox_api::webhook::webhook(&s.handler, secret.clone(), &options)

@@ -549,3 +549,154 @@ async fn bench_on_aws_measures_emits_and_deliveries_on_a_stack_init_made() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DynamoDB Local and an SQS server: scripts/test runs it"]
+async fn serve_on_aws_runs_the_built_in_examples_from_payment_to_report() {
+    use postbox_examples::payments::{EFFECTS, SHOP_TABLE};
+    use postbox_store::api::GetItemInput;
+    use serde_json::json;
+
+    let prefix = unique_prefix("examples");
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let serve = [
+        "serve",
+        "--backend",
+        "aws",
+        "--aws-prefix",
+        &prefix,
+        "--examples",
+    ];
+
+    // The node's own stack is not enough: the examples' tables and queues
+    // come from `init --examples`, and the refusal says so.
+    let (code, out) = init(&prefix);
+    assert_eq!(code, 0, "{out}");
+    let mut args = serve.to_vec();
+    args.extend(["--listen", "127.0.0.1:0", "--data", data.to_str().unwrap()]);
+    let (code, out) = postbox(&args, Some("us-east-1"));
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("table shop") && out.contains("queue jobs.fifo"),
+        "{out}"
+    );
+    assert!(
+        out.contains("postbox init --backend aws --examples"),
+        "{out}"
+    );
+    let (code, out) = postbox(
+        &[
+            "init",
+            "--backend",
+            "aws",
+            "--aws-prefix",
+            &prefix,
+            "--examples",
+        ],
+        Some("us-east-1"),
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("table shop: created"), "{out}");
+    assert!(out.contains("queue jobs.fifo: created"), "{out}");
+    assert!(out.contains("table postbox_events: exists"), "{out}");
+
+    let server = common::Server::start_with_env(&serve, &data, &aws_env());
+    let acme = server.tenant_token("acme").await;
+    let globex = server.tenant_token("globex").await;
+
+    // The README's payment: its row and its event in one transaction on
+    // DynamoDB, then the four code handlers through the relay and SQS.
+    let payment = json!({
+        "type": "PAYMENT_COMPLETED",
+        "payload": {"order_id": "A-1", "amount": 4999, "currency": "EUR", "buyer": "ada@example.com", "tag": "lamp-42"},
+        "writes": [{"Put": {"TableName": "shop", "Item": {"pk": {"S": "acme#payment#A-1"}, "sk": {"S": "PAYMENT"}}}}]
+    });
+    let (status, e) = common::call(
+        &server.base,
+        Some(&acme),
+        "POST",
+        "/v1/events",
+        Some(payment),
+    )
+    .await;
+    assert_eq!(status, 201, "{e}");
+    let config = postbox_aws::local_config(&endpoint()).await;
+    let store = DynamoStore::new(&config, &prefix);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for effect in EFFECTS {
+        let value = if effect.key_field == "tag" {
+            "lamp-42"
+        } else {
+            "A-1"
+        };
+        let key = Item::from([(
+            "pk".to_owned(),
+            AttributeValue::S(format!("acme#{}#{value}", effect.prefix)),
+        )]);
+        loop {
+            let got = store
+                .get_item(GetItemInput {
+                    table_name: SHOP_TABLE.into(),
+                    key: key.clone(),
+                    consistent_read: Some(true),
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            if let Some(item) = got.item {
+                // Exactly once, the notification's flaky first try included.
+                assert_eq!(
+                    item.get(effect.counter),
+                    Some(&AttributeValue::n(1)),
+                    "{effect:?}"
+                );
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no effect of {effect:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
+    // The report-job API: tenant tokens only, scoped to their tenant; the
+    // jobs pipe and the runner take the job to SUCCEEDED, and the
+    // report-ready pipe's bus rule logs it.
+    let (status, job) = common::call(
+        &server.base,
+        Some(&acme),
+        "POST",
+        "/reports",
+        Some(json!({"branch": "main"})),
+    )
+    .await;
+    assert_eq!(status, 202, "{job}");
+    let path = job["statusUrl"].as_str().unwrap().to_owned();
+    let (status, _) = common::call(&server.base, Some(&globex), "GET", &path, None).await;
+    assert_eq!(status, 404);
+    loop {
+        let (status, j) = common::call(&server.base, Some(&acme), "GET", &path, None).await;
+        assert_eq!(status, 200, "{j}");
+        if j["status"] == "SUCCEEDED" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{j}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let job_id = job["jobId"].as_str().unwrap().to_owned();
+    let log = data.join("report-ready.jsonl");
+    while !common::json_lines(&log)
+        .iter()
+        .any(|l| l.to_string().contains(&job_id))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no ReportReady for {job_id} in {log:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let (exit, stderr) = server.terminate();
+    assert!(exit.success(), "{stderr}");
+}

@@ -38,20 +38,24 @@ pub(crate) struct TableSpec<'a> {
     pub ttl: Option<&'a str>,
 }
 
+/// The CreateTable request of table `name` keyed by `pk` (S).
+pub(crate) fn table_input(name: &str, spec: TableSpec<'_>) -> CreateTableInput {
+    CreateTableInput {
+        stream_specification: spec.stream.then_some(StreamSpecification {
+            stream_enabled: true,
+            stream_view_type: Some(StreamViewType::NewAndOldImages),
+        }),
+        ..CreateTableInput::keyed_by(name, "pk")
+    }
+}
+
 /// Creates table `name` keyed by `pk` (S) unless it exists.
 pub(crate) async fn create_table<S: ItemStore>(
     store: &S,
     name: &str,
     spec: TableSpec<'_>,
 ) -> Result<(), ExampleError> {
-    let input = CreateTableInput {
-        stream_specification: spec.stream.then_some(StreamSpecification {
-            stream_enabled: true,
-            stream_view_type: Some(StreamViewType::NewAndOldImages),
-        }),
-        ..CreateTableInput::keyed_by(name, "pk")
-    };
-    match store.create_table(input).await {
+    match store.create_table(table_input(name, spec)).await {
         Ok(_) | Err(StoreError::ResourceInUse(_)) => {}
         Err(e) => return Err(e.into()),
     }

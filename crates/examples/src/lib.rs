@@ -40,7 +40,7 @@
 //! let durable = payments::handlers();
 //! // 3. The relay config: the default events pipe and the two report pipes.
 //! let log = std::path::Path::new("data/report-ready.jsonl");
-//! let pipes = format!("{}\n{}", payments::PIPES_TOML, reports::pipes_toml(log));
+//! let pipes = postbox_examples::pipes_toml(log);
 //! // 4. The report runner and the report routes, to merge into the server's router.
 //! let (stop, stopped) = tokio::sync::watch::channel(false);
 //! let runner = reports::JobRunner::new(
@@ -65,3 +65,32 @@ pub mod payments;
 pub mod reports;
 
 pub use error::ExampleError;
+
+/// A table the examples need: its CreateTable request and the attribute
+/// its items expire by, if they do.
+#[derive(Clone, Debug)]
+pub struct ExampleTable {
+    /// How the table is made (keyed by `pk`; a stream where a pipe reads it).
+    pub input: postbox_store::api::CreateTableInput,
+    /// The TTL attribute.
+    pub ttl: Option<&'static str>,
+}
+
+/// Every table of both examples, for a store the examples do not create
+/// themselves (`postbox init --backend aws --examples`).
+pub fn tables() -> Vec<ExampleTable> {
+    payments::TABLES
+        .iter()
+        .chain(reports::TABLES.iter())
+        .map(|(name, spec)| ExampleTable {
+            input: assembly::table_input(name, *spec),
+            ttl: spec.ttl,
+        })
+        .collect()
+}
+
+/// The relay configuration of both examples: the default events pipe and
+/// the two report pipes, whose bus rule appends ReportReady events to `log`.
+pub fn pipes_toml(log: &std::path::Path) -> String {
+    format!("{}\n{}", payments::PIPES_TOML, reports::pipes_toml(log))
+}

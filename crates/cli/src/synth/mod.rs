@@ -755,11 +755,7 @@ mod tests {
 
     /// The template of the examples' pipes (both applications), unprefixed.
     fn examples() -> Value {
-        let text = format!(
-            "{}\n{}",
-            postbox_examples::payments::PIPES_TOML,
-            postbox_examples::reports::pipes_toml(std::path::Path::new("report-ready.jsonl"))
-        );
+        let text = postbox_examples::pipes_toml(std::path::Path::new("report-ready.jsonl"));
         template(&Stack {
             prefix: String::new(),
             relay: RelayConfig::from_toml(&text).unwrap(),

@@ -63,9 +63,21 @@ pub fn handlers() -> HashMap<String, Handler> {
     handlers_with(&External::default())
 }
 
+/// The application's tables: the shop's rows (no stream, no TTL).
+pub(crate) const TABLES: [(&str, TableSpec<'static>); 1] = [(
+    SHOP_TABLE,
+    TableSpec {
+        stream: false,
+        ttl: None,
+    },
+)];
+
 /// Creates the application's table.
 pub async fn create_tables<S: ItemStore>(store: &S) -> Result<(), ExampleError> {
-    assembly::create_table(store, SHOP_TABLE, TableSpec::default()).await
+    for (name, spec) in TABLES {
+        assembly::create_table(store, name, spec).await?;
+    }
+    Ok(())
 }
 
 /// An engine over `store` with the example's catalog (it checks the

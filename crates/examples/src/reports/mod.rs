@@ -44,10 +44,30 @@ pub const MAX_RECEIVES: u32 = 10;
 /// Creates the jobs table (with the stream the pipes read and TTL) and the
 /// Idempotency-Key table (with TTL).
 pub async fn create_tables<S: ItemStore>(store: &S) -> Result<(), ExampleError> {
-    let ttl = Some(EXPIRES_AT);
-    assembly::create_table(store, JOBS_TABLE, TableSpec { stream: true, ttl }).await?;
-    assembly::create_table(store, KEYS_TABLE, TableSpec { stream: false, ttl }).await
+    for (name, spec) in TABLES {
+        assembly::create_table(store, name, spec).await?;
+    }
+    Ok(())
 }
+
+/// The jobs table (with the stream the pipes read) and the Idempotency-Key
+/// table, both expiring items by [`EXPIRES_AT`].
+pub(crate) const TABLES: [(&str, TableSpec<'static>); 2] = [
+    (
+        JOBS_TABLE,
+        TableSpec {
+            stream: true,
+            ttl: Some(EXPIRES_AT),
+        },
+    ),
+    (
+        KEYS_TABLE,
+        TableSpec {
+            stream: false,
+            ttl: Some(EXPIRES_AT),
+        },
+    ),
+];
 
 /// Creates `jobs.fifo` with its dead-letter queue.
 pub async fn create_queues(queues: &Queues) -> Result<(), ExampleError> {
