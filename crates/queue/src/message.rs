@@ -113,7 +113,12 @@ pub fn attributes_size(attributes: &MessageAttributes) -> usize {
 /// (A Rust `str` cannot hold lone surrogates; the JSON decoder refuses them.)
 pub fn check_characters(text: &str, message: &str) -> QueueResult<()> {
     let allowed = |c: char| matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..);
-    if text.chars().all(allowed) {
+    // In UTF-8 only two kinds of character are refused: control bytes and
+    // U+FFFE/U+FFFF, which start with 0xEF. A byte scan settles most texts.
+    let bytes = text.as_bytes();
+    let controls = |b: &u8| *b < 0x20 && !matches!(*b, b'\t' | b'\n' | b'\r');
+    let settled = !bytes.iter().any(controls) && !bytes.contains(&0xEF);
+    if settled || text.chars().all(allowed) {
         Ok(())
     } else {
         Err(QueueError::InvalidMessageContents(message.to_owned()))
