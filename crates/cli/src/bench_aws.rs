@@ -68,6 +68,20 @@ struct Scenario {
     secs: f64,
     /// Transactions retried after a TransactionConflict.
     conflicts: u64,
+    /// Write capacity units DynamoDB reported for the scenario's writes
+    /// (ReturnConsumedCapacity): an account's bill. DynamoDB Local reports
+    /// a flat 2 per transaction whatever it holds.
+    wru: f64,
+}
+
+impl Scenario {
+    fn wru_per_event(&self) -> f64 {
+        if self.events == 0 {
+            0.0
+        } else {
+            self.wru / self.events as f64
+        }
+    }
 }
 
 pub async fn run(bench: AwsBench) -> Result<(), Failure> {
@@ -129,6 +143,7 @@ pub async fn run(bench: AwsBench) -> Result<(), Failure> {
             events: bench.events,
             secs: started.elapsed().as_secs_f64(),
             conflicts: after.conflict_retries - before.conflict_retries,
+            wru: after.write_capacity_units - before.write_capacity_units,
         });
     }
 
@@ -193,6 +208,7 @@ pub async fn run(bench: AwsBench) -> Result<(), Failure> {
     }
     relay.shutdown().await;
     let done = counted.load(Ordering::Relaxed);
+    let after = store.stats();
     rows.push(Scenario {
         name: format!(
             "relay + deliver the backlog, {} worker loop(s)",
@@ -200,7 +216,8 @@ pub async fn run(bench: AwsBench) -> Result<(), Failure> {
         ),
         events: done,
         secs,
-        conflicts: store.stats().conflict_retries - before.conflict_retries,
+        conflicts: after.conflict_retries - before.conflict_retries,
+        wru: after.write_capacity_units - before.write_capacity_units,
     });
     print(&rows, bench.json);
     if done < total {
@@ -272,6 +289,7 @@ fn print(rows: &[Scenario], json: bool) {
                     "seconds": r.secs,
                     "per_second": r.events as f64 / r.secs,
                     "conflict_retries": r.conflicts,
+                    "wru_per_event": r.wru_per_event(),
                 })
             })
             .collect();
@@ -279,16 +297,18 @@ fn print(rows: &[Scenario], json: bool) {
         return;
     }
     println!(
-        "{:<52} {:>8} {:>10} {:>10}",
-        "scenario (AWS SDK)", "events", "per s", "conflicts"
+        "{:<52} {:>8} {:>10} {:>10} {:>10}",
+        "scenario (AWS SDK)", "events", "per s", "conflicts", "WRU/event"
     );
     for r in rows {
         println!(
-            "{:<52} {:>8} {:>10.0} {:>10}",
+            "{:<52} {:>8} {:>10.0} {:>10} {:>10.2}",
             r.name,
             r.events,
             r.events as f64 / r.secs,
-            r.conflicts
+            r.conflicts,
+            r.wru_per_event()
         );
     }
+    println!("(WRU as DynamoDB reports them; DynamoDB Local reports a flat 2 per transaction)");
 }

@@ -536,17 +536,16 @@ async fn bench_on_aws_measures_emits_and_deliveries_on_a_stack_init_made() {
             .lines()
             .find(|l| l.starts_with(row))
             .unwrap_or_else(|| panic!("no row {row:?}: {out}"));
-        let events: u64 = line[52..]
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let columns: Vec<&str> = line[52..].split_whitespace().collect();
+        let events: u64 = columns[0].parse().unwrap();
         assert_eq!(
             events,
             if row.starts_with("relay") { 40 } else { 20 },
             "{line}"
         );
+        // Every event wrote: its transaction, or its claim and completion.
+        let wru: f64 = columns[3].parse().unwrap();
+        assert!(wru > 0.0, "no write capacity counted: {line}");
     }
 }
 
