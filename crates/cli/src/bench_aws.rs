@@ -69,8 +69,8 @@ struct Scenario {
     /// Transactions retried after a TransactionConflict.
     conflicts: u64,
     /// Write capacity units DynamoDB reported for the scenario's writes
-    /// (ReturnConsumedCapacity): an account's bill. DynamoDB Local reports
-    /// a flat 2 per transaction whatever it holds.
+    /// (ReturnConsumedCapacity): an account's bill. DynamoDB Local's
+    /// figures follow rules of their own (2 per transaction of one table).
     wru: f64,
 }
 
@@ -310,5 +310,7 @@ fn print(rows: &[Scenario], json: bool) {
             r.wru_per_event()
         );
     }
-    println!("(WRU as DynamoDB reports them; DynamoDB Local reports a flat 2 per transaction)");
+    println!(
+        "(WRU as DynamoDB reports them with ReturnConsumedCapacity; DynamoDB Local's figures are not AWS's bill, see crates/aws/tests/cost.rs)"
+    );
 }
