@@ -10,7 +10,8 @@
 //! (pk; the first with TTL), the relay's leases and shard checkpoints (pk,
 //! sk). Queues: the events FIFO queue with its dead-letter queue
 //! (RedrivePolicy after 20 receives), and the events pipe's dead-letter
-//! queue. With `--examples`, also the built-in examples' tables and queues.
+//! queue. With `--examples`, also the built-in examples' tables and queues;
+//! with `--pipes F`, the queues of F's pipes and a stream on their sources.
 
 use aws_sdk_sqs::types::QueueAttributeName;
 use postbox_aws::{DynamoStore, SqsQueues};
@@ -32,6 +33,12 @@ pub struct InitArgs {
     /// dead-letter queues.
     #[arg(long)]
     examples: bool,
+    /// Also create what these pipes need (the config `serve --pipes` and
+    /// `relay --config` read): their target and dead-letter queues, and a
+    /// NEW_AND_OLD_IMAGES stream on each source table that has none. A
+    /// source table that does not exist is refused: its keys are yours.
+    #[arg(long, value_name = "FILE")]
+    pipes: Option<std::path::PathBuf>,
 }
 
 /// One table a node needs: how to create it and its TTL attribute.
@@ -211,6 +218,60 @@ async fn ensure_queue(
     ))
 }
 
+/// Every queue `config`'s pipes may deliver to (targets, bus rules' queue
+/// targets, dead-letter queues), once each.
+fn pipe_queues(config: &postbox_relay::RelayConfig) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for q in config.pipes.iter().flat_map(|p| p.queues(&config.buses)) {
+        if !out.contains(&q) {
+            out.push(q);
+        }
+    }
+    out
+}
+
+/// Gives `table`, which `pipe` reads, a NEW_AND_OLD_IMAGES stream unless
+/// it has one; says what it did, or why the table is refused.
+async fn ensure_stream(
+    store: &DynamoStore,
+    table: &str,
+    pipe: &str,
+) -> Result<&'static str, String> {
+    let got = match store.describe_table(table).await {
+        Ok(got) => got,
+        Err(StoreError::ResourceNotFound(_)) => {
+            return Err(format!(
+                "table {table}, which pipe {pipe:?} reads, does not exist; create it with its keys (init makes only Postbox's own tables)"
+            ));
+        }
+        Err(e) => return Err(format!("table {table}: {e}")),
+    };
+    let view = got
+        .stream_specification
+        .filter(|s| s.stream_enabled)
+        .and_then(|s| s.stream_view_type);
+    match view {
+        Some(StreamViewType::NewAndOldImages) => Ok("exists, with its stream"),
+        Some(other) => Err(format!(
+            "table {table}: stream is {other:?}, pipe {pipe:?} needs NewAndOldImages"
+        )),
+        None => {
+            store
+                .update_table(postbox_store::api::UpdateTableInput {
+                    table_name: table.to_owned(),
+                    stream_specification: Some(postbox_store::api::StreamSpecification {
+                        stream_enabled: true,
+                        stream_view_type: Some(StreamViewType::NewAndOldImages),
+                    }),
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| format!("table {table}: enabling its stream: {e}"))?;
+            Ok("stream enabled (NEW_AND_OLD_IMAGES)")
+        }
+    }
+}
+
 /// Creates FIFO queue `name` and its dead-letter queue `dlq` (after
 /// `max_receives` receives) unless they exist, printing what it did.
 async fn ensure_fifo_with_dlq(
@@ -260,16 +321,42 @@ pub async fn run(args: InitArgs) -> Result<(), Failure> {
         let pipes = postbox_examples::pipes_toml(std::path::Path::new("report-ready.jsonl"));
         let config = postbox_relay::RelayConfig::from_toml(&pipes)
             .map_err(|e| Failure::new(EXIT_REFUSED, format!("the examples' pipes: {e}")))?;
-        for dlq in config.pipes.iter().map(|p| p.dead_letter_queue.clone()) {
-            if !plain.contains(&dlq) {
-                plain.push(dlq);
-            }
-        }
+        plain.extend(pipe_queues(&config));
     }
+    let pipes = match &args.pipes {
+        Some(path) => {
+            let config = crate::pipe::load(path).map_err(|e| Failure::new(EXIT_REFUSED, e))?;
+            plain.extend(pipe_queues(&config));
+            config.pipes
+        }
+        None => Vec::new(),
+    };
+    // A queue made with its dead-letter queue above is not made again.
+    let mut seen: Vec<String> = fifos
+        .iter()
+        .flat_map(|(q, d, _)| [q.clone(), d.clone()])
+        .collect();
+    plain.retain(|q| {
+        let new = !seen.contains(q);
+        seen.push(q.clone());
+        new
+    });
     let mut problems = Vec::new();
     for want in wanted {
         match ensure_table(&store, &want).await {
             Ok(outcome) => println!("table {}: {outcome}", want.input.table_name),
+            Err(e) => problems.push(e),
+        }
+    }
+    let mut sources: Vec<(&str, &str)> = Vec::new();
+    for p in &pipes {
+        if !sources.iter().any(|(t, _)| *t == p.table) {
+            sources.push((&p.table, &p.name));
+        }
+    }
+    for (table, pipe) in sources {
+        match ensure_stream(&store, table, pipe).await {
+            Ok(outcome) => println!("table {table}: {outcome}"),
             Err(e) => problems.push(e),
         }
     }

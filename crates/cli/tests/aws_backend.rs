@@ -2,7 +2,10 @@
 //! server: `postbox verify` exits 0 on an intact log, reports a tampered
 //! event at its seq with exit code 4, and refuses to start without a region;
 //! `postbox init` creates what is missing once and refuses a table keyed
-//! otherwise, naming it and the difference; `postbox relay` delivers events
+//! otherwise, naming it and the difference, and with `--pipes` makes the
+//! pipes' queues and source streams but refuses a missing source table;
+//! `serve --backend aws --examples` runs the payment handlers and the
+//! report jobs; `postbox relay` delivers events
 //! emitted on DynamoDB to the events queue through DynamoDB Streams, and
 //! refuses to start on a stack without its source table; `postbox serve
 //! --backend aws` takes emits over HTTP and its webhook subscription
@@ -698,4 +701,68 @@ async fn serve_on_aws_runs_the_built_in_examples_from_payment_to_report() {
     }
     let (exit, stderr) = server.terminate();
     assert!(exit.success(), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs DynamoDB Local and an SQS server: scripts/test runs it"]
+async fn init_with_pipes_makes_their_queues_and_streams_and_refuses_a_missing_source() {
+    use postbox_store::api::CreateTableInput;
+
+    let prefix = unique_prefix("pipes");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("pipes.toml");
+    std::fs::write(
+        &config,
+        r#"
+[pipes.orders]
+source = "orders"
+target = { queue = "orders-changes.fifo", message_group_id = "<$.dynamodb.Keys.pk.S>" }
+dead_letter_queue = "orders-relay-dlq"
+"#,
+    )
+    .unwrap();
+    let init = |extra: &[&str]| {
+        let mut args = vec!["init", "--backend", "aws", "--aws-prefix", &prefix];
+        args.extend_from_slice(extra);
+        postbox(&args, Some("us-east-1"))
+    };
+    let pipes = ["--pipes", config.to_str().unwrap()];
+
+    // The source table is the user's: its keys are not init's to choose.
+    // What init can make, it makes, and the refusal names the rest.
+    let (code, out) = init(&pipes);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("table orders, which pipe \"orders\" reads, does not exist"),
+        "{out}"
+    );
+    assert!(out.contains("queue orders-changes.fifo: created"), "{out}");
+    assert!(out.contains("queue orders-relay-dlq: created"), "{out}");
+
+    let store = DynamoStore::new(&postbox_aws::local_config(&endpoint()).await, &prefix);
+    store
+        .create_table(CreateTableInput::keyed_by("orders", "pk"))
+        .await
+        .unwrap();
+    let (code, out) = init(&pipes);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("table orders: stream enabled"), "{out}");
+    let described = store.describe_table("orders").await.unwrap();
+    let view = described
+        .stream_specification
+        .and_then(|s| s.stream_view_type);
+    assert_eq!(
+        view,
+        Some(postbox_store::api::StreamViewType::NewAndOldImages)
+    );
+
+    // Again: nothing new, nothing changed.
+    let (code, out) = init(&pipes);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("table orders: exists, with its stream"),
+        "{out}"
+    );
+    assert!(out.contains("queue orders-changes.fifo: exists"), "{out}");
+    assert!(!out.contains("created"), "{out}");
 }
