@@ -83,6 +83,20 @@ impl AwsNode {
                 ));
             }
         };
+        // Row-change consumers and in-process lanes are the embedded
+        // node's: refused by name rather than left unrun.
+        if let Some(s) = catalog
+            .subscriptions
+            .iter()
+            .find(|s| s.lane != Lane::Durable)
+        {
+            return Err(refused(format!(
+                "subscription {:?} is on lane {}; serve --backend aws runs DURABLE subscriptions (webhooks, pull, the built-in code handlers), not {} ones",
+                s.name,
+                s.lane.as_str(),
+                s.lane.as_str()
+            )));
+        }
         let sdk = crate::backend::aws_config().await?;
         let store = DynamoStore::new(&sdk, &options.prefix);
         let queues = SqsQueues::new(&sdk, &options.prefix);

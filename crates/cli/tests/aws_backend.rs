@@ -766,3 +766,44 @@ dead_letter_queue = "orders-relay-dlq"
     assert!(out.contains("queue orders-changes.fifo: exists"), "{out}");
     assert!(!out.contains("created"), "{out}");
 }
+
+/// Needs no local service: the catalog is refused before AWS is asked.
+#[test]
+fn serve_on_aws_refuses_a_subscription_it_would_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog.toml");
+    std::fs::write(
+        &catalog,
+        r#"
+[[event_types]]
+name = "ORDER_PLACED"
+producers = ["shop"]
+[[producers]]
+name = "shop"
+emits = ["ORDER_PLACED"]
+[[entities]]
+name = "order"
+table = "orders"
+[[subscriptions]]
+name = "rows"
+glob = "row:order:*"
+lane = "BEST_EFFORT"
+handler = "orders::project"
+"#,
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_postbox"))
+        .args(["serve", "--backend", "aws", "--catalog"])
+        .arg(&catalog)
+        .args(["--listen", "127.0.0.1:0", "--data"])
+        .arg(dir.path().join("data"))
+        .env("AWS_REGION", "us-east-1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("subscription \"rows\" is on lane BEST_EFFORT"),
+        "{stderr}"
+    );
+}
