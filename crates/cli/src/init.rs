@@ -39,6 +39,12 @@ pub struct InitArgs {
     /// source table that does not exist is refused: its keys are yours.
     #[arg(long, value_name = "FILE")]
     pipes: Option<std::path::PathBuf>,
+    /// The catalog the node will serve, checked before anything is made:
+    /// a subscription `serve --backend aws` would not run refuses the whole
+    /// run. Its DURABLE subscriptions need the events queue, which init
+    /// always makes.
+    #[arg(long, value_name = "FILE")]
+    catalog: Option<std::path::PathBuf>,
 }
 
 /// One table a node needs: how to create it and its TTL attribute.
@@ -296,6 +302,11 @@ pub async fn run(args: InitArgs) -> Result<(), Failure> {
             EXIT_REFUSED,
             "postbox init creates resources on AWS (--backend aws); `postbox serve` creates what the embedded store needs itself",
         ));
+    }
+    if let Some(path) = &args.catalog {
+        let catalog = postbox_engine::Catalog::load(path)
+            .map_err(|e| Failure::new(EXIT_REFUSED, e.to_string()))?;
+        crate::node_aws::check_lanes(&catalog)?;
     }
     let (store, queues) = crate::backend::aws(&args.backend).await?;
     let topology = Topology::default();

@@ -83,20 +83,7 @@ impl AwsNode {
                 ));
             }
         };
-        // Row-change consumers and in-process lanes are the embedded
-        // node's: refused by name rather than left unrun.
-        if let Some(s) = catalog
-            .subscriptions
-            .iter()
-            .find(|s| s.lane != Lane::Durable)
-        {
-            return Err(refused(format!(
-                "subscription {:?} is on lane {}; serve --backend aws runs DURABLE subscriptions (webhooks, pull, the built-in code handlers), not {} ones",
-                s.name,
-                s.lane.as_str(),
-                s.lane.as_str()
-            )));
-        }
+        check_lanes(&catalog)?;
         let sdk = crate::backend::aws_config().await?;
         let store = DynamoStore::new(&sdk, &options.prefix);
         let queues = SqsQueues::new(&sdk, &options.prefix);
@@ -262,6 +249,28 @@ impl AwsNode {
         if let Some(relay) = self.relay {
             relay.shutdown().await;
         }
+    }
+}
+
+/// Row-change consumers and in-process lanes are the embedded node's: a
+/// catalog with such a subscription is refused by name rather than left
+/// unrun on AWS.
+pub(crate) fn check_lanes(catalog: &Catalog) -> Result<(), Failure> {
+    match catalog
+        .subscriptions
+        .iter()
+        .find(|s| s.lane != Lane::Durable)
+    {
+        None => Ok(()),
+        Some(s) => Err(Failure::new(
+            EXIT_REFUSED,
+            format!(
+                "subscription {:?} is on lane {}; serve --backend aws runs DURABLE subscriptions (webhooks, pull, the built-in code handlers), not {} ones",
+                s.name,
+                s.lane.as_str(),
+                s.lane.as_str()
+            ),
+        )),
     }
 }
 

@@ -769,7 +769,7 @@ dead_letter_queue = "orders-relay-dlq"
 
 /// Needs no local service: the catalog is refused before AWS is asked.
 #[test]
-fn serve_on_aws_refuses_a_subscription_it_would_not_run() {
+fn serve_and_init_on_aws_refuse_a_subscription_the_node_would_not_run() {
     let dir = tempfile::tempdir().unwrap();
     let catalog = dir.path().join("catalog.toml");
     std::fs::write(
@@ -792,18 +792,33 @@ handler = "orders::project"
 "#,
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_postbox"))
-        .args(["serve", "--backend", "aws", "--catalog"])
-        .arg(&catalog)
-        .args(["--listen", "127.0.0.1:0", "--data"])
-        .arg(dir.path().join("data"))
-        .env("AWS_REGION", "us-east-1")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("subscription \"rows\" is on lane BEST_EFFORT"),
-        "{stderr}"
-    );
+    let data = dir.path().join("data");
+    let catalog = catalog.to_str().unwrap();
+    // `init` checks the same before it makes anything.
+    for args in [
+        vec![
+            "serve",
+            "--backend",
+            "aws",
+            "--catalog",
+            catalog,
+            "--listen",
+            "127.0.0.1:0",
+            "--data",
+            data.to_str().unwrap(),
+        ],
+        vec!["init", "--backend", "aws", "--catalog", catalog],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_postbox"))
+            .args(&args)
+            .env("AWS_REGION", "us-east-1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("subscription \"rows\" is on lane BEST_EFFORT"),
+            "{args:?}: {stderr}"
+        );
+    }
 }
