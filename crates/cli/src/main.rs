@@ -315,7 +315,7 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
             postbox_engine::Catalog::load(path).map_err(|e| e.to_string())?,
             builtin::code_handlers(),
         ),
-        (None, true) => builtin::application(&args.data),
+        (None, true) => builtin::embedded_application(&args.data),
         (None, false) => (postbox_engine::Catalog::default(), node::Handlers::none()),
     };
     let empty = args.catalog.is_none() && !args.examples;
@@ -392,7 +392,7 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
         ));
     }
     if args.backend.backend == backend::Backend::Aws {
-        return serve_aws(args, pipes, tls, scheme, limits).await;
+        return serve_aws(args, catalog, pipes, tls, scheme, limits).await;
     }
     let node = node::Node::start(node::NodeOptions {
         data: args.data.clone(),
@@ -531,16 +531,28 @@ async fn serve_metrics(
 /// endpoints.
 async fn serve_aws(
     args: ServeArgs,
+    catalog: postbox_engine::Catalog,
     pipes: Option<postbox_relay::RelayConfig>,
     tls: Option<postbox_server::Tls>,
     scheme: &str,
     limits: postbox_server::Limits,
 ) -> Result<(), http::Failure> {
+    let (catalog, handlers) = match (&args.catalog, args.examples) {
+        (Some(_), _) => (catalog, builtin::code_handlers()),
+        (None, true) => builtin::application(&args.data),
+        (None, false) => {
+            return Err(http::Failure::new(
+                http::EXIT_REFUSED,
+                "serve --backend aws needs --catalog FILE, or --examples for the built-in example applications",
+            ));
+        }
+    };
     let node = node_aws::AwsNode::start(node_aws::AwsNodeOptions {
         prefix: args.backend.aws_prefix.clone(),
         data: args.data.clone(),
-        catalog: args.catalog.clone(),
-        examples: args.examples,
+        catalog,
+        handlers,
+        examples: args.catalog.is_none() && args.examples,
         pipes,
         workers: args.workers,
         relay: !args.no_relay,

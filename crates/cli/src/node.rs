@@ -34,46 +34,47 @@ pub const EVENTS_DLQ: &str = postbox_topology::EVENTS_DLQ;
 /// Above every subscription's attempts, so the claims decide first.
 pub const MAX_RECEIVE_COUNT: u32 = 20;
 
-/// The handlers a node runs, by the catalog's handler references.
-pub struct Handlers {
+/// The handlers and applications a node runs, by the catalog's handler
+/// references, on the store `S` and queues `Q` of its backend (the
+/// embedded store's by default; `node_aws` runs them on DynamoDB and SQS).
+pub struct Handlers<S = EmbeddedStore, Q = Queues> {
     /// DURABLE handlers, run by the workers.
     pub durable: HashMap<String, Handler>,
     /// BEST_EFFORT handlers, run by the row-change consumers.
     pub best_effort: HashMap<String, RowHandler>,
     /// Registers INLINE and LOCAL handlers with the engine.
-    pub engine:
-        Box<dyn FnOnce(EngineBuilder<EmbeddedStore>) -> EngineBuilder<EmbeddedStore> + Send>,
+    pub engine: Box<dyn FnOnce(EngineBuilder<S>) -> EngineBuilder<S> + Send>,
     /// Routes of applications served next to the API (the examples); they
     /// need a tenant token and see its tenant in `X-Tenant-Id`.
-    pub routes: Option<RoutesFn>,
+    pub routes: Option<RoutesFn<S>>,
     /// Extra relay pipes (TOML), for applications' own tables.
     pub pipes: Option<String>,
     /// Runs once the store and queues are open, before the engine and the
-    /// relay start (applications create their tables and queues here).
-    pub setup: Option<Box<dyn FnOnce(EmbeddedStore, Queues) -> SetupFuture + Send>>,
+    /// relay start (applications create their tables and queues here; on
+    /// AWS, `postbox init` makes them instead).
+    pub setup: Option<Box<dyn FnOnce(S, Q) -> SetupFuture + Send>>,
     /// Applications' own background tasks (a job runner), stopped with the node.
-    pub background: Option<BackgroundFn>,
+    pub background: Option<BackgroundFn<S, Q>>,
     /// Applications' tables that only their code writes: no emit may carry
     /// a write to them (Postbox's own `postbox_*` tables are refused anyway).
     pub reserved_tables: Vec<String>,
 }
 
 /// What [`Handlers::routes`] holds: builds the applications' routes.
-pub type RoutesFn = Box<dyn FnOnce(Arc<Engine<EmbeddedStore>>) -> Router + Send>;
+pub type RoutesFn<S = EmbeddedStore> = Box<dyn FnOnce(Arc<Engine<S>>) -> Router + Send>;
 
 /// What [`Handlers::background`] holds: starts a task that ends when the
 /// stop signal turns true.
-pub type BackgroundFn = Box<
-    dyn FnOnce(EmbeddedStore, Queues, watch::Receiver<bool>) -> tokio::task::JoinHandle<()> + Send,
->;
+pub type BackgroundFn<S = EmbeddedStore, Q = Queues> =
+    Box<dyn FnOnce(S, Q, watch::Receiver<bool>) -> tokio::task::JoinHandle<()> + Send>;
 
 /// What [`Handlers::setup`] returns.
 pub type SetupFuture =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
 
-impl Handlers {
+impl<S, Q> Handlers<S, Q> {
     /// No handlers: only a catalog without subscriptions that need code starts.
-    pub fn none() -> Handlers {
+    pub fn none() -> Handlers<S, Q> {
         Handlers {
             durable: HashMap::new(),
             best_effort: HashMap::new(),

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use postbox_api::{Api, ApiConfig, Sources};
 use postbox_aws::{DynamoStore, SqsQueues, Streams, StreamsRelay, StreamsRelayOptions};
 use postbox_engine::{Catalog, Engine, Lane};
-use postbox_examples::{payments, reports};
+use postbox_examples::reports;
 use postbox_queue::QueueClient;
 use postbox_relay::RelayConfig;
 use postbox_relay::config::default_events_pipe;
@@ -30,6 +30,7 @@ use postbox_worker::{Worker, WorkerOptions};
 use tokio::sync::watch;
 
 use crate::http::{EXIT_REFUSED, EXIT_UNREACHABLE, Failure};
+use crate::node::Handlers;
 
 /// What `serve --backend aws` runs.
 pub struct AwsNodeOptions {
@@ -37,9 +38,13 @@ pub struct AwsNodeOptions {
     pub prefix: String,
     /// Where the admin token and the webhook secret are kept.
     pub data: PathBuf,
-    /// The event catalog (else `examples` must be set).
-    pub catalog: Option<PathBuf>,
-    /// Run the built-in example applications (when no catalog is given).
+    /// The event catalog.
+    pub catalog: Catalog,
+    /// The handlers and applications it runs (`builtin`); their `setup`
+    /// is the embedded store's: on AWS, `postbox init` makes tables.
+    pub handlers: Handlers<DynamoStore, SqsQueues>,
+    /// Whether the handlers are the built-in examples, whose tables and
+    /// queues the stack must have.
     pub examples: bool,
     /// Pipes beyond the default events pipe.
     pub pipes: Option<RelayConfig>,
@@ -73,16 +78,12 @@ impl AwsNode {
     /// the workers.
     pub async fn start(options: AwsNodeOptions) -> Result<AwsNode, Failure> {
         let refused = |m: String| Failure::new(EXIT_REFUSED, m);
-        let examples = options.catalog.is_none() && options.examples;
-        let catalog = match &options.catalog {
-            Some(path) => Catalog::load(path).map_err(|e| refused(e.to_string()))?,
-            None if examples => payments::catalog(),
-            None => {
-                return Err(refused(
-                    "serve --backend aws needs --catalog FILE, or --examples for the built-in example applications".into(),
-                ));
-            }
-        };
+        let AwsNodeOptions {
+            catalog,
+            handlers: mut app,
+            examples,
+            ..
+        } = options;
         check_lanes(&catalog)?;
         let sdk = crate::backend::aws_config().await?;
         let store = DynamoStore::new(&sdk, &options.prefix);
@@ -107,25 +108,26 @@ impl AwsNode {
                 secret,
                 "postbox serve --backend aws",
                 true,
-                crate::builtin::code_handlers().durable,
+                std::mem::take(&mut app.durable),
             )?
         } else {
             Default::default()
         };
         let pull = crate::worker::pull_hub(&catalog, options.workers, &mut handlers);
         let store = Arc::new(store);
-        let engine = Engine::builder(store.clone(), catalog.clone())
-            .build()
-            .await
-            .map_err(|e| refused(format!("the engine refuses to start: {e}")))?;
+        let engine = Arc::new(
+            (app.engine)(Engine::builder(store.clone(), catalog.clone()))
+                .build()
+                .await
+                .map_err(|e| refused(format!("the engine refuses to start: {e}")))?,
+        );
         let mut relay_config = match options.pipes {
             Some(c) => c,
             None => RelayConfig::from_toml("").map_err(|e| refused(e.to_string()))?,
         };
-        if examples {
-            let text = postbox_examples::pipes_toml(&options.data.join("report-ready.jsonl"));
-            let extra = RelayConfig::from_toml(&text)
-                .map_err(|e| refused(format!("the examples' pipes: {e}")))?;
+        if let Some(text) = &app.pipes {
+            let extra = RelayConfig::from_toml(text)
+                .map_err(|e| refused(format!("built-in pipes: {e}")))?;
             for pipe in extra.pipes {
                 if !relay_config.pipes.iter().any(|p| p.name == pipe.name) {
                     relay_config.pipes.push(pipe);
@@ -174,14 +176,10 @@ impl AwsNode {
             pipes,
         };
         let config = ApiConfig {
-            reserved_tables: if examples {
-                vec![reports::JOBS_TABLE.into(), reports::KEYS_TABLE.into()]
-            } else {
-                Vec::new()
-            },
+            reserved_tables: std::mem::take(&mut app.reserved_tables),
             ..ApiConfig::default()
         };
-        let api = Api::new(Arc::new(engine), queues.clone(), config, sources)
+        let api = Api::new(engine.clone(), queues.clone(), config, sources)
             .await
             .map_err(|e| Failure::new(1, format!("the API refuses to start: {}", e.message)))?;
         let admin_token_file = options.data.join("admin-token");
@@ -211,19 +209,16 @@ impl AwsNode {
             }
         }
         let mut router = api.router();
-        if examples {
-            // The report-job API answers tenant tokens only, scoped to their tenant.
-            let api_options = reports::ApiOptions::default();
-            let routes = reports::router(reports::ReportsApi::new(store.clone(), api_options));
-            router = router.merge(api.tenant_scoped(routes));
-            let runner = reports::JobRunner::new(
-                store.clone(),
+        if let Some(routes) = app.routes {
+            // Applications' routes answer tenant tokens only, scoped to their tenant.
+            router = router.merge(api.tenant_scoped(routes(engine)));
+        }
+        if let Some(background) = app.background {
+            workers.push(background(
+                (*store).clone(),
                 queues.clone(),
-                reports::RunnerOptions::default(),
-                reports::fake_report(),
-            );
-            let rx = stop_rx.clone();
-            workers.push(tokio::spawn(async move { runner.run(rx).await }));
+                stop_rx.clone(),
+            ));
         }
         Ok(AwsNode {
             router,
