@@ -139,3 +139,25 @@ fn runnable(catalog: &Catalog) -> Vec<Violation> {
 fn serde_json_pretty(v: &postbox_engine::JsonValue) -> String {
     postbox_engine::to_pretty_json(v)
 }
+
+/// Row-change consumers and in-process lanes are the embedded node's: a
+/// catalog with such a subscription is refused by name rather than left
+/// unrun on AWS.
+pub(crate) fn check_lanes_on_aws(catalog: &Catalog) -> Result<(), crate::http::Failure> {
+    match catalog
+        .subscriptions
+        .iter()
+        .find(|s| s.lane != Lane::Durable)
+    {
+        None => Ok(()),
+        Some(s) => Err(crate::http::Failure::new(
+            crate::http::EXIT_REFUSED,
+            format!(
+                "subscription {:?} is on lane {}; serve --backend aws runs DURABLE subscriptions (webhooks, pull, the built-in code handlers), not {} ones",
+                s.name,
+                s.lane.as_str(),
+                s.lane.as_str()
+            ),
+        )),
+    }
+}

@@ -306,7 +306,7 @@ pub async fn run(args: InitArgs) -> Result<(), Failure> {
     if let Some(path) = &args.catalog {
         let catalog = postbox_engine::Catalog::load(path)
             .map_err(|e| Failure::new(EXIT_REFUSED, e.to_string()))?;
-        crate::node_aws::check_lanes(&catalog)?;
+        crate::catalog::check_lanes_on_aws(&catalog)?;
     }
     let (store, queues) = crate::backend::aws(&args.backend).await?;
     let topology = Topology::default();

@@ -16,7 +16,7 @@ use postbox_engine::glob::Glob;
 use postbox_engine::{Catalog, Engine, EngineBuilder, Lane};
 use postbox_queue::{Queues, QueuesOptions, ShiftedClock};
 use postbox_relay::config::{
-    DEFAULT_EVENTS_QUEUE, DEFAULT_ROW_CHANGES_QUEUE, default_events_pipe, default_row_change_pipes,
+    DEFAULT_EVENTS_QUEUE, DEFAULT_ROW_CHANGES_QUEUE, default_row_change_pipes,
 };
 use postbox_relay::{PipeStats, Relay, RelayConfig};
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
@@ -184,27 +184,16 @@ impl Node {
                 .map_err(|e| e.to_string())?,
         );
 
-        let mut relay_config = match options.pipes {
-            Some(c) => c,
-            None => RelayConfig::from_toml("").map_err(|e| e.to_string())?,
-        };
-        if let Some(text) = &handlers.pipes {
-            let extra = RelayConfig::from_toml(text).map_err(|e| format!("built-in pipes: {e}"))?;
-            relay_config.pipes.extend(extra.pipes);
-            relay_config.buses.extend(extra.buses);
-        }
+        let mut relay_config = crate::pipe::node_relay_config(
+            options.pipes,
+            handlers.pipes.as_deref(),
+            &options.catalog,
+        )?;
         let durable = options
             .catalog
             .subscriptions
             .iter()
             .any(|s| s.lane == Lane::Durable);
-        // Events go to the queue only when a durable subscription reads it;
-        // otherwise they would pile up there unread.
-        if durable && !relay_config.pipes.iter().any(|p| p.name == "events") {
-            relay_config
-                .pipes
-                .push(default_events_pipe(EVENTS_TABLE, DEFAULT_EVENTS_QUEUE));
-        }
         let best_effort = options
             .catalog
             .subscriptions
@@ -222,26 +211,14 @@ impl Node {
 
         let (stop, stop_rx) = watch::channel(false);
         let mut workers = Vec::new();
-        let mut durable_handlers = handlers.durable;
-        let mut hook_config = None;
-        for s in options
-            .catalog
-            .subscriptions
-            .iter()
-            .filter(|s| s.lane == Lane::Durable && postbox_api::webhook::is_webhook(&s.handler))
-        {
-            if durable_handlers.contains_key(&s.handler) {
-                continue;
-            }
-            // Read once, on the first webhook subscription that needs them.
-            if hook_config.is_none() {
-                hook_config = Some((webhook_secret(data)?, crate::worker::webhook_options()?));
-            }
-            let (secret, hook_options) = hook_config.as_ref().expect("just set");
-            let hook = postbox_api::webhook::webhook(&s.handler, secret.clone(), hook_options)
-                .map_err(|e| format!("subscription {:?}: {e}", s.name))?;
-            durable_handlers.insert(s.handler.clone(), hook);
-        }
+        let mut durable_handlers = crate::worker::durable_handlers(
+            &options.catalog,
+            &mut || webhook_secret(data).map_err(crate::http::Failure::from),
+            "postbox serve",
+            true,
+            std::mem::take(&mut handlers.durable),
+        )
+        .map_err(|f| f.message)?;
         let pull =
             crate::worker::pull_hub(&options.catalog, options.workers, &mut durable_handlers);
         let worker = if durable {

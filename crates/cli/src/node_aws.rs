@@ -23,7 +23,6 @@ use postbox_engine::{Catalog, Engine, Lane};
 use postbox_examples::reports;
 use postbox_queue::QueueClient;
 use postbox_relay::RelayConfig;
-use postbox_relay::config::default_events_pipe;
 use postbox_store::{ItemStore, StoreError};
 use postbox_topology::Topology;
 use postbox_worker::{Worker, WorkerOptions};
@@ -84,7 +83,7 @@ impl AwsNode {
             examples,
             ..
         } = options;
-        check_lanes(&catalog)?;
+        crate::catalog::check_lanes_on_aws(&catalog)?;
         let sdk = crate::backend::aws_config().await?;
         let store = DynamoStore::new(&sdk, &options.prefix);
         let queues = SqsQueues::new(&sdk, &options.prefix);
@@ -101,18 +100,14 @@ impl AwsNode {
             .subscriptions
             .iter()
             .any(|s| s.lane == Lane::Durable);
-        let mut handlers = if durable {
-            let secret = crate::node::webhook_secret(&options.data).map_err(refused)?;
-            crate::worker::durable_handlers(
-                &catalog,
-                secret,
-                "postbox serve --backend aws",
-                true,
-                std::mem::take(&mut app.durable),
-            )?
-        } else {
-            Default::default()
-        };
+        let data = options.data.clone();
+        let mut handlers = crate::worker::durable_handlers(
+            &catalog,
+            &mut || crate::node::webhook_secret(&data).map_err(refused),
+            "postbox serve --backend aws",
+            true,
+            std::mem::take(&mut app.durable),
+        )?;
         let pull = crate::worker::pull_hub(&catalog, options.workers, &mut handlers);
         let store = Arc::new(store);
         let engine = Arc::new(
@@ -121,27 +116,9 @@ impl AwsNode {
                 .await
                 .map_err(|e| refused(format!("the engine refuses to start: {e}")))?,
         );
-        let mut relay_config = match options.pipes {
-            Some(c) => c,
-            None => RelayConfig::from_toml("").map_err(|e| refused(e.to_string()))?,
-        };
-        if let Some(text) = &app.pipes {
-            let extra = RelayConfig::from_toml(text)
-                .map_err(|e| refused(format!("built-in pipes: {e}")))?;
-            for pipe in extra.pipes {
-                if !relay_config.pipes.iter().any(|p| p.name == pipe.name) {
-                    relay_config.pipes.push(pipe);
-                }
-            }
-            relay_config.buses.extend(extra.buses);
-        }
-        // Events go to the queue only when a durable subscription reads it.
-        if durable && !relay_config.pipes.iter().any(|p| p.name == "events") {
-            relay_config.pipes.push(default_events_pipe(
-                &topology.events_table,
-                &topology.events_queue,
-            ));
-        }
+        let relay_config =
+            crate::pipe::node_relay_config(options.pipes, app.pipes.as_deref(), &catalog)
+                .map_err(refused)?;
         let pipes = (options.relay && !relay_config.pipes.is_empty())
             .then(|| Arc::new(relay_config.clone()));
         let relay = if relay_config.pipes.is_empty() || !options.relay {
@@ -244,28 +221,6 @@ impl AwsNode {
         if let Some(relay) = self.relay {
             relay.shutdown().await;
         }
-    }
-}
-
-/// Row-change consumers and in-process lanes are the embedded node's: a
-/// catalog with such a subscription is refused by name rather than left
-/// unrun on AWS.
-pub(crate) fn check_lanes(catalog: &Catalog) -> Result<(), Failure> {
-    match catalog
-        .subscriptions
-        .iter()
-        .find(|s| s.lane != Lane::Durable)
-    {
-        None => Ok(()),
-        Some(s) => Err(Failure::new(
-            EXIT_REFUSED,
-            format!(
-                "subscription {:?} is on lane {}; serve --backend aws runs DURABLE subscriptions (webhooks, pull, the built-in code handlers), not {} ones",
-                s.name,
-                s.lane.as_str(),
-                s.lane.as_str()
-            ),
-        )),
     }
 }
 

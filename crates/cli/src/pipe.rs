@@ -168,6 +168,44 @@ async fn run_relay_on_aws(args: RelayArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The pipes a node relays: `given` (a `--pipes` file), then those of its
+/// applications (`app`, TOML) whose names are not taken, then the default
+/// events pipe when a DURABLE subscription of `catalog` reads the events
+/// queue (otherwise events would pile up there unread).
+pub fn node_relay_config(
+    given: Option<RelayConfig>,
+    app: Option<&str>,
+    catalog: &postbox_engine::Catalog,
+) -> Result<RelayConfig, String> {
+    let mut config = match given {
+        Some(c) => c,
+        None => RelayConfig::from_toml("").map_err(|e| e.to_string())?,
+    };
+    if let Some(text) = app {
+        let extra = RelayConfig::from_toml(text).map_err(|e| format!("built-in pipes: {e}"))?;
+        for pipe in extra.pipes {
+            if !config.pipes.iter().any(|p| p.name == pipe.name) {
+                config.pipes.push(pipe);
+            }
+        }
+        config.buses.extend(extra.buses);
+    }
+    let durable = catalog
+        .subscriptions
+        .iter()
+        .any(|s| s.lane == postbox_engine::Lane::Durable);
+    if durable && !config.pipes.iter().any(|p| p.name == "events") {
+        let topology = postbox_topology::Topology::default();
+        config
+            .pipes
+            .push(postbox_relay::config::default_events_pipe(
+                &topology.events_table,
+                &topology.events_queue,
+            ));
+    }
+    Ok(config)
+}
+
 /// Starts the pipes of `config` on an open store, creating the engine's events
 /// table first when the default events pipe reads it, so the relay can start
 /// before the first emit. Shared by `postbox relay` and `postbox serve --pipes`.

@@ -53,16 +53,13 @@ pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
     crate::install_shutdown();
     let catalog =
         Catalog::load(&args.catalog).map_err(|e| Failure::new(EXIT_REFUSED, e.to_string()))?;
-    let durable = catalog
-        .subscriptions
-        .iter()
-        .any(|s| s.lane == Lane::Durable);
-    let secret = if durable {
-        webhook_secret(args.webhook_secret.as_deref(), &args.data)?
-    } else {
-        Vec::new()
-    };
-    let handlers = durable_handlers(&catalog, secret, "postbox worker", false, HashMap::new())?;
+    let handlers = durable_handlers(
+        &catalog,
+        &mut || webhook_secret(args.webhook_secret.as_deref(), &args.data),
+        "postbox worker",
+        false,
+        HashMap::new(),
+    )?;
     match args.backend.backend {
         crate::backend::Backend::Embedded => {
             let endpoint = crate::http::wire_endpoint(&args.endpoint, &args.data)?;
@@ -117,17 +114,18 @@ fn webhook_secret(given: Option<&str>, data: &std::path::Path) -> Result<Vec<u8>
     }
 }
 
-/// The handlers of the catalog's DURABLE subscriptions: webhooks signed
-/// with `secret`, and the handlers of `code` by name; a subscription whose
-/// handler is neither is refused, naming it.
+/// The handlers of the catalog's DURABLE subscriptions: the handlers of
+/// `code` by name, and webhooks signed with the secret `secret` gives (asked
+/// for once, at the first webhook); a subscription whose handler is neither
+/// (nor `pull`, when `serves_pull`) is refused, naming it.
 pub(crate) fn durable_handlers(
     catalog: &Catalog,
-    secret: Vec<u8>,
+    secret: &mut dyn FnMut() -> Result<Vec<u8>, Failure>,
     command: &str,
     serves_pull: bool,
     mut code: HashMap<String, postbox_worker::Handler>,
 ) -> Result<HashMap<String, postbox_worker::Handler>, Failure> {
-    let options = webhook_options().map_err(|e| Failure::new(EXIT_REFUSED, e))?;
+    let mut hooks: Option<(Vec<u8>, postbox_api::webhook::WebhookOptions)> = None;
     let mut known: Vec<String> = code.keys().cloned().collect();
     known.sort_unstable();
     let mut handlers = HashMap::new();
@@ -173,7 +171,12 @@ pub(crate) fn durable_handlers(
                 },
             ));
         }
-        let hook = postbox_api::webhook::webhook(&s.handler, secret.clone(), &options)
+        if hooks.is_none() {
+            let options = webhook_options().map_err(|e| Failure::new(EXIT_REFUSED, e))?;
+            hooks = Some((secret()?, options));
+        }
+        let (secret, options) = hooks.as_ref().expect("just set");
+        let hook = postbox_api::webhook::webhook(&s.handler, secret.clone(), options)
             .map_err(|e| Failure::new(EXIT_REFUSED, format!("subscription {:?}: {e}", s.name)))?;
         handlers.insert(s.handler.clone(), hook);
     }
