@@ -666,27 +666,7 @@ async fn serve_on_aws_runs_the_built_in_examples_from_payment_to_report() {
     // The report-job API: tenant tokens only, scoped to their tenant; the
     // jobs pipe and the runner take the job to SUCCEEDED, and the
     // report-ready pipe's bus rule logs it.
-    let (status, job) = common::call(
-        &server.base,
-        Some(&acme),
-        "POST",
-        "/reports",
-        Some(json!({"branch": "main"})),
-    )
-    .await;
-    assert_eq!(status, 202, "{job}");
-    let path = job["statusUrl"].as_str().unwrap().to_owned();
-    let (status, _) = common::call(&server.base, Some(&globex), "GET", &path, None).await;
-    assert_eq!(status, 404);
-    loop {
-        let (status, j) = common::call(&server.base, Some(&acme), "GET", &path, None).await;
-        assert_eq!(status, 200, "{j}");
-        if j["status"] == "SUCCEEDED" {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{j}");
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+    let job = common::report_job_succeeds(&server.base, &acme, &globex).await;
     let job_id = job["jobId"].as_str().unwrap().to_owned();
     let log = data.join("report-ready.jsonl");
     while !common::json_lines(&log)

@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::{Server, call};
 use serde_json::json;
 
@@ -46,28 +44,7 @@ async fn the_default_server_runs_the_examples_behind_tokens_and_stops_cleanly() 
     )
     .await;
     assert_eq!(status, 401);
-    let (status, job) = call(
-        &base,
-        Some(&acme),
-        "POST",
-        "/reports",
-        Some(json!({"branch": "main"})),
-    )
-    .await;
-    assert_eq!(status, 202, "{job}");
-    let path = job["statusUrl"].as_str().unwrap().to_owned();
-    let (status, _) = call(&base, Some(&globex), "GET", &path, None).await;
-    assert_eq!(status, 404);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (status, j) = call(&base, Some(&acme), "GET", &path, None).await;
-        assert_eq!(status, 200);
-        if j["status"] == "SUCCEEDED" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{j}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::report_job_succeeds(&base, &acme, &globex).await;
 
     // SIGTERM: the server stops accepting, the workers and the relay stop, exit 0.
     let (exit, log) = server.terminate();

@@ -197,3 +197,32 @@ pub fn json_lines(path: &Path) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// The examples' report-job API end to end: `owner` asks for a report on
+/// `main` (202), `other` (another tenant) cannot see it (404), and the job
+/// reaches SUCCEEDED within 60 s. Returns the accepted job.
+#[allow(dead_code)]
+pub async fn report_job_succeeds(base: &str, owner: &str, other: &str) -> Value {
+    let (status, job) = call(
+        base,
+        Some(owner),
+        "POST",
+        "/reports",
+        Some(json!({"branch": "main"})),
+    )
+    .await;
+    assert_eq!(status, 202, "{job}");
+    let path = job["statusUrl"].as_str().unwrap().to_owned();
+    let (status, _) = call(base, Some(other), "GET", &path, None).await;
+    assert_eq!(status, 404);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (status, j) = call(base, Some(owner), "GET", &path, None).await;
+        assert_eq!(status, 200, "{j}");
+        if j["status"] == "SUCCEEDED" {
+            return job;
+        }
+        assert!(std::time::Instant::now() < deadline, "{j}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
