@@ -300,7 +300,7 @@ fn aws_env() -> Vec<(&'static str, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DynamoDB Local and an SQS server: scripts/test runs it"]
 async fn serve_on_aws_takes_emits_over_http_and_its_webhook_receives_each_event() {
-    let (hook, got) = receiver().await;
+    let (hook, got) = common::id_receiver("/hook").await;
 
     let prefix = unique_prefix("serve");
     let dir = tempfile::tempdir().unwrap();
@@ -389,36 +389,10 @@ handler = "http://{hook}/hook"
     assert_eq!(log["events"].as_array().map(Vec::len), Some(5), "{log}");
 }
 
-/// A webhook receiver on a free port: its address and the event ids it was sent.
-async fn receiver() -> (std::net::SocketAddr, Arc<std::sync::Mutex<Vec<String>>>) {
-    use axum::routing::post;
-    let got: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
-    let sink = got.clone();
-    let app = axum::Router::new().route(
-        "/hook",
-        post(move |body: axum::body::Bytes| {
-            let sink = sink.clone();
-            async move {
-                let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-                let id = v["id"]
-                    .as_str()
-                    .or(v["event"]["id"].as_str())
-                    .unwrap_or("?");
-                sink.lock().unwrap().push(id.to_owned());
-                "ok"
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hook = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (hook, got)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs DynamoDB Local and an SQS server: scripts/test runs it"]
 async fn serve_on_aws_with_no_relay_leaves_the_stream_to_another_relay() {
-    let (hook, got) = receiver().await;
+    let (hook, got) = common::id_receiver("/hook").await;
     let prefix = unique_prefix("norelay");
     let dir = tempfile::tempdir().unwrap();
     let catalog = dir.path().join("catalog.toml");

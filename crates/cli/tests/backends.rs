@@ -141,9 +141,7 @@ impl Hooks {
                 },
             ),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let addr = common::serve_router(app).await;
         format!("http://{addr}")
     }
 

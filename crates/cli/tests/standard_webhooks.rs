@@ -79,9 +79,7 @@ async fn one_delivery(secret: Option<&str>) -> (HeaderMap, Vec<u8>, String, Stri
     let app = axum::Router::new()
         .route("/hook", post(receive))
         .with_state(calls.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hook = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let hook = common::serve_router(app).await;
 
     let dir = tempfile::tempdir().unwrap();
     let catalog = dir.path().join("catalog.toml");

@@ -13,7 +13,6 @@
 mod common;
 
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 
 use postbox_aws::{DynamoStore, SqsQueues};
 use postbox_queue::QueueClient;
@@ -36,24 +35,7 @@ async fn the_synthesised_stack_deploys_and_a_node_runs_on_it() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
 
     // The webhook the catalog's subscription posts to.
-    let got: Arc<Mutex<Vec<String>>> = Arc::default();
-    let sink = got.clone();
-    let app = axum::Router::new().route(
-        "/orders",
-        axum::routing::post(move |body: axum::body::Bytes| {
-            let sink = sink.clone();
-            async move {
-                let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-                sink.lock()
-                    .unwrap()
-                    .push(v["id"].as_str().unwrap_or("?").to_owned());
-                "ok"
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hook = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (hook, got) = common::id_receiver("/orders").await;
     let catalog = dir.path().join("catalog.toml");
     std::fs::write(
         &catalog,

@@ -57,9 +57,7 @@ async fn collector() -> (String, Spans) {
             ),
         )
         .with_state(spans.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let addr = common::serve_router(app).await;
     (format!("http://{addr}"), spans)
 }
 
@@ -79,9 +77,7 @@ async fn receiver() -> (String, Hooks) {
             ),
         )
         .with_state(hooks.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let addr = common::serve_router(app).await;
     (format!("http://{addr}/hook"), hooks)
 }
 

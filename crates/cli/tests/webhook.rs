@@ -68,9 +68,7 @@ async fn webhooks_are_signed_retried_after_what_they_ask_and_dead_lettered_on_4x
         .route("/flaky", post(flaky))
         .route("/bad", post(bad))
         .with_state(receiver.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hook = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let hook = common::serve_router(app).await;
 
     let dir = tempfile::tempdir().unwrap();
     let catalog = dir.path().join("catalog.toml");
@@ -215,9 +213,7 @@ async fn a_separate_worker_process_delivers_webhooks_over_the_wire() {
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hook = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let hook = common::serve_router(app).await;
     let dir = tempfile::tempdir().unwrap();
     let catalog = dir.path().join("catalog.toml");
     std::fs::write(

@@ -226,3 +226,36 @@ pub async fn report_job_succeeds(base: &str, owner: &str, other: &str) -> Value 
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// Serves `app` on a free loopback port, for as long as the test runs.
+#[allow(dead_code)]
+pub async fn serve_router(app: axum::Router) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+/// A webhook receiver at `path` on a free port: its address and the ids of
+/// the events it was sent (`?` for a body without one), in arrival order.
+#[allow(dead_code)]
+pub async fn id_receiver(path: &str) -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let got: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = got.clone();
+    let app = axum::Router::new().route(
+        path,
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let sink = sink.clone();
+            async move {
+                let v: Value = serde_json::from_slice(&body).unwrap_or_default();
+                let id = v["id"]
+                    .as_str()
+                    .or(v["event"]["id"].as_str())
+                    .unwrap_or("?");
+                sink.lock().unwrap().push(id.to_owned());
+                "ok"
+            }
+        }),
+    );
+    (serve_router(app).await, got)
+}
