@@ -48,3 +48,44 @@ pub async fn local_config_with_key(
 pub async fn sdk_config() -> aws_config::SdkConfig {
     config_loader().load().await
 }
+
+/// Resolves `config`'s credentials once, so that a process with none
+/// stops at startup with what was tried, instead of failing its first
+/// request with the SDK's chain of errors. Waits at most `within` (the
+/// instance metadata endpoint can be slow to refuse).
+pub async fn check_credentials(
+    config: &aws_config::SdkConfig,
+    within: std::time::Duration,
+) -> Result<(), String> {
+    use aws_credential_types::provider::ProvideCredentials;
+    let tried = "tried the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), the profile \
+                 (AWS_PROFILE in ~/.aws/config and ~/.aws/credentials, or AWS_CONFIG_FILE and \
+                 AWS_SHARED_CREDENTIALS_FILE), web identity (AWS_WEB_IDENTITY_TOKEN_FILE), and \
+                 the container and instance metadata endpoints";
+    let Some(provider) = config.credentials_provider() else {
+        return Err(format!(
+            "no AWS credentials provider is configured; {tried}"
+        ));
+    };
+    match tokio::time::timeout(within, provider.provide_credentials()).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!(
+            "no AWS credentials: {tried}; the last said: {}",
+            last_cause(&e)
+        )),
+        Err(_) => Err(format!(
+            "no AWS credentials within {} s: {tried}",
+            within.as_secs()
+        )),
+    }
+}
+
+/// The innermost message of an error's source chain: the part that says
+/// what went wrong, without the wrappers around it.
+fn last_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}

@@ -44,7 +44,9 @@ mod store;
 pub mod streams;
 
 pub use aws_config::SdkConfig;
-pub use config::{config_loader, local_config, local_config_with_key, sdk_config};
+pub use config::{
+    check_credentials, config_loader, local_config, local_config_with_key, sdk_config,
+};
 pub use relay::{StreamsPipeStats, StreamsRelay, StreamsRelayOptions};
 pub use streams::Streams;
 

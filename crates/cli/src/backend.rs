@@ -42,6 +42,9 @@ pub async fn aws_config() -> Result<postbox_aws::SdkConfig, Failure> {
             "--backend aws: no AWS region; set AWS_REGION (or a region in the profile AWS_PROFILE names)",
         ));
     }
+    postbox_aws::check_credentials(&config, std::time::Duration::from_secs(10))
+        .await
+        .map_err(|e| Failure::new(EXIT_REFUSED, format!("--backend aws: {e}")))?;
     Ok(config)
 }
 

@@ -776,3 +776,35 @@ handler = "orders::project"
         );
     }
 }
+
+/// Needs no local service: without credentials a command stops at startup
+/// and says what it tried, instead of failing its first request.
+#[test]
+fn a_command_on_aws_without_credentials_says_what_it_tried() {
+    let out = Command::new(env!("CARGO_BIN_EXE_postbox"))
+        .args(["verify", "--backend", "aws"])
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_CONFIG_FILE", "/nonexistent")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:9")
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_SESSION_TOKEN")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_WEB_IDENTITY_TOKEN_FILE")
+        .env_remove("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+        .env_remove("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--backend aws: no AWS credentials"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("AWS_ACCESS_KEY_ID") && stderr.contains("AWS_PROFILE"),
+        "{stderr}"
+    );
+}
