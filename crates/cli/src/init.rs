@@ -78,13 +78,11 @@ pub(crate) fn tables(t: &Topology) -> Vec<Want> {
     ]
 }
 
-/// The names of the tables a node needs.
-pub(crate) fn table_names(t: &Topology) -> Vec<String> {
-    tables(t).into_iter().map(|w| w.input.table_name).collect()
-}
-
 /// How an existing table differs from what Postbox needs, if it does.
-fn differences(want: &CreateTableInput, got: &postbox_store::api::TableDescription) -> Vec<String> {
+pub(crate) fn differences(
+    want: &CreateTableInput,
+    got: &postbox_store::api::TableDescription,
+) -> Vec<String> {
     let mut out = Vec::new();
     let keys = |schema: &[postbox_store::api::KeySchemaElement],
                 defs: &[postbox_store::api::AttributeDefinition]| {

@@ -296,19 +296,25 @@ async fn check_stack(
     examples: bool,
 ) -> Result<(), Failure> {
     let mut missing = Vec::new();
-    let mut tables = crate::init::table_names(topology);
+    let mut differ = Vec::new();
+    let mut tables: Vec<_> = crate::init::tables(topology)
+        .into_iter()
+        .map(|w| w.input)
+        .collect();
     let mut wanted_queues = vec![topology.events_queue.clone(), topology.events_dlq.clone()];
     if examples {
-        tables.extend(
-            postbox_examples::tables()
-                .into_iter()
-                .map(|t| t.input.table_name),
-        );
+        tables.extend(postbox_examples::tables().into_iter().map(|t| t.input));
         wanted_queues.extend([reports::JOBS_QUEUE.to_owned(), reports::JOBS_DLQ.to_owned()]);
     }
-    for table in tables {
-        match store.describe_table(&table).await {
-            Ok(_) => {}
+    for want in tables {
+        let table = &want.table_name;
+        match store.describe_table(table).await {
+            Ok(got) => {
+                let diff = crate::init::differences(&want, &got);
+                if !diff.is_empty() {
+                    differ.push(format!("table {table}: {}", diff.join("; ")));
+                }
+            }
             Err(StoreError::ResourceNotFound(_)) => missing.push(format!("table {table}")),
             Err(e) => {
                 return Err(Failure::new(
@@ -333,6 +339,16 @@ async fn check_stack(
                 _ => missing.push(format!("queue {queue}")),
             }
         }
+    }
+    if !differ.is_empty() {
+        // init refuses these too: the table must be replaced by hand.
+        return Err(Failure::new(
+            EXIT_REFUSED,
+            format!(
+                "this stack's tables differ from what Postbox needs: {}",
+                differ.join("; ")
+            ),
+        ));
     }
     if missing.is_empty() {
         Ok(())

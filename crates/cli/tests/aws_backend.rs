@@ -198,12 +198,34 @@ async fn init_creates_what_is_missing_once_and_refuses_a_table_keyed_otherwise()
         .unwrap();
     let (code, out) = init(&other);
     assert_eq!(code, 2, "{out}");
+    let named =
+        "table postbox_inbox: key schema is [pk HASH S], Postbox needs [pk HASH S, sk RANGE S]";
+    assert!(out.contains(named), "{out}");
+
+    // A node refuses that stack at startup, naming the same difference.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (code, out) = postbox(
+        &[
+            "serve",
+            "--backend",
+            "aws",
+            "--aws-prefix",
+            &other,
+            "--examples",
+            "--listen",
+            "127.0.0.1:0",
+            "--data",
+            data.to_str().unwrap(),
+        ],
+        Some("us-east-1"),
+    );
+    assert_eq!(code, 2, "{out}");
     assert!(
-        out.contains(
-            "table postbox_inbox: key schema is [pk HASH S], Postbox needs [pk HASH S, sk RANGE S]"
-        ),
+        out.contains("tables differ from what Postbox needs"),
         "{out}"
     );
+    assert!(out.contains(named), "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
