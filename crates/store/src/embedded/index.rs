@@ -70,9 +70,24 @@ impl IndexMeta {
         super::catalog::key_schema_of(&self.partition_key, self.sort_key.as_ref())
     }
 
+    /// The index's key attributes: its partition key, then its sort key.
+    pub fn key_attributes(&self) -> impl Iterator<Item = &KeyAttribute> {
+        std::iter::once(&self.partition_key).chain(self.sort_key.as_ref())
+    }
+
     /// True when `name` is one of the index's own key attributes.
     pub fn is_key_attribute(&self, name: &str) -> bool {
-        self.partition_key.name == name || self.sort_key.as_ref().is_some_and(|sk| sk.name == name)
+        self.key_attributes().any(|k| k.name == name)
+    }
+
+    /// Whether the index holds attribute `name` of `table`'s items: every
+    /// attribute (ALL), else the table's and the index's keys and the
+    /// included attributes.
+    pub fn holds(&self, table: &TableMeta, name: &str) -> bool {
+        self.projection == ProjectionType::All
+            || table.is_key_attribute(name)
+            || self.is_key_attribute(name)
+            || self.non_key_attributes.iter().any(|a| a == name)
     }
 
     /// CREATING while the backfill runs, else ACTIVE.
@@ -84,18 +99,13 @@ impl IndexMeta {
         }
     }
 
-    /// The item as the index holds it: every attribute (ALL), or the
-    /// table's and the index's keys plus the included attributes.
+    /// The item as the index holds it ([`IndexMeta::holds`]).
     pub fn project(&self, table: &TableMeta, item: &Item) -> Item {
         if self.projection == ProjectionType::All {
             return item.clone();
         }
         item.iter()
-            .filter(|(name, _)| {
-                table.is_key_attribute(name)
-                    || self.is_key_attribute(name)
-                    || self.non_key_attributes.iter().any(|a| a == *name)
-            })
+            .filter(|(name, _)| self.holds(table, name))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     }
@@ -158,9 +168,7 @@ impl IndexMeta {
 /// empty, and within the key size limits: DynamoDB refuses such a write.
 pub(crate) fn check_item(meta: &TableMeta, item: &Item) -> Result<(), StoreError> {
     for index in &meta.indexes {
-        for (attr, limit) in std::iter::once((&index.partition_key, 2048))
-            .chain(index.sort_key.as_ref().map(|sk| (sk, 1024)))
-        {
+        for (attr, limit) in index.key_attributes().zip([2048, 1024]) {
             let Some(v) = item.get(&attr.name) else {
                 continue;
             };
@@ -412,9 +420,7 @@ pub(crate) fn projected_within_limit(indexes: &[IndexMeta]) -> Result<(), StoreE
 pub(crate) fn key_attribute_names(table: &TableMeta, indexes: &[IndexMeta]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     let table_keys = std::iter::once(&table.partition_key).chain(table.sort_key.as_ref());
-    let index_keys = indexes
-        .iter()
-        .flat_map(|i| std::iter::once(&i.partition_key).chain(i.sort_key.as_ref()));
+    let index_keys = indexes.iter().flat_map(IndexMeta::key_attributes);
     for k in table_keys.chain(index_keys) {
         if !names.contains(&k.name) {
             names.push(k.name.clone());
@@ -450,14 +456,6 @@ pub(crate) fn read_index(
     Ok(Some(index.clone()))
 }
 
-/// Whether `index` holds attribute `name`.
-pub(crate) fn projects(meta: &TableMeta, index: &IndexMeta, name: &str) -> bool {
-    index.projection == ProjectionType::All
-        || meta.is_key_attribute(name)
-        || index.is_key_attribute(name)
-        || index.non_key_attributes.iter().any(|a| a == name)
-}
-
 /// The attributes of `names` that `index` does not hold, once each.
 pub(crate) fn missing<'a>(
     meta: &TableMeta,
@@ -466,7 +464,7 @@ pub(crate) fn missing<'a>(
 ) -> Vec<&'a str> {
     let mut out: Vec<&str> = Vec::new();
     for name in names {
-        if !projects(meta, index, name) && !out.contains(&name) {
+        if !index.holds(meta, name) && !out.contains(&name) {
             out.push(name);
         }
     }

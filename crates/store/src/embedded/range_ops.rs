@@ -57,7 +57,7 @@ impl Page {
     fn last_key(&self, item: &Item) -> Item {
         let mut key = keys::key_of(&self.meta, item);
         if let Some(index) = &self.index {
-            for attr in std::iter::once(&index.partition_key).chain(index.sort_key.as_ref()) {
+            for attr in index.key_attributes() {
                 if let Some(v) = item.get(&attr.name) {
                     key.insert(attr.name.clone(), v.clone());
                 }
