@@ -40,15 +40,10 @@ impl WriteContext<'_> {
     /// Drops a table with its items, TTL index, stream and checkpoints.
     pub(crate) fn delete_table(&mut self, meta: &TableMeta) -> Result<(), StoreError> {
         let id = meta.id;
-        let prefix = keys::table_prefix(id);
-        let end = keys::prefix_end(&prefix);
         self.touched.set(true);
-        let t = &mut self.tables;
-        t.items_mut()?
-            .delete_range(prefix.as_slice()..end.as_slice())
-            .map_err(storage_err)?;
+        self.delete_rows(id)?;
         for index in &meta.indexes {
-            self.delete_index_rows(index.id)?;
+            self.delete_rows(index.id)?;
         }
         let t = &mut self.tables;
         t.ttl_index_mut()?
@@ -85,8 +80,8 @@ impl WriteContext<'_> {
         Ok(meta)
     }
 
-    /// Deletes every row of index `id`.
-    fn delete_index_rows(&mut self, id: u32) -> Result<(), StoreError> {
+    /// Deletes every row under id `id` (a table's items or an index's rows).
+    fn delete_rows(&mut self, id: u32) -> Result<(), StoreError> {
         let prefix = keys::table_prefix(id);
         let end = keys::prefix_end(&prefix);
         self.tables
@@ -111,7 +106,7 @@ impl WriteContext<'_> {
             .filter(|i| next.index(&i.name).is_none())
         {
             self.touched.set(true);
-            self.delete_index_rows(gone.id)?;
+            self.delete_rows(gone.id)?;
         }
         for index in next.indexes.iter_mut().filter(|i| i.id == 0) {
             let id = self.next_table_id()?;
