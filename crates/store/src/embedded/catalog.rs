@@ -479,9 +479,7 @@ fn index_updates(
                     continue;
                 };
                 if billing != "PROVISIONED" {
-                    return Err(StoreError::validation(format!(
-                        "One or more parameter values were invalid: ProvisionedThroughput should not be specified for index: {name} when BillingMode is PAY_PER_REQUEST"
-                    )));
+                    return Err(index::throughput_on_demand(name));
                 }
                 index.provisioned = Some(capacity_units(t, "Index")?);
             }

@@ -287,6 +287,14 @@ fn projection(p: &IndexProjection) -> Result<(ProjectionType, Vec<String>), Stor
     }
 }
 
+/// DynamoDB's refusal of throughput for index `name` of a PAY_PER_REQUEST
+/// table (at CreateTable and at UpdateTable).
+pub(crate) fn throughput_on_demand(name: &str) -> StoreError {
+    StoreError::validation(format!(
+        "One or more parameter values were invalid: ProvisionedThroughput should not be specified for index: {name} when BillingMode is PAY_PER_REQUEST"
+    ))
+}
+
 /// Builds one index from its declaration, with DynamoDB's rules for the
 /// table `table` (whose keys and billing mode are already known). `id` is
 /// filled in by the writer.
@@ -340,12 +348,7 @@ pub(crate) fn declared(
             ));
         }
         (false, "PROVISIONED", Some(t)) => Some(super::catalog::capacity_units(t, "Index")?),
-        (false, _, Some(_)) => {
-            return Err(StoreError::validation(format!(
-                "One or more parameter values were invalid: ProvisionedThroughput should not be specified for index: {} when BillingMode is PAY_PER_REQUEST",
-                index.index_name
-            )));
-        }
+        (false, _, Some(_)) => return Err(throughput_on_demand(&index.index_name)),
         (false, _, None) => None,
     };
     Ok(IndexMeta {
