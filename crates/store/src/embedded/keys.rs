@@ -199,35 +199,7 @@ pub(crate) fn sort_bounds(
     prefix: &[u8],
     sort: Option<&SortKeyCondition>,
 ) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
-    let at = |v: &AttributeValue| {
-        let mut k = prefix.to_vec();
-        let _ = encode_sort_key(v, &mut k);
-        k
-    };
-    let (start, end) = (
-        Bound::Included(prefix.to_vec()),
-        Bound::Excluded(prefix_end(prefix)),
-    );
-    match sort {
-        None => (start, end),
-        Some(SortKeyCondition::Eq(v)) => (Bound::Included(at(v)), Bound::Included(at(v))),
-        Some(SortKeyCondition::Lt(v)) => (start, Bound::Excluded(at(v))),
-        Some(SortKeyCondition::Le(v)) => (start, Bound::Included(at(v))),
-        Some(SortKeyCondition::Gt(v)) => (Bound::Excluded(at(v)), end),
-        Some(SortKeyCondition::Ge(v)) => (Bound::Included(at(v)), end),
-        Some(SortKeyCondition::Between(lo, hi)) if at(lo) <= at(hi) => {
-            (Bound::Included(at(lo)), Bound::Included(at(hi)))
-        }
-        Some(SortKeyCondition::Between(..)) => (
-            Bound::Included(prefix.to_vec()),
-            Bound::Excluded(prefix.to_vec()),
-        ),
-        Some(SortKeyCondition::BeginsWith(v)) => {
-            let p = at(v);
-            let e = prefix_end(&p);
-            (Bound::Included(p), Bound::Excluded(e))
-        }
-    }
+    bounds(prefix, sort, false)
 }
 
 /// [`sort_bounds`] for an index, whose sort key is encoded like a
@@ -236,13 +208,35 @@ pub(crate) fn index_sort_bounds(
     prefix: &[u8],
     sort: Option<&SortKeyCondition>,
 ) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    bounds(prefix, sort, true)
+}
+
+/// The bounds of [`sort_bounds`]; with `delimited`, a key holds more after
+/// the sort key's encoding (an index row's base key), so the keys "at" a
+/// value are all those that start with its encoding.
+fn bounds(
+    prefix: &[u8],
+    sort: Option<&SortKeyCondition>,
+    delimited: bool,
+) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
     let at = |v: &AttributeValue| {
         let mut k = prefix.to_vec();
-        let _ = postbox_item::encode_partition_key(v, &mut k);
+        let _ = if delimited {
+            encode_partition_key(v, &mut k)
+        } else {
+            encode_sort_key(v, &mut k)
+        };
         k
     };
-    // Everything whose sort key sorts at or before `v`'s.
-    let through = |v: &AttributeValue| Bound::Excluded(prefix_end(&at(v)));
+    // Everything whose sort key sorts at or before `v`'s, and after it.
+    let through = |v: &AttributeValue| match delimited {
+        true => Bound::Excluded(prefix_end(&at(v))),
+        false => Bound::Included(at(v)),
+    };
+    let after = |v: &AttributeValue| match delimited {
+        true => Bound::Included(prefix_end(&at(v))),
+        false => Bound::Excluded(at(v)),
+    };
     let (start, end) = (
         Bound::Included(prefix.to_vec()),
         Bound::Excluded(prefix_end(prefix)),
@@ -252,7 +246,7 @@ pub(crate) fn index_sort_bounds(
         Some(SortKeyCondition::Eq(v)) => (Bound::Included(at(v)), through(v)),
         Some(SortKeyCondition::Lt(v)) => (start, Bound::Excluded(at(v))),
         Some(SortKeyCondition::Le(v)) => (start, through(v)),
-        Some(SortKeyCondition::Gt(v)) => (Bound::Included(prefix_end(&at(v))), end),
+        Some(SortKeyCondition::Gt(v)) => (after(v), end),
         Some(SortKeyCondition::Ge(v)) => (Bound::Included(at(v)), end),
         Some(SortKeyCondition::Between(lo, hi)) if at(lo) <= at(hi) => {
             (Bound::Included(at(lo)), through(hi))
@@ -262,10 +256,12 @@ pub(crate) fn index_sort_bounds(
             Bound::Excluded(prefix.to_vec()),
         ),
         Some(SortKeyCondition::BeginsWith(v)) => {
-            // The value's encoding without its terminator: a prefix of
-            // every value that begins with it.
             let mut p = at(v);
-            p.truncate(p.len() - 2);
+            if delimited {
+                // Without its terminator, the encoding is a prefix of
+                // every value that begins with `v`.
+                p.truncate(p.len() - 2);
+            }
             let e = prefix_end(&p);
             (Bound::Included(p), Bound::Excluded(e))
         }
