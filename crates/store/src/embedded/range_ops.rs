@@ -645,10 +645,10 @@ fn run_page(
     for row in iter.by_ref() {
         let (_, value) = row.map_err(storage_err)?;
         let item = match &page.index {
-            None => decode_item(row::item_bytes(value.value()))?,
+            None => row::item(value.value())?,
             // An index row holds the key of its item.
             Some(_) => match table.get(value.value()).map_err(storage_err)? {
-                Some(stored) => decode_item(row::item_bytes(stored.value()))?,
+                Some(stored) => row::item(stored.value())?,
                 None => continue,
             },
         };

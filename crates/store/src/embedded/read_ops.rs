@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use postbox_expr::{Projection, parse_projection};
-use postbox_item::{Item, decode_item};
+use postbox_item::Item;
 use redb::{ReadOnlyTable, ReadTransaction};
 
 use crate::StoreError;
@@ -37,7 +37,7 @@ fn get_live(
     let Some(bytes) = table.get(key).map_err(storage_err)? else {
         return Ok(None);
     };
-    let item = decode_item(row::item_bytes(bytes.value()))?;
+    let item = row::item(bytes.value())?;
     Ok((!ttl::is_expired(meta, &item, now_ms)).then_some(item))
 }
 

@@ -33,6 +33,11 @@ pub(crate) fn item_bytes(value: &[u8]) -> &[u8] {
     split(value).1
 }
 
+/// The row's item, decoded.
+pub(crate) fn item(value: &[u8]) -> Result<postbox_item::Item, postbox_item::ItemError> {
+    postbox_item::decode_item(item_bytes(value))
+}
+
 /// The row of `item` (`encode_item`'s bytes) that stream record `seq`
 /// refers to.
 pub(crate) fn referred(seq: u64, item: &[u8]) -> Vec<u8> {

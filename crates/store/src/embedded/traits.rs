@@ -53,7 +53,7 @@ fn count_rows(txn: &ReadTransaction, meta: &Meta) -> StoreResult<Counts> {
             let Some(v) = items.get(item_key.value()).map_err(storage_err)? else {
                 continue;
             };
-            let item = postbox_item::decode_item(row::item_bytes(v.value()))?;
+            let item = row::item(v.value())?;
             counts.indexes[n].0 += 1;
             counts.indexes[n].1 += postbox_item::item_size(&index.project(meta, &item)) as u64;
         }

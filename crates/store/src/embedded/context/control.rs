@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use postbox_item::decode_item;
 use redb::ReadableTable;
 
 use crate::StoreError;
@@ -164,7 +163,7 @@ impl WriteContext<'_> {
                 .map_err(storage_err)?
             {
                 let (k, v) = row.map_err(storage_err)?;
-                rows.push((k.value().to_vec(), decode_item(row::item_bytes(v.value()))?));
+                rows.push((k.value().to_vec(), row::item(v.value())?));
                 if rows.len() == max {
                     break;
                 }
@@ -236,9 +235,7 @@ impl WriteContext<'_> {
                 .map_err(storage_err)?
             {
                 let (k, v) = row.map_err(storage_err)?;
-                if let Some(at) =
-                    ttl::expires_at(&updated, &decode_item(row::item_bytes(v.value()))?)
-                {
+                if let Some(at) = ttl::expires_at(&updated, &row::item(v.value())?) {
                     entries.push((at, k.value().to_vec()));
                 }
             }

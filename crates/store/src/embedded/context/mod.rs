@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
-use postbox_item::{Item, decode_item, encode_item, item_size};
+use postbox_item::{Item, encode_item, item_size};
 use redb::{Key, ReadableTable, TableDefinition, Value, WriteTransaction};
 
 use crate::StoreError;
@@ -345,7 +345,7 @@ impl<'t> WriteContext<'t> {
         {
             Some(change) => change.new.clone(),
             None => match self.tables.items()?.get(key).map_err(storage_err)? {
-                Some(bytes) => Some(decode_item(row::item_bytes(bytes.value()))?),
+                Some(bytes) => Some(row::item(bytes.value())?),
                 None => None,
             },
         };
