@@ -184,7 +184,7 @@ async fn describe_stream<S: ItemStore + ChangeStreams>(
         "Limit cannot be greater than the maximum: 100",
     )?;
     if let Some(start) = &input.exclusive_start_shard_id {
-        shard_id_length("exclusiveStartShardId", start)?;
+        length_within("exclusiveStartShardId", start, 28, 65)?;
     }
     if let Some(kind) = input.shard_filter.as_ref().and_then(|f| f.kind.as_deref())
         && kind != "CHILD_SHARDS"
@@ -228,17 +228,18 @@ async fn describe_stream<S: ItemStore + ChangeStreams>(
     }))
 }
 
-/// Shard ids are 28 to 65 characters long.
-fn shard_id_length(member: &str, id: &str) -> Result<(), WireError> {
-    let bound = if id.len() < 28 {
-        "greater than or equal to 28"
-    } else if id.len() > 65 {
-        "less than or equal to 65"
+/// Member `member` (`value`) must be `min` to `max` characters long, as
+/// shard ids (28 to 65) and sequence numbers (21 to 40) are.
+fn length_within(member: &str, value: &str, min: usize, max: usize) -> Result<(), WireError> {
+    let bound = if value.len() < min {
+        format!("greater than or equal to {min}")
+    } else if value.len() > max {
+        format!("less than or equal to {max}")
     } else {
         return Ok(());
     };
     Err(validation(format!(
-        "1 validation error detected: Value '{id}' at '{member}' failed to satisfy constraint: Member must have length {bound}"
+        "1 validation error detected: Value '{value}' at '{member}' failed to satisfy constraint: Member must have length {bound}"
     )))
 }
 
@@ -249,16 +250,7 @@ fn format_sequence(n: u64) -> String {
 }
 
 fn parse_sequence(s: &str) -> Result<u64, WireError> {
-    if !(21..=40).contains(&s.len()) {
-        let bound = if s.len() < 21 {
-            "greater than or equal to 21"
-        } else {
-            "less than or equal to 40"
-        };
-        return Err(validation(format!(
-            "1 validation error detected: Value '{s}' at 'sequenceNumber' failed to satisfy constraint: Member must have length {bound}"
-        )));
-    }
+    length_within("sequenceNumber", s, 21, 40)?;
     s.parse().map_err(|_| {
         validation(format!(
             "One or more parameter values were invalid: Invalid SequenceNumber: {s}"
