@@ -222,6 +222,40 @@ async fn ensure_queue(
     ))
 }
 
+/// What a node's stack holds: its tables, and its FIFO queues, each with
+/// its dead-letter queue and the receives before a message moves there.
+/// `init` makes them; `serve --backend aws` checks them at start.
+pub(crate) struct Stack {
+    pub(crate) tables: Vec<Want>,
+    pub(crate) fifos: Vec<(String, String, u32)>,
+}
+
+/// The [`Stack`] of a node, with the built-in examples' part if `examples`.
+pub(crate) fn stack(topology: &Topology, examples: bool) -> Stack {
+    let mut out = Stack {
+        tables: tables(topology),
+        fifos: vec![(
+            topology.events_queue.clone(),
+            topology.events_dlq.clone(),
+            crate::node::MAX_RECEIVE_COUNT,
+        )],
+    };
+    if examples {
+        use postbox_examples::reports;
+        out.tables
+            .extend(postbox_examples::tables().into_iter().map(|t| Want {
+                input: t.input,
+                ttl: t.ttl,
+            }));
+        out.fifos.push((
+            reports::JOBS_QUEUE.to_owned(),
+            reports::JOBS_DLQ.to_owned(),
+            reports::MAX_RECEIVES,
+        ));
+    }
+    out
+}
+
 /// Every queue `config`'s pipes may deliver to (targets, bus rules' queue
 /// targets, dead-letter queues), once each.
 fn pipe_queues(config: &postbox_relay::RelayConfig) -> Vec<String> {
@@ -308,24 +342,12 @@ pub async fn run(args: InitArgs) -> Result<(), Failure> {
     }
     let (store, queues) = crate::backend::aws(&args.backend).await?;
     let topology = Topology::default();
-    let mut wanted = tables(&topology);
-    let mut fifos = vec![(
-        topology.events_queue.clone(),
-        topology.events_dlq.clone(),
-        crate::node::MAX_RECEIVE_COUNT,
-    )];
+    let Stack {
+        tables: wanted,
+        fifos,
+    } = stack(&topology, args.examples);
     let mut plain = vec![topology.events_relay_dlq.clone()];
     if args.examples {
-        use postbox_examples::reports;
-        wanted.extend(postbox_examples::tables().into_iter().map(|t| Want {
-            input: t.input,
-            ttl: t.ttl,
-        }));
-        fifos.push((
-            reports::JOBS_QUEUE.to_owned(),
-            reports::JOBS_DLQ.to_owned(),
-            reports::MAX_RECEIVES,
-        ));
         // The log's path does not matter here: only the queues are read.
         let pipes = postbox_examples::pipes_toml(std::path::Path::new("report-ready.jsonl"));
         let config = postbox_relay::RelayConfig::from_toml(&pipes)

@@ -20,7 +20,6 @@ use std::sync::Arc;
 use postbox_api::{Api, ApiConfig, Sources};
 use postbox_aws::{DynamoStore, SqsQueues, Streams, StreamsRelay, StreamsRelayOptions};
 use postbox_engine::{Catalog, Engine, Lane};
-use postbox_examples::reports;
 use postbox_queue::QueueClient;
 use postbox_relay::RelayConfig;
 use postbox_store::{ItemStore, StoreError};
@@ -297,20 +296,13 @@ async fn check_stack(
 ) -> Result<(), Failure> {
     let mut missing = Vec::new();
     let mut differ = Vec::new();
-    let mut tables: Vec<_> = crate::init::tables(topology)
-        .into_iter()
-        .map(|w| w.input)
-        .collect();
-    let mut wanted_queues = vec![topology.events_queue.clone(), topology.events_dlq.clone()];
-    if examples {
-        tables.extend(postbox_examples::tables().into_iter().map(|t| t.input));
-        wanted_queues.extend([reports::JOBS_QUEUE.to_owned(), reports::JOBS_DLQ.to_owned()]);
-    }
-    for want in tables {
+    let stack = crate::init::stack(topology, examples);
+    let wanted_queues: Vec<&String> = stack.fifos.iter().flat_map(|(q, d, _)| [q, d]).collect();
+    for want in stack.tables.iter().map(|w| &w.input) {
         let table = &want.table_name;
         match store.describe_table(table).await {
             Ok(got) => {
-                let diff = crate::init::differences(&want, &got);
+                let diff = crate::init::differences(want, &got);
                 if !diff.is_empty() {
                     differ.push(format!("table {table}: {}", diff.join("; ")));
                 }
@@ -324,7 +316,7 @@ async fn check_stack(
             }
         }
     }
-    for queue in &wanted_queues {
+    for queue in wanted_queues {
         if let Err(e) = queues
             .queue_attributes(queue, &["QueueArn".to_owned()])
             .await
