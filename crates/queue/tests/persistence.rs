@@ -69,3 +69,65 @@ async fn deleted_and_purged_queues_stay_gone() {
     assert_eq!(queues.list_queues(""), ["purged"]);
     assert_eq!(queues.stats("purged").unwrap().visible, 0);
 }
+
+/// Files of earlier versions keep deduplication ids keyed by id; opening
+/// one moves them to the table keyed by expiry, so they still deduplicate
+/// and still expire.
+#[tokio::test]
+async fn deduplication_ids_of_the_earlier_layout_are_moved_at_open() {
+    use postbox_store::embedded::{QUEUE_DEDUP, QUEUE_DEDUP_BY_EXPIRY};
+    use redb::ReadableTable;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.redb");
+    let clock = Arc::new(ManualClock::new(T0));
+    let seq1 = {
+        let (store, queues) = open_at(&path, clock.clone()).await;
+        fifo(&queues, "f.fifo").await;
+        let s1 = queues.send("f.fifo", grouped("a1", "a")).await.unwrap();
+        // Rewrite the file's deduplication rows in the earlier layout.
+        let moved = store
+            .submit(|ctx| {
+                let txn = ctx.transaction();
+                let mut new = txn.open_table(QUEUE_DEDUP_BY_EXPIRY)?;
+                let mut rows = Vec::new();
+                for row in new.iter().unwrap() {
+                    let (k, v) = row.unwrap();
+                    rows.push((k.value(), v.value()));
+                }
+                new.delete_range((0, 0, 0)..=(u64::MAX, u64::MAX, u128::MAX))
+                    .unwrap();
+                let mut old = txn.open_table(QUEUE_DEDUP)?;
+                for ((id, at, key), (seq, message)) in &rows {
+                    old.insert((*id, *key), (*seq, *at, *message)).unwrap();
+                }
+                Ok(rows.len())
+            })
+            .await
+            .unwrap();
+        assert_eq!(moved, 1);
+        drop((store, queues));
+        s1.sequence_number.unwrap()
+    };
+    let (store, queues) = open_at(&path, clock.clone()).await;
+    let dup = queues.send("f.fifo", grouped("a1", "a")).await.unwrap();
+    assert_eq!(dup.sequence_number.as_deref(), Some(seq1.as_str()));
+    let left = store
+        .submit(|ctx| {
+            let txn = ctx.transaction();
+            let old = txn.open_table(QUEUE_DEDUP)?.iter().unwrap().count();
+            let new = txn
+                .open_table(QUEUE_DEDUP_BY_EXPIRY)?
+                .iter()
+                .unwrap()
+                .count();
+            Ok((old, new))
+        })
+        .await
+        .unwrap();
+    assert_eq!(left, (0, 1));
+    // Five minutes after the first send the id no longer deduplicates.
+    clock.advance_ms(301_000);
+    let later = queues.send("f.fifo", grouped("a1", "a")).await.unwrap();
+    assert_ne!(later.sequence_number.as_deref(), Some(seq1.as_str()));
+}

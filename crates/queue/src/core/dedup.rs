@@ -49,8 +49,11 @@ impl DedupTable {
         self.entries.insert(key, entry);
     }
 
-    /// Forgets entries expired at `now`, at most `max`; returns their keys.
-    pub fn expire(&mut self, now: u64, max: usize) -> Vec<DedupKey> {
+    /// Forgets entries expired at `now`, at most `max`; returns each
+    /// `(expires_at, key)` remembered with an expiry that has passed, as
+    /// the file keys them: the forgotten entries and the superseded
+    /// remembrances of ids remembered again since.
+    pub fn expire(&mut self, now: u64, max: usize) -> Vec<(u64, DedupKey)> {
         let mut out = Vec::new();
         while out.len() < max {
             match self.by_expiry.front() {
@@ -59,8 +62,8 @@ impl DedupTable {
                     // The key may have been remembered again since.
                     if self.entries.get(&key).is_some_and(|e| e.expires_at == at) {
                         self.entries.remove(&key);
-                        out.push(key);
                     }
+                    out.push((at, key));
                 }
                 _ => break,
             }

@@ -380,6 +380,7 @@ pub(crate) fn insert_message(
 fn load(ctx: &mut WriteContext<'_>) -> StorageResult<Vec<QueueHandle>> {
     let now = ctx.now_ms();
     let mut tables = Tables::open(ctx.transaction())?;
+    tables.move_dedup_by_key()?;
     let mut out = Vec::new();
     for record in tables.all_queues()? {
         let mut core = QueueCore::new(record.config.fifo, first_seq(now));
@@ -487,8 +488,8 @@ pub(crate) fn sweep_queue(ctx: &mut WriteContext<'_>, h: &QueueHandle) -> Storag
         tables.remove_message(h.id, *seq)?;
     }
     Counters::add(&h.counters.expired, expired.len());
-    for key in s.core.dedup.expire(now, SWEEP_BATCH) {
-        tables.remove_dedup(h.id, key)?;
+    for (at, key) in s.core.dedup.expire(now, SWEEP_BATCH) {
+        tables.remove_dedup(h.id, at, key)?;
     }
     Ok(())
 }

@@ -10,8 +10,12 @@
 //! - `states`: `(queue id, seq)` -> `(visible_at, receive_count,
 //!   first_receive_at, token)`, the part a receive or visibility change
 //!   rewrites: the in-flight/visibility index is rebuilt from it on open;
-//! - `dedup`: `(queue id, 128-bit dedup key)` -> `(seq, expires_at,
-//!   128-bit message id)`.
+//! - `dedup_by_expiry`: `(queue id, expires_at, 128-bit dedup key)` ->
+//!   `(seq, 128-bit message id)`. Ids are looked up in the queue's memory;
+//!   the file only rebuilds it at open, so its rows are ordered by expiry:
+//!   a send appends at the end and the sweep trims the start, instead of
+//!   each touching a random page of a table of millions of rows. (Files of
+//!   earlier versions keep them in `dedup`, keyed by id: moved at open.)
 //!
 //! Every write happens inside the store's group-commit transaction through
 //! `EmbeddedStore::submit`, so a queue change can commit together with item
@@ -32,8 +36,8 @@ use crate::core::{DedupEntry, DedupKey, MessageState};
 
 // Declared in the store, whose commit log replays every table of the file.
 pub(crate) use postbox_store::embedded::{
-    QUEUE_DEDUP as DEDUP, QUEUE_PAYLOADS as PAYLOADS, QUEUE_QUEUES as QUEUES,
-    QUEUE_STATES as STATES, QUEUE_SYSTEM as SYSTEM,
+    QUEUE_DEDUP as DEDUP_BY_KEY, QUEUE_DEDUP_BY_EXPIRY as DEDUP, QUEUE_PAYLOADS as PAYLOADS,
+    QUEUE_QUEUES as QUEUES, QUEUE_STATES as STATES, QUEUE_SYSTEM as SYSTEM,
 };
 
 const NEXT_QUEUE_ID: &str = "next_queue_id";
@@ -64,7 +68,7 @@ pub(crate) fn storage_err(e: impl std::fmt::Display) -> postbox_store::StoreErro
 }
 
 type StatesTable<'t> = Table<'t, (u64, u64), (u64, u32, u64, u64)>;
-type DedupTable<'t> = Table<'t, (u64, u128), (u64, u64, u128)>;
+type DedupTable<'t> = Table<'t, (u64, u64, u128), (u64, u128)>;
 
 /// The queue tables of one write transaction, each opened on first use
 /// (an operation touches two or three of them; opening costs a lookup).
@@ -136,7 +140,7 @@ impl<'t> Tables<'t> {
         self.remove_all_messages(record.id)?;
         let id = record.id;
         table!(self, dedup, DEDUP)
-            .delete_range((id, 0)..=(id, u128::MAX))
+            .delete_range((id, 0, 0)..=(id, u64::MAX, u128::MAX))
             .map_err(storage_err)?;
         table!(self, queues, QUEUES)
             .remove(record.name.as_str())
@@ -215,15 +219,41 @@ impl<'t> Tables<'t> {
 
     pub fn put_dedup(&mut self, id: u64, key: DedupKey, e: &DedupEntry) -> StorageResult<()> {
         table!(self, dedup, DEDUP)
-            .insert((id, key), (e.seq, e.expires_at, e.message_id))
+            .insert((id, e.expires_at, key), (e.seq, e.message_id))
             .map_err(storage_err)?;
         Ok(())
     }
 
-    pub fn remove_dedup(&mut self, id: u64, key: DedupKey) -> StorageResult<()> {
+    /// Forgets the remembrance of `key` that expires at `at`.
+    pub fn remove_dedup(&mut self, id: u64, at: u64, key: DedupKey) -> StorageResult<()> {
         table!(self, dedup, DEDUP)
-            .remove((id, key))
+            .remove((id, at, key))
             .map_err(storage_err)?;
+        Ok(())
+    }
+
+    /// Moves the rows of the table keyed by id (files of earlier
+    /// versions) into the table keyed by expiry, and empties it.
+    pub fn move_dedup_by_key(&mut self) -> StorageResult<()> {
+        let mut old = self.txn.open_table(DEDUP_BY_KEY)?;
+        let mut rows = Vec::new();
+        for row in old.iter().map_err(storage_err)? {
+            let (k, v) = row.map_err(storage_err)?;
+            rows.push((k.value(), v.value()));
+        }
+        if rows.is_empty() {
+            return Ok(());
+        }
+        old.delete_range((0, 0)..=(u64::MAX, u128::MAX))
+            .map_err(storage_err)?;
+        for ((id, key), (seq, expires_at, message_id)) in rows {
+            let entry = DedupEntry {
+                message_id,
+                seq,
+                expires_at,
+            };
+            self.put_dedup(id, key, &entry)?;
+        }
         Ok(())
     }
 
@@ -272,18 +302,18 @@ impl<'t> Tables<'t> {
         Ok(out)
     }
 
-    /// A queue's deduplication entries.
     /// A queue's deduplication entries, in expiry order.
     pub fn dedup_entries(&mut self, id: u64) -> StorageResult<Vec<(DedupKey, DedupEntry)>> {
         let mut out = Vec::new();
         for row in table!(self, dedup, DEDUP)
-            .range((id, 0)..=(id, u128::MAX))
+            .range((id, 0, 0)..=(id, u64::MAX, u128::MAX))
             .map_err(storage_err)?
         {
             let (k, v) = row.map_err(storage_err)?;
-            let (seq, expires_at, message_id) = v.value();
+            let (_, expires_at, key) = k.value();
+            let (seq, message_id) = v.value();
             out.push((
-                k.value().1,
+                key,
                 DedupEntry {
                     message_id,
                     seq,
@@ -291,7 +321,6 @@ impl<'t> Tables<'t> {
                 },
             ));
         }
-        out.sort_by_key(|(_, e)| e.expires_at);
         Ok(out)
     }
 }

@@ -244,6 +244,7 @@ tables! {
     18 => QUEUE_PAYLOADS,
     19 => QUEUE_STATES,
     20 => QUEUE_DEDUP,
+    21 => QUEUE_DEDUP_BY_EXPIRY,
 }
 
 /// One decoded change.

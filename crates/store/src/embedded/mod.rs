@@ -106,7 +106,9 @@ pub use catalog::{Counts, KeyAttribute, TableMeta};
 pub use context::WriteContext;
 pub use index::IndexMeta;
 pub use logged::{LoggedTable, TableOpener};
-pub use tables::{QUEUE_DEDUP, QUEUE_PAYLOADS, QUEUE_QUEUES, QUEUE_STATES, QUEUE_SYSTEM};
+pub use tables::{
+    QUEUE_DEDUP, QUEUE_DEDUP_BY_EXPIRY, QUEUE_PAYLOADS, QUEUE_QUEUES, QUEUE_STATES, QUEUE_SYSTEM,
+};
 use writer::Writer;
 
 /// Whether a commit waits for the disk.

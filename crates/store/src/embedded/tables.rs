@@ -102,6 +102,12 @@ pub const QUEUE_PAYLOADS: TableDefinition<(u64, u64), &[u8]> =
 /// (queue id, seq) -> (visible_at, receive_count, first_receive_at, token).
 pub const QUEUE_STATES: TableDefinition<(u64, u64), (u64, u32, u64, u64)> =
     TableDefinition::new("postbox_queue_states");
-/// (queue id, dedup key) -> (seq, expires_at, message id).
+/// (queue id, dedup key) -> (seq, expires_at, message id): the layout
+/// before [`QUEUE_DEDUP_BY_EXPIRY`], read once at open to move its rows.
 pub const QUEUE_DEDUP: TableDefinition<(u64, u128), (u64, u64, u128)> =
     TableDefinition::new("postbox_queue_dedup");
+/// (queue id, expires_at, dedup key) -> (seq, message id). Keyed by expiry
+/// so a send appends at the table's end and the sweep trims its start:
+/// the ids are looked up in memory, never here.
+pub const QUEUE_DEDUP_BY_EXPIRY: TableDefinition<(u64, u64, u128), (u64, u128)> =
+    TableDefinition::new("postbox_queue_dedup_by_expiry");
