@@ -72,7 +72,7 @@ pub struct Tokens<S> {
 /// The SHA-256 of a token, hex: the key it is stored under.
 pub fn token_hash(token: &str) -> String {
     let digest = Sha256::digest(token.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(digest)
 }
 
 /// A tenant name the API accepts: 1-64 of `[A-Za-z0-9_.-]`.

@@ -160,7 +160,7 @@ async fn emit_once<S: ItemStore, Q: QueueClient>(
         check_write(&api, &tenant, i, &item).await?;
         writes.push(Write::from_transact(item));
     }
-    let body_hash = hex(&Sha256::digest(&body));
+    let body_hash = hex::encode(Sha256::digest(&body));
     let idem_pk = idempotency_key
         .as_ref()
         .map(|k| format!("EMIT#{tenant}#{k}"));
@@ -420,10 +420,6 @@ fn header(headers: &HeaderMap, name: &str) -> Result<Option<String>, ApiError> {
             })
         })
         .transpose()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `?from=`, `?limit=` and (admin tokens) `?tenant=` of the log endpoints.

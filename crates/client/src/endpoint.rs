@@ -300,7 +300,7 @@ pub fn sign(
         .ok_or("the request has no host")?;
     let mut nonce = [0u8; 16];
     getrandom::fill(&mut nonce).map_err(|e| format!("no random bytes: {e}"))?;
-    let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    let nonce = hex::encode(nonce);
     let headers = request.headers_mut();
     headers.insert(
         hyper::header::HOST,

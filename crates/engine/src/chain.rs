@@ -152,13 +152,7 @@ pub fn hash_envelopes(
 
 /// Lowercase hex of a hash.
 pub fn to_hex(h: &Hash) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(64);
-    for b in h {
-        s.push(HEX[(b >> 4) as usize] as char);
-        s.push(HEX[(b & 15) as usize] as char);
-    }
-    s
+    hex::encode(h)
 }
 
 /// Parses 64 lowercase hex characters. One table lookup per character and

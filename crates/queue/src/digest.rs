@@ -11,12 +11,12 @@ use crate::message::MessageAttributes;
 
 /// MD5 of `data`, lowercase hex.
 pub fn md5_hex(data: &[u8]) -> String {
-    hex(&Md5::digest(data))
+    hex::encode(Md5::digest(data))
 }
 
 /// SHA-256 of `data`, lowercase hex (content-based deduplication ids).
 pub fn sha256_hex(data: &[u8]) -> String {
-    hex(&Sha256::digest(data))
+    hex::encode(Sha256::digest(data))
 }
 
 /// The MD5 SQS computes over message attributes: for each attribute in name
@@ -61,16 +61,6 @@ fn push_prefixed(buf: &mut Vec<u8>, data: &[u8]) {
     buf.extend_from_slice(data);
 }
 
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 15) as usize] as char);
-    }
-    out
-}
-
 /// A new message id: a random UUID (version 4), as SQS's are.
 pub fn new_message_id() -> String {
     let mut b: [u8; 16] = fastrand::u128(..).to_be_bytes();
@@ -91,7 +81,7 @@ pub fn message_id_bits(id: &str) -> Option<u128> {
 
 /// A message id from [`message_id_bits`].
 pub fn message_id_from_bits(bits: u128) -> String {
-    let h = hex(&bits.to_be_bytes());
+    let h = hex::encode(bits.to_be_bytes());
     format!(
         "{}-{}-{}-{}-{}",
         &h[0..8],

@@ -138,7 +138,7 @@ impl TableMeta {
         b.copy_from_slice(&d[..16]);
         b[6] = (b[6] & 0x0f) | 0x40;
         b[8] = (b[8] & 0x3f) | 0x80;
-        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        let hex = hex::encode(b);
         format!(
             "{}-{}-{}-{}-{}",
             &hex[..8],
