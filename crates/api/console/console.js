@@ -233,14 +233,14 @@ async function overview() {
       list.push(card("events queue depth", rec.queue_depth), card("in flight", rec.queue_in_flight), card("events DLQ depth", rec.dlq_depth, rec.dlq_depth ? "bad" : ""), card("poison messages", rec.poison, rec.poison ? "bad" : ""));
       const samples = parseMetrics(await api("GET", "/v1/metrics"));
       const now = Date.now();
-      history.push({ t: now, emitted: sum(samples, "postbox_events_emitted_total"), emit: buckets(samples, "postbox_http_emit_seconds"), e2e: buckets(samples, "postbox_emit_to_completion_seconds") });
+      history.push({ t: now, emitted: sum(samples, "postbox_emit_events_total"), emit: buckets(samples, "postbox_http_emit_seconds"), e2e: buckets(samples, "postbox_emit_to_completion_seconds") });
       while (history.length > 150) history.shift();
       const rates = history.slice(1).map((s, i) => [s.t, ((s.emitted - history[i].emitted) * 1000) / Math.max(1, s.t - history[i].t)]);
       const first = history[Math.max(0, history.length - 16)];
       const last = history[history.length - 1];
       const lag = samples.filter((s) => s.name === "postbox_relay_records_behind");
       list.push(
-        card("events emitted", sum(samples, "postbox_events_emitted_total")),
+        card("events emitted", sum(samples, "postbox_emit_events_total")),
         card("events/s now", rates.length ? rates[rates.length - 1][1].toFixed(1) : "-"),
         card("emit p50 / p99 (30 s)", `${ms(quantile(first.emit, last.emit, 0.5))} / ${ms(quantile(first.emit, last.emit, 0.99))}`),
         card("emit to completion p99 (30 s)", ms(quantile(first.e2e, last.e2e, 0.99))),

@@ -427,7 +427,7 @@ pub(crate) fn render_metrics<S: ItemStore, Q: QueueClient>(api: &Api<S, Q>) -> S
     let s = api.inner.engine.stats();
     for (name, help, value) in [
         (
-            "postbox_events_emitted_total",
+            "postbox_emit_events_total",
             "Events committed.",
             s.emitted,
         ),
@@ -472,7 +472,7 @@ pub(crate) fn render_metrics<S: ItemStore, Q: QueueClient>(api: &Api<S, Q>) -> S
             s.local_dropped,
         ),
         (
-            "postbox_events_undelivered_total",
+            "postbox_emit_undelivered_total",
             "Events that matched no subscription.",
             s.undelivered,
         ),

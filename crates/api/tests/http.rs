@@ -344,7 +344,7 @@ async fn operator_endpoints_need_an_admin_token() {
     let a = call(&env, "GET", "/v1/metrics", Some(&env.admin), &[], "").await;
     assert_eq!(a.status, 200);
     assert!(
-        a.text.contains("postbox_events_emitted_total 1"),
+        a.text.contains("postbox_emit_events_total 1"),
         "{}",
         a.text
     );

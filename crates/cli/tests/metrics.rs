@@ -97,7 +97,7 @@ async fn histograms_per_subscription_are_on_the_metrics_page_and_on_the_tokenles
         "# TYPE postbox_emit_batch_events histogram",
         r#"postbox_handler_seconds_count{subscription="billing"} 3"#,
         r#"postbox_emit_to_completion_seconds_bucket{subscription="billing",le="60"} 3"#,
-        "postbox_events_emitted_total 3",
+        "postbox_emit_events_total 3",
     ] {
         assert!(page.contains(wanted), "{wanted} not in:\n{page}");
     }
@@ -122,7 +122,7 @@ async fn histograms_per_subscription_are_on_the_metrics_page_and_on_the_tokenles
         scrape
             .samples
             .iter()
-            .any(|s| s.metric == "postbox_events_emitted_total"),
+            .any(|s| s.metric == "postbox_emit_events_total"),
         "the counters parse too"
     );
 

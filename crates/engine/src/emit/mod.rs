@@ -490,7 +490,7 @@ impl<S: ItemStore> Engine<S> {
                 .nobody
                 .admit(&env.event_type, std::time::Instant::now())
             {
-                tracing::warn!(event = %env.id, event_type = %env.event_type, tenant = %env.tenant, seq, held_back, "event delivered to nobody: it matches no subscription on any lane (logged once a minute per type; postbox_events_undelivered_total counts them all)");
+                tracing::warn!(event = %env.id, event_type = %env.event_type, tenant = %env.tenant, seq, held_back, "event delivered to nobody: it matches no subscription on any lane (logged once a minute per type; postbox_emit_undelivered_total counts them all)");
             }
         }
         inner.local.dispatch(&route, &env, &inner.counters);
