@@ -426,11 +426,7 @@ pub(crate) fn render_metrics<S: ItemStore, Q: QueueClient>(api: &Api<S, Q>) -> S
     let mut out = String::new();
     let s = api.inner.engine.stats();
     for (name, help, value) in [
-        (
-            "postbox_emit_events_total",
-            "Events committed.",
-            s.emitted,
-        ),
+        ("postbox_emit_events_total", "Events committed.", s.emitted),
         (
             "postbox_emit_transactions_total",
             "Emit transactions committed.",

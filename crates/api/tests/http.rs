@@ -343,11 +343,7 @@ async fn operator_endpoints_need_an_admin_token() {
     assert_eq!(a.status, 403);
     let a = call(&env, "GET", "/v1/metrics", Some(&env.admin), &[], "").await;
     assert_eq!(a.status, 200);
-    assert!(
-        a.text.contains("postbox_emit_events_total 1"),
-        "{}",
-        a.text
-    );
+    assert!(a.text.contains("postbox_emit_events_total 1"), "{}", a.text);
     // The store's writer: at least the emit's commit, and its operations.
     let figure = |name: &str| -> f64 {
         a.text

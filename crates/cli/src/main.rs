@@ -406,6 +406,7 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
         verify_every: args.verify_every.0,
         lease: args.lease,
         recover_truncated: args.recover_truncated,
+        on_completed: None,
     })
     .await?;
     let (listener, addr) = postbox_server::bind(args.listen)

@@ -116,6 +116,9 @@ pub struct NodeOptions {
     /// Open a store whose commit log is damaged with what survives
     /// (`EmbeddedOptions::recover_truncated`), instead of refusing.
     pub recover_truncated: bool,
+    /// Called as each delivery's completion commits (`postbox bench`
+    /// times its events with it).
+    pub on_completed: Option<postbox_worker::CompletionHook>,
 }
 
 /// A running node.
@@ -136,6 +139,11 @@ pub struct Node {
     pub admin_access_key_file: PathBuf,
     /// Whether this start created the admin access key.
     pub created_admin_access_key: bool,
+    /// The engine the API emits with.
+    pub engine: Arc<Engine<EmbeddedStore>>,
+    /// The durable workers, if the catalog has DURABLE subscriptions.
+    worker: Option<Worker<EmbeddedStore>>,
+    stop_rx: watch::Receiver<bool>,
     relay: Arc<Relay>,
     stats_task: tokio::task::JoinHandle<()>,
     workers: Vec<tokio::task::JoinHandle<()>>,
@@ -230,16 +238,13 @@ impl Node {
                 WorkerOptions {
                     clock: store_options.clock.clone(),
                     lease: options.lease,
+                    on_completed: options.on_completed.clone(),
                     ..WorkerOptions::default()
                 },
             )
             .await
             .map_err(|e| format!("the workers refuse to start: {e}"))?;
-            for _ in 0..options.workers {
-                let w = worker.clone();
-                let rx = stop_rx.clone();
-                workers.push(tokio::spawn(async move { w.run(rx).await }));
-            }
+            workers.extend(worker_loops(&worker, options.workers, &stop_rx));
             Some(worker)
         } else {
             None
@@ -292,7 +297,7 @@ impl Node {
                 stop_rx.clone(),
             )));
         }
-        let mut sources = sources(relay_stats, worker, verified);
+        let mut sources = sources(relay_stats, worker.clone(), verified);
         sources.pull = pull.clone();
         sources.pipes = Some(pipes);
         let api = Api::embedded(
@@ -323,7 +328,7 @@ impl Node {
         let mut api_router = api.router();
         if let Some(routes) = handlers.routes {
             // Applications' routes answer tenant tokens only, scoped to their tenant.
-            api_router = api_router.merge(api.tenant_scoped(routes(engine)));
+            api_router = api_router.merge(api.tenant_scoped(routes(engine.clone())));
         }
         Ok(Node {
             file,
@@ -334,12 +339,30 @@ impl Node {
             created_admin_token,
             admin_access_key_file,
             created_admin_access_key,
+            engine,
+            worker,
+            stop_rx,
             relay,
             stats_task,
             workers,
             stop,
             pull,
         })
+    }
+
+    /// Starts `n` more durable worker loops (none without DURABLE
+    /// subscriptions): a node started with `workers: 0` fills its events
+    /// queue first, as `postbox bench` does before it times the drain.
+    pub fn start_workers(&mut self, n: usize) {
+        if let Some(worker) = &self.worker {
+            self.workers.extend(worker_loops(worker, n, &self.stop_rx));
+        }
+    }
+
+    /// Stream records the relay has delivered, over all pipes.
+    pub async fn relayed(&self) -> Result<u64, String> {
+        let stats = self.relay.stats().await.map_err(|e| e.to_string())?;
+        Ok(stats.iter().map(|p| p.delivered).sum())
     }
 
     /// Stops the workers (each finishes the batch it holds, so in-flight
@@ -360,6 +383,25 @@ impl Node {
             }
         }
     }
+}
+
+/// `n` loops of `worker`, on either backend, each ending when `stop`
+/// turns true.
+pub(crate) fn worker_loops<S, Q>(
+    worker: &Worker<S, Q>,
+    n: usize,
+    stop: &watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>>
+where
+    S: postbox_store::ItemStore + 'static,
+    Q: postbox_queue::QueueClient + 'static,
+{
+    (0..n)
+        .map(|_| {
+            let (w, rx) = (worker.clone(), stop.clone());
+            tokio::spawn(async move { w.run(rx).await })
+        })
+        .collect()
 }
 
 /// The events FIFO queue and its dead-letter queue, created if missing.
@@ -673,6 +715,7 @@ handler = "contacts::seen"
             verify_every: None,
             recover_truncated: false,
             lease: std::time::Duration::from_secs(30),
+            on_completed: None,
         }
     }
 

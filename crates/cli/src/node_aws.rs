@@ -178,11 +178,11 @@ impl AwsNode {
             )
             .await
             .map_err(|e| Failure::new(1, format!("the workers refuse to start: {e}")))?;
-            for _ in 0..options.workers {
-                let w = worker.clone();
-                let rx = stop_rx.clone();
-                workers.push(tokio::spawn(async move { w.run(rx).await }));
-            }
+            workers.extend(crate::node::worker_loops(
+                &worker,
+                options.workers,
+                &stop_rx,
+            ));
         }
         let mut router = api.router();
         if let Some(routes) = app.routes {

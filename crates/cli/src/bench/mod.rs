@@ -29,16 +29,13 @@ use std::time::{Duration, Instant};
 
 use postbox_engine::{Catalog, Context, Engine, EngineOptions, VerifyOptions, Write};
 use postbox_item::{AttributeValue, Item};
-use postbox_queue::{Queues, QueuesOptions};
-use postbox_relay::RelayConfig;
-use postbox_relay::config::{DEFAULT_EVENTS_QUEUE, default_events_pipe};
 use postbox_store::ItemStore;
 use postbox_store::api::CreateTableInput;
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
-use postbox_worker::{Handler, Worker, WorkerOptions};
 use serde_json::json;
 
 use crate::http::Failure;
+use crate::node::{Handlers, Node, NodeOptions};
 
 mod emit;
 mod http;
@@ -197,11 +194,17 @@ async fn open(dir: &std::path::Path, name: &str) -> Result<EmbeddedStore, Failur
     let store =
         EmbeddedStore::open(dir.join(format!("{name}.redb")), EmbeddedOptions::default())
             .map_err(|e| Failure::from(format!("cannot open a store in {}: {e}", dir.display())))?;
+    create_orders_table(&store).await?;
+    Ok(store)
+}
+
+/// The table each event's extra write goes to.
+async fn create_orders_table(store: &EmbeddedStore) -> Result<(), Failure> {
     store
         .create_table(CreateTableInput::keyed_by("orders", "pk"))
         .await
-        .map_err(|e| Failure::from(e.to_string()))?;
-    Ok(store)
+        .map(|_| ())
+        .map_err(|e| Failure::from(e.to_string()))
 }
 
 async fn engine_on(
@@ -272,9 +275,9 @@ where
     }
 }
 
-/// The pipeline `postbox serve` assembles (engine, relay with the default
-/// events pipe, durable workers), with `subs` subscriptions. A completion
-/// is counted, and timed from its emit, when it commits
+/// The node `postbox serve` runs (`node::Node`: engine, relay with the
+/// default events pipe, durable workers, API), with `subs` subscriptions.
+/// A completion is counted, and timed from its emit, when it commits
 /// (`WorkerOptions::on_completed`), so a redelivered event counts once.
 async fn pipeline(
     dir: &std::path::Path,
@@ -283,13 +286,6 @@ async fn pipeline(
     filler: &str,
 ) -> Result<Delivered, Failure> {
     let steady = matches!(load, Load::Steady { .. });
-    let store = open(dir, &format!("pipeline-{subs}-{steady}")).await?;
-    let queues = Queues::open(store.clone(), QueuesOptions::default())
-        .await
-        .map_err(|e| Failure::from(e.to_string()))?;
-    crate::node::create_events_queues(&queues).await?;
-    let catalog = catalog_with(subs);
-    let engine = engine_on(&store, catalog.clone(), true).await?;
     // When each event's emit was called, by its order number (known before
     // the emit, so a completion that commits before the emit returns still
     // finds it).
@@ -310,41 +306,33 @@ async fn pipeline(
             }
         })
     };
-    let handlers: HashMap<String, Handler> = (0..subs)
+    let mut handlers = Handlers::none();
+    handlers.durable = (0..subs)
         .map(|i| {
             let h = postbox_worker::handler(|_| async { Ok(Vec::new()) });
             (format!("h{i}"), h)
         })
         .collect();
-    let mut relay_config = RelayConfig::from_toml("").map_err(|e| Failure::from(e.to_string()))?;
-    relay_config.pipes.push(default_events_pipe(
-        crate::node::EVENTS_TABLE,
-        DEFAULT_EVENTS_QUEUE,
-    ));
-    let relay = crate::pipe::start_relay(store.clone(), queues.clone(), relay_config).await?;
-    let worker = Worker::new(
-        Arc::new(store.clone()),
-        queues.clone(),
-        &catalog,
+    handlers.setup = Some(Box::new(|store: EmbeddedStore, _| {
+        Box::pin(async move { create_orders_table(&store).await.map_err(|f| f.message) })
+    }));
+    // No worker loops yet: a backlog is relayed before they start.
+    let mut node = Node::start(NodeOptions {
+        data: dir.join(format!("pipeline-{subs}-{steady}")),
+        catalog: catalog_with(subs),
         handlers,
-        WorkerOptions {
-            on_completed: Some(on_completed),
-            ..WorkerOptions::default()
-        },
-    )
-    .await
-    .map_err(|e| Failure::from(e.to_string()))?;
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    // As many loops as `postbox serve` runs by default.
-    let start_workers = || -> Vec<_> {
-        (0..crate::node::DEFAULT_WORKERS)
-            .map(|_| {
-                let w = worker.clone();
-                let rx = rx.clone();
-                tokio::spawn(async move { w.run(rx).await })
-            })
-            .collect()
-    };
+        pipes: None,
+        workers: 0,
+        cache_bytes: postbox_store::embedded::DEFAULT_CACHE_BYTES,
+        test_clock: None,
+        wire_auth: postbox_server::WireAuth::sigv4(),
+        verify_every: None,
+        lease: Duration::from_secs(30),
+        recover_truncated: false,
+        on_completed: Some(on_completed),
+    })
+    .await?;
+    let engine = node.engine.clone();
     let completions = || {
         let n = completed.load(Ordering::Relaxed);
         async move { Ok(n) }
@@ -356,7 +344,6 @@ async fn pipeline(
         end_to_end: 0.0,
         latencies: Vec::new(),
     };
-    let tasks;
     match load {
         Load::Backlog(events) => {
             let emitters: Vec<_> = (0..64)
@@ -381,13 +368,7 @@ async fn pipeline(
             }
             // The relay's own counters: cheap to read, unlike a count of the
             // queue's messages.
-            let relayed = || async {
-                let stats = relay
-                    .stats()
-                    .await
-                    .map_err(|e| Failure::from(e.to_string()))?;
-                Ok(stats.iter().map(|p| p.delivered as usize).sum())
-            };
+            let relayed = || async { Ok(node.relayed().await? as usize) };
             until(
                 "relaying the backlog",
                 events,
@@ -398,14 +379,15 @@ async fn pipeline(
             let filled = started.elapsed();
             let total = events * subs;
             let draining = Instant::now();
-            tasks = start_workers();
+            // As many loops as `postbox serve` runs by default.
+            node.start_workers(crate::node::DEFAULT_WORKERS);
             until("draining the backlog", total, every, completions).await?;
             let drained = draining.elapsed();
             delivered.drain = total as f64 / drained.as_secs_f64();
             delivered.end_to_end = total as f64 / (filled + drained).as_secs_f64();
         }
         Load::Steady { rate, secs } => {
-            tasks = start_workers();
+            node.start_workers(crate::node::DEFAULT_WORKERS);
             let n = (rate * secs) as usize;
             let interval = Duration::from_secs_f64(1.0 / rate as f64);
             let mut next = Instant::now();
@@ -436,11 +418,7 @@ async fn pipeline(
             delivered.end_to_end = (n * subs) as f64 / started.elapsed().as_secs_f64();
         }
     }
-    let _ = stop.send(true);
-    for t in tasks {
-        let _ = t.await;
-    }
-    relay.shutdown().await;
+    node.shutdown().await;
     let mut lat = std::mem::take(&mut *latencies.lock().expect("latencies"));
     lat.sort();
     delivered.latencies = lat;
