@@ -475,18 +475,18 @@ pub(crate) fn render_metrics<S: ItemStore, Q: QueueClient>(api: &Api<S, Q>) -> S
     ] {
         counter(&mut out, name, help, value);
     }
-    let _ = writeln!(
-        out,
-        "# HELP postbox_http_requests_total API requests answered, by status class."
+    let classes: Vec<(String, u64)> = (api.inner.requests.by_class.iter().enumerate().skip(1))
+        .map(|(class, c)| (format!("{class}xx"), c.load(Ordering::Relaxed)))
+        .collect();
+    family(
+        &mut out,
+        "postbox_http_requests_total",
+        "counter",
+        "API requests answered, by status class.",
+        classes
+            .iter()
+            .map(|(class, v)| ("class", class.as_str(), *v)),
     );
-    let _ = writeln!(out, "# TYPE postbox_http_requests_total counter");
-    for (class, c) in api.inner.requests.by_class.iter().enumerate().skip(1) {
-        let _ = writeln!(
-            out,
-            "postbox_http_requests_total{{class=\"{class}xx\"}} {}",
-            c.load(Ordering::Relaxed)
-        );
-    }
     if let Some(pull) = &api.inner.sources.pull {
         let subs = pull.waiting();
         family(
@@ -520,38 +520,33 @@ pub fn embedded_metrics(
     queues: postbox_queue::Queues,
 ) -> impl Fn(&mut String) + Send + Sync + 'static {
     move |out: &mut String| {
-        let _ = writeln!(
-            out,
-            "# HELP postbox_queue_messages Messages in a queue by state."
-        );
-        let _ = writeln!(out, "# TYPE postbox_queue_messages gauge");
         let all = queues.all_stats();
-        for q in &all {
-            for (state, v) in [
-                ("visible", q.visible),
-                ("in_flight", q.in_flight),
-                ("delayed", q.delayed),
-            ] {
-                let _ = writeln!(
-                    out,
-                    "postbox_queue_messages{{queue=\"{}\",state=\"{state}\"}} {v}",
-                    q.name
-                );
-            }
-        }
-        let _ = writeln!(
+        samples(
             out,
-            "# HELP postbox_queue_oldest_message_age_seconds Age of the oldest message."
+            "postbox_queue_messages",
+            "gauge",
+            "Messages in a queue by state.",
+            all.iter().flat_map(|q| {
+                [
+                    ("visible", q.visible),
+                    ("in_flight", q.in_flight),
+                    ("delayed", q.delayed),
+                ]
+                .map(|(state, v)| (vec![("queue", q.name.as_str()), ("state", state)], v))
+            }),
         );
-        let _ = writeln!(out, "# TYPE postbox_queue_oldest_message_age_seconds gauge");
-        for q in &all {
-            let _ = writeln!(
-                out,
-                "postbox_queue_oldest_message_age_seconds{{queue=\"{}\"}} {}",
-                q.name,
-                q.oldest_age_ms as f64 / 1000.0
-            );
-        }
+        samples(
+            out,
+            "postbox_queue_oldest_message_age_seconds",
+            "gauge",
+            "Age of the oldest message.",
+            all.iter().map(|q| {
+                (
+                    vec![("queue", q.name.as_str())],
+                    q.oldest_age_ms as f64 / 1000.0,
+                )
+            }),
+        );
         let w = store.writer_stats();
         counter(
             out,
@@ -565,40 +560,97 @@ pub fn embedded_metrics(
             "Store write operations committed; over postbox_store_commits_total, the mean group size.",
             w.operations,
         );
-        let _ = writeln!(
+        samples(
             out,
-            "# HELP postbox_store_writer_seconds_total Time the store's writer thread spent running operations and committing them."
+            "postbox_store_writer_seconds_total",
+            "counter",
+            "Time the store's writer thread spent running operations and committing them.",
+            [("run", w.run_us), ("commit", w.commit_us)]
+                .map(|(phase, us)| (vec![("phase", phase)], us as f64 / 1e6)),
         );
-        let _ = writeln!(out, "# TYPE postbox_store_writer_seconds_total counter");
-        for (phase, us) in [("run", w.run_us), ("commit", w.commit_us)] {
-            let _ = writeln!(
-                out,
-                "postbox_store_writer_seconds_total{{phase=\"{phase}\"}} {}",
-                us as f64 / 1e6
-            );
-        }
     }
 }
 
-/// Writes one metric family: its HELP and TYPE lines, then one sample per
-/// `(label, label value, value)`.
+/// Writes one metric family in the Prometheus text format: its HELP and
+/// TYPE lines, then one sample per row of labels (name, value) and value.
+/// Label values are escaped as the format requires.
+pub fn samples<'a, V: std::fmt::Display>(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    rows: impl IntoIterator<Item = (Vec<(&'a str, &'a str)>, V)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (labels, v) in rows {
+        out.push_str(name);
+        for (i, (label, value)) in labels.iter().enumerate() {
+            out.push(if i == 0 { '{' } else { ',' });
+            out.push_str(label);
+            out.push_str("=\"");
+            for c in value.chars() {
+                match c {
+                    '\\' => out.push_str("\\\\"),
+                    '"' => out.push_str("\\\""),
+                    '\n' => out.push_str("\\n"),
+                    c => out.push(c),
+                }
+            }
+            out.push('"');
+        }
+        if !labels.is_empty() {
+            out.push('}');
+        }
+        let _ = writeln!(out, " {v}");
+    }
+}
+
+/// Writes one metric family with one label: a sample per `(label, label
+/// value, value)`.
 pub fn family<'a>(
     out: &mut String,
     name: &str,
     kind: &str,
     help: &str,
-    samples: impl IntoIterator<Item = (&'a str, &'a str, u64)>,
+    rows: impl IntoIterator<Item = (&'a str, &'a str, u64)>,
 ) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-    for (label, value_of_label, v) in samples {
-        let _ = writeln!(out, "{name}{{{label}=\"{value_of_label}\"}} {v}");
-    }
+    let rows = rows
+        .into_iter()
+        .map(|(label, value, v)| (vec![(label, value)], v));
+    samples(out, name, kind, help, rows);
 }
 
 /// Writes one counter with its HELP and TYPE lines.
 pub fn counter(out: &mut String, name: &str, help: &str, value: u64) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} counter");
-    let _ = writeln!(out, "{name} {value}");
+    samples(out, name, "counter", help, [(Vec::new(), value)]);
+}
+
+/// Writes one gauge with its HELP and TYPE lines.
+pub fn gauge(out: &mut String, name: &str, help: &str, value: impl std::fmt::Display) {
+    samples(out, name, "gauge", help, [(Vec::new(), value)]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_are_written_in_the_text_format_with_label_values_escaped() {
+        let mut out = String::new();
+        samples(
+            &mut out,
+            "m_total",
+            "counter",
+            "Help.",
+            [
+                (vec![("q", "a\"b\\c\nd"), ("s", "x")], 1.5),
+                (Vec::new(), 2.0),
+            ],
+        );
+        assert_eq!(
+            out,
+            "# HELP m_total Help.\n# TYPE m_total counter\nm_total{q=\"a\\\"b\\\\c\\nd\",s=\"x\"} 1.5\nm_total 2\n"
+        );
+    }
 }

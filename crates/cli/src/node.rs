@@ -385,6 +385,28 @@ impl Node {
     }
 }
 
+/// `postbox_relay_records_total`: each pipe's records by outcome, named
+/// alike on both backends.
+pub(crate) fn relay_records<'a>(
+    out: &mut String,
+    pipes: impl Iterator<Item = (&'a str, Vec<(&'static str, u64)>)>,
+) {
+    let rows: Vec<_> = pipes
+        .flat_map(|(pipe, outcomes)| {
+            outcomes
+                .into_iter()
+                .map(move |(outcome, v)| (vec![("pipe", pipe), ("outcome", outcome)], v))
+        })
+        .collect();
+    postbox_api::ops::samples(
+        out,
+        "postbox_relay_records_total",
+        "counter",
+        "Stream records by outcome, per pipe.",
+        rows,
+    );
+}
+
 /// `n` loops of `worker`, on either backend, each ending when `stop`
 /// turns true.
 pub(crate) fn worker_loops<S, Q>(
@@ -578,70 +600,57 @@ fn sources(
     let report_relay = relay.clone();
     let report_verified = verified.clone();
     let metrics = move |out: &mut String| {
-        use std::fmt::Write as _;
+        use postbox_api::ops::{family, samples};
         let pipes = relay.lock().expect("relay stats").clone();
-        let _ = writeln!(
+        family(
             out,
-            "# HELP postbox_relay_records_behind Stream records not yet relayed, per pipe."
+            "postbox_relay_records_behind",
+            "gauge",
+            "Stream records not yet relayed, per pipe.",
+            pipes
+                .iter()
+                .map(|p| ("pipe", p.pipe.as_str(), p.records_behind)),
         );
-        let _ = writeln!(out, "# TYPE postbox_relay_records_behind gauge");
-        for p in &pipes {
-            let _ = writeln!(
-                out,
-                "postbox_relay_records_behind{{pipe=\"{}\"}} {}",
-                p.pipe, p.records_behind
-            );
-        }
-        let _ = writeln!(
+        samples(
             out,
-            "# HELP postbox_relay_oldest_unrelayed_age_seconds Age of the oldest unrelayed record, per pipe."
+            "postbox_relay_oldest_unrelayed_age_seconds",
+            "gauge",
+            "Age of the oldest unrelayed record, per pipe.",
+            pipes.iter().map(|p| {
+                let age = p.oldest_unrelayed_age_ms.unwrap_or(0) as f64 / 1000.0;
+                (vec![("pipe", p.pipe.as_str())], age)
+            }),
         );
-        let _ = writeln!(
+        relay_records(
             out,
-            "# TYPE postbox_relay_oldest_unrelayed_age_seconds gauge"
+            pipes.iter().map(|p| {
+                let outcomes = [
+                    ("read", p.read),
+                    ("filtered", p.filtered),
+                    ("delivered", p.delivered),
+                    ("dead_lettered", p.dead_lettered),
+                ];
+                (p.pipe.as_str(), outcomes.to_vec())
+            }),
         );
-        for p in &pipes {
-            let age = p.oldest_unrelayed_age_ms.unwrap_or(0) as f64 / 1000.0;
-            let _ = writeln!(
-                out,
-                "postbox_relay_oldest_unrelayed_age_seconds{{pipe=\"{}\"}} {age}",
-                p.pipe
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP postbox_relay_records_total Stream records by outcome, per pipe."
-        );
-        let _ = writeln!(out, "# TYPE postbox_relay_records_total counter");
-        for p in &pipes {
-            for (outcome, v) in [
-                ("read", p.read),
-                ("filtered", p.filtered),
-                ("delivered", p.delivered),
-                ("dead_lettered", p.dead_lettered),
-            ] {
-                let _ = writeln!(
-                    out,
-                    "postbox_relay_records_total{{pipe=\"{}\",outcome=\"{outcome}\"}} {v}",
-                    p.pipe
-                );
-            }
-        }
         // The worker tasks share one Worker, and so its counters.
         let total = worker.as_ref().map(Worker::stats).unwrap_or_default();
-        let _ = writeln!(out, "# HELP postbox_worker_total Worker outcomes.");
-        let _ = writeln!(out, "# TYPE postbox_worker_total counter");
-        for (outcome, v) in [
-            ("received", total.received),
-            ("completed", total.completed),
-            ("retried", total.retried),
-            ("dead", total.dead),
-            ("poison", total.poison),
-            ("fenced", total.fenced),
-            ("delivered_to_nobody", total.delivered_to_nobody),
-        ] {
-            let _ = writeln!(out, "postbox_worker_total{{outcome=\"{outcome}\"}} {v}");
-        }
+        family(
+            out,
+            "postbox_worker_total",
+            "counter",
+            "Worker outcomes.",
+            [
+                ("received", total.received),
+                ("completed", total.completed),
+                ("retried", total.retried),
+                ("dead", total.dead),
+                ("poison", total.poison),
+                ("fenced", total.fenced),
+                ("delivered_to_nobody", total.delivered_to_nobody),
+            ]
+            .map(|(outcome, v)| ("outcome", outcome, v)),
+        );
         crate::verifier::metrics(&verified.lock().expect("verify state"), out);
         crate::telemetry::render(out);
     };

@@ -253,37 +253,24 @@ fn aws_metrics(dynamo: &postbox_aws::DynamoStats, sqs: &postbox_aws::SdkStats, o
 /// The relay's counters in the Prometheus text format, named as on the
 /// embedded backend where they mean the same.
 fn relay_metrics(pipes: &[postbox_aws::StreamsPipeStats], out: &mut String) {
-    use std::fmt::Write as _;
-    let _ = writeln!(
+    crate::node::relay_records(
         out,
-        "# HELP postbox_relay_records_total Stream records by outcome, per pipe."
+        pipes.iter().map(|p| {
+            let outcomes = [
+                ("filtered", p.filtered),
+                ("delivered", p.delivered),
+                ("dead_lettered", p.dead_lettered),
+            ];
+            (p.pipe.as_str(), outcomes.to_vec())
+        }),
     );
-    let _ = writeln!(out, "# TYPE postbox_relay_records_total counter");
-    for p in pipes {
-        for (outcome, v) in [
-            ("filtered", p.filtered),
-            ("delivered", p.delivered),
-            ("dead_lettered", p.dead_lettered),
-        ] {
-            let _ = writeln!(
-                out,
-                "postbox_relay_records_total{{pipe=\"{}\",outcome=\"{outcome}\"}} {v}",
-                p.pipe
-            );
-        }
-    }
-    let _ = writeln!(
+    postbox_api::ops::family(
         out,
-        "# HELP postbox_relay_gaps_total Records lost to the stream's retention or a replaced stream, per pipe."
+        "postbox_relay_gaps_total",
+        "counter",
+        "Records lost to the stream's retention or a replaced stream, per pipe.",
+        pipes.iter().map(|p| ("pipe", p.pipe.as_str(), p.gaps)),
     );
-    let _ = writeln!(out, "# TYPE postbox_relay_gaps_total counter");
-    for p in pipes {
-        let _ = writeln!(
-            out,
-            "postbox_relay_gaps_total{{pipe=\"{}\"}} {}",
-            p.pipe, p.gaps
-        );
-    }
 }
 
 /// Every table and queue of `topology` the node uses exists, or a refusal

@@ -129,28 +129,24 @@ pub async fn run(
 
 /// The metrics lines of `state`.
 pub fn metrics(state: &Verified, out: &mut String) {
-    use std::fmt::Write as _;
-    let _ = writeln!(
+    use postbox_api::ops::{counter, gauge};
+    counter(
         out,
-        "# HELP postbox_verify_runs_total Background verifications finished."
+        "postbox_verify_runs_total",
+        "Background verifications finished.",
+        state.runs,
     );
-    let _ = writeln!(out, "# TYPE postbox_verify_runs_total counter");
-    let _ = writeln!(out, "postbox_verify_runs_total {}", state.runs);
-    let _ = writeln!(
+    gauge(
         out,
-        "# HELP postbox_verify_broken_chains Broken chains found by the last background verification."
+        "postbox_verify_broken_chains",
+        "Broken chains found by the last background verification.",
+        state.broken.len(),
     );
-    let _ = writeln!(out, "# TYPE postbox_verify_broken_chains gauge");
-    let _ = writeln!(out, "postbox_verify_broken_chains {}", state.broken.len());
-    let _ = writeln!(
+    gauge(
         out,
-        "# HELP postbox_verify_failed Whether the last background verification could not finish."
-    );
-    let _ = writeln!(out, "# TYPE postbox_verify_failed gauge");
-    let _ = writeln!(
-        out,
-        "postbox_verify_failed {}",
-        u8::from(state.failed.is_some())
+        "postbox_verify_failed",
+        "Whether the last background verification could not finish.",
+        u8::from(state.failed.is_some()),
     );
 }
 
