@@ -439,19 +439,15 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
         _ => {}
     }
     if node.created_admin_token {
-        banner.push_str(&format!(
-            "admin token written to {} (use it as 'Authorization: Bearer <token>')\n",
-            node.admin_token_file.display()
-        ));
+        banner.push_str(&admin_token_line(&node.admin_token_file));
     }
-    let metrics_task = match args.metrics_listen {
-        Some(at) => {
-            let (task, bound) = serve_metrics(at, node.metrics_router.clone(), limits).await?;
-            banner.push_str(&format!("metrics on http://{bound}/metrics\n"));
-            Some(task)
-        }
-        None => None,
-    };
+    let metrics_task = serve_metrics(
+        args.metrics_listen,
+        &node.metrics_router,
+        limits,
+        &mut banner,
+    )
+    .await?;
     if empty {
         banner.push_str(
             "no catalog: an empty node (no event types, no subscriptions); start it with --catalog FILE, or --examples for the built-in example applications\n",
@@ -463,11 +459,7 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
             node.admin_access_key_file.display()
         ));
     }
-    {
-        use std::io::Write as _;
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
-    }
+    print_banner(&banner);
     if wire.is_some() && args.wire_auth == WireAuthMode::None {
         tracing::warn!(
             "--wire-auth none: the DynamoDB, DynamoDB Streams and SQS endpoints accept unsigned requests; anyone who can reach them can read and change every table, the tokens included"
@@ -507,17 +499,38 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
     Ok(())
 }
 
+/// The banner's line for an admin token this start wrote.
+fn admin_token_line(file: &std::path::Path) -> String {
+    format!(
+        "admin token written to {} (use it as 'Authorization: Bearer <token>')\n",
+        file.display()
+    )
+}
+
+/// Prints the server's banner at once (scripts wait for its address).
+fn print_banner(banner: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
+}
+
 /// `--metrics-listen`: `GET /metrics` without a token, until the shutdown
-/// signal; the task and the bound address.
+/// signal, its address added to `banner`; the task, if asked for.
 async fn serve_metrics(
-    at: SocketAddr,
-    router: axum::Router,
+    at: Option<SocketAddr>,
+    router: &axum::Router,
     limits: postbox_server::Limits,
-) -> Result<(tokio::task::JoinHandle<()>, SocketAddr), http::Failure> {
+    banner: &mut String,
+) -> Result<Option<tokio::task::JoinHandle<()>>, http::Failure> {
+    let Some(at) = at else {
+        return Ok(None);
+    };
     let (listener, bound) = postbox_server::bind(at)
         .await
         .map_err(|e| format!("cannot listen on {at} (--metrics-listen): {e}"))?;
     tracing::info!(addr = %bound, "serving GET /metrics without a token");
+    banner.push_str(&format!("metrics on http://{bound}/metrics\n"));
+    let router = router.clone();
     let task = tokio::spawn(async move {
         if let Err(e) =
             postbox_server::serve_with(router, listener, shutdown_signal(), limits, None).await
@@ -525,7 +538,7 @@ async fn serve_metrics(
             tracing::warn!("the metrics listener failed: {e}");
         }
     });
-    Ok((task, bound))
+    Ok(Some(task))
 }
 
 /// `serve --backend aws` ([`node_aws`]): the API on --listen, no wire
@@ -568,24 +581,16 @@ async fn serve_aws(
         node_aws::describe(&args.data, &args.backend.aws_prefix)
     );
     if node.created_admin_token {
-        banner.push_str(&format!(
-            "admin token written to {} (use it as 'Authorization: Bearer <token>')\n",
-            node.admin_token_file.display()
-        ));
+        banner.push_str(&admin_token_line(&node.admin_token_file));
     }
-    let metrics_task = match args.metrics_listen {
-        Some(at) => {
-            let (task, bound) = serve_metrics(at, node.metrics_router.clone(), limits).await?;
-            banner.push_str(&format!("metrics on http://{bound}/metrics\n"));
-            Some(task)
-        }
-        None => None,
-    };
-    {
-        use std::io::Write as _;
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
-    }
+    let metrics_task = serve_metrics(
+        args.metrics_listen,
+        &node.metrics_router,
+        limits,
+        &mut banner,
+    )
+    .await?;
+    print_banner(&banner);
     tracing::info!(%addr, prefix = %args.backend.aws_prefix, "serving the HTTP API on DynamoDB and SQS");
     postbox_server::serve_with(
         node.router.clone(),
