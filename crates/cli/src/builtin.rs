@@ -12,7 +12,7 @@ use postbox_queue::{QueueClient, Queues};
 use postbox_store::ItemStore;
 use postbox_store::embedded::EmbeddedStore;
 
-use crate::node::Handlers;
+use postbox_node::Handlers;
 
 /// The catalog and everything a node on store `S` and queues `Q` needs to
 /// run the examples, but their tables and queues (on the embedded store,

@@ -237,7 +237,7 @@ pub(crate) fn stack(topology: &Topology, examples: bool) -> Stack {
         fifos: vec![(
             topology.events_queue.clone(),
             topology.events_dlq.clone(),
-            crate::node::MAX_RECEIVE_COUNT,
+            postbox_node::MAX_RECEIVE_COUNT,
         )],
     };
     if examples {

@@ -11,7 +11,7 @@ mod catalog;
 mod demo;
 mod http;
 mod init;
-mod node;
+
 mod node_aws;
 mod ops;
 mod pipe;
@@ -117,7 +117,7 @@ struct ServeArgs {
     examples: bool,
     /// Durable worker loops in this process, each with up to 8 batches in
     /// flight (0: leave the work to `postbox worker` processes).
-    #[arg(long, default_value_t = node::DEFAULT_WORKERS, env = "POSTBOX_WORKERS")]
+    #[arg(long, default_value_t = postbox_node::DEFAULT_WORKERS, env = "POSTBOX_WORKERS")]
     workers: usize,
     /// MiB of the store file's pages kept in memory (the rest is read from
     /// the OS page cache).
@@ -316,7 +316,10 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
             builtin::code_handlers(),
         ),
         (None, true) => builtin::embedded_application(&args.data),
-        (None, false) => (postbox_engine::Catalog::default(), node::Handlers::none()),
+        (None, false) => (
+            postbox_engine::Catalog::default(),
+            postbox_node::Handlers::none(),
+        ),
     };
     let empty = args.catalog.is_none() && !args.examples;
     let test_clock = args.test_clock.then(|| Arc::new(ShiftedClock::new()));
@@ -394,7 +397,7 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
     if args.backend.backend == backend::Backend::Aws {
         return serve_aws(args, catalog, pipes, tls, scheme, limits).await;
     }
-    let node = node::Node::start(node::NodeOptions {
+    let node = postbox_node::Node::start(postbox_node::NodeOptions {
         data: args.data.clone(),
         catalog,
         handlers,
@@ -407,6 +410,7 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
         lease: args.lease,
         recover_truncated: args.recover_truncated,
         on_completed: None,
+        metrics: Some(Arc::new(telemetry::render)),
     })
     .await?;
     let (listener, addr) = postbox_server::bind(args.listen)

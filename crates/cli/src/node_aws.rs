@@ -28,7 +28,7 @@ use postbox_worker::{Worker, WorkerOptions};
 use tokio::sync::watch;
 
 use crate::http::{EXIT_REFUSED, EXIT_UNREACHABLE, Failure};
-use crate::node::Handlers;
+use postbox_node::Handlers;
 
 /// What `serve --backend aws` runs.
 pub struct AwsNodeOptions {
@@ -100,14 +100,15 @@ impl AwsNode {
             .iter()
             .any(|s| s.lane == Lane::Durable);
         let data = options.data.clone();
-        let mut handlers = crate::worker::durable_handlers(
+        let mut handlers = postbox_node::durable_handlers(
             &catalog,
-            &mut || crate::node::webhook_secret(&data).map_err(refused),
+            &mut || postbox_node::webhook_secret(&data),
             "postbox serve --backend aws",
             true,
             std::mem::take(&mut app.durable),
-        )?;
-        let pull = crate::worker::pull_hub(&catalog, options.workers, &mut handlers);
+        )
+        .map_err(refused)?;
+        let pull = postbox_node::pull_hub(&catalog, options.workers, &mut handlers);
         let store = Arc::new(store);
         let engine = Arc::new(
             (app.engine)(Engine::builder(store.clone(), catalog.clone()))
@@ -116,7 +117,7 @@ impl AwsNode {
                 .map_err(|e| refused(format!("the engine refuses to start: {e}")))?,
         );
         let relay_config =
-            crate::pipe::node_relay_config(options.pipes, app.pipes.as_deref(), &catalog)
+            postbox_node::node_relay_config(options.pipes, app.pipes.as_deref(), &catalog)
                 .map_err(refused)?;
         let pipes = (options.relay && !relay_config.pipes.is_empty())
             .then(|| Arc::new(relay_config.clone()));
@@ -159,7 +160,7 @@ impl AwsNode {
             .await
             .map_err(|e| Failure::new(1, format!("the API refuses to start: {}", e.message)))?;
         let admin_token_file = options.data.join("admin-token");
-        let created_admin_token = crate::node::ensure_admin_token(&api, &admin_token_file)
+        let created_admin_token = postbox_node::ensure_admin_token(&api, &admin_token_file)
             .await
             .map_err(|e| Failure::new(1, e))?;
 
@@ -178,7 +179,7 @@ impl AwsNode {
             )
             .await
             .map_err(|e| Failure::new(1, format!("the workers refuse to start: {e}")))?;
-            workers.extend(crate::node::worker_loops(
+            workers.extend(postbox_node::worker_loops(
                 &worker,
                 options.workers,
                 &stop_rx,
@@ -253,7 +254,7 @@ fn aws_metrics(dynamo: &postbox_aws::DynamoStats, sqs: &postbox_aws::SdkStats, o
 /// The relay's counters in the Prometheus text format, named as on the
 /// embedded backend where they mean the same.
 fn relay_metrics(pipes: &[postbox_aws::StreamsPipeStats], out: &mut String) {
-    crate::node::relay_records(
+    postbox_node::relay_records(
         out,
         pipes.iter().map(|p| {
             let outcomes = [

@@ -9,9 +9,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use postbox_client::{RemoteQueues, RemoteStore};
-use postbox_engine::{Catalog, Lane};
-use postbox_worker::pull::PULL_HANDLER;
-use postbox_worker::{PullHub, Worker, WorkerOptions};
+use postbox_engine::Catalog;
+use postbox_worker::{Worker, WorkerOptions};
 
 use crate::http::{EXIT_REFUSED, Failure};
 
@@ -53,13 +52,14 @@ pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
     crate::install_shutdown();
     let catalog =
         Catalog::load(&args.catalog).map_err(|e| Failure::new(EXIT_REFUSED, e.to_string()))?;
-    let handlers = durable_handlers(
+    let handlers = postbox_node::durable_handlers(
         &catalog,
         &mut || webhook_secret(args.webhook_secret.as_deref(), &args.data),
         "postbox worker",
         false,
         HashMap::new(),
-    )?;
+    )
+    .map_err(|e| Failure::new(EXIT_REFUSED, e))?;
     match args.backend.backend {
         crate::backend::Backend::Embedded => {
             let endpoint = crate::http::wire_endpoint(&args.endpoint, &args.data)?;
@@ -97,113 +97,18 @@ pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
 
 /// The webhook secret: `given`, else the server's `<data>/webhook-secret`
 /// (which `postbox serve` writes on first use), else a refusal saying both.
-fn webhook_secret(given: Option<&str>, data: &std::path::Path) -> Result<Vec<u8>, Failure> {
+fn webhook_secret(given: Option<&str>, data: &std::path::Path) -> Result<Vec<u8>, String> {
     if let Some(s) = given.filter(|s| !s.is_empty()) {
         return Ok(s.as_bytes().to_vec());
     }
     let path = data.join("webhook-secret");
     match std::fs::read_to_string(&path) {
         Ok(s) if !s.trim().is_empty() => Ok(s.trim().as_bytes().to_vec()),
-        _ => Err(Failure::new(
-            EXIT_REFUSED,
-            format!(
-                "no webhook secret: {} does not exist; pass --webhook-secret (or POSTBOX_WEBHOOK_SECRET), or --data naming the server's data directory",
-                path.display()
-            ),
+        _ => Err(format!(
+            "no webhook secret: {} does not exist; pass --webhook-secret (or POSTBOX_WEBHOOK_SECRET), or --data naming the server's data directory",
+            path.display()
         )),
     }
-}
-
-/// The handlers of the catalog's DURABLE subscriptions: the handlers of
-/// `code` by name, and webhooks signed with the secret `secret` gives (asked
-/// for once, at the first webhook); a subscription whose handler is neither
-/// (nor `pull`, when `serves_pull`) is refused, naming it.
-pub(crate) fn durable_handlers(
-    catalog: &Catalog,
-    secret: &mut dyn FnMut() -> Result<Vec<u8>, Failure>,
-    command: &str,
-    serves_pull: bool,
-    mut code: HashMap<String, postbox_worker::Handler>,
-) -> Result<HashMap<String, postbox_worker::Handler>, Failure> {
-    let mut hooks: Option<(Vec<u8>, postbox_api::webhook::WebhookOptions)> = None;
-    let mut known: Vec<String> = code.keys().cloned().collect();
-    known.sort_unstable();
-    let mut handlers = HashMap::new();
-    for s in catalog
-        .subscriptions
-        .iter()
-        .filter(|s| s.lane == Lane::Durable)
-    {
-        if s.handler == PULL_HANDLER {
-            if serves_pull {
-                continue;
-            }
-            return Err(Failure::new(
-                EXIT_REFUSED,
-                format!(
-                    "subscription {:?} is a pull subscription: its consumers receive from `postbox serve`, whose workers run it; `{command}` cannot hand its deliveries out",
-                    s.name
-                ),
-            ));
-        }
-        if let Some(handler) = code.remove(&s.handler) {
-            handlers.insert(s.handler.clone(), handler);
-            continue;
-        }
-        if handlers.contains_key(&s.handler) {
-            continue;
-        }
-        if !postbox_api::webhook::is_webhook(&s.handler) {
-            return Err(Failure::new(
-                EXIT_REFUSED,
-                if known.is_empty() {
-                    format!(
-                        "subscription {:?} names code handler {:?}; `{command}` runs webhook subscriptions only (run code handlers in the process that registers them)",
-                        s.name, s.handler
-                    )
-                } else {
-                    format!(
-                        "subscription {:?} names handler {:?}, which is no URL and none of this binary's code handlers ({})",
-                        s.name,
-                        s.handler,
-                        known.join(", ")
-                    )
-                },
-            ));
-        }
-        if hooks.is_none() {
-            let options = webhook_options().map_err(|e| Failure::new(EXIT_REFUSED, e))?;
-            hooks = Some((secret()?, options));
-        }
-        let (secret, options) = hooks.as_ref().expect("just set");
-        let hook = postbox_api::webhook::webhook(&s.handler, secret.clone(), options)
-            .map_err(|e| Failure::new(EXIT_REFUSED, format!("subscription {:?}: {e}", s.name)))?;
-        handlers.insert(s.handler.clone(), hook);
-    }
-    Ok(handlers)
-}
-
-/// The pull hub of a node's workers, when the catalog has DURABLE
-/// subscriptions whose handler is `pull`: its handler is registered under
-/// that name in `handlers`, and the hub is returned for the API when the
-/// node runs worker loops (`workers` > 0; without them nothing is handed out).
-pub(crate) fn pull_hub(
-    catalog: &Catalog,
-    workers: usize,
-    handlers: &mut HashMap<String, postbox_worker::Handler>,
-) -> Option<PullHub> {
-    let names: Vec<String> = catalog
-        .subscriptions
-        .iter()
-        .filter(|s| s.lane == Lane::Durable && s.handler == PULL_HANDLER)
-        .map(|s| s.name.clone())
-        .collect();
-    if names.is_empty() {
-        return None;
-    }
-    let hub = PullHub::new(names);
-    handlers.insert(PULL_HANDLER.to_owned(), hub.handler());
-    (workers > 0).then_some(hub)
 }
 
 /// Runs `tasks` worker loops on `store` and `queues` until a stop signal.
@@ -253,15 +158,4 @@ async fn run_on<S: postbox_store::ItemStore, Q: postbox_queue::QueueClient>(
         s.completed, s.retried, s.dead
     );
     Ok(())
-}
-
-/// Webhook delivery options: a 10 s timeout, and the private CA
-/// certificates of the PEM file named by `POSTBOX_WEBHOOK_CA`, if set.
-pub(crate) fn webhook_options() -> Result<postbox_api::webhook::WebhookOptions, String> {
-    let mut options = postbox_api::webhook::WebhookOptions::default();
-    if let Some(path) = std::env::var_os("POSTBOX_WEBHOOK_CA").filter(|p| !p.is_empty()) {
-        options.extra_roots = postbox_api::webhook::read_roots(std::path::Path::new(&path))
-            .map_err(|e| format!("POSTBOX_WEBHOOK_CA: {e}"))?;
-    }
-    Ok(options)
 }

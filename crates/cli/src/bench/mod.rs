@@ -35,7 +35,7 @@ use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
 use serde_json::json;
 
 use crate::http::Failure;
-use crate::node::{Handlers, Node, NodeOptions};
+use postbox_node::{Handlers, Node, NodeOptions};
 
 mod emit;
 mod http;
@@ -275,7 +275,7 @@ where
     }
 }
 
-/// The node `postbox serve` runs (`node::Node`: engine, relay with the
+/// The node `postbox serve` runs (`postbox_node::Node`: engine, relay with the
 /// default events pipe, durable workers, API), with `subs` subscriptions.
 /// A completion is counted, and timed from its emit, when it commits
 /// (`WorkerOptions::on_completed`), so a redelivered event counts once.
@@ -330,6 +330,7 @@ async fn pipeline(
         lease: Duration::from_secs(30),
         recover_truncated: false,
         on_completed: Some(on_completed),
+        metrics: None,
     })
     .await?;
     let engine = node.engine.clone();
@@ -380,14 +381,14 @@ async fn pipeline(
             let total = events * subs;
             let draining = Instant::now();
             // As many loops as `postbox serve` runs by default.
-            node.start_workers(crate::node::DEFAULT_WORKERS);
+            node.start_workers(postbox_node::DEFAULT_WORKERS);
             until("draining the backlog", total, every, completions).await?;
             let drained = draining.elapsed();
             delivered.drain = total as f64 / drained.as_secs_f64();
             delivered.end_to_end = total as f64 / (filled + drained).as_secs_f64();
         }
         Load::Steady { rate, secs } => {
-            node.start_workers(crate::node::DEFAULT_WORKERS);
+            node.start_workers(postbox_node::DEFAULT_WORKERS);
             let n = (rate * secs) as usize;
             let interval = Duration::from_secs_f64(1.0 / rate as f64);
             let mut next = Instant::now();
@@ -444,7 +445,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
             events: args.events,
             payload_bytes: args.payload_bytes,
             emitters: 32,
-            workers: crate::node::DEFAULT_WORKERS,
+            workers: postbox_node::DEFAULT_WORKERS,
             json: args.json,
         })
         .await;
@@ -523,7 +524,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
         let started = Instant::now();
         let reports = postbox_engine::verify::verify_all(
             &Arc::new(store.clone()),
-            crate::node::EVENTS_TABLE,
+            postbox_node::EVENTS_TABLE,
             &VerifyOptions {
                 full: true,
                 update_checkpoint: false,
@@ -564,7 +565,7 @@ pub async fn run(args: BenchArgs) -> Result<(), Failure> {
             rows.push(Row {
                 scenario: format!(
                     "delivery of a relayed backlog, {subs} subscription(s), {} worker loops",
-                    crate::node::DEFAULT_WORKERS
+                    postbox_node::DEFAULT_WORKERS
                 ),
                 value: format!("{:.0} completions/s", d.drain),
                 target: ">= 20,000 completions/s",

@@ -493,7 +493,7 @@ pub fn template(stack: &Stack) -> Result<Value, String> {
             "VisibilityTimeout": 60,
             "DeduplicationScope": "messageGroup",
             "FifoThroughputLimit": "perMessageGroupId",
-            "RedrivePolicy": {"deadLetterTargetArn": get_att(&events_dlq, "Arn"), "maxReceiveCount": crate::node::MAX_RECEIVE_COUNT},
+            "RedrivePolicy": {"deadLetterTargetArn": get_att(&events_dlq, "Arn"), "maxReceiveCount": postbox_node::MAX_RECEIVE_COUNT},
         }),
     );
 

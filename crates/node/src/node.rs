@@ -119,6 +119,9 @@ pub struct NodeOptions {
     /// Called as each delivery's completion commits (`postbox bench`
     /// times its events with it).
     pub on_completed: Option<postbox_worker::CompletionHook>,
+    /// More lines for the metrics page (the process's own telemetry),
+    /// after the node's.
+    pub metrics: Option<postbox_api::MetricsSource>,
 }
 
 /// A running node.
@@ -192,7 +195,7 @@ impl Node {
                 .map_err(|e| e.to_string())?,
         );
 
-        let mut relay_config = crate::pipe::node_relay_config(
+        let mut relay_config = crate::pipes::node_relay_config(
             options.pipes,
             handlers.pipes.as_deref(),
             &options.catalog,
@@ -215,20 +218,19 @@ impl Node {
             }
         }
         let pipes = Arc::new(relay_config.clone());
-        let relay = crate::pipe::start_relay(store.clone(), queues.clone(), relay_config).await?;
+        let relay = crate::pipes::start_relay(store.clone(), queues.clone(), relay_config).await?;
 
         let (stop, stop_rx) = watch::channel(false);
         let mut workers = Vec::new();
-        let mut durable_handlers = crate::worker::durable_handlers(
+        let mut durable_handlers = crate::durable::durable_handlers(
             &options.catalog,
-            &mut || webhook_secret(data).map_err(crate::http::Failure::from),
+            &mut || webhook_secret(data),
             "postbox serve",
             true,
             std::mem::take(&mut handlers.durable),
-        )
-        .map_err(|f| f.message)?;
+        )?;
         let pull =
-            crate::worker::pull_hub(&options.catalog, options.workers, &mut durable_handlers);
+            crate::durable::pull_hub(&options.catalog, options.workers, &mut durable_handlers);
         let worker = if durable {
             let worker = Worker::new(
                 Arc::new(store.clone()),
@@ -297,7 +299,7 @@ impl Node {
                 stop_rx.clone(),
             )));
         }
-        let mut sources = sources(relay_stats, worker.clone(), verified);
+        let mut sources = sources(relay_stats, worker.clone(), verified, options.metrics);
         sources.pull = pull.clone();
         sources.pipes = Some(pipes);
         let api = Api::embedded(
@@ -387,7 +389,7 @@ impl Node {
 
 /// `postbox_relay_records_total`: each pipe's records by outcome, named
 /// alike on both backends.
-pub(crate) fn relay_records<'a>(
+pub fn relay_records<'a>(
     out: &mut String,
     pipes: impl Iterator<Item = (&'a str, Vec<(&'static str, u64)>)>,
 ) {
@@ -409,7 +411,7 @@ pub(crate) fn relay_records<'a>(
 
 /// `n` loops of `worker`, on either backend, each ending when `stop`
 /// turns true.
-pub(crate) fn worker_loops<S, Q>(
+pub fn worker_loops<S, Q>(
     worker: &Worker<S, Q>,
     n: usize,
     stop: &watch::Receiver<bool>,
@@ -492,7 +494,7 @@ fn row_change_pipes(catalog: &Catalog) -> Result<Vec<postbox_relay::config::Pipe
 /// The secret webhook deliveries are signed with: `POSTBOX_WEBHOOK_SECRET`
 /// if set, else the one in `<data>/webhook-secret`, created on first use
 /// (readable by the owner only) so receivers can be given it once.
-pub(crate) fn webhook_secret(data: &Path) -> Result<Vec<u8>, String> {
+pub fn webhook_secret(data: &Path) -> Result<Vec<u8>, String> {
     if let Ok(s) = std::env::var("POSTBOX_WEBHOOK_SECRET")
         && !s.is_empty()
     {
@@ -533,10 +535,7 @@ fn write_private(path: &Path, text: &str) -> Result<(), String> {
 
 /// Creates an admin token on first start and writes it to `path` (readable
 /// by the owner only); later starts leave it.
-pub(crate) async fn ensure_admin_token<
-    S: postbox_store::ItemStore,
-    Q: postbox_queue::QueueClient,
->(
+pub async fn ensure_admin_token<S: postbox_store::ItemStore, Q: postbox_queue::QueueClient>(
     api: &Api<S, Q>,
     path: &Path,
 ) -> Result<bool, String> {
@@ -596,6 +595,7 @@ fn sources(
     relay: Arc<Mutex<Vec<PipeStats>>>,
     worker: Option<Worker<EmbeddedStore>>,
     verified: crate::verifier::State,
+    more: Option<postbox_api::MetricsSource>,
 ) -> Sources {
     let report_relay = relay.clone();
     let report_verified = verified.clone();
@@ -652,7 +652,9 @@ fn sources(
             .map(|(outcome, v)| ("outcome", outcome, v)),
         );
         crate::verifier::metrics(&verified.lock().expect("verify state"), out);
-        crate::telemetry::render(out);
+        if let Some(more) = &more {
+            more(out);
+        }
     };
     let report = move || {
         let pipes = report_relay.lock().expect("relay stats").clone();
@@ -725,6 +727,7 @@ handler = "contacts::seen"
             recover_truncated: false,
             lease: std::time::Duration::from_secs(30),
             on_completed: None,
+            metrics: None,
         }
     }
 
