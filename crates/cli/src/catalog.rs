@@ -75,7 +75,7 @@ pub fn run(args: CatalogArgs) -> ExitCode {
 /// the binary lacks; any INLINE or LOCAL one (those run in the process
 /// that embeds the engine and registers them).
 fn runnable(catalog: &Catalog) -> Vec<Violation> {
-    let known: postbox_node::Handlers = crate::builtin::code_handlers();
+    let known: postbox_node::Handlers = postbox_examples::code_handlers();
     let mut durable: Vec<&str> = known.durable.keys().map(String::as_str).collect();
     durable.push(PULL_HANDLER);
     durable.sort_unstable();

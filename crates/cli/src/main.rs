@@ -6,7 +6,6 @@
 mod backend;
 mod bench;
 mod bench_aws;
-mod builtin;
 mod catalog;
 mod demo;
 mod http;
@@ -313,9 +312,9 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
     let (catalog, handlers) = match (&args.catalog, args.examples) {
         (Some(path), _) => (
             postbox_engine::Catalog::load(path).map_err(|e| e.to_string())?,
-            builtin::code_handlers(),
+            postbox_examples::code_handlers(),
         ),
-        (None, true) => builtin::embedded_application(&args.data),
+        (None, true) => postbox_examples::embedded_application(&args.data),
         (None, false) => (
             postbox_engine::Catalog::default(),
             postbox_node::Handlers::none(),
@@ -556,8 +555,8 @@ async fn serve_aws(
     limits: postbox_server::Limits,
 ) -> Result<(), http::Failure> {
     let (catalog, handlers) = match (&args.catalog, args.examples) {
-        (Some(_), _) => (catalog, builtin::code_handlers()),
-        (None, true) => builtin::application(&args.data),
+        (Some(_), _) => (catalog, postbox_examples::code_handlers()),
+        (None, true) => postbox_examples::application(&args.data),
         (None, false) => {
             return Err(http::Failure::new(
                 http::EXIT_REFUSED,

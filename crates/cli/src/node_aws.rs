@@ -38,7 +38,7 @@ pub struct AwsNodeOptions {
     pub data: PathBuf,
     /// The event catalog.
     pub catalog: Catalog,
-    /// The handlers and applications it runs (`builtin`); their `setup`
+    /// The handlers and applications it runs (`postbox_examples::application`); their `setup`
     /// is the embedded store's: on AWS, `postbox init` makes tables.
     pub handlers: Handlers<DynamoStore, SqsQueues>,
     /// Whether the handlers are the built-in examples, whose tables and

@@ -1,32 +1,34 @@
-//! What both examples assemble: the embedded store and queues in a
-//! directory, pk-keyed tables, a FIFO queue with its dead-letter queue, and
-//! waiting for something to happen with a deadline.
+//! What both examples share: a node in a fresh directory, pk-keyed
+//! tables, a FIFO queue with its dead-letter queue, and waiting for
+//! something to happen with a deadline.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use postbox_queue::{Queues, QueuesOptions};
+use postbox_node::{Node, NodeOptions};
+use postbox_queue::Queues;
 use postbox_store::api::{
     CreateTableInput, StreamSpecification, StreamViewType, TimeToLiveSpecification,
 };
-use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
 use postbox_store::{ItemStore, StoreError};
 
 use crate::error::ExampleError;
 
-/// Creates the store file `postbox.redb` in `dir` and opens it with its
-/// queues. An example's output and report describe one run from scratch,
-/// so a directory that already holds a store is refused.
-pub(crate) async fn open_fresh(dir: &Path) -> Result<(EmbeddedStore, Queues), ExampleError> {
+/// Starts a node in `dir` with `options` (its `data` is set to `dir`).
+/// An example's output and report describe one run from scratch, so a
+/// directory that already holds a store is refused.
+pub(crate) async fn start_node(dir: &Path, options: NodeOptions) -> Result<Node, ExampleError> {
     if dir.join("postbox.redb").exists() {
         return Err(ExampleError::DirectoryInUse(dir.to_owned()));
     }
-    std::fs::create_dir_all(dir)?;
-    let store = EmbeddedStore::open(dir.join("postbox.redb"), EmbeddedOptions::default())?;
-    let queues = Queues::open(store.clone(), QueuesOptions::default()).await?;
-    Ok((store, queues))
+    Node::start(NodeOptions {
+        data: dir.to_owned(),
+        ..options
+    })
+    .await
+    .map_err(ExampleError::Node)
 }
 
 /// How a table is made.

@@ -46,6 +46,9 @@ pub enum ExampleError {
         missing: String,
     },
     /// A component answered something the example does not expect.
+    /// The node did not start.
+    #[error("the node: {0}")]
+    Node(String),
     #[error("unexpected: {0}")]
     Unexpected(String),
 }

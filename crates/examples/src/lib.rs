@@ -10,48 +10,28 @@
 //!   RUNNING -> SUCCEEDED transition into a ReportReady event that a bus
 //!   rule logs.
 //!
-//! Each example is two things: the parts a server assembly mounts (the
-//! catalog and handlers, the router, the relay config, the runner), and a
-//! `run` function that assembles them in a directory, drives them end to
-//! end, prints what happened and returns a report that tests assert on.
+//! Each example is two things: the parts a node mounts (the catalog and
+//! handlers, the router, the relay config, the runner), and a `run`
+//! function that starts a [`postbox_node::Node`] with them in a directory,
+//! drives it end to end, prints what happened and returns a report that
+//! tests assert on.
 //!
-//! # Mounting the examples in a server
+//! # Running the examples on a node
 //!
-//! The order matters: the relay checks, when it starts, that the tables its
-//! pipes read exist with streams, so the tables come first.
+//! [`application`] is both examples as one application of a node: the
+//! payment catalog and its DURABLE handlers, the report routes (tenant
+//! tokens only), the pipes and the runner; [`embedded_application`] adds
+//! the setup that creates their tables and queues in the node's store.
+//! `postbox serve --examples` starts exactly this:
 //!
 //! ```no_run
-//! # async fn mount() -> Result<(), postbox_examples::ExampleError> {
-//! use std::sync::Arc;
-//! use postbox_examples::{payments, reports};
-//! use postbox_queue::{Queues, QueuesOptions};
-//! use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
+//! # async fn start() -> Result<(), String> {
+//! use postbox_node::{Node, NodeOptions};
 //!
-//! let store = EmbeddedStore::open("data/postbox.redb", EmbeddedOptions::default())?;
-//! let queues = Queues::open(store.clone(), QueuesOptions::default()).await?;
-//! let shared = Arc::new(store.clone());
-//! // 1. The applications' tables and the jobs queue.
-//! payments::create_tables(&*shared).await?;
-//! reports::create_tables(&*shared).await?;
-//! reports::create_queues(&queues).await?;
-//! // 2. The engine on the payment catalog (no INLINE or LOCAL handlers),
-//! //    and the DURABLE handlers for `Worker::new(.., &payments::catalog(), durable, ..)`.
-//! let engine = payments::engine(shared.clone()).await?;
-//! let durable = payments::handlers();
-//! // 3. The relay config: the default events pipe and the two report pipes.
-//! let log = std::path::Path::new("data/report-ready.jsonl");
-//! let pipes = postbox_examples::pipes_toml(log);
-//! // 4. The report runner and the report routes, to merge into the server's router.
-//! let (stop, stopped) = tokio::sync::watch::channel(false);
-//! let runner = reports::JobRunner::new(
-//!     shared.clone(),
-//!     queues.clone(),
-//!     reports::RunnerOptions::default(),
-//!     reports::fake_report(),
-//! );
-//! tokio::spawn(async move { runner.run(stopped).await });
-//! let routes = reports::router(reports::ReportsApi::new(shared, reports::ApiOptions::default()));
-//! # let _ = (engine, durable, pipes, stop, routes);
+//! let (catalog, handlers) = postbox_examples::embedded_application("data".as_ref());
+//! let node = Node::start(NodeOptions::new("data", catalog, handlers)).await?;
+//! // `node.api_router` serves the HTTP API with the report routes.
+//! node.shutdown().await;
 //! # Ok(()) }
 //! ```
 //!
@@ -59,11 +39,13 @@
 //! library crate besides the server that speaks HTTP (the report-job API is
 //! an axum router), because the example is an HTTP API.
 
+mod application;
 mod assembly;
 mod error;
 pub mod payments;
 pub mod reports;
 
+pub use application::{application, code_handlers, embedded_application};
 pub use error::ExampleError;
 
 /// A table the examples need: its CreateTable request and the attribute

@@ -124,6 +124,29 @@ pub struct NodeOptions {
     pub metrics: Option<postbox_api::MetricsSource>,
 }
 
+impl NodeOptions {
+    /// A node in `data` as `postbox serve` starts one by default:
+    /// [`DEFAULT_WORKERS`] worker loops, the default page cache, signed
+    /// wire requests, 30-second leases, no background verification.
+    pub fn new(data: impl Into<PathBuf>, catalog: Catalog, handlers: Handlers) -> NodeOptions {
+        NodeOptions {
+            data: data.into(),
+            catalog,
+            handlers,
+            pipes: None,
+            workers: DEFAULT_WORKERS,
+            cache_bytes: postbox_store::embedded::DEFAULT_CACHE_BYTES,
+            test_clock: None,
+            wire_auth: postbox_server::WireAuth::sigv4(),
+            verify_every: None,
+            lease: Duration::from_secs(30),
+            recover_truncated: false,
+            on_completed: None,
+            metrics: None,
+        }
+    }
+}
+
 /// A running node.
 pub struct Node {
     /// The store's file.
@@ -142,6 +165,10 @@ pub struct Node {
     pub admin_access_key_file: PathBuf,
     /// Whether this start created the admin access key.
     pub created_admin_access_key: bool,
+    /// The store.
+    pub store: EmbeddedStore,
+    /// Its queues.
+    pub queues: Queues,
     /// The engine the API emits with.
     pub engine: Arc<Engine<EmbeddedStore>>,
     /// The durable workers, if the catalog has DURABLE subscriptions.
@@ -320,8 +347,8 @@ impl Node {
             ensure_admin_access_key(&store, &admin_access_key_file).await?;
 
         let services = postbox_server::Services {
-            store,
-            queues: Some(queues),
+            store: store.clone(),
+            queues: Some(queues.clone()),
             test_clock: options.test_clock,
             auth: options.wire_auth,
         };
@@ -341,6 +368,8 @@ impl Node {
             created_admin_token,
             admin_access_key_file,
             created_admin_access_key,
+            store,
+            queues,
             engine,
             worker,
             stop_rx,
@@ -363,8 +392,18 @@ impl Node {
 
     /// Stream records the relay has delivered, over all pipes.
     pub async fn relayed(&self) -> Result<u64, String> {
-        let stats = self.relay.stats().await.map_err(|e| e.to_string())?;
-        Ok(stats.iter().map(|p| p.delivered).sum())
+        Ok(self.relay_stats().await?.iter().map(|p| p.delivered).sum())
+    }
+
+    /// Each pipe's counters and lag.
+    pub async fn relay_stats(&self) -> Result<Vec<PipeStats>, String> {
+        self.relay.stats().await.map_err(|e| e.to_string())
+    }
+
+    /// The durable workers' counters, over every loop (zero without
+    /// DURABLE subscriptions).
+    pub fn worker_stats(&self) -> postbox_worker::WorkerStats {
+        self.worker.as_ref().map(Worker::stats).unwrap_or_default()
     }
 
     /// Stops the workers (each finishes the batch it holds, so in-flight
@@ -714,20 +753,10 @@ handler = "contacts::seen"
 "#;
 
     fn options(data: &Path, catalog: &str, handlers: Handlers) -> NodeOptions {
+        let catalog = Catalog::from_toml(catalog, "test").unwrap();
         NodeOptions {
-            data: data.to_owned(),
-            catalog: Catalog::from_toml(catalog, "test").unwrap(),
-            handlers,
-            pipes: None,
             workers: 1,
-            cache_bytes: postbox_store::embedded::DEFAULT_CACHE_BYTES,
-            test_clock: None,
-            wire_auth: postbox_server::WireAuth::sigv4(),
-            verify_every: None,
-            recover_truncated: false,
-            lease: std::time::Duration::from_secs(30),
-            on_completed: None,
-            metrics: None,
+            ..NodeOptions::new(data, catalog, handlers)
         }
     }
 

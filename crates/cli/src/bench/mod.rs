@@ -317,20 +317,11 @@ async fn pipeline(
         Box::pin(async move { create_orders_table(&store).await.map_err(|f| f.message) })
     }));
     // No worker loops yet: a backlog is relayed before they start.
+    let dir = dir.join(format!("pipeline-{subs}-{steady}"));
     let mut node = Node::start(NodeOptions {
-        data: dir.join(format!("pipeline-{subs}-{steady}")),
-        catalog: catalog_with(subs),
-        handlers,
-        pipes: None,
         workers: 0,
-        cache_bytes: postbox_store::embedded::DEFAULT_CACHE_BYTES,
-        test_clock: None,
-        wire_auth: postbox_server::WireAuth::sigv4(),
-        verify_every: None,
-        lease: Duration::from_secs(30),
-        recover_truncated: false,
         on_completed: Some(on_completed),
-        metrics: None,
+        ..NodeOptions::new(dir, catalog_with(subs), handlers)
     })
     .await?;
     let engine = node.engine.clone();

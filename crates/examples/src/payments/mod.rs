@@ -22,16 +22,12 @@ mod handlers;
 mod run;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use postbox_engine::catalog::Catalog;
-use postbox_engine::{Context, EmitError, Emitted, Engine, StartError, Write};
+use postbox_engine::{Context, EmitError, Emitted, Engine, Write};
 use postbox_item::AttributeValue;
-use postbox_queue::Queues;
 use postbox_store::ItemStore;
-use postbox_worker::{Handler, Worker, WorkerOptions, WorkerStats};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use postbox_worker::Handler;
 
 use crate::assembly::{self, TableSpec};
 use crate::error::ExampleError;
@@ -78,48 +74,6 @@ pub async fn create_tables<S: ItemStore>(store: &S) -> Result<(), ExampleError> 
         assembly::create_table(store, name, spec).await?;
     }
     Ok(())
-}
-
-/// An engine over `store` with the example's catalog (it checks the
-/// reachability contract and creates the events table).
-pub async fn engine<S: ItemStore>(store: Arc<S>) -> Result<Engine<S>, StartError> {
-    Engine::builder(store, catalog()).build().await
-}
-
-/// Starts `count` workers delivering the events queue to the catalog's
-/// DURABLE subscriptions with `handlers`; worker `i` is named
-/// `<options.owner>-<i>`. Each task ends when `stop` turns true and returns
-/// its worker's counters.
-pub async fn start_workers<S: ItemStore>(
-    store: Arc<S>,
-    queues: Queues,
-    handlers: &HashMap<String, Handler>,
-    count: usize,
-    options: WorkerOptions,
-    stop: watch::Receiver<bool>,
-) -> Result<Vec<JoinHandle<WorkerStats>>, ExampleError> {
-    let catalog = catalog();
-    let mut tasks = Vec::new();
-    for i in 0..count {
-        let options = WorkerOptions {
-            owner: format!("{}-{i}", options.owner),
-            ..options.clone()
-        };
-        let worker = Worker::new(
-            store.clone(),
-            queues.clone(),
-            &catalog,
-            handlers.clone(),
-            options,
-        )
-        .await?;
-        let stop = stop.clone();
-        tasks.push(tokio::spawn(async move {
-            worker.run(stop).await;
-            worker.stats()
-        }));
-    }
-    Ok(tasks)
 }
 
 /// A captured payment.

@@ -1,5 +1,5 @@
-//! The payment example end to end: store, relay, workers, six payments for
-//! two tenants, then the proof that every effect happened exactly once.
+//! The payment example end to end on a node: six payments for two
+//! tenants, then the proof that every effect happened exactly once.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use postbox_engine::{Context, Engine, EngineOptions, Envelope, layout};
 use postbox_item::item_to_json;
+use postbox_node::{Handlers, NodeOptions};
 use postbox_queue::{NewMessage, Queues};
-use postbox_relay::{Relay, RelayConfig, RelayOptions};
+use postbox_relay::RelayConfig;
 use postbox_store::ItemStore;
 use postbox_store::api::GetItemInput;
 use postbox_store::embedded::EmbeddedStore;
@@ -18,16 +19,12 @@ use postbox_worker::{ClaimKey, Inbox, Status, WorkerOptions};
 
 use super::external::External;
 use super::handlers::{EFFECTS, handlers_with};
-use super::{PIPES_TOML, Payment, SHOP_TABLE, create_tables, engine, pay, start_workers};
+use super::{PIPES_TOML, Payment, SHOP_TABLE, catalog, create_tables, pay};
 use crate::assembly::{self, wait_for};
 use crate::error::ExampleError;
 
-/// The events queue and its dead-letter queue.
+/// The events queue.
 const EVENTS_QUEUE: &str = postbox_topology::EVENTS_QUEUE;
-const EVENTS_DLQ: &str = postbox_topology::EVENTS_DLQ;
-/// Receives before a message goes to the DLQ: above every subscription's
-/// max_attempts, so the inbox, not the queue, decides when to give up.
-const MAX_RECEIVES: u32 = 10;
 /// Workers competing for the queue.
 const WORKERS: usize = 3;
 /// How long every delivery may take, the flaky retries included.
@@ -137,9 +134,9 @@ fn payments() -> Vec<(&'static str, Payment)> {
 /// Runs the payment example in `dir`, which must not hold a store yet
 /// ([`ExampleError::DirectoryInUse`]), printing what happened to `out`.
 ///
-/// Opens the embedded store, creates the tables and the events queue with
-/// its DLQ, starts the relay (the default events pipe) and three workers,
-/// emits six payments for two tenants, waits until every (event,
+/// Starts a node (`postbox_node::Node`: the store, the events queue with
+/// its DLQ, the relay with the default events pipe, three worker loops)
+/// whose setup creates the shop table, emits six payments for two tenants, waits until every (event,
 /// subscription) is COMPLETED, delivers one event a second time (as a
 /// relay retry or a DLQ redrive would), then reports per event the four
 /// effects with their counts, the flaky handler's retries and the
@@ -148,38 +145,27 @@ pub async fn run(
     dir: &Path,
     out: &mut impl std::io::Write,
 ) -> Result<PaymentsReport, ExampleError> {
-    let (store, queues) = assembly::open_fresh(dir).await?;
-    let shared = Arc::new(store.clone());
-    create_tables(&*shared).await?;
-    let engine = engine(shared.clone()).await?;
-    assembly::create_fifo_with_dlq(&queues, EVENTS_QUEUE, EVENTS_DLQ, MAX_RECEIVES).await?;
-    let config = RelayConfig::from_toml(PIPES_TOML)
-        .map_err(|e| ExampleError::Unexpected(format!("examples/pipes.toml: {e}")))?;
-    let relay = Relay::start(
-        store.clone(),
-        queues.clone(),
-        config,
-        RelayOptions::default(),
-    )
-    .await?;
     let external = External::default();
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let options = WorkerOptions {
-        owner: "payments-worker".into(),
-        queue: EVENTS_QUEUE.into(),
-        lease: Duration::from_secs(10),
-        ..WorkerOptions::default()
-    };
-    let handlers = handlers_with(&external);
-    let workers = start_workers(
-        shared.clone(),
-        queues.clone(),
-        &handlers,
-        WORKERS,
-        options,
-        stopped,
+    let mut handlers = Handlers::none();
+    handlers.durable = handlers_with(&external);
+    handlers.setup = Some(Box::new(|store: EmbeddedStore, _| {
+        Box::pin(async move { create_tables(&store).await.map_err(|e| e.to_string()) })
+    }));
+    let pipes = RelayConfig::from_toml(PIPES_TOML)
+        .map_err(|e| ExampleError::Unexpected(format!("examples/pipes.toml: {e}")))?;
+    let node = assembly::start_node(
+        dir,
+        NodeOptions {
+            pipes: Some(pipes),
+            workers: WORKERS,
+            lease: Duration::from_secs(10),
+            ..NodeOptions::new(dir, catalog(), handlers)
+        },
     )
     .await?;
+    let (store, queues) = (node.store.clone(), node.queues.clone());
+    let shared = Arc::new(store.clone());
+    let engine = node.engine.clone();
     writeln!(
         out,
         "Payments: {} payments for 2 tenants, each fanned out to {} DURABLE handlers by {WORKERS} workers",
@@ -210,16 +196,9 @@ pub async fn run(
         redelivery.tenant, redelivery.seq, redelivery.extra_runs
     )?;
 
-    let _ = stop.send(true);
-    let (mut retried, mut dead) = (0, 0);
-    for w in workers {
-        let stats = w
-            .await
-            .map_err(|e| ExampleError::Unexpected(format!("a worker task failed: {e}")))?;
-        retried += stats.retried;
-        dead += stats.dead;
-    }
-    relay.shutdown().await;
+    let stats = node.worker_stats();
+    let (retried, dead) = (stats.retried, stats.dead);
+    node.shutdown().await;
 
     let events = event_lines(&*shared, &inbox, &external, &emitted).await?;
     let reconciliation = reconcile(

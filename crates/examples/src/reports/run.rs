@@ -4,11 +4,14 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use postbox_engine::Catalog;
 use postbox_engine::envelope::now_ms;
-use postbox_relay::{Relay, RelayConfig, RelayOptions};
+use postbox_node::{Handlers, NodeOptions};
+use postbox_queue::Queues;
+use postbox_store::embedded::EmbeddedStore;
 use serde_json::json;
 
 use super::api::{ApiOptions, ReportsApi, TENANT_HEADER, router};
@@ -120,43 +123,46 @@ impl<W: std::io::Write> Driver<'_, W> {
 /// Runs the report-job example in `dir`, which must not hold a store yet
 /// ([`ExampleError::DirectoryInUse`]), printing what happened to `out`.
 ///
-/// Opens the embedded store, creates the tables and queues, starts the
-/// relay with both pipes (ReportReady events logged to
-/// `dir/report-ready.jsonl`), one runner and the API on 127.0.0.1:0; then
+/// Starts a node whose setup creates the tables and queues, with both
+/// pipes (ReportReady events logged to `dir/report-ready.jsonl`) and one
+/// runner, and serves the API on 127.0.0.1:0; then
 /// shows over HTTP: a job accepted (202), the same Idempotency-Key answered
 /// with the same job, the key reused for another branch (409), a bad key,
 /// bad JSON and a bad branch (400), a key whose job expired (404), the jobs
 /// reaching SUCCEEDED, and the ReportReady line logged for each.
 pub async fn run(dir: &Path, out: &mut impl std::io::Write) -> Result<ReportsReport, ExampleError> {
-    let (store, queues) = assembly::open_fresh(dir).await?;
-    let shared = Arc::new(store.clone());
-    create_tables(&*shared).await?;
-    create_queues(&queues).await?;
     let log = dir.join("report-ready.jsonl");
-    let config = RelayConfig::from_toml(&pipes_toml(&log))
-        .map_err(|e| ExampleError::Unexpected(format!("the report pipes: {e}")))?;
-    let relay = Relay::start(
-        store.clone(),
-        queues.clone(),
-        config,
-        RelayOptions::default(),
-    )
-    .await?;
-
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let runner = JobRunner::new(
-        shared.clone(),
-        queues.clone(),
-        RunnerOptions {
-            owner: "report-runner-1".into(),
-            ..RunnerOptions::default()
+    let mut handlers = Handlers::none();
+    handlers.setup = Some(Box::new(|store: EmbeddedStore, queues: Queues| {
+        Box::pin(async move {
+            create_tables(&store).await.map_err(|e| e.to_string())?;
+            create_queues(&queues).await.map_err(|e| e.to_string())
+        })
+    }));
+    handlers.pipes = Some(pipes_toml(&log));
+    // The runner the node starts, kept for its counters.
+    let started: Arc<Mutex<Option<JobRunner<EmbeddedStore, Queues>>>> = Arc::default();
+    let slot = started.clone();
+    handlers.background = Some(Box::new(
+        move |store: EmbeddedStore, queues: Queues, stop| {
+            let runner = JobRunner::new(
+                Arc::new(store),
+                queues,
+                RunnerOptions {
+                    owner: "report-runner-1".into(),
+                    ..RunnerOptions::default()
+                },
+                fake_report(),
+            );
+            *slot.lock().expect("runner slot") = Some(runner.clone());
+            tokio::spawn(async move { runner.run(stop).await })
         },
-        fake_report(),
-    );
-    let runner_task = {
-        let (runner, stopped) = (runner.clone(), stopped.clone());
-        tokio::spawn(async move { runner.run(stopped).await })
-    };
+    ));
+    let node =
+        assembly::start_node(dir, NodeOptions::new(dir, Catalog::default(), handlers)).await?;
+    let queues = node.queues.clone();
+    let shared = Arc::new(node.store.clone());
+    let (stop, stopped) = tokio::sync::watch::channel(false);
     let api = ReportsApi::new(shared.clone(), ApiOptions::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -344,7 +350,13 @@ pub async fn run(dir: &Path, out: &mut impl std::io::Write) -> Result<ReportsRep
         Duration::from_secs(10),
         Duration::from_millis(20),
         || async {
-            let behind: u64 = relay.stats().await?.iter().map(|p| p.records_behind).sum();
+            let behind: u64 = node
+                .relay_stats()
+                .await
+                .map_err(ExampleError::Node)?
+                .iter()
+                .map(|p| p.records_behind)
+                .sum();
             let q = queues.stats(JOBS_QUEUE)?;
             let left = q.visible + q.in_flight + q.delayed;
             Ok(if behind == 0 && left == 0 {
@@ -358,7 +370,6 @@ pub async fn run(dir: &Path, out: &mut impl std::io::Write) -> Result<ReportsRep
     )
     .await?;
     let _ = stop.send(true);
-    let _ = runner_task.await;
     match server.await {
         Ok(r) => r?,
         Err(e) => {
@@ -367,7 +378,7 @@ pub async fn run(dir: &Path, out: &mut impl std::io::Write) -> Result<ReportsRep
             )));
         }
     }
-    relay.shutdown().await;
+    node.shutdown().await;
 
     let mut jobs = Vec::new();
     for id in &ids {
@@ -382,7 +393,12 @@ pub async fn run(dir: &Path, out: &mut impl std::io::Write) -> Result<ReportsRep
         jobs,
         ready_lines,
         ready_per_job,
-        runner: runner.stats(),
+        runner: started
+            .lock()
+            .expect("runner slot")
+            .as_ref()
+            .map(JobRunner::stats)
+            .unwrap_or_default(),
     };
     print(&report, &log, out)?;
     Ok(report)
