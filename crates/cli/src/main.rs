@@ -441,14 +441,12 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
         (None, _) => banner.push_str("wire endpoints off\n"),
         _ => {}
     }
-    if node.created_admin_token {
-        banner.push_str(&admin_token_line(&node.admin_token_file));
-    }
-    let metrics_task = serve_metrics(
+    let metrics_task = admin_and_metrics(
+        &mut banner,
+        node.created_admin_token.then_some(&node.admin_token_file),
         args.metrics_listen,
         &node.metrics_router,
         limits,
-        &mut banner,
     )
     .await?;
     if empty {
@@ -502,12 +500,23 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
     Ok(())
 }
 
-/// The banner's line for an admin token this start wrote.
-fn admin_token_line(file: &std::path::Path) -> String {
-    format!(
-        "admin token written to {} (use it as 'Authorization: Bearer <token>')\n",
-        file.display()
-    )
+/// What both backends' serve add to the banner before it is printed:
+/// the admin token this start wrote (`created`), and the
+/// `--metrics-listen` listener, started here; its task, if asked for.
+async fn admin_and_metrics(
+    banner: &mut String,
+    created: Option<&PathBuf>,
+    metrics_listen: Option<SocketAddr>,
+    metrics_router: &axum::Router,
+    limits: postbox_server::Limits,
+) -> Result<Option<tokio::task::JoinHandle<()>>, http::Failure> {
+    if let Some(file) = created {
+        banner.push_str(&format!(
+            "admin token written to {} (use it as 'Authorization: Bearer <token>')\n",
+            file.display()
+        ));
+    }
+    serve_metrics(metrics_listen, metrics_router, limits, banner).await
 }
 
 /// Prints the server's banner at once (scripts wait for its address).
@@ -583,14 +592,12 @@ async fn serve_aws(
         "postbox listening on {scheme}://{addr} ({})\n",
         node_aws::describe(&args.data, &args.backend.aws_prefix)
     );
-    if node.created_admin_token {
-        banner.push_str(&admin_token_line(&node.admin_token_file));
-    }
-    let metrics_task = serve_metrics(
+    let metrics_task = admin_and_metrics(
+        &mut banner,
+        node.created_admin_token.then_some(&node.admin_token_file),
         args.metrics_listen,
         &node.metrics_router,
         limits,
-        &mut banner,
     )
     .await?;
     print_banner(&banner);

@@ -211,13 +211,7 @@ impl AwsNode {
 
     /// Stops the workers after their current batches, then the relay.
     pub async fn shutdown(self) {
-        let _ = self.stop.send(true);
-        if let Some(pull) = &self.pull {
-            pull.close();
-        }
-        for w in self.workers {
-            let _ = w.await;
-        }
+        postbox_node::stop_tasks(&self.stop, self.pull.as_ref(), self.workers).await;
         if let Some(relay) = self.relay {
             relay.shutdown().await;
         }

@@ -409,13 +409,7 @@ impl Node {
     /// Stops the workers (each finishes the batch it holds, so in-flight
     /// handlers complete or release their claims) and the relay.
     pub async fn shutdown(self) {
-        let _ = self.stop.send(true);
-        if let Some(pull) = &self.pull {
-            pull.close();
-        }
-        for w in self.workers {
-            let _ = w.await;
-        }
+        stop_tasks(&self.stop, self.pull.as_ref(), self.workers).await;
         let _ = self.stats_task.await;
         match Arc::try_unwrap(self.relay) {
             Ok(relay) => relay.shutdown().await,
@@ -423,6 +417,23 @@ impl Node {
                 tracing::warn!("the relay is still referenced; its tasks stop with the process")
             }
         }
+    }
+}
+
+/// Turns `stop` true, lets parked pull deliveries go, and waits for
+/// `tasks` (each worker finishes the batch it holds): how a node on either
+/// backend begins its shutdown.
+pub async fn stop_tasks(
+    stop: &watch::Sender<bool>,
+    pull: Option<&postbox_worker::PullHub>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+) {
+    let _ = stop.send(true);
+    if let Some(pull) = pull {
+        pull.close();
+    }
+    for t in tasks {
+        let _ = t.await;
     }
 }
 
