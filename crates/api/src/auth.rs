@@ -243,23 +243,12 @@ impl<S: ItemStore> Tokens<S> {
 
     /// Every row of the token table, page by page.
     async fn rows(&self) -> Result<Vec<Item>, StoreError> {
-        let mut out = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .store
-                .scan(postbox_store::api::ScanInput {
-                    table_name: self.table.clone(),
-                    exclusive_start_key: start.take(),
-                    ..Default::default()
-                })
-                .await?;
-            out.extend(page.items.unwrap_or_default());
-            match page.last_evaluated_key {
-                Some(k) => start = Some(k),
-                None => return Ok(out),
-            }
-        }
+        self.store
+            .scan_all(postbox_store::api::ScanInput {
+                table_name: self.table.clone(),
+                ..Default::default()
+            })
+            .await
     }
 
     /// The token whose id is `id` (its row's key and what is known of it).

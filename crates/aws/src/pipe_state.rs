@@ -244,42 +244,35 @@ impl PipeState {
 
     /// Every checkpoint of the pipe, by stream ARN and shard.
     pub async fn checkpoints(&self) -> Result<Checkpoints, StoreError> {
+        let items = self
+            .store
+            .query_all(QueryInput {
+                table_name: self.table.clone(),
+                key_condition_expression: Some("pk = :pipe AND begins_with(sk, :shard)".into()),
+                expression_attribute_values: values(&[
+                    (":pipe", AttributeValue::S(self.pipe.clone())),
+                    (":shard", AttributeValue::S(SHARD.to_owned())),
+                ]),
+                consistent_read: Some(true),
+                ..Default::default()
+            })
+            .await?;
         let mut out = Checkpoints::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .store
-                .query(QueryInput {
-                    table_name: self.table.clone(),
-                    key_condition_expression: Some("pk = :pipe AND begins_with(sk, :shard)".into()),
-                    expression_attribute_values: values(&[
-                        (":pipe", AttributeValue::S(self.pipe.clone())),
-                        (":shard", AttributeValue::S(SHARD.to_owned())),
-                    ]),
-                    consistent_read: Some(true),
-                    exclusive_start_key: start.take(),
-                    ..Default::default()
-                })
-                .await?;
-            for item in page.items.iter().flatten() {
-                let (Some(sk), Some(arn)) = (text(item, "sk"), text(item, "stream")) else {
-                    continue;
-                };
-                let shard = sk.trim_start_matches(SHARD).to_owned();
-                out.entry(arn.to_owned()).or_default().insert(
-                    shard,
-                    ShardState {
-                        sequence: text(item, "sequence").map(str::to_owned),
-                        finished: flag(item, "finished"),
-                        latest: flag(item, "latest"),
-                    },
-                );
-            }
-            match page.last_evaluated_key {
-                Some(k) => start = Some(k),
-                None => return Ok(out),
-            }
+        for item in &items {
+            let (Some(sk), Some(arn)) = (text(item, "sk"), text(item, "stream")) else {
+                continue;
+            };
+            let shard = sk.trim_start_matches(SHARD).to_owned();
+            out.entry(arn.to_owned()).or_default().insert(
+                shard,
+                ShardState {
+                    sequence: text(item, "sequence").map(str::to_owned),
+                    finished: flag(item, "finished"),
+                    latest: flag(item, "latest"),
+                },
+            );
         }
+        Ok(out)
     }
 
     /// Records `state` for `shard` of stream `arn`, in one transaction with

@@ -682,40 +682,31 @@ pub struct AccessKeyInfo {
 
 /// Every stored access key.
 pub async fn list_access_keys<S: ItemStore>(store: &S) -> Result<Vec<AccessKeyInfo>, StoreError> {
-    let mut out = Vec::new();
-    let mut start = None;
-    loop {
-        let page = match store
-            .scan(postbox_store::api::ScanInput {
-                table_name: ACCESS_KEYS_TABLE.to_owned(),
-                exclusive_start_key: start.take(),
-                ..Default::default()
-            })
-            .await
-        {
-            Ok(p) => p,
-            Err(StoreError::ResourceNotFound(_)) => return Ok(out),
-            Err(e) => return Err(e),
-        };
-        for item in page.items.unwrap_or_default() {
-            let Some(id) = item.get("key_id").and_then(|v| v.as_s()) else {
-                continue;
-            };
-            out.push(AccessKeyInfo {
-                id: id.to_owned(),
+    let items = match store
+        .scan_all(postbox_store::api::ScanInput {
+            table_name: ACCESS_KEYS_TABLE.to_owned(),
+            ..Default::default()
+        })
+        .await
+    {
+        Ok(items) => items,
+        Err(StoreError::ResourceNotFound(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let text = |item: &postbox_item::Item, name: &str| {
+        item.get(name).and_then(|v| v.as_s()).map(str::to_owned)
+    };
+    Ok(items
+        .iter()
+        .filter_map(|item| {
+            Some(AccessKeyInfo {
+                id: text(item, "key_id")?,
                 admin: matches!(item.get("admin"), Some(AttributeValue::Bool(true))),
-                tenant: item.get("tenant").and_then(|v| v.as_s()).map(str::to_owned),
-                created_at: item
-                    .get("created_at")
-                    .and_then(|v| v.as_s())
-                    .map(str::to_owned),
-            });
-        }
-        match page.last_evaluated_key {
-            Some(k) => start = Some(k),
-            None => return Ok(out),
-        }
-    }
+                tenant: text(item, "tenant"),
+                created_at: text(item, "created_at"),
+            })
+        })
+        .collect())
 }
 
 /// Deletes access key `id`; whether it existed. The next request signed

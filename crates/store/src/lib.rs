@@ -23,6 +23,7 @@ pub use error::StoreError;
 pub use query_only::QueryOnly;
 
 use api::*;
+use postbox_item::Item;
 
 /// Result of a store call.
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -187,6 +188,47 @@ pub trait ItemStore: Send + Sync + 'static {
         async move { Ok(EncodedQueryOutput::from(query.await?)) }
     }
     fn scan(&self, input: ScanInput) -> impl Future<Output = StoreResult<QueryOutput>> + Send;
+    /// Every item Query `input` matches, page after page from its
+    /// ExclusiveStartKey to the last (for results known to be small).
+    fn query_all(&self, input: QueryInput) -> impl Future<Output = StoreResult<Vec<Item>>> + Send {
+        async move {
+            let mut out = Vec::new();
+            let mut start = input.exclusive_start_key.clone();
+            loop {
+                let page = self
+                    .query(QueryInput {
+                        exclusive_start_key: start.take(),
+                        ..input.clone()
+                    })
+                    .await?;
+                out.extend(page.items.unwrap_or_default());
+                match page.last_evaluated_key {
+                    Some(k) => start = Some(k),
+                    None => return Ok(out),
+                }
+            }
+        }
+    }
+    /// Every item Scan `input` finds, page after page (for small tables).
+    fn scan_all(&self, input: ScanInput) -> impl Future<Output = StoreResult<Vec<Item>>> + Send {
+        async move {
+            let mut out = Vec::new();
+            let mut start = input.exclusive_start_key.clone();
+            loop {
+                let page = self
+                    .scan(ScanInput {
+                        exclusive_start_key: start.take(),
+                        ..input.clone()
+                    })
+                    .await?;
+                out.extend(page.items.unwrap_or_default());
+                match page.last_evaluated_key {
+                    Some(k) => start = Some(k),
+                    None => return Ok(out),
+                }
+            }
+        }
+    }
     fn batch_get_item(
         &self,
         input: BatchGetItemInput,

@@ -404,3 +404,35 @@ async fn scan_without_expressions_rejects_placeholder_maps() {
         "ExpressionAttributeValues can only be specified when using expressions",
     );
 }
+
+/// `query_all` and `scan_all` follow LastEvaluatedKey to the last page,
+/// from the request's own ExclusiveStartKey, with its filter applied.
+#[tokio::test]
+async fn query_all_and_scan_all_read_every_page() {
+    use postbox_store::ItemStore;
+    use postbox_store::api::{QueryInput, ScanInput};
+    let s = seeded().await;
+    let query: QueryInput = req_of(json!({
+        "TableName": "tbl", "KeyConditionExpression": "pk = :p",
+        "FilterExpression": "odd = :t", "Limit": 3,
+        "ExpressionAttributeValues": {":p": {"S": "p"}, ":t": {"BOOL": true}}
+    }));
+    let sks = |items: &[Item]| -> Vec<String> {
+        items
+            .iter()
+            .map(|i| i["sk"].as_n().unwrap().to_string())
+            .collect()
+    };
+    let all = s.store.query_all(query.clone()).await.unwrap();
+    assert_eq!(sks(&all), ["1", "3", "5", "7", "9"]);
+    let from_4: QueryInput = QueryInput {
+        exclusive_start_key: Some(item(json!({"pk": {"S": "p"}, "sk": {"N": "4"}}))),
+        ..query
+    };
+    assert_eq!(
+        sks(&s.store.query_all(from_4).await.unwrap()),
+        ["5", "7", "9"]
+    );
+    let scan: ScanInput = req_of(json!({"TableName": "tbl", "Limit": 2}));
+    assert_eq!(s.store.scan_all(scan).await.unwrap().len(), 11);
+}

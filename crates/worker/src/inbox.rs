@@ -401,34 +401,20 @@ impl<S: ItemStore> Inbox<S> {
 
     /// A tenant's dead letters, oldest event first.
     pub async fn dead_letters(&self, tenant: &str) -> WorkerResult<Vec<DeadLetter>> {
-        let mut out = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .store
-                .query(QueryInput {
-                    table_name: self.table.clone(),
-                    key_condition_expression: Some("pk = :pk".into()),
-                    expression_attribute_values: Some(Values::from([(
-                        ":pk".to_owned(),
-                        AttributeValue::S(dead_letter_pk(tenant)),
-                    )])),
-                    exclusive_start_key: start,
-                    consistent_read: Some(true),
-                    ..Default::default()
-                })
-                .await?;
-            out.extend(
-                page.items
-                    .unwrap_or_default()
-                    .iter()
-                    .filter_map(DeadLetter::from_item),
-            );
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(out);
-            }
-        }
+        let items = self
+            .store
+            .query_all(QueryInput {
+                table_name: self.table.clone(),
+                key_condition_expression: Some("pk = :pk".into()),
+                expression_attribute_values: Some(Values::from([(
+                    ":pk".to_owned(),
+                    AttributeValue::S(dead_letter_pk(tenant)),
+                )])),
+                consistent_read: Some(true),
+                ..Default::default()
+            })
+            .await?;
+        Ok(items.iter().filter_map(DeadLetter::from_item).collect())
     }
 
     /// Every poison row, oldest first.

@@ -92,34 +92,20 @@ pub async fn list<S: ItemStore>(
 }
 
 async fn scan_dead_letters<S: ItemStore>(inbox: &Inbox<S>) -> WorkerResult<Vec<DeadLetter>> {
-    let mut out = Vec::new();
-    let mut start = None;
-    loop {
-        let page = inbox
-            .store()
-            .scan(ScanInput {
-                table_name: inbox.table().to_owned(),
-                filter_expression: Some("begins_with(pk, :t) AND contains(pk, :dl)".into()),
-                expression_attribute_values: Some(Values::from([
-                    (":t".to_owned(), AttributeValue::s("TENANT#")),
-                    (":dl".to_owned(), AttributeValue::s("#DEADLETTER")),
-                ])),
-                exclusive_start_key: start,
-                consistent_read: Some(true),
-                ..Default::default()
-            })
-            .await?;
-        out.extend(
-            page.items
-                .unwrap_or_default()
-                .iter()
-                .filter_map(DeadLetter::from_item),
-        );
-        start = page.last_evaluated_key;
-        if start.is_none() {
-            break;
-        }
-    }
+    let items = inbox
+        .store()
+        .scan_all(ScanInput {
+            table_name: inbox.table().to_owned(),
+            filter_expression: Some("begins_with(pk, :t) AND contains(pk, :dl)".into()),
+            expression_attribute_values: Some(Values::from([
+                (":t".to_owned(), AttributeValue::s("TENANT#")),
+                (":dl".to_owned(), AttributeValue::s("#DEADLETTER")),
+            ])),
+            consistent_read: Some(true),
+            ..Default::default()
+        })
+        .await?;
+    let mut out: Vec<DeadLetter> = items.iter().filter_map(DeadLetter::from_item).collect();
     out.sort_by(|a, b| {
         (&a.tenant, a.seq, &a.subscription).cmp(&(&b.tenant, b.seq, &b.subscription))
     });
