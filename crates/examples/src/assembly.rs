@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use postbox_node::{Node, NodeOptions};
@@ -16,19 +15,14 @@ use postbox_store::{ItemStore, StoreError};
 
 use crate::error::ExampleError;
 
-/// Starts a node in `dir` with `options` (its `data` is set to `dir`).
-/// An example's output and report describe one run from scratch, so a
-/// directory that already holds a store is refused.
-pub(crate) async fn start_node(dir: &Path, options: NodeOptions) -> Result<Node, ExampleError> {
-    if dir.join("postbox.redb").exists() {
-        return Err(ExampleError::DirectoryInUse(dir.to_owned()));
+/// Starts a node with `options`. An example's output and report describe
+/// one run from scratch, so a data directory that already holds a store is
+/// refused.
+pub(crate) async fn start_node(options: NodeOptions) -> Result<Node, ExampleError> {
+    if options.data.join("postbox.redb").exists() {
+        return Err(ExampleError::DirectoryInUse(options.data));
     }
-    Node::start(NodeOptions {
-        data: dir.to_owned(),
-        ..options
-    })
-    .await
-    .map_err(ExampleError::Node)
+    Node::start(options).await.map_err(ExampleError::Node)
 }
 
 /// How a table is made.

@@ -136,11 +136,11 @@ fn payments() -> Vec<(&'static str, Payment)> {
 ///
 /// Starts a node (`postbox_node::Node`: the store, the events queue with
 /// its DLQ, the relay with the default events pipe, three worker loops)
-/// whose setup creates the shop table, emits six payments for two tenants, waits until every (event,
-/// subscription) is COMPLETED, delivers one event a second time (as a
-/// relay retry or a DLQ redrive would), then reports per event the four
-/// effects with their counts, the flaky handler's retries and the
-/// reconciliation report.
+/// whose setup creates the shop table, emits six payments for two
+/// tenants, waits until every (event, subscription) is COMPLETED, delivers
+/// one event a second time (as a relay retry or a DLQ redrive would), then
+/// reports per event the four effects with their counts, the flaky
+/// handler's retries and the reconciliation report.
 pub async fn run(
     dir: &Path,
     out: &mut impl std::io::Write,
@@ -153,15 +153,12 @@ pub async fn run(
     }));
     let pipes = RelayConfig::from_toml(PIPES_TOML)
         .map_err(|e| ExampleError::Unexpected(format!("examples/pipes.toml: {e}")))?;
-    let node = assembly::start_node(
-        dir,
-        NodeOptions {
-            pipes: Some(pipes),
-            workers: WORKERS,
-            lease: Duration::from_secs(10),
-            ..NodeOptions::new(dir, catalog(), handlers)
-        },
-    )
+    let node = assembly::start_node(NodeOptions {
+        pipes: Some(pipes),
+        workers: WORKERS,
+        lease: Duration::from_secs(10),
+        ..NodeOptions::new(dir, catalog(), handlers)
+    })
     .await?;
     let (store, queues) = (node.store.clone(), node.queues.clone());
     let shared = Arc::new(store.clone());

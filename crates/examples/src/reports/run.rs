@@ -158,8 +158,7 @@ pub async fn run(dir: &Path, out: &mut impl std::io::Write) -> Result<ReportsRep
             tokio::spawn(async move { runner.run(stop).await })
         },
     ));
-    let node =
-        assembly::start_node(dir, NodeOptions::new(dir, Catalog::default(), handlers)).await?;
+    let node = assembly::start_node(NodeOptions::new(dir, Catalog::default(), handlers)).await?;
     let queues = node.queues.clone();
     let shared = Arc::new(node.store.clone());
     let (stop, stopped) = tokio::sync::watch::channel(false);
