@@ -174,6 +174,17 @@ impl<'t> Tables<'t> {
 
     /// A message's payload bytes, decoded by the caller off the writer thread.
     pub fn payload_bytes(&mut self, id: u64, seq: u64) -> StorageResult<Vec<u8>> {
+        self.with_payload(id, seq, |bytes| Ok(bytes.to_vec()))
+    }
+
+    /// Runs `f` on the stored payload of message `seq` of queue `id`; a
+    /// scheduled message without one is a storage error.
+    fn with_payload<T>(
+        &mut self,
+        id: u64,
+        seq: u64,
+        f: impl FnOnce(&[u8]) -> StorageResult<T>,
+    ) -> StorageResult<T> {
         let bytes = table!(self, payloads, PAYLOADS)
             .get((id, seq))
             .map_err(storage_err)?
@@ -182,7 +193,7 @@ impl<'t> Tables<'t> {
                     "message {seq} of queue {id} is scheduled but has no payload"
                 ))
             })?;
-        Ok(bytes.value().to_vec())
+        f(bytes.value())
     }
 
     pub fn put_state(&mut self, id: u64, seq: u64, s: &MessageState) -> StorageResult<()> {
@@ -196,15 +207,7 @@ impl<'t> Tables<'t> {
     }
 
     pub fn payload(&mut self, id: u64, seq: u64) -> StorageResult<Payload> {
-        let bytes = table!(self, payloads, PAYLOADS)
-            .get((id, seq))
-            .map_err(storage_err)?
-            .ok_or_else(|| {
-                storage_err(format!(
-                    "message {seq} of queue {id} is scheduled but has no payload"
-                ))
-            })?;
-        Payload::decode(bytes.value()).map_err(storage_err)
+        self.with_payload(id, seq, |bytes| Payload::decode(bytes).map_err(storage_err))
     }
 
     pub fn remove_message(&mut self, id: u64, seq: u64) -> StorageResult<()> {

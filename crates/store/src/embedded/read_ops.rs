@@ -149,16 +149,7 @@ pub(crate) fn transact_get_items(
     input: TransactGetItemsInput,
 ) -> Result<TransactGetItemsOutput, StoreError> {
     let n = input.transact_items.len();
-    if n == 0 || n > validate::MAX_TRANSACT_ACTIONS {
-        let bound = if n == 0 {
-            "greater than or equal to 1"
-        } else {
-            "less than or equal to 100"
-        };
-        return Err(StoreError::validation(format!(
-            "1 validation error detected: Value at 'transactItems' failed to satisfy constraint: Member must have length {bound}"
-        )));
-    }
+    validate::transact_items(n)?;
     let mut plans = Vec::with_capacity(n);
     let mut seen = HashSet::new();
     for TransactGetItem { get } in &input.transact_items {

@@ -12,6 +12,22 @@ pub(crate) use postbox_item::MAX_ITEM_SIZE;
 
 /// Most actions in one TransactWriteItems or TransactGetItems.
 pub(crate) const MAX_TRANSACT_ACTIONS: usize = 100;
+
+/// A transaction's item count: 1 to [`MAX_TRANSACT_ACTIONS`], refused in
+/// DynamoDB's words otherwise (TransactGetItems and TransactWriteItems).
+pub(crate) fn transact_items(n: usize) -> Result<(), StoreError> {
+    if (1..=MAX_TRANSACT_ACTIONS).contains(&n) {
+        return Ok(());
+    }
+    let bound = if n == 0 {
+        "greater than or equal to 1"
+    } else {
+        "less than or equal to 100"
+    };
+    Err(StoreError::validation(format!(
+        "1 validation error detected: Value at 'transactItems' failed to satisfy constraint: Member must have length {bound}"
+    )))
+}
 /// Largest TransactWriteItems request, summed over its items.
 pub(crate) const MAX_TRANSACT_BYTES: usize = 4 * 1024 * 1024;
 /// Most keys in one BatchGetItem.
