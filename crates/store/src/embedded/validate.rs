@@ -184,6 +184,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_transaction_holds_1_to_100_items() {
+        assert!(transact_items(1).is_ok() && transact_items(100).is_ok());
+        for (n, bound) in [
+            (0, "greater than or equal to 1"),
+            (101, "less than or equal to 100"),
+        ] {
+            match transact_items(n) {
+                Err(StoreError::Validation(m)) => assert!(m.ends_with(bound), "{m}"),
+                other => panic!("{n} items: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn table_names_follow_dynamodb_rules() {
         assert!(table_name("abc").is_ok());
         assert!(table_name("a_b.c-D9").is_ok());
