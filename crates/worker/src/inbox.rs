@@ -419,9 +419,9 @@ impl<S: ItemStore> Inbox<S> {
 
     /// Every poison row, oldest first.
     pub async fn poison_messages(&self) -> WorkerResult<Vec<Item>> {
-        let page = self
+        let items = self
             .store
-            .query(QueryInput {
+            .query_all(QueryInput {
                 table_name: self.table.clone(),
                 key_condition_expression: Some("pk = :pk".into()),
                 expression_attribute_values: Some(Values::from([(
@@ -432,7 +432,7 @@ impl<S: ItemStore> Inbox<S> {
                 ..Default::default()
             })
             .await?;
-        Ok(page.items.unwrap_or_default())
+        Ok(items)
     }
 
     /// Records a poison message.

@@ -422,3 +422,18 @@ async fn a_claimable_row_missing_fields_is_claimed_and_repaired() {
     assert_eq!(row.lease_token, "t1");
     assert_eq!(inbox.get(&t.key).await.unwrap(), Some(row));
 }
+
+/// The poison rows keep up to 256 KB of each body, so a few of them fill
+/// more than a page of Query: every one is listed (and counted by the
+/// reconciliation report), not the first page's.
+#[tokio::test]
+async fn every_poison_row_is_listed_past_the_first_page() {
+    let (_dir, _store, inbox) = inbox().await;
+    let body = "x".repeat(postbox_worker::poison::MAX_KEPT_BODY);
+    for i in 0..6u64 {
+        let row =
+            postbox_worker::poison::poison_item("q", &format!("m{i}"), &body, "bad", 1_000 + i);
+        inbox.record_poison(row).await.unwrap();
+    }
+    assert_eq!(inbox.poison_messages().await.unwrap().len(), 6);
+}
