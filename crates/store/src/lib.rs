@@ -28,6 +28,24 @@ use postbox_item::Item;
 /// Result of a store call.
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// The items of every page `read` answers, from `start` on: each call is
+/// given the ExclusiveStartKey of the page to read (Query or Scan).
+async fn every_page<F, Fut>(mut start: Option<Item>, mut read: F) -> StoreResult<Vec<Item>>
+where
+    F: FnMut(Option<Item>) -> Fut,
+    Fut: Future<Output = StoreResult<QueryOutput>>,
+{
+    let mut out = Vec::new();
+    loop {
+        let page = read(start.take()).await?;
+        out.extend(page.items.unwrap_or_default());
+        match page.last_evaluated_key {
+            Some(k) => start = Some(k),
+            None => return Ok(out),
+        }
+    }
+}
+
 /// The refusal of an operation a backend does not implement.
 fn unsupported(operation: &str) -> StoreError {
     StoreError::validation(format!("{operation} is not supported by this backend"))
@@ -191,43 +209,23 @@ pub trait ItemStore: Send + Sync + 'static {
     /// Every item Query `input` matches, page after page from its
     /// ExclusiveStartKey to the last (for results known to be small).
     fn query_all(&self, input: QueryInput) -> impl Future<Output = StoreResult<Vec<Item>>> + Send {
-        async move {
-            let mut out = Vec::new();
-            let mut start = input.exclusive_start_key.clone();
-            loop {
-                let page = self
-                    .query(QueryInput {
-                        exclusive_start_key: start.take(),
-                        ..input.clone()
-                    })
-                    .await?;
-                out.extend(page.items.unwrap_or_default());
-                match page.last_evaluated_key {
-                    Some(k) => start = Some(k),
-                    None => return Ok(out),
-                }
-            }
-        }
+        let start = input.exclusive_start_key.clone();
+        every_page(start, move |start| {
+            self.query(QueryInput {
+                exclusive_start_key: start,
+                ..input.clone()
+            })
+        })
     }
     /// Every item Scan `input` finds, page after page (for small tables).
     fn scan_all(&self, input: ScanInput) -> impl Future<Output = StoreResult<Vec<Item>>> + Send {
-        async move {
-            let mut out = Vec::new();
-            let mut start = input.exclusive_start_key.clone();
-            loop {
-                let page = self
-                    .scan(ScanInput {
-                        exclusive_start_key: start.take(),
-                        ..input.clone()
-                    })
-                    .await?;
-                out.extend(page.items.unwrap_or_default());
-                match page.last_evaluated_key {
-                    Some(k) => start = Some(k),
-                    None => return Ok(out),
-                }
-            }
-        }
+        let start = input.exclusive_start_key.clone();
+        every_page(start, move |start| {
+            self.scan(ScanInput {
+                exclusive_start_key: start,
+                ..input.clone()
+            })
+        })
     }
     fn batch_get_item(
         &self,
