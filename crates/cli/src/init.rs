@@ -320,8 +320,7 @@ async fn ensure_fifo_with_dlq(
 ) -> Result<(), String> {
     let (outcome, dlq_arn) = ensure_queue(queues, dlq, &[]).await?;
     println!("queue {dlq}: {outcome}");
-    let policy =
-        format!(r#"{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":{max_receives}}}"#);
+    let policy = postbox_queue::attributes::redrive_policy_text(&dlq_arn, max_receives);
     let (outcome, _) =
         ensure_queue(queues, name, &[(QueueAttributeName::RedrivePolicy, policy)]).await?;
     println!("queue {name}: {outcome}");

@@ -95,10 +95,7 @@ pub(crate) async fn create_fifo_with_dlq(
     queues
         .create_queue(dlq, attrs(&[("FifoQueue", "true".into())]))
         .await?;
-    let policy = format!(
-        r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":{max_receives}}}"#,
-        queues.arn(dlq)
-    );
+    let policy = postbox_queue::attributes::redrive_policy_text(&queues.arn(dlq), max_receives);
     queues
         .create_queue(
             name,

@@ -14,6 +14,7 @@ use postbox_api::{Api, ApiConfig, Sources};
 use postbox_engine::catalog::{ROW_OPS, ROW_PREFIX};
 use postbox_engine::glob::Glob;
 use postbox_engine::{Catalog, Engine, EngineBuilder, Lane};
+use postbox_queue::attributes::redrive_policy_text;
 use postbox_queue::{Queues, QueuesOptions, ShiftedClock};
 use postbox_relay::config::{
     DEFAULT_EVENTS_QUEUE, DEFAULT_ROW_CHANGES_QUEUE, default_row_change_pipes,
@@ -495,10 +496,7 @@ pub async fn create_events_queues(queues: &Queues) -> Result<(), String> {
             .map_err(|e| format!("cannot create the queue {EVENTS_DLQ}: {e}"))?;
     }
     if queues.queue_exists(DEFAULT_EVENTS_QUEUE).is_err() {
-        let policy = format!(
-            r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":{MAX_RECEIVE_COUNT}}}"#,
-            queues.arn(EVENTS_DLQ)
-        );
+        let policy = redrive_policy_text(&queues.arn(EVENTS_DLQ), MAX_RECEIVE_COUNT);
         queues
             .create_queue(DEFAULT_EVENTS_QUEUE, fifo(&[("RedrivePolicy", policy)]))
             .await

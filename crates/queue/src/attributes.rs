@@ -222,8 +222,10 @@ impl QueueConfig {
             }
         }
         if let Some(p) = &self.redrive_policy {
-            let json = serde_json::json!({"deadLetterTargetArn": p.dead_letter_target_arn, "maxReceiveCount": p.max_receive_count});
-            out.insert("RedrivePolicy".to_owned(), json.to_string());
+            out.insert(
+                "RedrivePolicy".to_owned(),
+                redrive_policy_text(&p.dead_letter_target_arn, p.max_receive_count),
+            );
         }
         if let Some(p) = &self.redrive_allow_policy {
             out.insert("RedriveAllowPolicy".to_owned(), p.clone());
@@ -276,6 +278,16 @@ fn one_of(name: &str, value: &str, allowed: &[&str]) -> QueueResult<String> {
             "Invalid value for the parameter {name}."
         )))
     }
+}
+
+/// The RedrivePolicy attribute's value: a message moves to the queue of
+/// `dead_letter_target_arn` after `max_receive_count` receives.
+pub fn redrive_policy_text(dead_letter_target_arn: &str, max_receive_count: u32) -> String {
+    serde_json::json!({
+        "deadLetterTargetArn": dead_letter_target_arn,
+        "maxReceiveCount": max_receive_count,
+    })
+    .to_string()
 }
 
 /// Parses a RedrivePolicy; an empty value removes the policy.
