@@ -105,9 +105,14 @@ impl TableMeta {
         self.indexes.iter().find(|i| i.name == name)
     }
 
+    /// The table's key attributes: its partition key, then its sort key.
+    pub fn key_attributes(&self) -> impl Iterator<Item = &KeyAttribute> {
+        std::iter::once(&self.partition_key).chain(self.sort_key.as_ref())
+    }
+
     /// True when `name` is one of the table's key attributes.
     pub fn is_key_attribute(&self, name: &str) -> bool {
-        self.partition_key.name == name || self.sort_key.as_ref().is_some_and(|sk| sk.name == name)
+        self.key_attributes().any(|k| k.name == name)
     }
 
     /// The stream label: the time the stream was enabled (the creation

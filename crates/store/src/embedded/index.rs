@@ -422,9 +422,8 @@ pub(crate) fn projected_within_limit(indexes: &[IndexMeta]) -> Result<(), StoreE
 /// Every key attribute the table and its indexes use.
 pub(crate) fn key_attribute_names(table: &TableMeta, indexes: &[IndexMeta]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    let table_keys = std::iter::once(&table.partition_key).chain(table.sort_key.as_ref());
     let index_keys = indexes.iter().flat_map(IndexMeta::key_attributes);
-    for k in table_keys.chain(index_keys) {
+    for k in table.key_attributes().chain(index_keys) {
         if !names.contains(&k.name) {
             names.push(k.name.clone());
         }

@@ -97,7 +97,7 @@ pub(crate) fn item_key(meta: &TableMeta, item: &Item) -> Result<Vec<u8>, StoreEr
 /// The key attributes of `item` (which holds them).
 pub(crate) fn key_of(meta: &TableMeta, item: &Item) -> Item {
     let mut key = Item::new();
-    for attr in std::iter::once(&meta.partition_key).chain(meta.sort_key.as_ref()) {
+    for attr in meta.key_attributes() {
         if let Some(v) = item.get(&attr.name) {
             key.insert(attr.name.clone(), v.clone());
         }
