@@ -185,11 +185,7 @@ impl AwsNode {
                 &stop_rx,
             ));
         }
-        let mut router = api.router();
-        if let Some(routes) = app.routes {
-            // Applications' routes answer tenant tokens only, scoped to their tenant.
-            router = router.merge(api.tenant_scoped(routes(engine)));
-        }
+        let router = postbox_node::api_router(&api, app.routes, engine);
         if let Some(background) = app.background {
             workers.push(background(
                 (*store).clone(),

@@ -355,11 +355,7 @@ impl Node {
         };
         let wire_router = postbox_server::app(services);
         let metrics_router = api.metrics_router();
-        let mut api_router = api.router();
-        if let Some(routes) = handlers.routes {
-            // Applications' routes answer tenant tokens only, scoped to their tenant.
-            api_router = api_router.merge(api.tenant_scoped(routes(engine.clone())));
-        }
+        let api_router = api_router(&api, handlers.routes, engine.clone());
         Ok(Node {
             file,
             api_router,
@@ -418,6 +414,24 @@ impl Node {
                 tracing::warn!("the relay is still referenced; its tasks stop with the process")
             }
         }
+    }
+}
+
+/// The API's router with the applications' `routes` (on either backend),
+/// which answer tenant tokens only, scoped to their tenant.
+pub fn api_router<S, Q>(
+    api: &Api<S, Q>,
+    routes: Option<RoutesFn<S>>,
+    engine: Arc<Engine<S>>,
+) -> Router
+where
+    S: postbox_store::ItemStore,
+    Q: postbox_queue::QueueClient,
+{
+    let router = api.router();
+    match routes {
+        Some(routes) => router.merge(api.tenant_scoped(routes(engine))),
+        None => router,
     }
 }
 
