@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use postbox_engine::Catalog;
@@ -124,9 +124,8 @@ impl<W: std::io::Write> Driver<'_, W> {
 /// ([`ExampleError::DirectoryInUse`]), printing what happened to `out`.
 ///
 /// Starts a node whose setup creates the tables and queues, with both
-/// pipes (ReportReady events logged to `dir/report-ready.jsonl`) and one
-/// runner, and serves the API on 127.0.0.1:0; then
-/// shows over HTTP: a job accepted (202), the same Idempotency-Key answered
+/// pipes (ReportReady events logged to `dir/report-ready.jsonl`), then one
+/// runner on it, and serves the API on 127.0.0.1:0; then shows over HTTP: a job accepted (202), the same Idempotency-Key answered
 /// with the same job, the key reused for another branch (409), a bad key,
 /// bad JSON and a bad branch (400), a key whose job expired (404), the jobs
 /// reaching SUCCEEDED, and the ReportReady line logged for each.
@@ -140,28 +139,23 @@ pub async fn run(dir: &Path, out: &mut impl std::io::Write) -> Result<ReportsRep
         })
     }));
     handlers.pipes = Some(pipes_toml(&log));
-    // The runner the node starts, kept for its counters.
-    let started: Arc<Mutex<Option<JobRunner<EmbeddedStore, Queues>>>> = Arc::default();
-    let slot = started.clone();
-    handlers.background = Some(Box::new(
-        move |store: EmbeddedStore, queues: Queues, stop| {
-            let runner = JobRunner::new(
-                Arc::new(store),
-                queues,
-                RunnerOptions {
-                    owner: "report-runner-1".into(),
-                    ..RunnerOptions::default()
-                },
-                fake_report(),
-            );
-            *slot.lock().expect("runner slot") = Some(runner.clone());
-            tokio::spawn(async move { runner.run(stop).await })
-        },
-    ));
     let node = assembly::start_node(NodeOptions::new(dir, Catalog::default(), handlers)).await?;
     let queues = node.queues.clone();
     let shared = Arc::new(node.store.clone());
     let (stop, stopped) = tokio::sync::watch::channel(false);
+    let runner = JobRunner::new(
+        shared.clone(),
+        queues.clone(),
+        RunnerOptions {
+            owner: "report-runner-1".into(),
+            ..RunnerOptions::default()
+        },
+        fake_report(),
+    );
+    let runner_task = {
+        let (runner, stopped) = (runner.clone(), stopped.clone());
+        tokio::spawn(async move { runner.run(stopped).await })
+    };
     let api = ReportsApi::new(shared.clone(), ApiOptions::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -369,6 +363,7 @@ pub async fn run(dir: &Path, out: &mut impl std::io::Write) -> Result<ReportsRep
     )
     .await?;
     let _ = stop.send(true);
+    let _ = runner_task.await;
     match server.await {
         Ok(r) => r?,
         Err(e) => {
@@ -392,12 +387,7 @@ pub async fn run(dir: &Path, out: &mut impl std::io::Write) -> Result<ReportsRep
         jobs,
         ready_lines,
         ready_per_job,
-        runner: started
-            .lock()
-            .expect("runner slot")
-            .as_ref()
-            .map(JobRunner::stats)
-            .unwrap_or_default(),
+        runner: runner.stats(),
     };
     print(&report, &log, out)?;
     Ok(report)
