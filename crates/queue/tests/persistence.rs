@@ -85,6 +85,12 @@ async fn deduplication_ids_of_the_earlier_layout_are_moved_at_open() {
         let (store, queues) = open_at(&path, clock.clone()).await;
         fifo(&queues, "f.fifo").await;
         let s1 = queues.send("f.fifo", grouped("a1", "a")).await.unwrap();
+        // A file of this version has no table of the earlier layout.
+        let earlier = store
+            .submit(|ctx| ctx.transaction().exists(QUEUE_DEDUP))
+            .await
+            .unwrap();
+        assert!(!earlier);
         // Rewrite the file's deduplication rows in the earlier layout.
         let moved = store
             .submit(|ctx| {

@@ -238,6 +238,9 @@ impl<'t> Tables<'t> {
     /// Moves the rows of the table keyed by id (files of earlier
     /// versions) into the table keyed by expiry, and empties it.
     pub fn move_dedup_by_key(&mut self) -> StorageResult<()> {
+        if !self.txn.exists(DEDUP_BY_KEY)? {
+            return Ok(());
+        }
         let mut old = self.txn.open_table(DEDUP_BY_KEY)?;
         let mut rows = Vec::new();
         for row in old.iter().map_err(storage_err)? {

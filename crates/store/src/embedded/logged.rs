@@ -134,6 +134,19 @@ impl<'t> TableOpener<'t> {
             log: self.log,
         })
     }
+
+    /// Whether the file holds table `def`, without creating it as
+    /// [`TableOpener::open_table`] would.
+    pub fn exists<K: Key + 'static, V: Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> Result<bool, StoreError> {
+        Ok(self
+            .txn
+            .list_tables()
+            .map_err(storage_err)?
+            .any(|t| t.name() == def.name()))
+    }
 }
 
 /// A redb table of the batch's transaction whose changes are logged. Reads go
