@@ -34,6 +34,8 @@ pub mod message;
 mod queues;
 pub mod stats;
 mod storage;
+#[cfg(feature = "test-support")]
+pub mod testing;
 
 pub use client::QueueClient;
 pub use clock::ShiftedClock;

@@ -22,15 +22,12 @@ use postbox_item::{AttributeValue, Item};
 use postbox_store::ItemStore;
 use postbox_store::api::*;
 use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore};
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 const PHASE: Duration = Duration::from_secs(2);
 const CONCURRENT: usize = 64;
 
-fn req<T: DeserializeOwned>(v: Value) -> T {
-    serde_json::from_value(v).expect("benchmark requests fit the API types")
-}
+use postbox_store::testing::from_json as req;
 
 /// Latencies of one phase, and how long it ran.
 struct Sample {

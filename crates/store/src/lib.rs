@@ -14,6 +14,8 @@ pub mod faults;
 pub mod legacy;
 mod query_only;
 pub mod tags;
+#[cfg(feature = "test-support")]
+pub mod testing;
 
 use std::future::Future;
 use std::time::Duration;

@@ -3,7 +3,6 @@
 //! calls to it.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use http_body_util::{BodyExt, Full};
@@ -11,7 +10,6 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use postbox_api::{Api, ApiConfig};
 use postbox_engine::{Catalog, Engine};
-use postbox_queue::{Queues, QueuesOptions};
 use postbox_store::ItemStore;
 use postbox_store::api::{CreateTableInput, ScanInput};
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
@@ -55,20 +53,14 @@ pub async fn env_with(catalog: &str) -> Env {
 /// [`env_with`] with what the node adds (pipes, metrics, a pull hub).
 pub async fn env_with_sources(catalog: &str, sources: postbox_api::Sources) -> Env {
     let dir = tempfile::tempdir().unwrap();
-    let store = EmbeddedStore::open(dir.path().join("p.redb"), EmbeddedOptions::default()).unwrap();
-    let queues = Queues::open(store.clone(), QueuesOptions::default())
-        .await
-        .unwrap();
+    let (store, queues) =
+        postbox_queue::testing::open_with(&dir.path().join("p.redb"), EmbeddedOptions::default())
+            .await;
     store
         .create_table(CreateTableInput::keyed_by("orders", "pk"))
         .await
         .unwrap();
-    let mut fifo = BTreeMap::new();
-    fifo.insert("FifoQueue".to_owned(), "true".to_owned());
-    queues
-        .create_queue("postbox-events.fifo", fifo)
-        .await
-        .unwrap();
+    postbox_queue::testing::create_fifo(&queues, "postbox-events.fifo", &[]).await;
     let catalog = Catalog::from_toml(catalog, "test").unwrap();
     let engine = Engine::builder(Arc::new(store.clone()), catalog)
         .local("audit::log", |_e| async move { Ok(()) })

@@ -6,40 +6,20 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 
 use postbox_client::{Credentials, Endpoint, EndpointOptions, RemoteQueues, RemoteStore};
-use postbox_queue::{Queues, QueuesOptions};
+use postbox_queue::Queues;
 use postbox_store::ManualClock;
-use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore};
+use postbox_store::embedded::EmbeddedStore;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-/// Start of the manual clock: 2030-01-01T00:00:00Z in ms.
-pub const T0: u64 = 1_893_456_000_000;
-
-/// An embedded store and its queues on one file.
-pub async fn open_at(path: &Path, clock: Arc<ManualClock>) -> (EmbeddedStore, Queues) {
-    let options = EmbeddedOptions {
-        durability: Durability::NoFsync,
-        clock: clock.clone(),
-        ..EmbeddedOptions::default()
-    };
-    let store = EmbeddedStore::open(path, options).unwrap();
-    let queues = Queues::open(
-        store.clone(),
-        QueuesOptions {
-            clock,
-            ..QueuesOptions::default()
-        },
-    )
-    .await
-    .unwrap();
-    (store, queues)
-}
+#[allow(unused_imports)]
+pub use postbox_queue::testing::{T0, attrs, open_at};
+#[allow(unused_imports)]
+pub use postbox_store::testing::from_json as req;
 
 /// A served store and queues, and a direct pair to compare with.
 pub struct Pair {
@@ -152,16 +132,4 @@ impl Pair {
                 .unwrap();
         }
     }
-}
-
-pub fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-/// A request (or any API type) from its DynamoDB JSON.
-pub fn req<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
-    serde_json::from_value(v).unwrap()
 }

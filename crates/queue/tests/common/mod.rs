@@ -3,41 +3,20 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
-use postbox_queue::{NewMessage, Queues, QueuesOptions, ReceiveOptions, ReceivedMessage};
+use postbox_queue::{NewMessage, Queues, ReceiveOptions, ReceivedMessage};
 use postbox_store::ManualClock;
-use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore};
+use postbox_store::embedded::EmbeddedStore;
 
-/// Start of the manual clock: a plausible "now" in ms.
-pub const T0: u64 = 1_700_000_000_000;
+#[allow(unused_imports)]
+pub use postbox_queue::testing::{T0, attrs, open_at};
 
 pub struct Env {
     pub dir: tempfile::TempDir,
     pub clock: Arc<ManualClock>,
     pub store: EmbeddedStore,
     pub queues: Queues,
-}
-
-pub async fn open_at(path: &Path, clock: Arc<ManualClock>) -> (EmbeddedStore, Queues) {
-    let options = EmbeddedOptions {
-        durability: Durability::NoFsync,
-        clock: clock.clone(),
-        ..EmbeddedOptions::default()
-    };
-    let store = EmbeddedStore::open(path, options).unwrap();
-    let queues = Queues::open(
-        store.clone(),
-        QueuesOptions {
-            clock,
-            ..QueuesOptions::default()
-        },
-    )
-    .await
-    .unwrap();
-    (store, queues)
 }
 
 pub async fn env() -> Env {
@@ -52,18 +31,8 @@ pub async fn env() -> Env {
     }
 }
 
-pub fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
 pub async fn fifo(queues: &Queues, name: &str) {
-    queues
-        .create_queue(name, attrs(&[("FifoQueue", "true")]))
-        .await
-        .unwrap();
+    postbox_queue::testing::create_fifo(queues, name, &[]).await;
 }
 
 pub fn recv(max: i64, visibility: Option<i64>) -> ReceiveOptions {

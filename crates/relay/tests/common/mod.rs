@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use postbox_item::item_from_json;
-use postbox_queue::{Queues, QueuesOptions, ReceiveOptions};
+use postbox_queue::{Queues, ReceiveOptions};
 use postbox_relay::{PipeStats, Relay, RelayConfig, RelayOptions};
 use postbox_store::ItemStore;
 use postbox_store::api::*;
@@ -24,16 +24,8 @@ pub async fn env() -> Env {
 
 pub async fn env_with(options: EmbeddedOptions) -> Env {
     let dir = tempfile::tempdir().unwrap();
-    let store = EmbeddedStore::open(dir.path().join("postbox.redb"), options.clone()).unwrap();
-    let queues = Queues::open(
-        store.clone(),
-        QueuesOptions {
-            clock: options.clock,
-            ..QueuesOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let (store, queues) =
+        postbox_queue::testing::open_with(&dir.path().join("postbox.redb"), options).await;
     Env { dir, store, queues }
 }
 

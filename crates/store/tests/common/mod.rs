@@ -9,48 +9,29 @@ use std::time::Duration;
 use postbox_item::{Item, item_from_json};
 use postbox_store::ManualClock;
 use postbox_store::api::*;
-use postbox_store::embedded::{Durability, EmbeddedOptions, EmbeddedStore};
+use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
 use postbox_store::{ItemStore, StoreResult};
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-/// 2030-01-01T00:00:00Z, the tests' "now".
-pub const NOW_MS: u64 = 1_893_456_000_000;
-
-/// A store on a temporary file; the file lives as long as this.
-pub struct TestStore {
-    pub store: EmbeddedStore,
-    pub clock: Arc<ManualClock>,
-    pub dir: tempfile::TempDir,
-}
-
-impl std::ops::Deref for TestStore {
-    type Target = EmbeddedStore;
-    fn deref(&self) -> &EmbeddedStore {
-        &self.store
-    }
-}
+#[allow(unused_imports)]
+pub use postbox_store::testing::{T0 as NOW_MS, TempStore as TestStore, from_json as req_of};
 
 /// Options for tests: no fsync (speed), a manual clock, a sweeper that only
 /// runs when asked (`sweep_now`).
 pub fn options(clock: Arc<ManualClock>) -> EmbeddedOptions {
+    sweep_when_asked(postbox_store::testing::options(clock))
+}
+
+fn sweep_when_asked(options: EmbeddedOptions) -> EmbeddedOptions {
     EmbeddedOptions {
-        durability: Durability::NoFsync,
-        commit_log: true,
-        cache_bytes: postbox_store::embedded::DEFAULT_CACHE_BYTES,
-        stream_retention: Duration::from_secs(24 * 3600),
         ttl_sweep_interval: Duration::from_secs(3600),
-        clock,
-        recover_truncated: false,
+        ..options
     }
 }
 
 /// A fresh store.
 pub fn open() -> TestStore {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(NOW_MS));
-    let store = EmbeddedStore::open(dir.path().join("store.redb"), options(clock.clone())).unwrap();
-    TestStore { store, clock, dir }
+    TestStore::open_with(sweep_when_asked)
 }
 
 /// A fresh store with table `tbl` keyed by `pk` (S) and, when `sk` is given,
@@ -79,11 +60,6 @@ pub async fn create(
         req["StreamSpecification"] = json!({"StreamEnabled": true, "StreamViewType": view});
     }
     store.create_table(req_of(req)).await.unwrap();
-}
-
-/// A request (or any API type) from its DynamoDB JSON.
-pub fn req_of<T: DeserializeOwned>(v: Value) -> T {
-    serde_json::from_value(v).expect("request JSON fits the API type")
 }
 
 /// An item from DynamoDB JSON.

@@ -4,7 +4,7 @@
 //! dedup id = event id) so these tests do not depend on the relay's loop.
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,12 +12,15 @@ use std::time::Duration;
 use postbox_engine::catalog::Catalog;
 use postbox_engine::{Context, Engine, Envelope, layout};
 use postbox_item::{AttributeValue, Item, item_to_json};
-use postbox_queue::{NewMessage, Queues, QueuesOptions};
+use postbox_queue::{NewMessage, Queues};
 use postbox_store::ItemStore;
 use postbox_store::api::*;
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
 use postbox_store::{Clock, SystemClock};
 use postbox_worker::{Handler, Worker, WorkerOptions};
+
+#[allow(unused_imports)]
+pub use postbox_queue::testing::{attrs, create_fifo};
 
 pub const QUEUE: &str = "postbox-events.fifo";
 pub const DLQ: &str = "postbox-events-dlq.fifo";
@@ -81,35 +84,14 @@ pub async fn open_parts_at(
     clock: Arc<dyn Clock>,
 ) -> (Arc<EmbeddedStore>, Queues, Engine<EmbeddedStore>) {
     let options = EmbeddedOptions {
-        clock: clock.clone(),
+        clock,
         ..EmbeddedOptions::default()
     };
-    let store = EmbeddedStore::open(path.join("postbox.redb"), options).unwrap();
-    let queues = Queues::open(
-        store.clone(),
-        QueuesOptions {
-            clock,
-            ..QueuesOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let (store, queues) = postbox_queue::testing::open_with(&path.join("postbox.redb"), options).await;
     if queues.queue_exists(QUEUE).is_err() {
-        queues
-            .create_queue(DLQ, attrs(&[("FifoQueue", "true")]))
-            .await
-            .unwrap();
-        let policy = format!(
-            r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":10}}"#,
-            queues.arn(DLQ)
-        );
-        queues
-            .create_queue(
-                QUEUE,
-                attrs(&[("FifoQueue", "true"), ("RedrivePolicy", &policy)]),
-            )
-            .await
-            .unwrap();
+        create_fifo(&queues, DLQ, &[]).await;
+        let policy = postbox_queue::attributes::redrive_policy_text(&queues.arn(DLQ), 10);
+        create_fifo(&queues, QUEUE, &[("RedrivePolicy", &policy)]).await;
     }
     let store = Arc::new(store);
     create_effects_table(&store).await;
@@ -118,13 +100,6 @@ pub async fn open_parts_at(
         .await
         .unwrap();
     (store, queues, engine)
-}
-
-pub fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
 }
 
 /// A table keyed by `pk` where handlers record their effects.
