@@ -586,6 +586,7 @@ impl<S: StreamSource> Pipe<S> {
             json: &records[i].json,
             id: &ids[i],
             created_ms: records[i].created_ms,
+            images: None,
         };
         // (message, the record it came from) in record order.
         let mut out: Vec<(QueueMessage, usize)> = Vec::new();

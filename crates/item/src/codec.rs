@@ -665,6 +665,17 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn an_item_serialised_directly_is_the_text_of_its_json_tree(
+            item in proptest::collection::btree_map("[a-e\"\\\\é]{1,2}", value_strategy(), 0..6),
+        ) {
+            let direct = serde_json::to_string(&item).unwrap();
+            let tree = crate::item_to_json(&item).to_string();
+            proptest::prop_assert_eq!(direct, tree);
+        }
+    }
+
     #[test]
     fn repeated_names_and_trailing_bytes() {
         // {"a": S "x", "a": S "yy"}: decode keeps the last; so must the walk

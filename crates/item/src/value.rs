@@ -392,9 +392,50 @@ pub fn item_size(item: &Item) -> usize {
     item.iter().map(|(k, v)| k.len() + v.size()).sum()
 }
 
+/// Written straight to the serializer, the same text as [`AttributeValue::to_json`]
+/// gives without building its tree: an item's images are rendered this way
+/// on the relay's path.
 impl serde::Serialize for AttributeValue {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.to_json().serialize(s)
+        use serde::ser::{SerializeMap, SerializeSeq};
+        struct Base64<'a>(&'a [u8]);
+        impl serde::Serialize for Base64<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&BASE64.encode(self.0))
+            }
+        }
+        struct Texts<I>(I);
+        impl<I, T> serde::Serialize for Texts<I>
+        where
+            I: Iterator<Item = T> + Clone,
+            T: std::fmt::Display,
+        {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let items = self.0.clone();
+                let mut seq = s.serialize_seq(None)?;
+                for v in items {
+                    seq.serialize_element(&format_args!("{v}"))?;
+                }
+                seq.end()
+            }
+        }
+        let mut map = s.serialize_map(Some(1))?;
+        match self {
+            AttributeValue::S(v) => map.serialize_entry("S", v)?,
+            AttributeValue::N(n) => map.serialize_entry("N", &format_args!("{n}"))?,
+            AttributeValue::B(b) => map.serialize_entry("B", &Base64(b))?,
+            AttributeValue::Bool(b) => map.serialize_entry("BOOL", b)?,
+            AttributeValue::Null => map.serialize_entry("NULL", &true)?,
+            AttributeValue::M(m) => map.serialize_entry("M", m)?,
+            AttributeValue::L(l) => map.serialize_entry("L", l)?,
+            AttributeValue::Ss(set) => map.serialize_entry("SS", set)?,
+            AttributeValue::Ns(set) => map.serialize_entry("NS", &Texts(set.iter()))?,
+            AttributeValue::Bs(set) => {
+                let encoded: Vec<Base64<'_>> = set.iter().map(|b| Base64(b)).collect();
+                map.serialize_entry("BS", &encoded)?
+            }
+        }
+        map.end()
     }
 }
 

@@ -171,13 +171,21 @@ async fn baseline(records: u64) -> f64 {
 }
 
 /// Time to read and plan (to the Pipe's JSON, filter, template) one record,
-/// µs, and of the parts: reading, converting to JSON, planning.
-async fn planning(records: u64) -> (f64, f64, f64) {
+/// µs, and of the parts: reading, converting to JSON, planning. `whole`
+/// converts each record whole and renders from that JSON (the relay before
+/// it projected records); otherwise only what the pipe reads is converted
+/// and whole images are written from the items, as the relay does.
+async fn planning(records: u64, whole: bool) -> (f64, f64, f64) {
+    use postbox_relay::record::{Images, Projection};
     let dir = tempfile::tempdir().unwrap();
     let (store, _queues) = open(dir.path()).await;
     write(&store, 0, records, 1000).await;
     let config = RelayConfig::from_toml(PIPE).unwrap();
     let pipe = &config.pipes[0];
+    let projection = match whole {
+        true => Projection::whole(),
+        false => Projection::of(pipe),
+    };
     let (mut read, mut convert, mut plan) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let mut after = 0;
     loop {
@@ -189,7 +197,7 @@ async fn planning(records: u64) -> (f64, f64, f64) {
         let t = Instant::now();
         let json: Vec<_> = batch
             .iter()
-            .map(|r| postbox_relay::record::to_json("events", r))
+            .map(|r| postbox_relay::record::to_json_projected("events", r, &projection))
             .collect();
         convert += t.elapsed();
         let t = Instant::now();
@@ -199,6 +207,7 @@ async fn planning(records: u64) -> (f64, f64, f64) {
                 json: j,
                 id: &id,
                 created_ms: r.approximate_creation_time_ms,
+                images: (!whole).then(|| Images::of(r)),
             };
             std::hint::black_box(postbox_relay::plan::plan(
                 pipe,
@@ -342,8 +351,12 @@ fn main() {
             "relay     {records} records backlog, median of 3      {rate:>10.0} records/s  ({:.1}x baseline; {cpu:.1} us CPU per record, {writer:.1} of it on the store's writer; {commits} commits; target >= 50000)",
             rate / base
         );
-        let (read, convert, plan) = planning(records.min(20_000)).await;
-        println!("          off the writer, per record: read {read:.1} us, to JSON {convert:.1} us, filter + template {plan:.1} us");
+        let planned = records.min(20_000);
+        let (read, convert, plan) = planning(planned, false).await;
+        let (_, whole_convert, whole_plan) = planning(planned, true).await;
+        println!(
+            "          off the writer, per record: read {read:.1} us, to JSON {convert:.1} us, filter + template {plan:.1} us (records converted whole: {whole_convert:.1} + {whole_plan:.1} us)"
+        );
         let (lags, producer_gap, relay_gap) = lag(10_000, seconds).await;
         println!(
             "lag       10000 records/s for {seconds} s, commit -> enqueue   p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  (target p99 < 10 ms)",

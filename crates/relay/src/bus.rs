@@ -99,6 +99,7 @@ targets = [{ log = "audit.jsonl" }]
             pipe_name: "p",
             record_id: "t#1",
             ingestion_time_ms: 0,
+            images: None,
         };
         let e = event(
             "p",

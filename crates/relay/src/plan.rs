@@ -78,6 +78,10 @@ pub struct RecordView<'a> {
     pub id: &'a str,
     /// Commit time in ms since the epoch.
     pub created_ms: u64,
+    /// The record's images as items, when it was read here: templates
+    /// write a whole image from them, and `json` may then hold only what
+    /// [`crate::record::Projection`] keeps.
+    pub images: Option<crate::record::Images<'a>>,
 }
 
 /// Plans `record` for `pipe` at time `now_ms`.
@@ -101,6 +105,7 @@ pub fn plan(
         pipe_name: &pipe.name,
         record_id: record.id,
         ingestion_time_ms: record.created_ms,
+        images: record.images,
     };
     match deliveries(pipe, buses, record, &cx) {
         Ok(d) => Outcome::Deliver(d),
@@ -235,6 +240,7 @@ pub fn test_record(
         json: record,
         id: &id,
         created_ms,
+        images: None,
     };
     let outcome = plan(pipe, &config.buses, view, created_ms);
     let filtered = matches!(outcome, Outcome::Filtered);
@@ -352,6 +358,7 @@ target = { queue = "jobs.fifo", message_group_id = "<$.dynamodb.NewImage.tenant.
             json: &big,
             id: "jobs#7",
             created_ms: 0,
+            images: None,
         };
         let m = dead_letter(
             "jobs",

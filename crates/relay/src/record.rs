@@ -2,30 +2,40 @@
 //! Streams record in DynamoDB JSON, which is what filters match and input
 //! templates address (`$.dynamodb.NewImage.status.S`).
 
-use postbox_item::item_to_json;
+use std::collections::BTreeSet;
+
+use postbox_item::{Item, item_to_json};
 use postbox_store::api::{EventName, StreamRecord, StreamViewType};
 use serde_json::{Map, Value, json};
+
+use crate::config::{PipeSpec, PipeTarget};
 
 /// The region written into records, as the embedded wire layer does.
 const REGION: &str = "us-east-1";
 
 /// `record` from table `table` in the Pipe's JSON form.
+pub fn to_json(table: &str, record: &StreamRecord) -> Value {
+    to_json_projected(table, record, &Projection::whole())
+}
+
+/// `record` in the Pipe's JSON form with only the image attributes
+/// `projection` keeps: what a pipe's filters and templates read of it.
 ///
 /// Built by moving values into maps rather than with `json!`, which
 /// serialises each interpolated value again (a deep copy of the images):
 /// this conversion is most of the relay's own work per record.
-pub fn to_json(table: &str, record: &StreamRecord) -> Value {
+pub fn to_json_projected(table: &str, record: &StreamRecord, projection: &Projection) -> Value {
     let mut dynamodb = Map::new();
     dynamodb.insert(
         "ApproximateCreationDateTime".into(),
         json!((record.approximate_creation_time_ms / 1000) as f64),
     );
     dynamodb.insert("Keys".into(), item_to_json(&record.keys));
-    if let Some(image) = &record.new_image {
-        dynamodb.insert("NewImage".into(), item_to_json(image));
+    if let Some(image) = projection.new.of(record.new_image.as_ref()) {
+        dynamodb.insert("NewImage".into(), image);
     }
-    if let Some(image) = &record.old_image {
-        dynamodb.insert("OldImage".into(), item_to_json(image));
+    if let Some(image) = projection.old.of(record.old_image.as_ref()) {
+        dynamodb.insert("OldImage".into(), image);
     }
     dynamodb.insert(
         "SequenceNumber".into(),
@@ -65,6 +75,113 @@ pub fn to_json(table: &str, record: &StreamRecord) -> Value {
         );
     }
     Value::Object(out)
+}
+
+/// A record's images as items, for templates that insert a whole image:
+/// it is written from the item rather than from the record's JSON.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Images<'a> {
+    /// The item after the change.
+    pub new: Option<&'a Item>,
+    /// The item before it.
+    pub old: Option<&'a Item>,
+}
+
+impl<'a> Images<'a> {
+    /// The images of `record`.
+    pub fn of(record: &'a StreamRecord) -> Images<'a> {
+        Images {
+            new: record.new_image.as_ref(),
+            old: record.old_image.as_ref(),
+        }
+    }
+}
+
+/// Which attributes of a record's images a pipe reads: those its filters
+/// and templates name, each kept whole, so they see exactly what they
+/// would in the whole record. A template that inserts a whole image
+/// (`<$.dynamodb.NewImage>`) does not count: it writes the image from the
+/// item ([`Images`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Projection {
+    new: Part,
+    old: Part,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Part {
+    Whole,
+    Attributes(BTreeSet<String>),
+}
+
+impl Part {
+    /// The JSON of `image` as far as this part keeps it; `None` when the
+    /// pipe reads nothing of it (or there is no image).
+    fn of(&self, image: Option<&Item>) -> Option<Value> {
+        let image = image?;
+        match self {
+            Part::Whole => Some(item_to_json(image)),
+            Part::Attributes(names) if names.is_empty() => None,
+            Part::Attributes(names) => Some(Value::Object(
+                names
+                    .iter()
+                    .filter_map(|n| image.get(n).map(|v| (n.clone(), v.to_json())))
+                    .collect(),
+            )),
+        }
+    }
+}
+
+impl Projection {
+    /// Every attribute of both images.
+    pub fn whole() -> Projection {
+        Projection {
+            new: Part::Whole,
+            old: Part::Whole,
+        }
+    }
+
+    /// What `pipe` reads of a record rendered with its [`Images`]: its
+    /// filters' and templates' paths, and the trace attribute.
+    pub fn of(pipe: &PipeSpec) -> Projection {
+        let mut p = Projection {
+            new: Part::Attributes(BTreeSet::new()),
+            old: Part::Attributes(BTreeSet::new()),
+        };
+        let mut add = |path: &[&str]| p.add(path);
+        for filter in &pipe.filters {
+            filter.visit_paths(&mut add);
+        }
+        pipe.template.visit_record_paths(&mut add);
+        if let PipeTarget::Queue(q) = &pipe.target {
+            for t in [&q.group_id, &q.dedup_id].into_iter().flatten() {
+                t.visit_record_paths(&mut add);
+            }
+        }
+        add(&["dynamodb", "NewImage", postbox_trace::ATTRIBUTE]);
+        p
+    }
+
+    fn add(&mut self, path: &[&str]) {
+        match path {
+            [] | ["dynamodb"] => *self = Projection::whole(),
+            ["dynamodb", side, rest @ ..] => {
+                let part = match *side {
+                    "NewImage" => &mut self.new,
+                    "OldImage" => &mut self.old,
+                    _ => return,
+                };
+                match (part, rest.first()) {
+                    (Part::Whole, _) => {}
+                    (part, None) => *part = Part::Whole,
+                    (Part::Attributes(names), Some(name)) => {
+                        names.insert((*name).to_owned());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 fn view_type(v: StreamViewType) -> &'static str {
@@ -146,6 +263,126 @@ mod tests {
             j["eventSourceARN"],
             "arn:aws:dynamodb:us-east-1:000000000000:table/t/stream/embedded"
         );
+    }
+
+    fn record(name: EventName, new: Option<&[(&str, &str)]>, old: Option<&[(&str, &str)]>) -> StreamRecord {
+        use postbox_item::AttributeValue;
+        let item = |pairs: &[(&str, &str)]| -> Item {
+            let mut item: Item = pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), AttributeValue::s(*v)))
+                .collect();
+            item.insert("n".into(), AttributeValue::n(7));
+            item.insert("l".into(), AttributeValue::L(vec![AttributeValue::Bool(true), AttributeValue::Null]));
+            item
+        };
+        let new_image = new.map(item);
+        let old_image = old.map(item);
+        let pk = new_image.as_ref().or(old_image.as_ref()).unwrap()["pk"].clone();
+        StreamRecord {
+            sequence_number: 9,
+            event_name: name,
+            approximate_creation_time_ms: 1_000,
+            keys: Item::from([("pk".to_owned(), pk)]),
+            new_image,
+            old_image,
+            view_type: StreamViewType::NewAndOldImages,
+            ttl_removal: false,
+            size_bytes: 100,
+        }
+    }
+
+    /// Planning over a projected record with its images gives what
+    /// planning over the whole record gives, for pipes that read images
+    /// in every way a pipe can: whole, by attribute, quoted in a JSON
+    /// template, in filters with `$or`, `exists: false` and prefixes.
+    #[test]
+    fn a_projected_record_plans_as_the_whole_record_does() {
+        let mut config = crate::RelayConfig::from_toml(
+            r##"
+[pipes.whole]
+source = "t"
+target = { queue = "q" }
+
+[pipes.quoted]
+source = "t"
+input_template = '{"image": "<$.dynamodb.NewImage>", "old": <$.dynamodb.OldImage>, "k": "<$.dynamodb.Keys.pk.S>"}'
+target = { queue = "q" }
+
+[pipes.by_attribute]
+source = "t"
+filters = ['{"$or": [{"dynamodb": {"NewImage": {"status": {"S": ["PAID"]}}}}, {"dynamodb": {"OldImage": {"status": {"S": [{"prefix": "PEN"}]}}}}]}']
+input_template = '{"s": <$.dynamodb.NewImage.status>, "n": <$.dynamodb.NewImage.n.N>, "l": <$.dynamodb.NewImage.l>}'
+target = { queue = "q.fifo", message_group_id = "<$.dynamodb.OldImage.tenant.S>" }
+
+[pipes.image_exists]
+source = "t"
+filters = ['{"dynamodb": {"OldImage": [{"exists": false}]}}']
+input_template = '<$.dynamodb.NewImage>'
+target = { queue = "q" }
+"##,
+        )
+        .unwrap();
+        config.pipes.push(crate::config::default_events_pipe("t", "e.fifo"));
+        let records = [
+            record(EventName::Insert, Some(&[("pk", "T#a#EVENT"), ("id", "e1"), ("tenant", "a"), ("status", "PAID")]), None),
+            record(
+                EventName::Modify,
+                Some(&[("pk", "T#a#HEAD"), ("status", "PAID"), ("tenant", "a")]),
+                Some(&[("pk", "T#a#HEAD"), ("status", "PENDING"), ("tenant", "a")]),
+            ),
+            record(EventName::Remove, None, Some(&[("pk", "T#b#EVENT"), ("status", "PENDING")])),
+            record(EventName::Insert, Some(&[("pk", "x\"y"), ("status", "NEW")]), None),
+        ];
+        let mut outcomes = std::collections::BTreeSet::new();
+        for pipe in &config.pipes {
+            let projection = Projection::of(pipe);
+            for r in &records {
+                let whole = to_json("t", r);
+                let projected = to_json_projected("t", r, &projection);
+                let view = |json, images| crate::plan::RecordView {
+                    json,
+                    id: "t#9",
+                    created_ms: 1_000,
+                    images,
+                };
+                let want = crate::plan::plan(pipe, &config.buses, view(&whole, None), 1_000);
+                let got = crate::plan::plan(
+                    pipe,
+                    &config.buses,
+                    view(&projected, Some(Images::of(r))),
+                    1_000,
+                );
+                assert_eq!(got, want, "pipe {} record {:?}", pipe.name, r.keys);
+                outcomes.insert(format!("{want:?}").chars().take(7).collect::<String>());
+            }
+        }
+        // The cases cover delivery, filtering and a failed template.
+        assert_eq!(outcomes.len(), 3, "{outcomes:?}");
+    }
+
+    #[test]
+    fn the_events_pipe_reads_few_attributes_of_a_record() {
+        let pipe = crate::config::default_events_pipe("t", "e.fifo");
+        let head = record(
+            EventName::Modify,
+            Some(&[("pk", "T#a#HEAD"), ("hash", "h2")]),
+            Some(&[("pk", "T#a#HEAD"), ("hash", "h1")]),
+        );
+        let j = to_json_projected("t", &head, &Projection::of(&pipe));
+        let names = |side: &str| -> Vec<String> {
+            j["dynamodb"][side].as_object().unwrap().keys().cloned().collect()
+        };
+        // The filter names the old image's `pk` and the new one's `id`; the
+        // group and deduplication ids its `tenant` and `id`.
+        assert!(names("NewImage").is_empty());
+        assert_eq!(names("OldImage"), ["pk"]);
+        let event = record(EventName::Insert, Some(&[("pk", "T#a#EVENT"), ("id", "e1"), ("tenant", "a")]), None);
+        let j = to_json_projected("t", &event, &Projection::of(&pipe));
+        let new: Vec<_> = j["dynamodb"]["NewImage"].as_object().unwrap().keys().cloned().collect();
+        assert_eq!(new, ["id", "tenant"]);
+        assert!(j["dynamodb"]["Keys"]["pk"]["S"].is_string());
+        assert_eq!(to_json_projected("t", &head, &Projection::whole()), to_json("t", &head));
     }
 
     #[test]

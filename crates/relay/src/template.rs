@@ -20,6 +20,8 @@
 
 use serde_json::Value;
 
+use crate::record::Images;
+
 /// A parsed input template.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Template {
@@ -40,9 +42,18 @@ enum Placeholder {
     Path {
         text: String,
         steps: Vec<Step>,
+        /// `$.dynamodb.NewImage` or `$.dynamodb.OldImage`: written from
+        /// the item when the record's [`Images`] are given.
+        image: Option<Side>,
     },
     PipeName,
     IngestionTime,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Side {
+    New,
+    Old,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -84,6 +95,9 @@ pub struct RenderContext<'a> {
     pub record_id: &'a str,
     /// The record's commit time, milliseconds since the epoch.
     pub ingestion_time_ms: u64,
+    /// The record's images as items, when the record is a stream record
+    /// read here (a whole image is then written from its item).
+    pub images: Option<Images<'a>>,
 }
 
 impl Template {
@@ -146,6 +160,32 @@ impl Template {
         &self.source
     }
 
+    /// Calls `f` with each path the template reads of the record's JSON
+    /// when it is rendered with the record's [`Images`] (a whole image is
+    /// written from its item, so its path is not one of them).
+    pub(crate) fn visit_record_paths(&self, f: &mut dyn FnMut(&[&str])) {
+        for part in &self.parts {
+            if let Part::Placeholder {
+                what:
+                    Placeholder::Path {
+                        steps, image: None, ..
+                    },
+                ..
+            } = part
+            {
+                let indices: Vec<String> = steps
+                    .iter()
+                    .map(|s| match s {
+                        Step::Key(k) => k.clone(),
+                        Step::Index(i) => i.to_string(),
+                    })
+                    .collect();
+                let path: Vec<&str> = indices.iter().map(String::as_str).collect();
+                f(&path);
+            }
+        }
+    }
+
     /// Renders the template over `record`.
     pub fn render(&self, record: &Value, cx: &RenderContext<'_>) -> Result<String, TemplateError> {
         let mut out = String::new();
@@ -153,6 +193,13 @@ impl Template {
             match part {
                 Part::Text(t) => out.push_str(t),
                 Part::Placeholder { what, quoted } => {
+                    if let Some(text) = whole_image(what, cx)? {
+                        match quoted {
+                            true => push_escaped(&mut out, &text),
+                            false => out.push_str(&text),
+                        }
+                        continue;
+                    }
                     let value = resolve(what, record, cx)?;
                     let value = value.as_ref();
                     match (value, *quoted, self.json) {
@@ -176,6 +223,33 @@ impl Template {
     }
 }
 
+/// The JSON text of a whole image placeholder, written from the item when
+/// `cx` has the record's images; `None` for any other placeholder.
+fn whole_image(what: &Placeholder, cx: &RenderContext<'_>) -> Result<Option<String>, TemplateError> {
+    let (
+        Placeholder::Path {
+            text,
+            image: Some(side),
+            ..
+        },
+        Some(images),
+    ) = (what, cx.images)
+    else {
+        return Ok(None);
+    };
+    let item = match side {
+        Side::New => images.new,
+        Side::Old => images.old,
+    };
+    match item {
+        Some(item) => Ok(Some(serde_json::to_string(item).expect("items serialise"))),
+        None => Err(TemplateError::Unresolved {
+            path: text.clone(),
+            record: cx.record_id.to_owned(),
+        }),
+    }
+}
+
 /// The text of a JSON string's content (escaped, without the quotes).
 fn push_escaped(out: &mut String, s: &str) {
     let quoted = serde_json::to_string(s).expect("strings serialise");
@@ -190,6 +264,7 @@ fn placeholder(inner: &str) -> Result<Option<Placeholder>, TemplateError> {
             return Ok(Some(Placeholder::Path {
                 text: "$".to_owned(),
                 steps: Vec::new(),
+                image: None,
             }));
         }
         "aws.pipes.pipe-name" => return Ok(Some(Placeholder::PipeName)),
@@ -204,9 +279,15 @@ fn placeholder(inner: &str) -> Result<Option<Placeholder>, TemplateError> {
     }
     let steps = parse_path(inner)
         .map_err(|why| TemplateError::Invalid(format!("placeholder <{inner}>: {why}")))?;
+    let image = match steps.as_slice() {
+        [Step::Key(a), Step::Key(b)] if a == "dynamodb" && b == "NewImage" => Some(Side::New),
+        [Step::Key(a), Step::Key(b)] if a == "dynamodb" && b == "OldImage" => Some(Side::Old),
+        _ => None,
+    };
     Ok(Some(Placeholder::Path {
         text: inner.to_owned(),
         steps,
+        image,
     }))
 }
 
@@ -251,7 +332,7 @@ fn resolve<'v>(
         Placeholder::IngestionTime => Ok(Cow::Owned(Value::String(crate::record::rfc3339(
             cx.ingestion_time_ms,
         )))),
-        Placeholder::Path { text, steps } => {
+        Placeholder::Path { text, steps, .. } => {
             let mut at = record;
             for step in steps {
                 let next = match step {
@@ -278,6 +359,7 @@ mod tests {
         pipe_name: "jobs",
         record_id: "jobs#7",
         ingestion_time_ms: 0,
+        images: None,
     };
 
     fn check(template: &str, record: Value, want: &str) {

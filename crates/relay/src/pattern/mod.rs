@@ -125,6 +125,30 @@ pub(crate) struct Range {
 }
 
 impl Pattern {
+    /// Calls `f` with the path of every field the pattern reads of a
+    /// document: each leaf, each empty object, in every `$or` alternative.
+    pub(crate) fn visit_paths(&self, f: &mut dyn FnMut(&[&str])) {
+        fn walk<'a>(o: &'a Object, prefix: &mut Vec<&'a str>, f: &mut dyn FnMut(&[&str])) {
+            for (name, field) in &o.fields {
+                prefix.push(name);
+                match field {
+                    Field::Nested(inner) if inner.fields.is_empty() && inner.any_of.is_empty() => {
+                        f(prefix)
+                    }
+                    Field::Nested(inner) => walk(inner, prefix, f),
+                    Field::Leaf(_) => f(prefix),
+                }
+                prefix.pop();
+            }
+            for alternative in &o.any_of {
+                walk(alternative, prefix, f);
+            }
+        }
+        walk(&self.root, &mut Vec::new(), f);
+    }
+}
+
+impl Pattern {
     /// Parses and validates a pattern given as JSON text, returning it with
     /// the warnings that apply to a pipe over a DynamoDB stream.
     pub fn parse(text: &str) -> Result<(Pattern, Vec<PatternWarning>), PatternError> {

@@ -7,27 +7,31 @@
 use std::collections::BTreeMap;
 
 use postbox_store::api::StreamRecord;
-use serde_json::Value;
-
 use crate::config::{PipeSpec, Rule};
 use crate::plan::{Outcome, RecordView, plan};
+use crate::record::{Images, Projection};
 
 /// A record read and planned.
 pub(super) struct Planned {
     pub(super) seq: u64,
     pub(super) id: String,
-    pub(super) json: Value,
     pub(super) created_ms: u64,
     pub(super) outcome: Outcome,
+    /// The record as read, for its dead letter.
+    pub(super) record: StreamRecord,
 }
 
 impl Planned {
-    pub(super) fn view(&self) -> RecordView<'_> {
-        RecordView {
-            json: &self.json,
+    /// The whole record in the Pipe's JSON form (its plan read only what
+    /// the pipe needs), with `json` borrowed by the view handed to `f`.
+    pub(super) fn with_view<T>(&self, table: &str, f: impl FnOnce(RecordView<'_>) -> T) -> T {
+        let json = crate::record::to_json(table, &self.record);
+        f(RecordView {
+            json: &json,
             id: &self.id,
             created_ms: self.created_ms,
-        }
+            images: None,
+        })
     }
 
     /// Whether the record has deliveries (possibly none: a bus event no
@@ -38,22 +42,28 @@ impl Planned {
 }
 
 /// Plans each of `records`, read from `pipe`'s table, at time `now_ms`.
+///
+/// Each record's JSON holds only what the pipe's filters and templates
+/// read of its images ([`Projection`]); a whole image goes into a message
+/// straight from the item.
 pub(super) fn plan_records(
     pipe: &PipeSpec,
     buses: &BTreeMap<String, Vec<Rule>>,
-    records: &[StreamRecord],
+    records: Vec<StreamRecord>,
     now_ms: u64,
 ) -> Vec<Planned> {
     let table = &pipe.table;
+    let projection = Projection::of(pipe);
     records
-        .iter()
+        .into_iter()
         .map(|r| {
-            let json = crate::record::to_json(table, r);
+            let json = crate::record::to_json_projected(table, &r, &projection);
             let id = crate::record::record_id(table, r.sequence_number);
             let view = RecordView {
                 json: &json,
                 id: &id,
                 created_ms: r.approximate_creation_time_ms,
+                images: Some(Images::of(&r)),
             };
             // A record of a traced event: the relay's hop in its trace.
             let traced = postbox_trace::enabled()
@@ -70,9 +80,9 @@ pub(super) fn plan_records(
             Planned {
                 seq: r.sequence_number,
                 id,
-                json,
                 created_ms: r.approximate_creation_time_ms,
                 outcome,
+                record: r,
             }
         })
         .collect()
@@ -114,9 +124,19 @@ pub(super) mod tests {
         Planned {
             seq,
             id: format!("t#{seq}"),
-            json: Value::Null,
             created_ms: 0,
             outcome,
+            record: StreamRecord {
+                sequence_number: seq,
+                event_name: EventName::Insert,
+                approximate_creation_time_ms: 0,
+                keys: Item::from([("pk".to_owned(), AttributeValue::s(format!("k{seq}")))]),
+                new_image: None,
+                old_image: None,
+                view_type: StreamViewType::KeysOnly,
+                ttl_removal: false,
+                size_bytes: 0,
+            },
         }
     }
 
@@ -184,22 +204,26 @@ target = { queue = "q" }
                 size_bytes: 0,
             }
         };
-        let read = [record(7, "PENDING"), record(8, "DONE")];
-        let p = plan_records(pipe, &config.buses, &read, 7_000);
+        let read = vec![record(7, "PENDING"), record(8, "DONE")];
+        let p = plan_records(pipe, &config.buses, read.clone(), 7_000);
         assert_eq!(
             p.iter()
                 .map(|p| (p.seq, p.id.as_str(), p.created_ms))
                 .collect::<Vec<_>>(),
             [(7, "t#7", 7_000), (8, "t#8", 8_000)]
         );
-        assert_eq!(p[0].json["dynamodb"]["NewImage"]["pk"]["S"], "k7");
         let Outcome::Deliver(list) = &p[0].outcome else {
             panic!("{:?}", p[0].outcome)
         };
-        assert!(matches!(&list[..], [Delivery::Queue(m)] if m.queue == "q"));
+        let [Delivery::Queue(m)] = &list[..] else {
+            panic!("{list:?}")
+        };
+        assert_eq!(m.queue, "q");
+        let body: serde_json::Value = serde_json::from_str(&m.message.body).unwrap();
+        assert_eq!(body["dynamodb"]["NewImage"]["pk"]["S"], "k7");
         assert_eq!(p[1].outcome, Outcome::Filtered);
         // Planned a day later, the matching record is too old.
-        let late = plan_records(pipe, &config.buses, &read, 7_000 + 86_400_000 * 2);
+        let late = plan_records(pipe, &config.buses, read, 7_000 + 86_400_000 * 2);
         assert!(matches!(
             late[0].outcome,
             Outcome::Dead(DeadReason::TooOld { .. })

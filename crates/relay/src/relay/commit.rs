@@ -102,17 +102,19 @@ impl Commit {
     }
 
     /// The dead letters of the commit's dead records (`planned` holds the
-    /// records), for dead-letter queue `dlq` of pipe `pipe`, at `now_ms`.
+    /// records, read from `table`), for dead-letter queue `dlq` of pipe
+    /// `pipe`, at `now_ms`.
     pub(super) fn dead_letters(
         &self,
         pipe: &str,
+        table: &str,
         dlq: &str,
         planned: &[Planned],
         now_ms: u64,
     ) -> Vec<QueueMessage> {
         self.dead
             .iter()
-            .map(|(i, r)| dead_letter(pipe, dlq, planned[*i].view(), r, now_ms))
+            .map(|(i, r)| planned[*i].with_view(table, |view| dead_letter(pipe, dlq, view, r, now_ms)))
             .collect()
     }
 
@@ -235,9 +237,9 @@ mod tests {
     #[test]
     fn dead_letters_name_their_record_and_reason() {
         let mut p = round();
-        p[3].json = serde_json::json!({"eventName": "INSERT"});
+        p[3].record.event_name = postbox_store::api::EventName::Remove;
         let c = Commit::of_batch(&p, &[0, 1, 2, 3], 10);
-        let letters = c.dead_letters("pipe", "dlq.fifo", &p, 0);
+        let letters = c.dead_letters("pipe", "t", "dlq.fifo", &p, 0);
         let [letter] = &letters[..] else {
             panic!("{letters:?}")
         };
@@ -246,6 +248,7 @@ mod tests {
         let body: Value = serde_json::from_str(&letter.message.body).unwrap();
         assert_eq!(body["recordId"], "t#14");
         assert_eq!(body["errorCode"], "TemplateError");
-        assert_eq!(body["record"]["eventName"], "INSERT");
+        assert_eq!(body["record"]["eventName"], "REMOVE");
+        assert_eq!(body["record"]["dynamodb"]["Keys"]["pk"]["S"], "k14");
     }
 }

@@ -93,7 +93,7 @@ impl Runner {
     fn transaction(&self, planned: &[Planned], c: &mut Commit, token: u64) -> Transaction {
         let dlq = self.spec.dead_letter_queue.clone();
         let now = self.options.clock.now_ms();
-        let dead = c.dead_letters(&self.spec.name, &dlq, planned, now);
+        let dead = c.dead_letters(&self.spec.name, &self.spec.table, &dlq, planned, now);
         let sends = prepare_sends(&self.queues, std::mem::take(&mut c.sends));
         Transaction {
             fence: Fence {

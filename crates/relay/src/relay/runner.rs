@@ -261,7 +261,7 @@ impl Runner {
         inflight: &mut Option<InFlight>,
     ) -> Result<u64, RelayError> {
         let now = self.options.clock.now_ms();
-        let mut planned = plan_records(&self.spec, &self.buses, &records, now);
+        let mut planned = plan_records(&self.spec, &self.buses, records, now);
         self.counters.read.fetch_add(planned.len() as u64, Relaxed);
         let mut facts = self.facts.take();
         let batches = batches(&planned, self.spec.batch_size);

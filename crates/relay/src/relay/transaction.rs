@@ -192,6 +192,7 @@ fn refused_letters(
                 json: &Value::Null,
                 id: &id,
                 created_ms: 0,
+                images: None,
             };
             dead_letter(pipe, dlq, view, &DeadReason::Delivery(e.clone()), now_ms)
         })
