@@ -176,7 +176,8 @@ async fn baseline(records: u64) -> f64 {
 /// it projected records); otherwise only what the pipe reads is converted
 /// and whole images are written from the items, as the relay does.
 async fn planning(records: u64, whole: bool) -> (f64, f64, f64) {
-    use postbox_relay::record::{Images, Projection};
+    use postbox_relay::record::Projection;
+    use postbox_relay::template::Images;
     let dir = tempfile::tempdir().unwrap();
     let (store, _queues) = open(dir.path()).await;
     write(&store, 0, records, 1000).await;
@@ -184,7 +185,7 @@ async fn planning(records: u64, whole: bool) -> (f64, f64, f64) {
     let pipe = &config.pipes[0];
     let projection = match whole {
         true => Projection::whole(),
-        false => Projection::of(pipe),
+        false => pipe.projection(),
     };
     let (mut read, mut convert, mut plan) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let mut after = 0;

@@ -37,6 +37,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::pattern::Pattern;
+use crate::record::Projection;
 use crate::template::Template;
 
 /// Most filters on one pipe (Pipes' limit).
@@ -335,6 +336,27 @@ impl RelayConfig {
     /// The pipe called `name`.
     pub fn pipe(&self, name: &str) -> Option<&PipeSpec> {
         self.pipes.iter().find(|p| p.name == name)
+    }
+}
+
+impl PipeSpec {
+    /// What this pipe reads of a record rendered with its
+    /// [`Images`](crate::template::Images): its filters' and templates'
+    /// paths, and the trace attribute.
+    pub fn projection(&self) -> Projection {
+        let mut p = Projection::nothing();
+        let mut add = |path: &[&str]| p.add(path);
+        for filter in &self.filters {
+            filter.visit_paths(&mut add);
+        }
+        self.template.visit_record_paths(&mut add);
+        if let PipeTarget::Queue(q) = &self.target {
+            for t in [&q.group_id, &q.dedup_id].into_iter().flatten() {
+                t.visit_record_paths(&mut add);
+            }
+        }
+        add(&["dynamodb", "NewImage", postbox_trace::ATTRIBUTE]);
+        p
     }
 }
 

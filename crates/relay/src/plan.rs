@@ -81,7 +81,7 @@ pub struct RecordView<'a> {
     /// The record's images as items, when it was read here: templates
     /// write a whole image from them, and `json` may then hold only what
     /// [`crate::record::Projection`] keeps.
-    pub images: Option<crate::record::Images<'a>>,
+    pub images: Option<crate::template::Images<'a>>,
 }
 
 /// Plans `record` for `pipe` at time `now_ms`.

@@ -8,8 +8,6 @@ use postbox_item::{Item, item_to_json};
 use postbox_store::api::{EventName, StreamRecord, StreamViewType};
 use serde_json::{Map, Value, json};
 
-use crate::config::{PipeSpec, PipeTarget};
-
 /// The region written into records, as the embedded wire layer does.
 const REGION: &str = "us-east-1";
 
@@ -77,31 +75,11 @@ pub fn to_json_projected(table: &str, record: &StreamRecord, projection: &Projec
     Value::Object(out)
 }
 
-/// A record's images as items, for templates that insert a whole image:
-/// it is written from the item rather than from the record's JSON.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Images<'a> {
-    /// The item after the change.
-    pub new: Option<&'a Item>,
-    /// The item before it.
-    pub old: Option<&'a Item>,
-}
-
-impl<'a> Images<'a> {
-    /// The images of `record`.
-    pub fn of(record: &'a StreamRecord) -> Images<'a> {
-        Images {
-            new: record.new_image.as_ref(),
-            old: record.old_image.as_ref(),
-        }
-    }
-}
-
 /// Which attributes of a record's images a pipe reads: those its filters
 /// and templates name, each kept whole, so they see exactly what they
 /// would in the whole record. A template that inserts a whole image
 /// (`<$.dynamodb.NewImage>`) does not count: it writes the image from the
-/// item ([`Images`]).
+/// item ([`Images`](crate::template::Images)).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Projection {
     new: Part,
@@ -141,28 +119,16 @@ impl Projection {
         }
     }
 
-    /// What `pipe` reads of a record rendered with its [`Images`]: its
-    /// filters' and templates' paths, and the trace attribute.
-    pub fn of(pipe: &PipeSpec) -> Projection {
-        let mut p = Projection {
+    /// Nothing of either image; [`Projection::add`] names what is read.
+    pub(crate) fn nothing() -> Projection {
+        Projection {
             new: Part::Attributes(BTreeSet::new()),
             old: Part::Attributes(BTreeSet::new()),
-        };
-        let mut add = |path: &[&str]| p.add(path);
-        for filter in &pipe.filters {
-            filter.visit_paths(&mut add);
         }
-        pipe.template.visit_record_paths(&mut add);
-        if let PipeTarget::Queue(q) = &pipe.target {
-            for t in [&q.group_id, &q.dedup_id].into_iter().flatten() {
-                t.visit_record_paths(&mut add);
-            }
-        }
-        add(&["dynamodb", "NewImage", postbox_trace::ATTRIBUTE]);
-        p
     }
 
-    fn add(&mut self, path: &[&str]) {
+    /// Keeps what `path` (from the record's root) reads.
+    pub(crate) fn add(&mut self, path: &[&str]) {
         match path {
             [] | ["dynamodb"] => *self = Projection::whole(),
             ["dynamodb", side, rest @ ..] => {
@@ -265,7 +231,11 @@ mod tests {
         );
     }
 
-    fn record(name: EventName, new: Option<&[(&str, &str)]>, old: Option<&[(&str, &str)]>) -> StreamRecord {
+    fn record(
+        name: EventName,
+        new: Option<&[(&str, &str)]>,
+        old: Option<&[(&str, &str)]>,
+    ) -> StreamRecord {
         use postbox_item::AttributeValue;
         let item = |pairs: &[(&str, &str)]| -> Item {
             let mut item: Item = pairs
@@ -273,7 +243,10 @@ mod tests {
                 .map(|(k, v)| ((*k).to_owned(), AttributeValue::s(*v)))
                 .collect();
             item.insert("n".into(), AttributeValue::n(7));
-            item.insert("l".into(), AttributeValue::L(vec![AttributeValue::Bool(true), AttributeValue::Null]));
+            item.insert(
+                "l".into(),
+                AttributeValue::L(vec![AttributeValue::Bool(true), AttributeValue::Null]),
+            );
             item
         };
         let new_image = new.map(item);
@@ -323,20 +296,39 @@ target = { queue = "q" }
 "##,
         )
         .unwrap();
-        config.pipes.push(crate::config::default_events_pipe("t", "e.fifo"));
+        config
+            .pipes
+            .push(crate::config::default_events_pipe("t", "e.fifo"));
         let records = [
-            record(EventName::Insert, Some(&[("pk", "T#a#EVENT"), ("id", "e1"), ("tenant", "a"), ("status", "PAID")]), None),
+            record(
+                EventName::Insert,
+                Some(&[
+                    ("pk", "T#a#EVENT"),
+                    ("id", "e1"),
+                    ("tenant", "a"),
+                    ("status", "PAID"),
+                ]),
+                None,
+            ),
             record(
                 EventName::Modify,
                 Some(&[("pk", "T#a#HEAD"), ("status", "PAID"), ("tenant", "a")]),
                 Some(&[("pk", "T#a#HEAD"), ("status", "PENDING"), ("tenant", "a")]),
             ),
-            record(EventName::Remove, None, Some(&[("pk", "T#b#EVENT"), ("status", "PENDING")])),
-            record(EventName::Insert, Some(&[("pk", "x\"y"), ("status", "NEW")]), None),
+            record(
+                EventName::Remove,
+                None,
+                Some(&[("pk", "T#b#EVENT"), ("status", "PENDING")]),
+            ),
+            record(
+                EventName::Insert,
+                Some(&[("pk", "x\"y"), ("status", "NEW")]),
+                None,
+            ),
         ];
         let mut outcomes = std::collections::BTreeSet::new();
         for pipe in &config.pipes {
-            let projection = Projection::of(pipe);
+            let projection = pipe.projection();
             for r in &records {
                 let whole = to_json("t", r);
                 let projected = to_json_projected("t", r, &projection);
@@ -350,7 +342,7 @@ target = { queue = "q" }
                 let got = crate::plan::plan(
                     pipe,
                     &config.buses,
-                    view(&projected, Some(Images::of(r))),
+                    view(&projected, Some(crate::template::Images::of(r))),
                     1_000,
                 );
                 assert_eq!(got, want, "pipe {} record {:?}", pipe.name, r.keys);
@@ -369,20 +361,37 @@ target = { queue = "q" }
             Some(&[("pk", "T#a#HEAD"), ("hash", "h2")]),
             Some(&[("pk", "T#a#HEAD"), ("hash", "h1")]),
         );
-        let j = to_json_projected("t", &head, &Projection::of(&pipe));
+        let j = to_json_projected("t", &head, &pipe.projection());
         let names = |side: &str| -> Vec<String> {
-            j["dynamodb"][side].as_object().unwrap().keys().cloned().collect()
+            j["dynamodb"][side]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
         };
         // The filter names the old image's `pk` and the new one's `id`; the
         // group and deduplication ids its `tenant` and `id`.
         assert!(names("NewImage").is_empty());
         assert_eq!(names("OldImage"), ["pk"]);
-        let event = record(EventName::Insert, Some(&[("pk", "T#a#EVENT"), ("id", "e1"), ("tenant", "a")]), None);
-        let j = to_json_projected("t", &event, &Projection::of(&pipe));
-        let new: Vec<_> = j["dynamodb"]["NewImage"].as_object().unwrap().keys().cloned().collect();
+        let event = record(
+            EventName::Insert,
+            Some(&[("pk", "T#a#EVENT"), ("id", "e1"), ("tenant", "a")]),
+            None,
+        );
+        let j = to_json_projected("t", &event, &pipe.projection());
+        let new: Vec<_> = j["dynamodb"]["NewImage"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
         assert_eq!(new, ["id", "tenant"]);
         assert!(j["dynamodb"]["Keys"]["pk"]["S"].is_string());
-        assert_eq!(to_json_projected("t", &head, &Projection::whole()), to_json("t", &head));
+        assert_eq!(
+            to_json_projected("t", &head, &Projection::whole()),
+            to_json("t", &head)
+        );
     }
 
     #[test]

@@ -18,9 +18,29 @@
 //!   [`TemplateError::Unresolved`], naming the path and the record. A path
 //!   that resolves to `null` or `""` is that value, not a failure.
 
+use postbox_item::Item;
+use postbox_store::api::StreamRecord;
 use serde_json::Value;
 
-use crate::record::Images;
+/// A record's images as items, for templates that insert a whole image:
+/// it is written from the item rather than from the record's JSON.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Images<'a> {
+    /// The item after the change.
+    pub new: Option<&'a Item>,
+    /// The item before it.
+    pub old: Option<&'a Item>,
+}
+
+impl<'a> Images<'a> {
+    /// The images of `record`.
+    pub fn of(record: &'a StreamRecord) -> Images<'a> {
+        Images {
+            new: record.new_image.as_ref(),
+            old: record.old_image.as_ref(),
+        }
+    }
+}
 
 /// A parsed input template.
 #[derive(Clone, Debug, PartialEq)]
@@ -225,7 +245,10 @@ impl Template {
 
 /// The JSON text of a whole image placeholder, written from the item when
 /// `cx` has the record's images; `None` for any other placeholder.
-fn whole_image(what: &Placeholder, cx: &RenderContext<'_>) -> Result<Option<String>, TemplateError> {
+fn whole_image(
+    what: &Placeholder,
+    cx: &RenderContext<'_>,
+) -> Result<Option<String>, TemplateError> {
     let (
         Placeholder::Path {
             text,

@@ -6,10 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use postbox_store::api::StreamRecord;
 use crate::config::{PipeSpec, Rule};
 use crate::plan::{Outcome, RecordView, plan};
-use crate::record::{Images, Projection};
+use crate::template::Images;
+use postbox_store::api::StreamRecord;
 
 /// A record read and planned.
 pub(super) struct Planned {
@@ -44,7 +44,7 @@ impl Planned {
 /// Plans each of `records`, read from `pipe`'s table, at time `now_ms`.
 ///
 /// Each record's JSON holds only what the pipe's filters and templates
-/// read of its images ([`Projection`]); a whole image goes into a message
+/// read of its images ([`PipeSpec::projection`]); a whole image goes into a message
 /// straight from the item.
 pub(super) fn plan_records(
     pipe: &PipeSpec,
@@ -53,7 +53,7 @@ pub(super) fn plan_records(
     now_ms: u64,
 ) -> Vec<Planned> {
     let table = &pipe.table;
-    let projection = Projection::of(pipe);
+    let projection = pipe.projection();
     records
         .into_iter()
         .map(|r| {

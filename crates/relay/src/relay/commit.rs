@@ -114,7 +114,9 @@ impl Commit {
     ) -> Vec<QueueMessage> {
         self.dead
             .iter()
-            .map(|(i, r)| planned[*i].with_view(table, |view| dead_letter(pipe, dlq, view, r, now_ms)))
+            .map(|(i, r)| {
+                planned[*i].with_view(table, |view| dead_letter(pipe, dlq, view, r, now_ms))
+            })
             .collect()
     }
 
