@@ -62,11 +62,16 @@ mod tests {
         let clock = Arc::new(ManualClock::new(T0));
         let (_store, queues) = open_at(&dir.path().join("q.redb"), clock.clone()).await;
         create_fifo(&queues, "a.fifo", &[("VisibilityTimeout", "7")]).await;
-        let a = queues.queue_attributes("a.fifo", &["All".to_owned()]).unwrap();
+        let a = queues
+            .queue_attributes("a.fifo", &["All".to_owned()])
+            .unwrap();
         assert_eq!(a.get("FifoQueue").map(String::as_str), Some("true"));
         assert_eq!(a.get("VisibilityTimeout").map(String::as_str), Some("7"));
         clock.advance_ms(1_000);
-        queues.send("a.fifo", crate::NewMessage::new("m").group("g").dedup("m")).await.unwrap();
+        queues
+            .send("a.fifo", crate::NewMessage::new("m").group("g").dedup("m"))
+            .await
+            .unwrap();
         let options = crate::ReceiveOptions {
             wait_time_seconds: Some(0),
             ..Default::default()

@@ -42,7 +42,10 @@ impl TempStore {
     pub fn open_with(adjust: impl FnOnce(EmbeddedOptions) -> EmbeddedOptions) -> TempStore {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let clock = Arc::new(ManualClock::new(T0));
-        let store = open_file(&dir.path().join("store.redb"), adjust(options(clock.clone())));
+        let store = open_file(
+            &dir.path().join("store.redb"),
+            adjust(options(clock.clone())),
+        );
         TempStore { store, clock, dir }
     }
 

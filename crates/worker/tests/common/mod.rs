@@ -87,7 +87,8 @@ pub async fn open_parts_at(
         clock,
         ..EmbeddedOptions::default()
     };
-    let (store, queues) = postbox_queue::testing::open_with(&path.join("postbox.redb"), options).await;
+    let (store, queues) =
+        postbox_queue::testing::open_with(&path.join("postbox.redb"), options).await;
     if queues.queue_exists(QUEUE).is_err() {
         create_fifo(&queues, DLQ, &[]).await;
         let policy = postbox_queue::attributes::redrive_policy_text(&queues.arn(DLQ), 10);
