@@ -87,14 +87,20 @@ async fn prepared_off_the_writer_then_sent_inside_it() {
         .unwrap()
         .unwrap();
     assert_eq!(sent.len(), 2);
-    let mut got = bodies(
-        &e.queues
-            .receive("events.fifo", recv(10, None))
-            .await
-            .unwrap(),
-    );
+    let received = e
+        .queues
+        .receive("events.fifo", recv(10, None))
+        .await
+        .unwrap();
+    let mut got = bodies(&received);
     got.sort();
     assert_eq!(got, ["e1", "e2"]);
+    // The answer is the messages' ids.
+    let mut ids: Vec<String> = received.iter().map(|m| m.message_id.clone()).collect();
+    ids.sort();
+    let mut sent = sent;
+    sent.sort();
+    assert_eq!(sent, ids);
     // Validation happens when preparing: one bad message, nothing prepared.
     assert!(matches!(
         e.queues.prepare_send(

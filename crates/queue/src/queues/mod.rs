@@ -201,7 +201,10 @@ impl Queues {
     /// stream checkpoint. All or nothing: if the queue is missing or any
     /// message is invalid, nothing is written and the queue error is
     /// returned. Call it last in the operation (its writes are not staged)
-    /// and do not fail the operation after it returned `Ok(Ok(_))`.
+    /// and do not fail the operation after it returned `Ok(Ok(_))`. The
+    /// answer is each message's id (a repeated FIFO deduplication id answers
+    /// the first message's); the MD5 digests a SendMessage answers with are
+    /// not computed.
     ///
     /// [`Queues::prepare_send`] then [`Queues::send_prepared_in`] do the
     /// same with the validation and encoding off the store's writer.
@@ -210,7 +213,7 @@ impl Queues {
         ctx: &mut WriteContext<'_>,
         queue: &str,
         messages: Vec<crate::message::NewMessage>,
-    ) -> Result<QueueResult<Vec<crate::message::SendResult>>, StoreError> {
+    ) -> Result<QueueResult<Vec<String>>, StoreError> {
         match self.prepare_send(queue, messages) {
             Ok(prepared) => self.send_prepared_in(ctx, prepared),
             Err(e) => Ok(Err(e)),
@@ -226,7 +229,7 @@ impl Queues {
         messages: Vec<crate::message::NewMessage>,
     ) -> QueueResult<PreparedSend> {
         let handle = self.inner.handle(queue)?;
-        let messages = send::prepare(&handle, messages)
+        let messages = send::prepare(&handle, messages, false)
             .into_iter()
             .collect::<QueueResult<Vec<_>>>()?;
         Ok(PreparedSend { handle, messages })
@@ -239,12 +242,18 @@ impl Queues {
         &self,
         ctx: &mut WriteContext<'_>,
         prepared: PreparedSend,
-    ) -> Result<QueueResult<Vec<crate::message::SendResult>>, StoreError> {
+    ) -> Result<QueueResult<Vec<String>>, StoreError> {
         let PreparedSend { handle, messages } = prepared;
         let messages = messages.into_iter().map(Ok).collect();
         let mark = self.inner.store.committed_mark();
-        Ok(send::commit(&self.inner, ctx, &handle, messages, mark)?
-            .map(|results| results.into_iter().map(|r| r.expect("all valid")).collect()))
+        Ok(
+            send::commit(&self.inner, ctx, &handle, messages, mark)?.map(|results| {
+                results
+                    .into_iter()
+                    .map(|r| r.expect("all valid").message_id)
+                    .collect()
+            }),
+        )
     }
 }
 

@@ -49,7 +49,7 @@ impl Queues {
         messages: Vec<NewMessage>,
     ) -> QueueResult<Vec<QueueResult<SendResult>>> {
         let handle = self.inner.handle(queue)?;
-        let prepared = prepare(&handle, messages);
+        let prepared = prepare(&handle, messages, true);
         let inner = self.inner.clone();
         self.inner
             .submit(move |ctx| {
@@ -61,9 +61,12 @@ impl Queues {
 }
 
 /// Validates each message against the queue and builds what will be stored.
+/// With `digests` each answer carries the MD5s SendMessage returns; a send
+/// inside a caller's transaction answers only message ids and skips them.
 pub(crate) fn prepare(
     handle: &QueueHandle,
     messages: Vec<NewMessage>,
+    digests: bool,
 ) -> Vec<QueueResult<Prepared>> {
     let config = handle.lock().record.config.clone();
     messages
@@ -98,9 +101,16 @@ pub(crate) fn prepare(
             let answer = SendResult {
                 message_id: new_message_id(),
                 sequence_number: None,
-                md5_of_body: md5_hex(m.body.as_bytes()),
-                md5_of_attributes: md5_of_attributes(&m.attributes),
-                md5_of_system_attributes: m.trace_header.as_deref().map(md5_of_trace_header),
+                md5_of_body: match digests {
+                    true => md5_hex(m.body.as_bytes()),
+                    false => String::new(),
+                },
+                md5_of_attributes: digests.then(|| md5_of_attributes(&m.attributes)).flatten(),
+                md5_of_system_attributes: m
+                    .trace_header
+                    .as_deref()
+                    .filter(|_| digests)
+                    .map(md5_of_trace_header),
             };
             let payload = Payload {
                 message_id: answer.message_id.clone(),
