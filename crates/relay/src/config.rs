@@ -354,6 +354,10 @@ impl PipeSpec {
             for t in [&q.group_id, &q.dedup_id].into_iter().flatten() {
                 t.visit_record_paths(&mut add);
             }
+            if q.fifo && q.dedup_id.is_none() {
+                // A FIFO message deduplicates on the record's eventID.
+                add(&["eventID"]);
+            }
         }
         add(&["dynamodb", "NewImage", postbox_trace::ATTRIBUTE]);
         p

@@ -24,10 +24,6 @@ pub fn to_json(table: &str, record: &StreamRecord) -> Value {
 /// this conversion is most of the relay's own work per record.
 pub fn to_json_projected(table: &str, record: &StreamRecord, projection: &Projection) -> Value {
     let mut dynamodb = Map::new();
-    dynamodb.insert(
-        "ApproximateCreationDateTime".into(),
-        json!((record.approximate_creation_time_ms / 1000) as f64),
-    );
     dynamodb.insert("Keys".into(), item_to_json(&record.keys));
     if let Some(image) = projection.new.of(record.new_image.as_ref()) {
         dynamodb.insert("NewImage".into(), image);
@@ -35,6 +31,15 @@ pub fn to_json_projected(table: &str, record: &StreamRecord, projection: &Projec
     if let Some(image) = projection.old.of(record.old_image.as_ref()) {
         dynamodb.insert("OldImage".into(), image);
     }
+    if !projection.rest {
+        let mut out = Map::new();
+        out.insert("dynamodb".into(), Value::Object(dynamodb));
+        return Value::Object(out);
+    }
+    dynamodb.insert(
+        "ApproximateCreationDateTime".into(),
+        json!((record.approximate_creation_time_ms / 1000) as f64),
+    );
     dynamodb.insert(
         "SequenceNumber".into(),
         Value::String(format!("{:021}", record.sequence_number)),
@@ -75,15 +80,18 @@ pub fn to_json_projected(table: &str, record: &StreamRecord, projection: &Projec
     Value::Object(out)
 }
 
-/// Which attributes of a record's images a pipe reads: those its filters
-/// and templates name, each kept whole, so they see exactly what they
-/// would in the whole record. A template that inserts a whole image
-/// (`<$.dynamodb.NewImage>`) does not count: it writes the image from the
-/// item ([`Images`](crate::template::Images)).
+/// What of a record a pipe reads: the attributes of its images that its
+/// filters and templates name, each kept whole, and the record's other
+/// fields if any is named (its keys are always there), so they see exactly
+/// what they would in the whole record. A template that inserts a whole
+/// image (`<$.dynamodb.NewImage>`) does not count: it writes the image from
+/// the item ([`Images`](crate::template::Images)).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Projection {
     new: Part,
     old: Part,
+    /// Every field besides `dynamodb.Keys` and the images.
+    rest: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -116,6 +124,7 @@ impl Projection {
         Projection {
             new: Part::Whole,
             old: Part::Whole,
+            rest: true,
         }
     }
 
@@ -124,6 +133,7 @@ impl Projection {
         Projection {
             new: Part::Attributes(BTreeSet::new()),
             old: Part::Attributes(BTreeSet::new()),
+            rest: false,
         }
     }
 
@@ -131,11 +141,15 @@ impl Projection {
     pub(crate) fn add(&mut self, path: &[&str]) {
         match path {
             [] | ["dynamodb"] => *self = Projection::whole(),
+            ["dynamodb", "Keys", ..] => {}
             ["dynamodb", side, rest @ ..] => {
                 let part = match *side {
                     "NewImage" => &mut self.new,
                     "OldImage" => &mut self.old,
-                    _ => return,
+                    _ => {
+                        self.rest = true;
+                        return;
+                    }
                 };
                 match (part, rest.first()) {
                     (Part::Whole, _) => {}
@@ -145,7 +159,7 @@ impl Projection {
                     }
                 }
             }
-            _ => {}
+            _ => self.rest = true,
         }
     }
 }
@@ -288,6 +302,12 @@ filters = ['{"$or": [{"dynamodb": {"NewImage": {"status": {"S": ["PAID"]}}}}, {"
 input_template = '{"s": <$.dynamodb.NewImage.status>, "n": <$.dynamodb.NewImage.n.N>, "l": <$.dynamodb.NewImage.l>}'
 target = { queue = "q.fifo", message_group_id = "<$.dynamodb.OldImage.tenant.S>" }
 
+[pipes.fields]
+source = "t"
+filters = ['{"eventName": ["INSERT", "REMOVE"]}']
+input_template = '{"seq": "<$.dynamodb.SequenceNumber>", "arn": "<$.eventSourceARN>", "new": <$.dynamodb.NewImage>}'
+target = { queue = "q" }
+
 [pipes.image_exists]
 source = "t"
 filters = ['{"dynamodb": {"OldImage": [{"exists": false}]}}']
@@ -388,6 +408,9 @@ target = { queue = "q" }
             .collect();
         assert_eq!(new, ["id", "tenant"]);
         assert!(j["dynamodb"]["Keys"]["pk"]["S"].is_string());
+        // Nothing but the keys and the images: no ids or names to format.
+        let fields: Vec<_> = j.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(fields, ["dynamodb"]);
         assert_eq!(
             to_json_projected("t", &head, &Projection::whole()),
             to_json("t", &head)
