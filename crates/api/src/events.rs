@@ -82,13 +82,56 @@ struct EmitRequest {
     writes: Vec<Value>,
 }
 
+/// An emit's answer, `{"event": ..., "hash": ...}`.
+pub(crate) enum Answer {
+    /// The event this request emitted, written straight from the envelope
+    /// in the bytes a JSON tree of it gives (keys in order), so that no tree
+    /// is built for every emit.
+    New { envelope: Envelope, hash: String },
+    /// The answer of the earlier request with this Idempotency-Key.
+    Earlier(Value),
+}
+
+impl serde::Serialize for Answer {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        /// The envelope's fields in the order of a JSON tree's keys.
+        struct Event<'a>(&'a Envelope);
+        impl serde::Serialize for Event<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let e = self.0;
+                let mut m = s.serialize_map(Some(9))?;
+                m.serialize_entry("actor", &e.actor)?;
+                m.serialize_entry("causation_id", &e.causation_id)?;
+                m.serialize_entry("correlation_id", &e.correlation_id)?;
+                m.serialize_entry("id", &e.id)?;
+                m.serialize_entry("occurred_at", &e.occurred_at)?;
+                m.serialize_entry("payload", &e.payload)?;
+                m.serialize_entry("seq", &e.seq)?;
+                m.serialize_entry("tenant", &e.tenant)?;
+                m.serialize_entry("type", &e.event_type)?;
+                m.end()
+            }
+        }
+        match self {
+            Answer::New { envelope, hash } => {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("event", &Event(envelope))?;
+                m.serialize_entry("hash", hash)?;
+                m.end()
+            }
+            Answer::Earlier(v) => v.serialize(s),
+        }
+    }
+}
+
 /// `POST /v1/events`.
 pub(crate) async fn emit<S: ItemStore, Q: QueueClient>(
     state: State<Api<S, Q>>,
     caller: Caller,
     headers: HeaderMap,
     body: Body,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Answer>), ApiError> {
     let started = std::time::Instant::now();
     // A span only when spans are exported: the emit path stays as cheap
     // as it was otherwise, and a received `traceparent` is kept as it came.
@@ -124,7 +167,7 @@ async fn emit_once<S: ItemStore, Q: QueueClient>(
     headers: HeaderMap,
     body: Body,
     trace: Option<String>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Answer>), ApiError> {
     let tenant = caller.tenant()?.to_owned();
     take_emit_budget(&api, &tenant)?;
     let body = read_body(&api, body).await?;
@@ -167,7 +210,7 @@ async fn emit_once<S: ItemStore, Q: QueueClient>(
     if let Some(pk) = &idem_pk
         && let Some(previous) = remembered(&api, &tenant, pk, &body_hash).await?
     {
-        return Ok((StatusCode::OK, Json(previous)));
+        return Ok((StatusCode::OK, Json(Answer::Earlier(previous))));
     }
     let correlation = header(&headers, "x-correlation-id")?;
     if let Some(c) = &correlation
@@ -206,7 +249,10 @@ async fn emit_once<S: ItemStore, Q: QueueClient>(
     match emitted {
         Ok(e) => Ok((
             StatusCode::CREATED,
-            Json(json!({"event": e.envelope, "hash": e.hash})),
+            Json(Answer::New {
+                envelope: e.envelope,
+                hash: e.hash,
+            }),
         )),
         Err(EmitError::ConditionalCheckFailed { index, .. })
             if idem_pk.is_some() && index == idem_index =>
@@ -215,7 +261,7 @@ async fn emit_once<S: ItemStore, Q: QueueClient>(
             let pk = idem_pk.expect("checked");
             for _ in 0..50 {
                 if let Some(previous) = remembered(&api, &tenant, &pk, &body_hash).await? {
-                    return Ok((StatusCode::OK, Json(previous)));
+                    return Ok((StatusCode::OK, Json(Answer::Earlier(previous))));
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
@@ -688,6 +734,41 @@ impl<S, Q> Drop for StreamSlot<S, Q> {
             if *n == 0 {
                 open.remove(&self.key);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The answer written from the envelope is the text of its JSON tree,
+    /// which the log's pages and the earlier answers are.
+    #[test]
+    fn an_emits_answer_is_the_text_of_its_json_tree() {
+        let mut envelope = Envelope {
+            id: "01JAAAAAAAAAAAAAAAAAAAAAAA".into(),
+            event_type: "ORDER_PLACED".into(),
+            tenant: "acme".into(),
+            seq: 42,
+            correlation_id: "c\"1".into(),
+            causation_id: None,
+            actor: "alice".into(),
+            occurred_at: "2026-12-05T00:00:00.000Z".into(),
+            payload: json!({"z": [1, 2.5, {"b": null, "a": "é\n"}], "a": true}),
+            trace: Some("00-aa-bb-01".into()),
+        };
+        for causation in [None, Some("01JBBBBBBBBBBBBBBBBBBBBBBB".to_owned())] {
+            envelope.causation_id = causation;
+            let hash = "ab".repeat(32);
+            let tree = json!({"event": envelope, "hash": hash}).to_string();
+            let answer = Answer::New {
+                envelope: envelope.clone(),
+                hash,
+            };
+            assert_eq!(serde_json::to_string(&answer).unwrap(), tree);
+            let earlier = Answer::Earlier(serde_json::from_str(&tree).unwrap());
+            assert_eq!(serde_json::to_string(&earlier).unwrap(), tree);
         }
     }
 }
