@@ -73,7 +73,8 @@ pub fn write_string(out: &mut String, s: &str) {
     out.push('"');
     let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
+    while let Some(i) = next_escaped(bytes, start) {
+        let b = bytes[i];
         let esc: Option<&str> = match b {
             b'"' => Some("\\\""),
             b'\\' => Some("\\\\"),
@@ -82,8 +83,7 @@ pub fn write_string(out: &mut String, s: &str) {
             b'\t' => Some("\\t"),
             0x08 => Some("\\b"),
             0x0c => Some("\\f"),
-            0..=0x1f => None,
-            _ => continue,
+            _ => None,
         };
         out.push_str(&s[start..i]);
         match esc {
@@ -99,6 +99,15 @@ pub fn write_string(out: &mut String, s: &str) {
     }
     out.push_str(&s[start..]);
     out.push('"');
+}
+
+/// The first byte from `from` on that a string escapes: a quote, a
+/// backslash or a control character. Runs without one are found at once.
+fn next_escaped(bytes: &[u8], from: usize) -> Option<usize> {
+    let rest = &bytes[from..];
+    let run = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+    let at = rest[..run].iter().position(|&b| b < 0x20).unwrap_or(run);
+    (at < rest.len()).then_some(from + at)
 }
 
 /// Appends a finite double formatted as ECMAScript's `Number::toString`
@@ -246,6 +255,16 @@ mod tests {
             to_canonical_string(&v),
             "{\"a\":3,\"\u{1f600}\":2,\"\u{fb01}\":1}"
         );
+    }
+
+    proptest::proptest! {
+        /// serde_json escapes strings as JSON.stringify does.
+        #[test]
+        fn strings_escape_as_serde_json_does(s in "[a-z\"\\\\\u{0}-\u{1f}\u{7f}é\u{2028}\u{1f600} ]{0,40}") {
+            let mut out = String::new();
+            write_string(&mut out, &s);
+            proptest::prop_assert_eq!(out, serde_json::to_string(&s).unwrap());
+        }
     }
 
     #[test]

@@ -294,8 +294,17 @@ impl Parser<'_> {
                     }
                     start = self.i;
                 }
-                0..=0x1f => return Err(self.err("control character in a string")),
-                _ => self.i += 1,
+                _ => {
+                    // The run up to the next quote or backslash, at once,
+                    // then any control character in it.
+                    let rest = &self.s[self.i..];
+                    let run = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+                    if let Some(at) = rest[..run].iter().position(|&b| b < 0x20) {
+                        self.i += at;
+                        return Err(self.err("control character in a string"));
+                    }
+                    self.i += run;
+                }
             }
         }
     }
@@ -502,6 +511,35 @@ mod tests {
             .is_ok()
         );
         assert!(e.to_string().contains("$.a[1]"), "{e}");
+    }
+
+    proptest::proptest! {
+        /// Any string, written by serde_json, reads back as itself; a
+        /// control character left raw in it is refused where it stands.
+        #[test]
+        fn strings_read_back_and_raw_controls_are_refused(
+            s in "[a-z\"\\\\\u{0}-\u{1f}é\u{1f600} ]{0,40}",
+            cut in 0usize..40,
+        ) {
+            let text = serde_json::to_string(&s).unwrap();
+            proptest::prop_assert_eq!(parse(&text).unwrap(), Value::String(s.clone()));
+            let raw: String = s.chars().filter(|c| !matches!(c, '"' | '\\')).collect();
+            let first_control = raw.bytes().position(|b| b < 0x20);
+            let quoted = format!("\"{raw}\"");
+            match (parse(&quoted), first_control) {
+                (Ok(v), None) => proptest::prop_assert_eq!(v, Value::String(raw.clone())),
+                (Err(e), Some(at)) => {
+                    let want = format!("at byte {}:", at + 1);
+                    proptest::prop_assert!(e.to_string().contains("control character"), "{}", e);
+                    proptest::prop_assert!(e.to_string().contains(&want), "{} lacks {}", e, want);
+                }
+                (got, want) => proptest::prop_assert!(false, "{:?} for control at {:?}", got, want),
+            }
+            let end = cut.min(text.len() - 1);
+            if text.is_char_boundary(end) {
+                proptest::prop_assert!(parse(&text[..end]).is_err());
+            }
+        }
     }
 
     #[test]
