@@ -16,8 +16,8 @@ pub fn to_json(table: &str, record: &StreamRecord) -> Value {
     to_json_projected(table, record, &Projection::whole())
 }
 
-/// `record` in the Pipe's JSON form with only the image attributes
-/// `projection` keeps: what a pipe's filters and templates read of it.
+/// `record` in the Pipe's JSON form with only what `projection` keeps of
+/// it: what a pipe's filters and templates read (its keys always).
 ///
 /// Built by moving values into maps rather than with `json!`, which
 /// serialises each interpolated value again (a deep copy of the images):

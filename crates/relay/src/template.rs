@@ -24,7 +24,7 @@ use serde_json::Value;
 
 /// A record's images as items, for templates that insert a whole image:
 /// it is written from the item rather than from the record's JSON.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct Images<'a> {
     /// The item after the change.
     pub new: Option<&'a Item>,
@@ -193,14 +193,14 @@ impl Template {
                 ..
             } = part
             {
-                let indices: Vec<String> = steps
+                let names: Vec<String> = steps
                     .iter()
                     .map(|s| match s {
                         Step::Key(k) => k.clone(),
                         Step::Index(i) => i.to_string(),
                     })
                     .collect();
-                let path: Vec<&str> = indices.iter().map(String::as_str).collect();
+                let path: Vec<&str> = names.iter().map(String::as_str).collect();
                 f(&path);
             }
         }

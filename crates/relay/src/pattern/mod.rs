@@ -146,9 +146,7 @@ impl Pattern {
         }
         walk(&self.root, &mut Vec::new(), f);
     }
-}
 
-impl Pattern {
     /// Parses and validates a pattern given as JSON text, returning it with
     /// the warnings that apply to a pipe over a DynamoDB stream.
     pub fn parse(text: &str) -> Result<(Pattern, Vec<PatternWarning>), PatternError> {
