@@ -676,6 +676,44 @@ mod tests {
         }
     }
 
+    /// JSON that is an attribute value, or nearly one (wrong types, extra
+    /// or missing tags, bad numbers), nested.
+    fn near_attribute_json() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        use serde_json::{Value as J, json};
+        let leaf = prop_oneof![
+            value_strategy().prop_map(|v| v.to_json()),
+            Just(json!({"S": 5})),
+            Just(json!({"N": "x1"})),
+            Just(json!({"NULL": false})),
+            Just(json!({})),
+            Just(json!({"S": "a", "N": "1"})),
+            Just(json!({"Q": "a"})),
+            Just(json!("bare")),
+            Just(json!({"M": [1]})),
+            Just(json!({"L": {"a": 1}})),
+        ];
+        leaf.prop_recursive(3, 16, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(|l| json!({"L": l})),
+                prop::collection::btree_map("[a-c]", inner, 0..3)
+                    .prop_map(|m| json!({"M": J::Object(m.into_iter().collect())})),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn an_attribute_from_owned_json_is_the_one_from_borrowed_json(v in near_attribute_json()) {
+            let borrowed = AttributeValue::from_json(&v);
+            let owned = AttributeValue::from_json_owned(v);
+            proptest::prop_assert_eq!(
+                owned.map_err(|e| e.to_string()),
+                borrowed.map_err(|e| e.to_string())
+            );
+        }
+    }
+
     #[test]
     fn repeated_names_and_trailing_bytes() {
         // {"a": S "x", "a": S "yy"}: decode keeps the last; so must the walk

@@ -149,6 +149,44 @@ impl AttributeValue {
         }
     }
 
+    /// [`AttributeValue::from_json`] of a value the caller gives away: its
+    /// strings (an `S`, and those inside `M` and `L`) are moved, not
+    /// copied. Same answers, same errors.
+    pub fn from_json_owned(v: Value) -> Result<AttributeValue, ItemError> {
+        let Value::Object(mut obj) = v else {
+            return AttributeValue::from_json(&v);
+        };
+        if obj.len() == 1 {
+            match obj.iter().next() {
+                Some((tag, Value::String(_))) if tag == "S" => {
+                    if let Some(Value::String(s)) = obj.remove("S") {
+                        return Ok(AttributeValue::S(s));
+                    }
+                }
+                Some((tag, Value::Object(_))) if tag == "M" => {
+                    if let Some(Value::Object(m)) = obj.remove("M") {
+                        let mut out = BTreeMap::new();
+                        for (k, v) in m {
+                            out.insert(k, AttributeValue::from_json_owned(v)?);
+                        }
+                        return Ok(AttributeValue::M(out));
+                    }
+                }
+                Some((tag, Value::Array(_))) if tag == "L" => {
+                    if let Some(Value::Array(l)) = obj.remove("L") {
+                        return Ok(AttributeValue::L(
+                            l.into_iter()
+                                .map(AttributeValue::from_json_owned)
+                                .collect::<Result<_, _>>()?,
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+        AttributeValue::from_json(&Value::Object(obj))
+    }
+
     /// Parses one value from DynamoDB JSON, with DynamoDB's validation messages.
     pub fn from_json(v: &Value) -> Result<AttributeValue, ItemError> {
         let obj = v.as_object().ok_or_else(|| {
@@ -442,7 +480,7 @@ impl serde::Serialize for AttributeValue {
 impl<'de> serde::Deserialize<'de> for AttributeValue {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<AttributeValue, D::Error> {
         let v = Value::deserialize(d)?;
-        AttributeValue::from_json(&v).map_err(serde::de::Error::custom)
+        AttributeValue::from_json_owned(v).map_err(serde::de::Error::custom)
     }
 }
 
