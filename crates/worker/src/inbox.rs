@@ -401,38 +401,31 @@ impl<S: ItemStore> Inbox<S> {
 
     /// A tenant's dead letters, oldest event first.
     pub async fn dead_letters(&self, tenant: &str) -> WorkerResult<Vec<DeadLetter>> {
-        let items = self
-            .store
-            .query_all(QueryInput {
-                table_name: self.table.clone(),
-                key_condition_expression: Some("pk = :pk".into()),
-                expression_attribute_values: Some(Values::from([(
-                    ":pk".to_owned(),
-                    AttributeValue::S(dead_letter_pk(tenant)),
-                )])),
-                consistent_read: Some(true),
-                ..Default::default()
-            })
-            .await?;
+        let items = self.partition(dead_letter_pk(tenant)).await?;
         Ok(items.iter().filter_map(DeadLetter::from_item).collect())
     }
 
     /// Every poison row, oldest first.
     pub async fn poison_messages(&self) -> WorkerResult<Vec<Item>> {
-        let items = self
+        self.partition(crate::poison::POISON_PK.to_owned()).await
+    }
+
+    /// Every row of the inbox table's partition `pk`, in key order, read
+    /// consistently, page after page.
+    async fn partition(&self, pk: String) -> WorkerResult<Vec<Item>> {
+        Ok(self
             .store
             .query_all(QueryInput {
                 table_name: self.table.clone(),
                 key_condition_expression: Some("pk = :pk".into()),
                 expression_attribute_values: Some(Values::from([(
                     ":pk".to_owned(),
-                    AttributeValue::s(crate::poison::POISON_PK),
+                    AttributeValue::S(pk),
                 )])),
                 consistent_read: Some(true),
                 ..Default::default()
             })
-            .await?;
-        Ok(items)
+            .await?)
     }
 
     /// Records a poison message.
