@@ -176,8 +176,11 @@ async fn run_relay(args: RelayArgs) -> Result<(), String> {
         )
     })?;
     let file = args.data.join("postbox.redb");
-    let store = EmbeddedStore::open(&file, EmbeddedOptions::default())
-        .map_err(|e| format!("cannot open the store {}: {e}", file.display()))?;
+    let store = EmbeddedStore::open(
+        &file,
+        EmbeddedOptions::default().keeping(postbox_queue::tables()),
+    )
+    .map_err(|e| format!("cannot open the store {}: {e}", file.display()))?;
     let queues = Queues::open(store.clone(), QueuesOptions::default())
         .await
         .map_err(|e| format!("cannot open the queues: {e}"))?;

@@ -59,8 +59,11 @@ async fn an_old_event_edited_at_rest_is_reported_by_the_background_verification(
 
     // Event 2 is edited in the file, its hash left as it was.
     {
-        let store =
-            EmbeddedStore::open(data.join("postbox.redb"), EmbeddedOptions::default()).unwrap();
+        let store = EmbeddedStore::open(
+            data.join("postbox.redb"),
+            EmbeddedOptions::default().keeping(postbox_queue::tables()),
+        )
+        .unwrap();
         let key = postbox_engine::layout::key(
             postbox_engine::layout::event_pk("acme"),
             &postbox_engine::layout::seq_sk(2),

@@ -189,7 +189,11 @@ async fn tenants_named_like_key_prefixes_reach_no_one_elses_rows() {
     assert!(exit.success(), "{log}");
 
     // acme's rows in shop: its two payments, each effect applied once.
-    let store = EmbeddedStore::open(data.join("postbox.redb"), EmbeddedOptions::default()).unwrap();
+    let store = EmbeddedStore::open(
+        data.join("postbox.redb"),
+        EmbeddedOptions::default().keeping(postbox_queue::tables()),
+    )
+    .unwrap();
     let rows = store
         .scan(ScanInput {
             table_name: "shop".into(),

@@ -132,7 +132,11 @@ async fn exit_with_parent() {
 /// The owner: store, queues, relay and the wire protocols.
 async fn owner(dir: &Path) {
     let file = dir.join("postbox.redb");
-    let store = EmbeddedStore::open(&file, EmbeddedOptions::default()).expect("open the store");
+    let store = EmbeddedStore::open(
+        &file,
+        EmbeddedOptions::default().keeping(postbox_queue::tables()),
+    )
+    .expect("open the store");
     let queues = Queues::open(store.clone(), QueuesOptions::default())
         .await
         .expect("open the queues");

@@ -20,8 +20,11 @@ struct Server {
 
 async fn serve() -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let store =
-        EmbeddedStore::open(dir.path().join("postbox.redb"), EmbeddedOptions::default()).unwrap();
+    let store = EmbeddedStore::open(
+        dir.path().join("postbox.redb"),
+        EmbeddedOptions::default().keeping(postbox_queue::tables()),
+    )
+    .unwrap();
     let store = Arc::new(store);
     reports::create_tables(&*store).await.unwrap();
     let app = router(ReportsApi::new(store.clone(), ApiOptions::default()));

@@ -25,8 +25,11 @@ struct Env {
 
 async fn env() -> Env {
     let dir = tempfile::tempdir().unwrap();
-    let store =
-        EmbeddedStore::open(dir.path().join("postbox.redb"), EmbeddedOptions::default()).unwrap();
+    let store = EmbeddedStore::open(
+        dir.path().join("postbox.redb"),
+        EmbeddedOptions::default().keeping(postbox_queue::tables()),
+    )
+    .unwrap();
     let queues = Queues::open(store.clone(), QueuesOptions::default())
         .await
         .unwrap();

@@ -194,7 +194,8 @@ impl Node {
             cache_bytes: options.cache_bytes,
             recover_truncated: options.recover_truncated,
             ..EmbeddedOptions::default()
-        };
+        }
+        .keeping(postbox_queue::tables());
         if let Some(clock) = &options.test_clock {
             store_options.clock = clock.clone();
         }

@@ -39,7 +39,7 @@ async fn open(dir: &tempfile::TempDir, durability: Durability, name: &str) -> Qu
     };
     let store = EmbeddedStore::open(
         dir.path().join(format!("{name}-{durability:?}.redb")),
-        options,
+        options.keeping(postbox_queue::tables()),
     )
     .unwrap();
     Queues::open(store, QueuesOptions::default()).await.unwrap()

@@ -7,7 +7,8 @@
 //! Code map:
 //! - [`core`]: the pure scheduling state of one queue (FIFO groups,
 //!   visibility, redrive, retention, deduplication), functions of `now`;
-//! - `storage`: the queue tables in the store's file and their layout;
+//! - `storage`: the queue tables in the store's file, their layout, and
+//!   [`tables`], the set the store is opened with to keep them;
 //! - `queues`: [`Queues`], the async API over core and storage that the wire
 //!   layer and the engine use;
 //! - [`attributes`]: queue attributes, their bounds and defaults;
@@ -46,3 +47,4 @@ pub use message::{
 };
 pub use queues::{MoveTask, MoveTaskStatus, PreparedSend, Queues, QueuesOptions, ReceiveOptions};
 pub use stats::QueueStats;
+pub use storage::tables;

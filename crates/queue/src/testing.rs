@@ -12,11 +12,11 @@ pub use postbox_store::testing::T0;
 
 use crate::{Queues, QueuesOptions};
 
-/// A store opened with `options` at `path`, and its queues on the store's
-/// clock.
+/// A store opened with `options` (and the queues' tables) at `path`, and
+/// its queues on the store's clock.
 pub async fn open_with(path: &Path, options: EmbeddedOptions) -> (EmbeddedStore, Queues) {
     let clock = options.clock.clone();
-    let store = postbox_store::testing::open_file(path, options);
+    let store = postbox_store::testing::open_file(path, options.keeping(crate::tables()));
     let queues = Queues::open(
         store.clone(),
         QueuesOptions {

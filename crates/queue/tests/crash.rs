@@ -50,7 +50,11 @@ fn crash_child() {
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async move {
-        let store = EmbeddedStore::open(&path, EmbeddedOptions::default()).unwrap();
+        let store = EmbeddedStore::open(
+            &path,
+            EmbeddedOptions::default().keeping(postbox_queue::tables()),
+        )
+        .unwrap();
         let queues = Queues::open(store, QueuesOptions::default()).await.unwrap();
         let mut consumers = Vec::new();
         for c in 0..4 {
@@ -90,7 +94,11 @@ fn crash_child() {
 }
 
 async fn fill(path: &Path) {
-    let store = EmbeddedStore::open(path, EmbeddedOptions::default()).unwrap();
+    let store = EmbeddedStore::open(
+        path,
+        EmbeddedOptions::default().keeping(postbox_queue::tables()),
+    )
+    .unwrap();
     let queues = Queues::open(store, QueuesOptions::default()).await.unwrap();
     queues.create_queue("std", attrs(&[])).await.unwrap();
     fifo(&queues, "f.fifo").await;

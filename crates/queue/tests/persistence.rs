@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use postbox_queue::NewMessage;
+use postbox_queue::{NewMessage, Queues, QueuesOptions};
 use postbox_store::ManualClock;
 
 #[tokio::test]
@@ -75,8 +75,12 @@ async fn deleted_and_purged_queues_stay_gone() {
 /// and still expire.
 #[tokio::test]
 async fn deduplication_ids_of_the_earlier_layout_are_moved_at_open() {
-    use postbox_store::embedded::{QUEUE_DEDUP, QUEUE_DEDUP_BY_EXPIRY};
-    use redb::ReadableTable;
+    use redb::{ReadableTable, TableDefinition};
+    // The queues' two layouts of deduplication ids (`storage`).
+    const QUEUE_DEDUP: TableDefinition<(u64, u128), (u64, u64, u128)> =
+        TableDefinition::new("postbox_queue_dedup");
+    const QUEUE_DEDUP_BY_EXPIRY: TableDefinition<(u64, u64, u128), (u64, u128)> =
+        TableDefinition::new("postbox_queue_dedup_by_expiry");
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q.redb");
@@ -136,4 +140,43 @@ async fn deduplication_ids_of_the_earlier_layout_are_moved_at_open() {
     clock.advance_ms(301_000);
     let later = queues.send("f.fifo", grouped("a1", "a")).await.unwrap();
     assert_ne!(later.sequence_number.as_deref(), Some(seq1.as_str()));
+}
+
+/// The queues' tables are theirs, kept in the store's file: the store
+/// replays their changes only when opened with their set. Queues refuse a
+/// store opened without it, and a file that holds queues refuses to open
+/// without it, since its commit log may hold queue changes the store could
+/// not replay.
+#[tokio::test]
+async fn a_file_with_queues_opens_only_with_the_queues_tables() {
+    use postbox_store::embedded::EmbeddedStore;
+    use postbox_store::testing::options;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.redb");
+    let clock = Arc::new(ManualClock::new(T0));
+    {
+        let bare = EmbeddedStore::open(&path, options(clock.clone())).unwrap();
+        let e = Queues::open(bare, QueuesOptions::default())
+            .await
+            .err()
+            .expect("queues on a store without their tables")
+            .to_string();
+        assert!(e.contains("opened without the queues' tables"), "{e}");
+    }
+    {
+        let (_store, queues) = open_at(&path, clock.clone()).await;
+        fifo(&queues, "f.fifo").await;
+        queues.send("f.fifo", grouped("a1", "a")).await.unwrap();
+    }
+    let e = EmbeddedStore::open(&path, options(clock.clone()))
+        .err()
+        .expect("a file with queues opened without their tables")
+        .to_string();
+    assert!(
+        e.contains("holds table postbox_queue_") && e.contains("not opened to keep"),
+        "{e}"
+    );
+    let (_store, queues) = open_at(&path, clock).await;
+    assert_eq!(queues.stats("f.fifo").unwrap().visible, 1);
 }

@@ -42,7 +42,11 @@ async fn send_in(store: &EmbeddedStore, queues: &Queues, queue: &str, body: &str
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_early_receive_waits_for_what_its_messages_were_sent_after() {
     let dir = tempfile::tempdir().unwrap();
-    let store = EmbeddedStore::open(dir.path().join("q.redb"), EmbeddedOptions::default()).unwrap();
+    let store = EmbeddedStore::open(
+        dir.path().join("q.redb"),
+        EmbeddedOptions::default().keeping(postbox_queue::tables()),
+    )
+    .unwrap();
     let queues = Queues::open(store.clone(), QueuesOptions::default())
         .await
         .unwrap();

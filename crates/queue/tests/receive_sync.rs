@@ -18,7 +18,11 @@ use postbox_store::faults::{self, Action};
 
 /// A durable store with a commit log, and a queue holding one message.
 async fn queue_with_one_message(dir: &tempfile::TempDir) -> Queues {
-    let store = EmbeddedStore::open(dir.path().join("q.redb"), EmbeddedOptions::default()).unwrap();
+    let store = EmbeddedStore::open(
+        dir.path().join("q.redb"),
+        EmbeddedOptions::default().keeping(postbox_queue::tables()),
+    )
+    .unwrap();
     let queues = Queues::open(store, QueuesOptions::default()).await.unwrap();
     queues.create_queue("q", common::attrs(&[])).await.unwrap();
     queues.send("q", NewMessage::new("m")).await.unwrap();

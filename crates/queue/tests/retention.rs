@@ -20,7 +20,11 @@ async fn the_sweeper_drops_expired_messages() {
         clock: clock.clone(),
         ..EmbeddedOptions::default()
     };
-    let store = EmbeddedStore::open(dir.path().join("q.redb"), options).unwrap();
+    let store = EmbeddedStore::open(
+        dir.path().join("q.redb"),
+        options.keeping(postbox_queue::tables()),
+    )
+    .unwrap();
     let queues = Queues::open(
         store,
         QueuesOptions {

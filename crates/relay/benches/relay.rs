@@ -71,7 +71,11 @@ async fn open(dir: &std::path::Path) -> (EmbeddedStore, Queues) {
         commit_log,
         ..EmbeddedOptions::default()
     };
-    let store = EmbeddedStore::open(dir.join("postbox.redb"), options).unwrap();
+    let store = EmbeddedStore::open(
+        dir.join("postbox.redb"),
+        options.keeping(postbox_queue::tables()),
+    )
+    .unwrap();
     let queues = Queues::open(store.clone(), QueuesOptions::default())
         .await
         .unwrap();

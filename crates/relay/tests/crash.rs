@@ -52,7 +52,11 @@ fn crash_child() {
     postbox_store::faults::arm_from_env();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async move {
-        let store = EmbeddedStore::open(&path, EmbeddedOptions::default()).unwrap();
+        let store = EmbeddedStore::open(
+            &path,
+            EmbeddedOptions::default().keeping(postbox_queue::tables()),
+        )
+        .unwrap();
         let queues = Queues::open(store.clone(), QueuesOptions::default())
             .await
             .unwrap();
@@ -157,7 +161,11 @@ async fn killed_between_enqueue_and_checkpoint_nothing_is_sent_twice() {
 
 /// A store at `path` with `n` records in `items`.
 async fn seed(path: &std::path::Path, n: usize) {
-    let store = EmbeddedStore::open(path, EmbeddedOptions::default()).unwrap();
+    let store = EmbeddedStore::open(
+        path,
+        EmbeddedOptions::default().keeping(postbox_queue::tables()),
+    )
+    .unwrap();
     create_table(&store, "items").await;
     for n in 0..n {
         put(&store, "items", json!({"pk": {"S": format!("p{n}")}})).await;
@@ -166,7 +174,11 @@ async fn seed(path: &std::path::Path, n: usize) {
 
 /// The store and queues at `path`, after the children are gone.
 async fn open(path: &std::path::Path) -> (EmbeddedStore, Queues) {
-    let store = EmbeddedStore::open(path, EmbeddedOptions::default()).unwrap();
+    let store = EmbeddedStore::open(
+        path,
+        EmbeddedOptions::default().keeping(postbox_queue::tables()),
+    )
+    .unwrap();
     let queues = Queues::open(store.clone(), QueuesOptions::default())
         .await
         .unwrap();

@@ -86,8 +86,11 @@ fn handlers(subs: usize) -> HashMap<String, Handler> {
 
 /// A fresh store (fsync on) with its queues and the effects table.
 async fn open(dir: &tempfile::TempDir) -> (Arc<EmbeddedStore>, Queues) {
-    let store =
-        EmbeddedStore::open(dir.path().join("bench.redb"), EmbeddedOptions::default()).unwrap();
+    let store = EmbeddedStore::open(
+        dir.path().join("bench.redb"),
+        EmbeddedOptions::default().keeping(postbox_queue::tables()),
+    )
+    .unwrap();
     let queues = Queues::open(store.clone(), QueuesOptions::default())
         .await
         .unwrap();

@@ -170,7 +170,17 @@ impl Queues {
     /// Open the queues of a store once and share the handle (it is cheap to
     /// clone): each `Queues` keeps its own in-memory schedule, and two of
     /// them on one store would not see each other's changes.
+    ///
+    /// The store must have been opened with the queues' tables
+    /// ([`crate::tables`]), so that its commit log replays their changes.
     pub async fn open(store: EmbeddedStore, options: QueuesOptions) -> QueueResult<Queues> {
+        if !store.keeps(crate::storage::OWNER) {
+            return Err(QueueError::Storage(
+                "the store was opened without the queues' tables: open it with \
+                 EmbeddedOptions::keeping(postbox_queue::tables())"
+                    .to_owned(),
+            ));
+        }
         let loaded = store.submit(load).await?;
         let registry = loaded
             .into_iter()

@@ -25,8 +25,8 @@ mod codec;
 
 use std::collections::BTreeMap;
 
-use postbox_store::embedded::{LoggedTable as Table, TableOpener};
-use redb::ReadableTable;
+use postbox_store::embedded::{LoggedTable as Table, TableOpener, TableSet};
+use redb::{ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 pub use codec::Payload;
@@ -34,11 +34,40 @@ pub use codec::Payload;
 use crate::attributes::QueueConfig;
 use crate::core::{DedupEntry, DedupKey, MessageState};
 
-// Declared in the store, whose commit log replays every table of the file.
-pub(crate) use postbox_store::embedded::{
-    QUEUE_DEDUP as DEDUP_BY_KEY, QUEUE_DEDUP_BY_EXPIRY as DEDUP, QUEUE_PAYLOADS as PAYLOADS,
-    QUEUE_QUEUES as QUEUES, QUEUE_STATES as STATES, QUEUE_SYSTEM as SYSTEM,
-};
+/// Queue name -> JSON queue record.
+pub(crate) const QUEUES: TableDefinition<&str, &str> = TableDefinition::new("postbox_queue_queues");
+/// Counters of the queues (the next queue id).
+pub(crate) const SYSTEM: TableDefinition<&str, u64> = TableDefinition::new("postbox_queue_system");
+/// (queue id, seq) -> the immutable part of a message.
+pub(crate) const PAYLOADS: TableDefinition<(u64, u64), &[u8]> =
+    TableDefinition::new("postbox_queue_payloads");
+/// (queue id, seq) -> (visible_at, receive_count, first_receive_at, token).
+pub(crate) const STATES: TableDefinition<(u64, u64), (u64, u32, u64, u64)> =
+    TableDefinition::new("postbox_queue_states");
+/// (queue id, dedup key) -> (seq, expires_at, message id): the layout
+/// before [`DEDUP`], read once at open to move its rows.
+pub(crate) const DEDUP_BY_KEY: TableDefinition<(u64, u128), (u64, u64, u128)> =
+    TableDefinition::new("postbox_queue_dedup");
+/// (queue id, expires_at, dedup key) -> (seq, message id).
+pub(crate) const DEDUP: TableDefinition<(u64, u64, u128), (u64, u128)> =
+    TableDefinition::new("postbox_queue_dedup_by_expiry");
+
+/// The owner of the queues' [`TableSet`].
+pub(crate) const OWNER: &str = "postbox_queue";
+
+/// The queues' tables with the codes the store's commit log names them by
+/// (never reused: a log written by an older build must still replay). A
+/// store that holds queues is opened with them:
+/// `EmbeddedOptions::default().keeping(postbox_queue::tables())`.
+pub fn tables() -> TableSet {
+    TableSet::new(OWNER)
+        .table(16, QUEUES)
+        .table(17, SYSTEM)
+        .table(18, PAYLOADS)
+        .table(19, STATES)
+        .table(20, DEDUP_BY_KEY)
+        .table(21, DEDUP)
+}
 
 const NEXT_QUEUE_ID: &str = "next_queue_id";
 

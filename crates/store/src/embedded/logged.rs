@@ -6,16 +6,23 @@
 //! (`wal`) before it commits the redb transaction, so a commit that redb has
 //! not yet written to its file can be redone from the log after a crash.
 //!
-//! A table is named in the log by a one-byte code. The `tables!` list below is the one list
-//! of every table in the store file with its code; the store's own tables and
-//! the ones other modules keep in the file (queues) are all declared in
-//! `tables`, because replaying a change needs the table's key and value types.
+//! A table is named in the log by a one-byte code. The `tables!` list below
+//! gives the store's own tables theirs; a crate that keeps tables of its own
+//! in the file (the queues) declares them with their codes in a [`TableSet`]
+//! that the store is opened with, because replaying a change needs the
+//! table's key and value types. A store refuses to open a file that holds a
+//! table neither it nor one of its sets declares ([`LogTables::check_file`]),
+//! so an opener that forgot a set fails at once, not at the first replay.
 
 use std::borrow::Borrow;
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ops::{Bound, Deref, RangeBounds};
 
-use redb::{AccessGuard, Key, Table, TableDefinition, TableHandle, Value, WriteTransaction};
+use redb::{
+    AccessGuard, Database, Key, ReadableDatabase, Table, TableDefinition, TableHandle, Value,
+    WriteTransaction,
+};
 
 use crate::StoreError;
 
@@ -109,22 +116,28 @@ fn push_bound(buf: &mut Vec<u8>, bound: Bound<&[u8]>) {
 pub struct TableOpener<'t> {
     txn: &'t WriteTransaction,
     log: &'t OpLog,
+    tables: &'t LogTables,
 }
 
 impl<'t> TableOpener<'t> {
-    pub(crate) fn new(txn: &'t WriteTransaction, log: &'t OpLog) -> TableOpener<'t> {
-        TableOpener { txn, log }
+    pub(crate) fn new(
+        txn: &'t WriteTransaction,
+        log: &'t OpLog,
+        tables: &'t LogTables,
+    ) -> TableOpener<'t> {
+        TableOpener { txn, log, tables }
     }
 
-    /// Opens `def`, which must be one of the tables the `tables!` list of
-    /// this module gives a code.
+    /// Opens `def`, which must be one of the store's tables or of the
+    /// [`TableSet`]s it was opened with.
     pub fn open_table<K: Key + 'static, V: Value + 'static>(
         &self,
         def: TableDefinition<K, V>,
     ) -> Result<LoggedTable<'t, K, V>, StoreError> {
-        let code = code_of(def.name()).ok_or_else(|| {
+        let code = self.tables.code_of(def.name()).ok_or_else(|| {
             StoreError::Storage(format!(
-                "table {} is not one the commit log knows; declare it in the store's tables",
+                "table {} is in no table set this store was opened with \
+                 (EmbeddedOptions::tables), so its commit log could not replay it",
                 def.name()
             ))
         })?;
@@ -217,25 +230,25 @@ fn as_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     b.as_ref().map(|v| v.as_slice())
 }
 
-/// Every table of the store file, with the code the commit log names it by.
+/// The store's own tables, with the codes the commit log names them by.
 /// A code is never reused: logs written by an older build must still replay.
 macro_rules! tables {
     ($($code:literal => $def:ident),* $(,)?) => {
-        /// The code and name of every logged table.
-        #[cfg(test)]
-        fn tables() -> Vec<(u8, &'static str)> {
+        /// The code and name of every table of the store's own.
+        fn own_tables() -> Vec<(u8, &'static str)> {
             vec![$(($code, $def.name())),*]
         }
 
-        fn code_of(name: &str) -> Option<u8> {
+        fn own_code_of(name: &str) -> Option<u8> {
             $(if name == $def.name() { return Some($code); })*
             None
         }
 
-        fn replay_op(txn: &WriteTransaction, code: u8, op: &Op<'_>) -> Result<(), StoreError> {
+        /// Applies `op` if `code` is one of the store's own tables.
+        fn replay_own(txn: &WriteTransaction, code: u8, op: &Op<'_>) -> Option<Result<(), StoreError>> {
             match code {
-                $($code => apply(txn, $def, op),)*
-                other => Err(corrupt(format!("it names table code {other}, which no table has"))),
+                $($code => Some(apply(txn, $def, op)),)*
+                _ => None,
             }
         }
     };
@@ -252,12 +265,177 @@ tables! {
     8 => STREAM_IMAGES,
     9 => CLIENT_TOKENS,
     10 => CLIENT_TOKEN_TIMES,
-    16 => QUEUE_QUEUES,
-    17 => QUEUE_SYSTEM,
-    18 => QUEUE_PAYLOADS,
-    19 => QUEUE_STATES,
-    20 => QUEUE_DEDUP,
-    21 => QUEUE_DEDUP_BY_EXPIRY,
+}
+
+/// The first code a [`TableSet`] may give a table; the codes below are the
+/// store's own.
+pub const FIRST_SET_CODE: u8 = 16;
+
+/// Tables a crate above the store keeps in the store file, each with the
+/// one-byte code the commit log names it by. The store is opened with the
+/// sets of every crate that keeps tables in its file
+/// ([`EmbeddedOptions::tables`](super::EmbeddedOptions::tables)), so that
+/// it can replay their changes after a crash. Codes are at least
+/// [`FIRST_SET_CODE`], unique across the sets, and never reused: a log
+/// written by an older build must still replay.
+#[derive(Clone, Debug)]
+pub struct TableSet {
+    owner: &'static str,
+    tables: Vec<SetTable>,
+}
+
+#[derive(Clone)]
+struct SetTable {
+    code: u8,
+    name: String,
+    apply: fn(&WriteTransaction, &str, &Op<'_>) -> Result<(), StoreError>,
+}
+
+impl std::fmt::Debug for SetTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} => {}", self.code, self.name)
+    }
+}
+
+impl TableSet {
+    /// An empty set kept by `owner` (a crate's name, for messages).
+    pub fn new(owner: &'static str) -> TableSet {
+        TableSet {
+            owner,
+            tables: Vec::new(),
+        }
+    }
+
+    /// Declares `def` under `code`.
+    pub fn table<K: Key + 'static, V: Value + 'static>(
+        mut self,
+        code: u8,
+        def: TableDefinition<'static, K, V>,
+    ) -> TableSet {
+        fn apply_named<K: Key + 'static, V: Value + 'static>(
+            txn: &WriteTransaction,
+            name: &str,
+            op: &Op<'_>,
+        ) -> Result<(), StoreError> {
+            apply(txn, TableDefinition::<K, V>::new(name), op)
+        }
+        self.tables.push(SetTable {
+            code,
+            name: def.name().to_owned(),
+            apply: apply_named::<K, V>,
+        });
+        self
+    }
+
+    /// The crate that keeps these tables.
+    pub fn owner(&self) -> &'static str {
+        self.owner
+    }
+}
+
+/// Every table one store's commit log can name: the store's own and those
+/// of the [`TableSet`]s it was opened with.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LogTables {
+    sets: Vec<TableSet>,
+}
+
+impl LogTables {
+    /// The store's own tables and `sets`'; an error when a set's code is
+    /// below [`FIRST_SET_CODE`] or a code or name is declared twice.
+    pub(crate) fn new(sets: &[TableSet]) -> Result<LogTables, StoreError> {
+        let mut codes: HashMap<u8, String> = HashMap::new();
+        let mut names: HashMap<String, String> = HashMap::new();
+        for (code, name) in own_tables() {
+            codes.insert(code, "the store".to_owned());
+            names.insert(name.to_owned(), "the store".to_owned());
+        }
+        for set in sets {
+            let owner = set.owner.to_owned();
+            for t in &set.tables {
+                let invalid = |what: String| {
+                    Err(StoreError::Storage(format!(
+                        "the table set of {} declares {what}",
+                        set.owner
+                    )))
+                };
+                if t.code < FIRST_SET_CODE {
+                    return invalid(format!(
+                        "table {} with code {}, below {FIRST_SET_CODE} (the store's own codes)",
+                        t.name, t.code
+                    ));
+                }
+                if let Some(other) = codes.insert(t.code, owner.clone()) {
+                    return invalid(format!(
+                        "code {} for table {}, which {other} already gives a table",
+                        t.code, t.name
+                    ));
+                }
+                if let Some(other) = names.insert(t.name.clone(), owner.clone()) {
+                    return invalid(format!("table {}, which {other} declares too", t.name));
+                }
+            }
+        }
+        Ok(LogTables {
+            sets: sets.to_vec(),
+        })
+    }
+
+    fn set_tables(&self) -> impl Iterator<Item = &SetTable> {
+        self.sets.iter().flat_map(|s| &s.tables)
+    }
+
+    /// Whether the store was opened with the set `owner` keeps.
+    pub(crate) fn keeps(&self, owner: &str) -> bool {
+        self.sets.iter().any(|s| s.owner == owner)
+    }
+
+    fn code_of(&self, name: &str) -> Option<u8> {
+        own_code_of(name).or_else(|| self.set_tables().find(|t| t.name == name).map(|t| t.code))
+    }
+
+    fn replay_op(&self, txn: &WriteTransaction, code: u8, op: &Op<'_>) -> Result<(), StoreError> {
+        if let Some(done) = replay_own(txn, code, op) {
+            return done;
+        }
+        match self.set_tables().find(|t| t.code == code) {
+            Some(t) => (t.apply)(txn, &t.name, op),
+            None => Err(corrupt(format!(
+                "it names table code {code}, which no table of the store or of its table sets \
+                 has"
+            ))),
+        }
+    }
+
+    /// Applies a batch's changes (as [`decode`] returns them) to `txn`.
+    pub(crate) fn replay(
+        &self,
+        txn: &WriteTransaction,
+        ops: &[(u8, Op<'_>)],
+    ) -> Result<(), StoreError> {
+        for (code, op) in ops {
+            self.replay_op(txn, *code, op)?;
+        }
+        Ok(())
+    }
+
+    /// Refuses a file that holds a table neither the store nor one of its
+    /// sets declares: its commit log could hold changes to it that this
+    /// store cannot replay, and whoever keeps it expects it to be replayed.
+    pub(crate) fn check_file(&self, db: &Database) -> Result<(), StoreError> {
+        let txn = db.begin_read().map_err(storage_err)?;
+        for table in txn.list_tables().map_err(storage_err)? {
+            if self.code_of(table.name()).is_none() {
+                return Err(StoreError::Storage(format!(
+                    "the store file holds table {}, which the store was not opened to keep: \
+                     open it with the table set of the crate that keeps it \
+                     (EmbeddedOptions::tables)",
+                    table.name()
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One decoded change.
@@ -322,14 +500,6 @@ fn take_bound<'a>(bytes: &mut &'a [u8]) -> Result<Bound<&'a [u8]>, StoreError> {
     })
 }
 
-/// Applies a batch's changes (as [`decode`] returns them) to `txn`.
-pub(crate) fn replay(txn: &WriteTransaction, ops: &[(u8, Op<'_>)]) -> Result<(), StoreError> {
-    for (code, op) in ops {
-        replay_op(txn, *code, op)?;
-    }
-    Ok(())
-}
-
 fn apply<K: Key + 'static, V: Value + 'static>(
     txn: &WriteTransaction,
     def: TableDefinition<K, V>,
@@ -358,15 +528,99 @@ mod tests {
     use super::*;
 
     #[test]
-    fn codes_and_names_are_unique() {
-        let tables = tables();
+    fn the_stores_own_codes_are_unique_and_below_the_sets() {
+        let tables = own_tables();
         let codes: std::collections::HashSet<_> = tables.iter().map(|t| t.0).collect();
         let names: std::collections::HashSet<_> = tables.iter().map(|t| t.1).collect();
         assert_eq!(codes.len(), tables.len());
         assert_eq!(names.len(), tables.len());
+        let none = LogTables::new(&[]).unwrap();
         for (code, name) in tables {
-            assert_eq!(code_of(name), Some(code));
+            assert!(code < FIRST_SET_CODE, "{name} has code {code}");
+            assert_eq!(none.code_of(name), Some(code));
         }
+    }
+
+    const EXTRA: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("extra");
+
+    fn extra() -> TableSet {
+        TableSet::new("extra").table(16, EXTRA)
+    }
+
+    fn err(sets: &[TableSet]) -> String {
+        LogTables::new(sets).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_set_is_checked_against_the_stores_tables_and_the_other_sets() {
+        assert_eq!(
+            LogTables::new(&[extra()]).unwrap().code_of("extra"),
+            Some(16)
+        );
+        let low = TableSet::new("low").table(3, TableDefinition::<&str, u64>::new("low"));
+        assert!(err(&[low]).contains("code 3, below 16"), "{}", err(&[]));
+        let same_code = TableSet::new("other").table(16, TableDefinition::<&str, u64>::new("o"));
+        let e = err(&[extra(), same_code]);
+        assert!(
+            e.contains("code 16 for table o, which extra already"),
+            "{e}"
+        );
+        let same_name =
+            TableSet::new("other").table(17, TableDefinition::<&str, &str>::new("meta"));
+        let e = err(&[same_name]);
+        assert!(
+            e.contains("table meta, which the store declares too"),
+            "{e}"
+        );
+        let twice = TableSet::new("other").table(17, TableDefinition::<&str, u64>::new("extra"));
+        let e = err(&[extra(), twice]);
+        assert!(e.contains("table extra, which extra declares too"), "{e}");
+    }
+
+    #[test]
+    fn a_sets_changes_are_logged_and_replay_only_in_a_store_that_keeps_the_set() {
+        let db = redb::Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .unwrap();
+        let kept = LogTables::new(&[extra()]).unwrap();
+        let bare = LogTables::default();
+        let txn = db.begin_write().unwrap();
+        let log = OpLog::new(true);
+        let e = TableOpener::new(&txn, &log, &bare)
+            .open_table(EXTRA)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("table extra is in no table set"), "{e}");
+        {
+            let mut t = TableOpener::new(&txn, &log, &kept)
+                .open_table(EXTRA)
+                .unwrap();
+            t.insert((1, 2), b"x".as_slice()).unwrap();
+        }
+        txn.abort().unwrap();
+        let bytes = log.into_bytes();
+        let ops = decode(&bytes).unwrap();
+        assert!(matches!(ops[..], [(16, Op::Put(_, b"x"))]), "{ops:?}");
+
+        let txn = db.begin_write().unwrap();
+        let e = bare.replay(&txn, &ops).unwrap_err().to_string();
+        assert!(e.contains("table code 16"), "{e}");
+        txn.abort().unwrap();
+        assert!(bare.check_file(&db).is_ok(), "nothing was written");
+
+        let txn = db.begin_write().unwrap();
+        kept.replay(&txn, &ops).unwrap();
+        txn.commit().unwrap();
+        let read = db.begin_read().unwrap();
+        let t = read.open_table(EXTRA).unwrap();
+        assert_eq!(t.get((1, 2)).unwrap().unwrap().value(), b"x");
+        assert!(kept.check_file(&db).is_ok());
+        let e = bare.check_file(&db).unwrap_err().to_string();
+        assert!(
+            e.contains("holds table extra, which the store was not opened to keep"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -105,10 +105,8 @@ use catalog::{Catalog, TableMeta as Meta};
 pub use catalog::{Counts, KeyAttribute, TableMeta};
 pub use context::WriteContext;
 pub use index::IndexMeta;
-pub use logged::{LoggedTable, TableOpener};
-pub use tables::{
-    QUEUE_DEDUP, QUEUE_DEDUP_BY_EXPIRY, QUEUE_PAYLOADS, QUEUE_QUEUES, QUEUE_STATES, QUEUE_SYSTEM,
-};
+use logged::LogTables;
+pub use logged::{FIRST_SET_CODE, LoggedTable, TableOpener, TableSet};
 use writer::Writer;
 
 /// Whether a commit waits for the disk.
@@ -163,6 +161,22 @@ pub struct EmbeddedOptions {
     /// is refused with an error naming the file and the position, and
     /// changes nothing.
     pub recover_truncated: bool,
+    /// The tables other crates keep in the file (the queues':
+    /// `postbox_queue::tables()`), so that the commit log can replay their
+    /// changes. An open is refused when the file holds a table that neither
+    /// the store nor one of these sets declares. Empty by default.
+    pub tables: Vec<TableSet>,
+}
+
+impl EmbeddedOptions {
+    /// These options, with `set`'s tables kept in the file too (once: a set
+    /// whose owner is already kept is not added again).
+    pub fn keeping(mut self, set: TableSet) -> EmbeddedOptions {
+        if !self.tables.iter().any(|s| s.owner() == set.owner()) {
+            self.tables.push(set);
+        }
+        self
+    }
 }
 
 impl Default for EmbeddedOptions {
@@ -175,6 +189,7 @@ impl Default for EmbeddedOptions {
             ttl_sweep_interval: Duration::from_secs(1),
             clock: Arc::new(SystemClock),
             recover_truncated: false,
+            tables: Vec::new(),
         }
     }
 }
@@ -188,6 +203,7 @@ impl std::fmt::Debug for EmbeddedOptions {
             .field("stream_retention", &self.stream_retention)
             .field("ttl_sweep_interval", &self.ttl_sweep_interval)
             .field("recover_truncated", &self.recover_truncated)
+            .field("tables", &self.tables)
             .finish_non_exhaustive()
     }
 }
@@ -195,6 +211,8 @@ impl std::fmt::Debug for EmbeddedOptions {
 /// State shared by the store handle, the writer and the sweeper.
 pub(crate) struct Shared {
     pub(crate) catalog: Catalog,
+    /// The tables the commit log can name.
+    pub(crate) log_tables: LogTables,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) options: EmbeddedOptions,
     /// Bumped after every commit that wrote a stream record, once it is
@@ -351,9 +369,16 @@ impl EmbeddedStore {
             .map_err(|e| storage_err(format!("{}: {e}", path.display())))?;
         let file = wrap(redb::backends::FileBackend::new(file).map_err(storage_err)?);
         let log_path = wal::path_for(path);
+        let log_tables = LogTables::new(&options.tables)?;
         if !logged {
             let db = builder.create_with_backend(file).map_err(storage_err)?;
-            log_recovery(&wal::recover(&db, &log_path, options.recover_truncated)?);
+            log_tables.check_file(&db)?;
+            log_recovery(&wal::recover(
+                &db,
+                &log_path,
+                options.recover_truncated,
+                &log_tables,
+            )?);
             // Everything the log held is in the file now.
             wal::closed_without_log(&db)?;
             for region in wal::region_paths(&log_path) {
@@ -363,7 +388,7 @@ impl EmbeddedStore {
                     Err(e) => return Err(storage_err(format!("{}: {e}", region.display()))),
                 }
             }
-            return EmbeddedStore::start(db, options, None);
+            return EmbeddedStore::start(db, options, log_tables, None);
         }
         // With a log, the store file's syncs run beside the writer: a
         // checkpoint's commit returns before its pages are on disk, and the
@@ -371,11 +396,12 @@ impl EmbeddedStore {
         let backend = deferred::DeferredSync::new(file).map_err(storage_err)?;
         let syncs = backend.state();
         let db = builder.create_with_backend(backend).map_err(storage_err)?;
-        let recovered = wal::recover(&db, &log_path, options.recover_truncated)?;
+        log_tables.check_file(&db)?;
+        let recovered = wal::recover(&db, &log_path, options.recover_truncated, &log_tables)?;
         log_recovery(&recovered);
         let wal = wal::Wal::open(&log_path, &recovered, wal::store_id(&db)?, syncs)?;
         wal.in_use(&db)?;
-        EmbeddedStore::start(db, options, Some(wal))
+        EmbeddedStore::start(db, options, log_tables, Some(wal))
     }
 
     /// Opens a store on any redb storage backend: `redb::backends::InMemoryBackend`
@@ -384,19 +410,19 @@ impl EmbeddedStore {
         backend: impl redb::StorageBackend,
         options: EmbeddedOptions,
     ) -> StoreResult<EmbeddedStore> {
-        EmbeddedStore::start(
-            Database::builder()
-                .set_cache_size(options.cache_bytes)
-                .create_with_backend(backend)
-                .map_err(storage_err)?,
-            options,
-            None,
-        )
+        let log_tables = LogTables::new(&options.tables)?;
+        let db = Database::builder()
+            .set_cache_size(options.cache_bytes)
+            .create_with_backend(backend)
+            .map_err(storage_err)?;
+        log_tables.check_file(&db)?;
+        EmbeddedStore::start(db, options, log_tables, None)
     }
 
     fn start(
         db: Database,
         options: EmbeddedOptions,
+        log_tables: LogTables,
         wal: Option<wal::Wal>,
     ) -> StoreResult<EmbeddedStore> {
         let tables = load_tables(&db)?;
@@ -404,6 +430,7 @@ impl EmbeddedStore {
         let (committed, _) = watch::channel(0);
         let shared = Arc::new(Shared {
             catalog: Catalog::new(tables),
+            log_tables,
             clock: options.clock.clone(),
             options: options.clone(),
             commits,
@@ -434,6 +461,12 @@ impl EmbeddedStore {
 
     fn inner(&self) -> &Inner {
         &self.running.inner
+    }
+
+    /// Whether the store was opened with the [`TableSet`] that `owner` keeps
+    /// ([`EmbeddedOptions::tables`]).
+    pub fn keeps(&self, owner: &str) -> bool {
+        self.inner().shared.log_tables.keeps(owner)
     }
 
     /// How many item rows range reads have visited since the store opened:

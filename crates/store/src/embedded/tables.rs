@@ -2,7 +2,9 @@
 //!
 //! Every user table gets a numeric id at CreateTable; all of its rows in the
 //! shared redb tables below start with that id, so DeleteTable is a few range
-//! deletions and a recreated table never sees its predecessor's rows.
+//! deletions and a recreated table never sees its predecessor's rows. Other
+//! crates keep tables of their own in the file (the queues'), declared in a
+//! `TableSet` the store is opened with (see `logged`).
 //!
 //! | redb table     | key                                   | value                         |
 //! |----------------|---------------------------------------|-------------------------------|
@@ -16,7 +18,6 @@
 //! | `checkpoints`  | (id, reader name)                     | sequence number               |
 //! | `client_tokens` | ClientRequestToken                   | (recorded at ms, SHA-256 of the request) |
 //! | `client_token_times` | (recorded at ms, token)         | ()                            |
-//! | `postbox_queue_*` | the queues' rows (see `postbox_queue`) |                             |
 //!
 //! [`TableMeta`]: super::catalog::TableMeta
 
@@ -87,27 +88,3 @@ pub(crate) const CLEAN_CLOSE: &str = "clean_close";
 /// `system` key: the store file's random identity, which its commit log
 /// carries in its header.
 pub(crate) const STORE_ID: &str = "store_id";
-
-// The tables the queues keep in the store file (`postbox_queue`'s `storage`
-// module documents their rows). They are declared here because the commit
-// log replays every table of the file and needs their types.
-
-/// Queue name -> JSON queue record.
-pub const QUEUE_QUEUES: TableDefinition<&str, &str> = TableDefinition::new("postbox_queue_queues");
-/// Counters of the queues (the next queue id).
-pub const QUEUE_SYSTEM: TableDefinition<&str, u64> = TableDefinition::new("postbox_queue_system");
-/// (queue id, seq) -> the immutable part of a message.
-pub const QUEUE_PAYLOADS: TableDefinition<(u64, u64), &[u8]> =
-    TableDefinition::new("postbox_queue_payloads");
-/// (queue id, seq) -> (visible_at, receive_count, first_receive_at, token).
-pub const QUEUE_STATES: TableDefinition<(u64, u64), (u64, u32, u64, u64)> =
-    TableDefinition::new("postbox_queue_states");
-/// (queue id, dedup key) -> (seq, expires_at, message id): the layout
-/// before [`QUEUE_DEDUP_BY_EXPIRY`], read once at open to move its rows.
-pub const QUEUE_DEDUP: TableDefinition<(u64, u128), (u64, u64, u128)> =
-    TableDefinition::new("postbox_queue_dedup");
-/// (queue id, expires_at, dedup key) -> (seq, message id). Keyed by expiry
-/// so a send appends at the table's end and the sweep trims its start:
-/// the ids are looked up in memory, never here.
-pub const QUEUE_DEDUP_BY_EXPIRY: TableDefinition<(u64, u64, u128), (u64, u128)> =
-    TableDefinition::new("postbox_queue_dedup_by_expiry");

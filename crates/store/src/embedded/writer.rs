@@ -593,7 +593,13 @@ fn run_jobs(
 ) -> Result<super::context::Finished, StoreError> {
     let mut jobs = batch.into_iter();
     let result = (|| {
-        let mut ctx = WriteContext::open(txn, log, &shared.catalog, shared.clock.now_ms())?;
+        let mut ctx = WriteContext::open(
+            txn,
+            log,
+            &shared.log_tables,
+            &shared.catalog,
+            shared.clock.now_ms(),
+        )?;
         for job in jobs.by_ref() {
             let reply = job.run(&mut ctx);
             let (storage_failure, succeeded) = (reply.storage_failure(), reply.succeeded());

@@ -23,7 +23,7 @@ use crate::StoreError;
 use crate::api::StreamRecord;
 
 use super::catalog::{Catalog, CatalogChange, TableMeta, not_found};
-use super::logged::{LoggedTable as Table, OpLog, TableOpener};
+use super::logged::{LogTables, LoggedTable as Table, OpLog, TableOpener};
 use super::tables::{
     CHECKPOINTS, ITEMS, META, STREAM, STREAM_HEADS, STREAM_IMAGES, SYSTEM, TTL_INDEX,
 };
@@ -170,10 +170,11 @@ impl<'t> WriteContext<'t> {
     pub(crate) fn open(
         txn: &'t WriteTransaction,
         log: &'t OpLog,
+        log_tables: &'t LogTables,
         catalog: &'t Catalog,
         now_ms: u64,
     ) -> Result<Self, StoreError> {
-        let opener = TableOpener::new(txn, log);
+        let opener = TableOpener::new(txn, log, log_tables);
         Ok(WriteContext {
             opener,
             tables: Tables::new(opener),
@@ -300,8 +301,8 @@ impl<'t> WriteContext<'t> {
     }
 
     /// Opens tables of the batch's transaction, for modules that keep their
-    /// own redb tables in the store file (declared in the store's `tables`,
-    /// so the commit log can replay them). The store's own tables must not
+    /// own redb tables in the store file (declared in a `TableSet` the store
+    /// was opened with, so the commit log can replay them). The store's own tables must not
     /// be opened here: the context opens them when it first needs them, and
     /// redb refuses a table that is already open. Writes made through it are NOT staged: an
     /// operation must validate everything before its first raw write, so
