@@ -19,7 +19,8 @@
 //!
 //! Every write happens inside the store's group-commit transaction through
 //! `EmbeddedStore::submit`, so a queue change can commit together with item
-//! writes and stream checkpoints.
+//! writes and stream checkpoints. The store is opened with [`tables`], so
+//! that its commit log can replay these tables after a crash.
 
 mod codec;
 
