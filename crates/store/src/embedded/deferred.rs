@@ -232,9 +232,8 @@ fn run(file: &impl StorageBackend, state: &SyncState) {
                     };
                     writes.push((at, data));
                 }
-                let in_hand: Vec<(u64, usize)> =
-                    writes.iter().map(|(at, data)| (*at, data.len())).collect();
-                counts.in_hand = in_hand;
+                let in_hand = writes.iter().map(|(at, data)| (*at, data.len()));
+                counts.in_hand.extend(in_hand);
                 counts.busy = true;
                 drop(counts);
                 let r = writes

@@ -419,6 +419,15 @@ impl LogTables {
         Ok(())
     }
 
+    /// [`LogTables::new`] for a store opening `db`, which it then checks
+    /// with [`LogTables::check_file`]: the tables of `db` the store may
+    /// replay, or why it must not open it.
+    pub(crate) fn for_file(sets: &[TableSet], db: &Database) -> Result<LogTables, StoreError> {
+        let tables = LogTables::new(sets)?;
+        tables.check_file(db)?;
+        Ok(tables)
+    }
+
     /// Refuses a file that holds a table neither the store nor one of its
     /// sets declares: its commit log could hold changes to it that this
     /// store cannot replay, and whoever keeps it expects it to be replayed.

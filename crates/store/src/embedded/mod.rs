@@ -369,10 +369,9 @@ impl EmbeddedStore {
             .map_err(|e| storage_err(format!("{}: {e}", path.display())))?;
         let file = wrap(redb::backends::FileBackend::new(file).map_err(storage_err)?);
         let log_path = wal::path_for(path);
-        let log_tables = LogTables::new(&options.tables)?;
         if !logged {
             let db = builder.create_with_backend(file).map_err(storage_err)?;
-            log_tables.check_file(&db)?;
+            let log_tables = LogTables::for_file(&options.tables, &db)?;
             log_recovery(&wal::recover(
                 &db,
                 &log_path,
@@ -396,7 +395,7 @@ impl EmbeddedStore {
         let backend = deferred::DeferredSync::new(file).map_err(storage_err)?;
         let syncs = backend.state();
         let db = builder.create_with_backend(backend).map_err(storage_err)?;
-        log_tables.check_file(&db)?;
+        let log_tables = LogTables::for_file(&options.tables, &db)?;
         let recovered = wal::recover(&db, &log_path, options.recover_truncated, &log_tables)?;
         log_recovery(&recovered);
         let wal = wal::Wal::open(&log_path, &recovered, wal::store_id(&db)?, syncs)?;
@@ -410,12 +409,11 @@ impl EmbeddedStore {
         backend: impl redb::StorageBackend,
         options: EmbeddedOptions,
     ) -> StoreResult<EmbeddedStore> {
-        let log_tables = LogTables::new(&options.tables)?;
         let db = Database::builder()
             .set_cache_size(options.cache_bytes)
             .create_with_backend(backend)
             .map_err(storage_err)?;
-        log_tables.check_file(&db)?;
+        let log_tables = LogTables::for_file(&options.tables, &db)?;
         EmbeddedStore::start(db, options, log_tables, None)
     }
 

@@ -1114,6 +1114,11 @@ mod tests {
     use super::*;
     use crate::embedded::logged::LogTables;
 
+    /// [`super::recover`] with the store's own tables only.
+    fn recover(db: &Database, path: &Path, truncated: bool) -> Result<Recovered, StoreError> {
+        super::recover(db, path, truncated, &LogTables::default())
+    }
+
     /// A record of a log without an epoch (headerless or version 1).
     fn record(lsn: u64, payload: &[u8]) -> Vec<u8> {
         record_in(None, lsn, payload)
@@ -1168,7 +1173,7 @@ mod tests {
         ]
         .concat();
         std::fs::write(&log, &bytes).unwrap();
-        let r = recover(&db, &log, false, &LogTables::default()).unwrap();
+        let r = recover(&db, &log, false).unwrap();
         assert_eq!(
             r,
             Recovered {
@@ -1180,7 +1185,7 @@ mod tests {
         assert_eq!(system_keys(&db), ["a", "b", "c", WAL_APPLIED]);
         // Again: nothing left to do.
         assert_eq!(
-            recover(&db, &log, false, &LogTables::default()).unwrap(),
+            recover(&db, &log, false).unwrap(),
             Recovered {
                 records: 0,
                 applied: 3,
@@ -1189,9 +1194,7 @@ mod tests {
         );
         // A log that starts after record 4 cannot bring the file up to date.
         std::fs::write(&log, [put_record(5, "e"), put_record(6, "f")].concat()).unwrap();
-        let e = recover(&db, &log, false, &LogTables::default())
-            .unwrap_err()
-            .to_string();
+        let e = recover(&db, &log, false).unwrap_err().to_string();
         assert!(
             e.contains("starts at record 5")
                 && e.contains(&format!("({} byte 0)", log.display()))
@@ -1222,7 +1225,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            recover(&db, &log, false, &LogTables::default()).unwrap(),
+            recover(&db, &log, false).unwrap(),
             Recovered {
                 records: 5,
                 applied: 5,
@@ -1237,9 +1240,7 @@ mod tests {
         let [first, second] = region_paths(&log);
         std::fs::write(&second, [put_record(1, "a"), put_record(2, "b")].concat()).unwrap();
         std::fs::write(&first, put_record(4, "d")).unwrap();
-        let e = recover(&db, &log, false, &LogTables::default())
-            .unwrap_err()
-            .to_string();
+        let e = recover(&db, &log, false).unwrap_err().to_string();
         assert!(e.contains("has no record 3 between records 2 and 4"), "{e}");
         // Naming where the records on either side of the hole are.
         assert!(
@@ -1272,12 +1273,7 @@ mod tests {
             .concat(),
         )
         .unwrap();
-        assert_eq!(
-            recover(&db, &log, false, &LogTables::default())
-                .unwrap()
-                .records,
-            1
-        );
+        assert_eq!(recover(&db, &log, false).unwrap().records, 1);
         assert_eq!(system_keys(&db), ["a", STORE_ID, WAL_APPLIED]);
 
         // A log of version 1 (no epoch) is still read.
@@ -1287,12 +1283,7 @@ mod tests {
         let mut v1 = file_header(id, 0, 0)[..FILE_HEADER_V1].to_vec();
         v1[4..8].copy_from_slice(&1u32.to_le_bytes());
         std::fs::write(&log, [v1, put_record(1, "a"), put_record(2, "b")].concat()).unwrap();
-        assert_eq!(
-            recover(&db, &log, false, &LogTables::default())
-                .unwrap()
-                .records,
-            2
-        );
+        assert_eq!(recover(&db, &log, false).unwrap().records, 2);
     }
 
     #[test]
@@ -1428,9 +1419,7 @@ mod tests {
             .concat(),
         )
         .unwrap();
-        let e = recover(&mine, &log, false, &LogTables::default())
-            .unwrap_err()
-            .to_string();
+        let e = recover(&mine, &log, false).unwrap_err().to_string();
         assert!(
             e.contains("belongs to another store file")
                 && e.contains(&format!("{other_id:016x}"))
@@ -1440,17 +1429,10 @@ mod tests {
         assert_eq!(system_keys(&mine), [STORE_ID], "nothing replayed");
         // A file that never had a log refuses it too.
         let fresh = Database::create(dir.path().join("fresh.redb")).unwrap();
-        let e = recover(&fresh, &log, false, &LogTables::default())
-            .unwrap_err()
-            .to_string();
+        let e = recover(&fresh, &log, false).unwrap_err().to_string();
         assert!(e.contains("a store that never had a log"), "{e}");
         // Its own store replays it.
-        assert_eq!(
-            recover(&other, &log, false, &LogTables::default())
-                .unwrap()
-                .records,
-            1
-        );
+        assert_eq!(recover(&other, &log, false).unwrap().records, 1);
         assert_eq!(system_keys(&other), ["a", STORE_ID, WAL_APPLIED]);
     }
 
@@ -1499,9 +1481,7 @@ mod tests {
             .unwrap()
             .set_len(cut)
             .unwrap();
-        let e = recover(&db, &log, false, &LogTables::default())
-            .unwrap_err()
-            .to_string();
+        let e = recover(&db, &log, false).unwrap_err().to_string();
         assert!(
             e.contains(&format!("{} was cut", log.display()))
                 && e.contains(&format!("{cut} bytes long but was allocated {GROW}"))
@@ -1522,9 +1502,7 @@ mod tests {
             .unwrap()
             .set_len(FILE_HEADER)
             .unwrap();
-        let e = recover(&db, &log, false, &LogTables::default())
-            .unwrap_err()
-            .to_string();
+        let e = recover(&db, &log, false).unwrap_err().to_string();
         assert!(
             e.contains(&format!("{} was cut", log.display()))
                 && e.contains("it is 32 bytes long")
@@ -1540,7 +1518,7 @@ mod tests {
             .unwrap()
             .set_len(starts[3] - 5)
             .unwrap();
-        let r = recover(&db, &log, true, &LogTables::default()).unwrap();
+        let r = recover(&db, &log, true).unwrap();
         assert_eq!((r.records, r.applied), (2, 2));
         assert_eq!(r.lost.len(), 1, "{:?}", r.lost);
         assert!(
@@ -1559,9 +1537,7 @@ mod tests {
         let mut bytes = std::fs::read(&log).unwrap();
         bytes[starts[1] as usize + HEADER + 2] ^= 0x10;
         std::fs::write(&log, &bytes).unwrap();
-        let e = recover(&db, &log, false, &LogTables::default())
-            .unwrap_err()
-            .to_string();
+        let e = recover(&db, &log, false).unwrap_err().to_string();
         assert!(
             e.contains(&format!(
                 "{}: record 2 (byte {}) is damaged, but whole records follow it (record 3 at \
@@ -1575,7 +1551,7 @@ mod tests {
         assert_eq!(applied(&db), None, "nothing replayed");
         assert_eq!(std::fs::read(&log).unwrap(), bytes, "the log as it was");
 
-        let r = recover(&db, &log, true, &LogTables::default()).unwrap();
+        let r = recover(&db, &log, true).unwrap();
         assert_eq!((r.records, r.applied), (1, 1));
         assert!(
             r.lost.len() == 1 && r.lost[0].contains("record 2 (byte"),
@@ -1596,7 +1572,7 @@ mod tests {
         bytes[half..starts[3] as usize].fill(0);
         std::fs::write(&log, &bytes).unwrap();
         assert_eq!(
-            recover(&db, &log, false, &LogTables::default()).unwrap(),
+            recover(&db, &log, false).unwrap(),
             Recovered {
                 records: 2,
                 applied: 2,
@@ -1621,12 +1597,7 @@ mod tests {
             round((1..=4).map(|i| put_record_in(Some(5), i, "old")).collect()),
         )
         .unwrap();
-        assert_eq!(
-            recover(&db, &log, false, &LogTables::default())
-                .unwrap()
-                .applied,
-            4
-        );
+        assert_eq!(recover(&db, &log, false).unwrap().applied, 4);
         let torn = put_record_in(Some(5), 5, "torn");
         let mut second = round(vec![torn[..HEADER + 2].to_vec()]);
         // What is left of the first round after where the second ends.
@@ -1634,7 +1605,7 @@ mod tests {
         let from = second.len();
         second.extend_from_slice(&first[from..]);
         std::fs::write(&log, &second).unwrap();
-        let r = recover(&db, &log, false, &LogTables::default()).unwrap();
+        let r = recover(&db, &log, false).unwrap();
         assert_eq!((r.records, r.applied, r.lost.len()), (0, 4, 0), "{r:?}");
         assert_eq!(
             records_after(&second, FILE_HEADER as usize, 5, 0).0.len(),
