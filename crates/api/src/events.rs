@@ -204,14 +204,13 @@ async fn emit_once<S: ItemStore, Q: QueueClient>(
         writes.push(Write::from_transact(item));
     }
     let body_hash = hex::encode(Sha256::digest(&body));
+    // A key is not looked up before the emit: most keys are new, and the
+    // key's row, conditioned on being absent, commits with the event. A
+    // key used before fails the emit, which commits nothing, and is
+    // answered below.
     let idem_pk = idempotency_key
         .as_ref()
         .map(|k| format!("EMIT#{tenant}#{k}"));
-    if let Some(pk) = &idem_pk
-        && let Some(previous) = remembered(&api, &tenant, pk, &body_hash).await?
-    {
-        return Ok((StatusCode::OK, Json(Answer::Earlier(previous))));
-    }
     let correlation = header(&headers, "x-correlation-id")?;
     if let Some(c) = &correlation
         && (c.is_empty() || c.len() > MAX_CORRELATION_ID)
@@ -254,25 +253,52 @@ async fn emit_once<S: ItemStore, Q: QueueClient>(
                 hash: e.hash,
             }),
         )),
-        Err(EmitError::ConditionalCheckFailed { index, .. })
-            if idem_pk.is_some() && index == idem_index =>
-        {
-            // A concurrent request with the same key won the race.
-            let pk = idem_pk.expect("checked");
-            for _ in 0..50 {
-                if let Some(previous) = remembered(&api, &tenant, &pk, &body_hash).await? {
-                    return Ok((StatusCode::OK, Json(Answer::Earlier(previous))));
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "idempotency_key_in_use",
-                "another request with this Idempotency-Key is still in progress; retry shortly",
-            ))
-        }
-        Err(e) => Err(emit_error(e)),
+        Err(e) => match idem_pk {
+            Some(pk) => earlier_or(&api, &tenant, &pk, &body_hash, e, idem_index).await,
+            None => Err(emit_error(e)),
+        },
     }
+}
+
+/// The answer to a keyed emit that was refused (nothing committed): the
+/// earlier request's answer when the key has one (or 409 for another
+/// body), whatever this attempt met, since a retry's conditional writes
+/// fail on the state its first attempt left and its key's row fails
+/// whenever the key was used; else the refusal. When only the key's row
+/// failed and it has no answer yet, a concurrent request with the same key
+/// is committing: it is waited for. An error whose outcome is unknown
+/// (5xx) is answered as it is: the client's retry finds the key then.
+async fn earlier_or<S: ItemStore, Q: QueueClient>(
+    api: &Api<S, Q>,
+    tenant: &str,
+    pk: &str,
+    body_hash: &str,
+    e: EmitError,
+    idem_index: usize,
+) -> Result<(StatusCode, Json<Answer>), ApiError> {
+    let key_row_failed =
+        matches!(&e, EmitError::ConditionalCheckFailed { index, .. } if *index == idem_index);
+    let refusal = emit_error(e);
+    if !refusal.status.is_client_error() {
+        return Err(refusal);
+    }
+    if let Some(previous) = remembered(api, tenant, pk, body_hash).await? {
+        return Ok((StatusCode::OK, Json(Answer::Earlier(previous))));
+    }
+    if !key_row_failed {
+        return Err(refusal);
+    }
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if let Some(previous) = remembered(api, tenant, pk, body_hash).await? {
+            return Ok((StatusCode::OK, Json(Answer::Earlier(previous))));
+        }
+    }
+    Err(ApiError::new(
+        StatusCode::CONFLICT,
+        "idempotency_key_in_use",
+        "another request with this Idempotency-Key is still in progress; retry shortly",
+    ))
 }
 
 /// Takes one emit from `tenant`'s budget (a token bucket of the catalog's
@@ -327,9 +353,10 @@ async fn remembered<S: ItemStore, Q: QueueClient>(
 ) -> Result<Option<Value>, ApiError> {
     let mut key = Item::new();
     key.insert("pk".into(), AttributeValue::s(pk));
-    // The last commit, synced or not: most keys are new, and a new key
-    // must not wait for other requests' syncs. A row found here is answered
-    // from a consistent read of the log below, which waits for its sync.
+    // The last commit, synced or not: a failed emit learns whether its key
+    // was used without waiting for other requests' syncs. A row found here
+    // is answered from a consistent read of the log below, which waits for
+    // its sync.
     let out = api
         .inner
         .store
