@@ -7,7 +7,8 @@
 //! tenant; a consumer token reaches only one pull subscription's endpoints
 //! (`/v1/subscriptions/<name>/...`), for every tenant.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
@@ -67,7 +68,14 @@ impl Caller {
 pub struct Tokens<S> {
     store: Arc<S>,
     table: String,
+    /// Tokens found, by their hash, with the table's change count they
+    /// were read at (`ItemStore::change_count`): kept until the table
+    /// changes, so a revocation still refuses at the next request.
+    found: Mutex<HashMap<String, (u64, TokenInfo)>>,
 }
+
+/// Tokens kept in [`Tokens`]' memory at most (it starts over when full).
+const KEPT_TOKENS: usize = 4096;
 
 /// The SHA-256 of a token, hex: the key it is stored under.
 pub fn token_hash(token: &str) -> String {
@@ -95,6 +103,7 @@ impl<S: ItemStore> Tokens<S> {
         Tokens {
             store,
             table: table.into(),
+            found: Mutex::new(HashMap::new()),
         }
     }
 
@@ -194,17 +203,59 @@ impl<S: ItemStore> Tokens<S> {
         })
     }
 
-    /// What a presented token is now. Read from the store at every request,
-    /// so a revocation or an expiry takes effect at the next one.
+    /// What a presented token is now, so a revocation or an expiry takes
+    /// effect at the next request. A token found is read from the store
+    /// again once the tokens table has changed (on a store that cannot say
+    /// when, at every request).
     pub async fn check(&self, token: &str) -> Result<Presented, StoreError> {
         if !token.starts_with("pbx_") || token.len() > 100 {
             return Ok(Presented::Unknown);
         }
+        let hash = token_hash(token);
+        // Read before the row: a change committed after this number is
+        // read makes the number differ at the next request.
+        let changes = self.store.change_count(&self.table);
+        let kept = changes.and_then(|n| {
+            let found = self.found.lock().expect("tokens kept");
+            found
+                .get(&hash)
+                .filter(|(at, _)| *at == n)
+                .map(|(_, info)| info.clone())
+        });
+        let info = match kept {
+            Some(info) => info,
+            None => match self.read(&hash).await? {
+                Some(info) => {
+                    if let Some(n) = changes {
+                        let mut found = self.found.lock().expect("tokens kept");
+                        if found.len() >= KEPT_TOKENS {
+                            found.clear();
+                        }
+                        found.insert(hash, (n, info.clone()));
+                    }
+                    info
+                }
+                None => return Ok(Presented::Unknown),
+            },
+        };
+        if let Some(at) = info.expires_at_ms
+            && at <= postbox_engine::envelope::now_ms()
+        {
+            return Ok(Presented::Expired(
+                postbox_engine::envelope::format_timestamp(at),
+            ));
+        }
+        Ok(Presented::Valid(Caller {
+            tenant: info.tenant,
+            subject: info.subject,
+            consumer: info.consumer,
+        }))
+    }
+
+    /// The row of the token whose hash is `hash`.
+    async fn read(&self, hash: &str) -> Result<Option<TokenInfo>, StoreError> {
         let mut key = Item::new();
-        key.insert(
-            "pk".into(),
-            AttributeValue::s(format!("TOKEN#{}", token_hash(token))),
-        );
+        key.insert("pk".into(), AttributeValue::s(format!("TOKEN#{hash}")));
         // The last commit, synced or not: a token whose row is not synced
         // yet has not been handed out (its creator is answered after the
         // sync), and a revocation refuses as soon as it commits. So a
@@ -218,22 +269,7 @@ impl<S: ItemStore> Tokens<S> {
                 ..Default::default()
             })
             .await?;
-        let Some(item) = out.item else {
-            return Ok(Presented::Unknown);
-        };
-        let info = TokenInfo::of(&item);
-        if let Some(at) = info.expires_at_ms
-            && at <= postbox_engine::envelope::now_ms()
-        {
-            return Ok(Presented::Expired(
-                postbox_engine::envelope::format_timestamp(at),
-            ));
-        }
-        Ok(Presented::Valid(Caller {
-            tenant: info.tenant,
-            subject: info.subject,
-            consumer: info.consumer,
-        }))
+        Ok(out.item.as_ref().map(TokenInfo::of))
     }
 
     /// Every token's row (never the token itself).

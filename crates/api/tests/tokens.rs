@@ -193,3 +193,70 @@ async fn access_keys_are_listed_without_secrets_and_revoked() {
             .unwrap()
     );
 }
+
+/// A token the server has just accepted (and keeps in memory) is refused at
+/// its next request once its row is gone, however the row went: here a
+/// DeleteItem straight on the store, not the revoke endpoint.
+#[tokio::test]
+async fn a_token_whose_row_is_deleted_is_refused_at_its_next_request() {
+    use postbox_item::{AttributeValue, Item};
+    use postbox_store::ItemStore;
+    use postbox_store::api::DeleteItemInput;
+
+    let env = env().await;
+    let a = create(&env, r#"{"tenant": "acme", "subject": "ci"}"#).await;
+    let token = a["token"].as_str().unwrap().to_owned();
+    for _ in 0..3 {
+        assert_eq!(health_with(&env, &token).await.status, 200);
+    }
+    let mut key = Item::new();
+    key.insert(
+        "pk".into(),
+        AttributeValue::s(format!("TOKEN#{}", postbox_api::auth::token_hash(&token))),
+    );
+    let deleted = env
+        .store
+        .delete_item(DeleteItemInput {
+            table_name: postbox_topology::TOKENS_TABLE.into(),
+            key,
+            return_values: postbox_store::api::ReturnValue::AllOld,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(deleted.attributes.is_some(), "the token's row was there");
+    let refused = health_with(&env, &token).await;
+    assert_eq!((refused.status, refused.code()), (401, "unauthorized".into()));
+    // Other tokens keep working.
+    assert_eq!(health_with(&env, &env.acme).await.status, 200);
+}
+
+#[tokio::test]
+async fn the_tokens_table_change_count_moves_only_with_its_items() {
+    use postbox_item::{AttributeValue, Item};
+    use postbox_store::ItemStore;
+    use postbox_store::api::PutItemInput;
+
+    let env = env().await;
+    let table = postbox_topology::TOKENS_TABLE;
+    let before = env.store.change_count(table).expect("the tokens table exists");
+    // An emit writes other tables only.
+    let e = common::emit(&env, &env.acme, &[], common::order_emit("1", "acme")).await;
+    assert_eq!(e.status, 201, "{}", e.text);
+    assert_eq!(env.store.change_count(table), Some(before));
+    create(&env, r#"{"tenant": "acme", "subject": "ci"}"#).await;
+    let after_create = env.store.change_count(table).unwrap();
+    assert_ne!(after_create, before);
+    let mut item = Item::new();
+    item.insert("pk".into(), AttributeValue::s("TOKEN#not-a-token"));
+    env.store
+        .put_item(PutItemInput {
+            table_name: table.into(),
+            item,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_ne!(env.store.change_count(table), Some(after_create));
+    assert_eq!(env.store.change_count("no_such_table"), None);
+}

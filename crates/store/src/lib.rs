@@ -176,6 +176,15 @@ pub trait ItemStore: Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<GetItemOutput>> + Send {
         self.get_item(input)
     }
+    /// A number that differs after every commit that changed an item of
+    /// `table_name`, when the backend can tell without a request (the
+    /// embedded store: `EmbeddedStore::change_count`). A caller that reads
+    /// it before it reads the table may keep what it read while the number
+    /// stays the same. The default, None, says nothing may be kept.
+    fn change_count(&self, table_name: &str) -> Option<u64> {
+        let _ = table_name;
+        None
+    }
     /// [`ItemStore::put_item`] answered as early as
     /// [`ItemStore::update_item_unsynced`], on the same terms: the worker's
     /// first claim of an event, whose durability its completion implies.

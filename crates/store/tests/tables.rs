@@ -463,3 +463,38 @@ async fn a_stream_enabled_later_records_from_then_and_a_disabled_one_is_gone() {
         Some(label)
     );
 }
+
+/// `change_count` moves with every commit that changes a table's items,
+/// stays put for commits that change only other tables, and a table
+/// deleted and created again starts at a number its earlier self never gave.
+#[tokio::test]
+async fn a_tables_change_count_moves_with_its_items_only() {
+    let s = open();
+    create(&s, "aaa", None, None).await;
+    create(&s, "bbb", None, None).await;
+    let a0 = s.change_count("aaa").expect("table a");
+    put(&s, json!({"TableName": "bbb", "Item": {"pk": {"S": "x"}}}))
+        .await
+        .unwrap();
+    assert_eq!(s.change_count("aaa"), Some(a0), "a write to bbb");
+    put(&s, json!({"TableName": "aaa", "Item": {"pk": {"S": "x"}}}))
+        .await
+        .unwrap();
+    let a1 = s.change_count("aaa").unwrap();
+    assert_ne!(a1, a0, "a put");
+    // A put that changes nothing commits nothing.
+    put(&s, json!({"TableName": "aaa", "Item": {"pk": {"S": "x"}}}))
+        .await
+        .unwrap();
+    assert_eq!(s.change_count("aaa"), Some(a1), "an identical put");
+    delete(&s, json!({"TableName": "aaa", "Key": {"pk": {"S": "x"}}}))
+        .await
+        .unwrap();
+    let a2 = s.change_count("aaa").unwrap();
+    assert_ne!(a2, a1, "a delete");
+    s.delete_table("aaa").await.unwrap();
+    assert_eq!(s.change_count("aaa"), None, "no table");
+    create(&s, "aaa", None, None).await;
+    let again = s.change_count("aaa").unwrap();
+    assert!(![a0, a1, a2].contains(&again), "{again} was given before");
+}

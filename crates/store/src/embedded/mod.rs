@@ -226,6 +226,43 @@ pub(crate) struct Shared {
     pub(crate) stats: WriterCounters,
     /// Keeps readers from seeing commits whose log record is not synced.
     pub(crate) gate: gate::SyncGate,
+    /// When each table's items last changed, for [`EmbeddedStore::change_count`].
+    pub(crate) changes: TableChanges,
+}
+
+/// The commit at which each table's items last changed: the writer marks
+/// the tables a commit changed as soon as redb publishes it (before its
+/// sync, as [`ItemStore::get_item_committed`] sees it).
+#[derive(Debug, Default)]
+pub(crate) struct TableChanges {
+    /// Commits that changed items, numbered from 1.
+    commits: std::sync::atomic::AtomicU64,
+    /// Table id -> the number of the last commit that changed its items.
+    last: std::sync::RwLock<std::collections::HashMap<u32, u64>>,
+}
+
+impl TableChanges {
+    /// Marks `tables` changed by a commit redb has just published.
+    pub(crate) fn committed(&self, tables: &[u32]) {
+        if tables.is_empty() {
+            return;
+        }
+        let n = self
+            .commits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let mut last = self.last.write().expect("table changes lock");
+        for id in tables {
+            last.insert(*id, n);
+        }
+    }
+
+    /// The number of the last commit that changed table `id`'s items (0:
+    /// none since the store was opened).
+    fn of(&self, id: u32) -> u64 {
+        let last = self.last.read().expect("table changes lock");
+        last.get(&id).copied().unwrap_or(0)
+    }
 }
 
 /// Counters the writer bumps after each commit.
@@ -436,6 +473,7 @@ impl EmbeddedStore {
             failure: Mutex::new(None),
             stats: WriterCounters::default(),
             gate: gate::SyncGate::new(wal.is_some()),
+            changes: TableChanges::default(),
         });
         let db = Arc::new(db);
         let writer = Writer::start(db.clone(), shared.clone(), wal);
@@ -569,6 +607,19 @@ impl EmbeddedStore {
     /// a commit log, whose commits are durable when made).
     pub async fn wait_synced_to(&self, mark: u64) -> StoreResult<()> {
         self.inner().shared.gate.wait_for(mark).await
+    }
+
+    /// A number that differs after every commit that changed an item of
+    /// `table_name` (a put, update or delete, the TTL sweeper's too): a
+    /// caller that reads it before it reads the table may keep what it read
+    /// for as long as the number stays the same. None if there is no such
+    /// table. It moves when the commit is published, before its sync, as
+    /// [`ItemStore::get_item_committed`] sees it. A table deleted and
+    /// created again never repeats a number its earlier self gave.
+    pub fn change_count(&self, table_name: &str) -> Option<u64> {
+        let shared = &self.inner().shared;
+        let meta = shared.catalog.get(table_name).ok()?;
+        Some(shared.changes.of(meta.id))
     }
 
     /// How many commits and operations the writer has done: operations per

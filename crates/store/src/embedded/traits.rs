@@ -254,6 +254,10 @@ impl ItemStore for EmbeddedStore {
         )
     }
 
+    fn change_count(&self, table_name: &str) -> Option<u64> {
+        EmbeddedStore::change_count(self, table_name)
+    }
+
     async fn get_item_committed(&self, input: GetItemInput) -> StoreResult<GetItemOutput> {
         read_ops::get_item(
             &self.committed_snapshot()?,

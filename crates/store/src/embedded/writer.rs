@@ -428,6 +428,7 @@ fn commit_batch(
             wal.checkpointed();
         }
     }
+    shared.changes.committed(&finished.changed);
     if finished.stream_written {
         shared.committed.send_modify(|n| *n += 1);
     }

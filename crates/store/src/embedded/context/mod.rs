@@ -149,6 +149,8 @@ pub struct WriteContext<'t> {
     touched: std::cell::Cell<bool>,
     /// What runs once the batch has committed ([`WriteContext::on_commit`]).
     on_commit: Vec<CommitHook>,
+    /// The tables whose items the batch changed.
+    changed: Vec<u32>,
 }
 
 /// A callback run on the writer thread once its batch has committed.
@@ -164,6 +166,9 @@ pub(crate) struct Finished {
     pub touched: bool,
     /// The callbacks registered with [`WriteContext::on_commit`].
     pub on_commit: Vec<CommitHook>,
+    /// The tables whose items changed or whose metadata was put
+    /// (`TableChanges`).
+    pub changed: Vec<u32>,
 }
 
 impl<'t> WriteContext<'t> {
@@ -188,6 +193,7 @@ impl<'t> WriteContext<'t> {
             stream_written: false,
             touched: std::cell::Cell::new(false),
             on_commit: Vec::new(),
+            changed: Vec::new(),
         })
     }
 
@@ -481,11 +487,20 @@ impl<'t> WriteContext<'t> {
                     .map_err(storage_err)?;
             }
         }
+        let mut changed = self.changed;
+        for change in &self.batch_catalog {
+            if let CatalogChange::Put(meta) = change
+                && !changed.contains(&meta.id)
+            {
+                changed.push(meta.id);
+            }
+        }
         Ok(Finished {
             catalog: self.batch_catalog,
             stream_written: self.stream_written,
             touched: self.touched.get(),
             on_commit: self.on_commit,
+            changed,
         })
     }
 
@@ -503,6 +518,9 @@ impl<'t> WriteContext<'t> {
             return Ok(());
         }
         self.touched.set(true);
+        if !self.changed.contains(&meta.id) {
+            self.changed.push(meta.id);
+        }
         let new_bytes = new
             .as_ref()
             .map(|item| new_bytes.unwrap_or_else(|| encode_item(item)));
