@@ -21,9 +21,10 @@
 //! pages (thousands a second) without a wake-up, a lock hand-off or an
 //! allocation per page (the thread gives the buffers back).
 //!
-//! What still waits: `set_len` (a transaction that grows the file) waits
-//! until the queue is done, a `read` of a page whose write is still queued
-//! (a miss in redb's cache) waits for that write, and a write waits while
+//! A `read` of a page whose write is still queued (a miss in redb's cache)
+//! copies it from the queue. What still waits: `set_len` (a transaction
+//! that grows the file) waits until the queue is done, a `read` that queued
+//! writes cover only in part waits for them, and a write waits while
 //! [`MAX_QUEUED`] bytes of writes are queued.
 //!
 //! So a durable commit is durable only once [`SyncState::synced`] has
@@ -301,9 +302,12 @@ impl<B: StorageBackend> StorageBackend for DeferredSync<B> {
     }
 
     fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), BackendIoError> {
-        // A page redb reads back may still be queued: wait for the writes
-        // that overlap it (not for the rest, nor for a sync). A write queued
-        // after this look is a later commit's, to pages no reader sees yet.
+        // A page redb reads back may still be queued. The newest queued
+        // write that overlaps it holds its bytes when it covers the whole
+        // range (it supersedes every write before it); otherwise the read
+        // waits for the writes that overlap it (not for the rest, nor for a
+        // sync). A write queued after this look is a later commit's, to
+        // pages no reader sees yet.
         let end = offset + out.len() as u64;
         let overlaps = |at: u64, len: usize| at < end && offset < at + len as u64;
         let mut counts = self.state.lock();
@@ -311,13 +315,19 @@ impl<B: StorageBackend> StorageBackend for DeferredSync<B> {
             if let Some(e) = &counts.failed {
                 return Err(io_err(e));
             }
-            let queued = counts.in_hand.iter().any(|&(at, len)| overlaps(at, len))
-                || counts
-                    .queue
-                    .iter()
-                    .any(|op| matches!(op, Op::Write(at, data) if overlaps(*at, data.len())));
-            if !queued {
-                break;
+            let newest = counts.queue.iter().rev().find_map(|op| match op {
+                Op::Write(at, data) if overlaps(*at, data.len()) => Some((*at, data)),
+                _ => None,
+            });
+            match newest {
+                Some((at, data)) if at <= offset && end <= at + data.len() as u64 => {
+                    let from = (offset - at) as usize;
+                    out.copy_from_slice(&data[from..from + out.len()]);
+                    return Ok(());
+                }
+                Some(_) => {}
+                None if !counts.in_hand.iter().any(|&(at, len)| overlaps(at, len)) => break,
+                None => {}
             }
             counts = self.state.wait(counts);
         }
@@ -550,22 +560,34 @@ mod tests {
     }
 
     #[test]
-    fn a_read_waits_only_for_a_queued_write_of_its_own_page() {
+    fn a_read_waits_only_for_a_queued_write_of_its_own_page_that_it_cannot_copy() {
         let (disk, backend) = held();
         let mut out = [0; 16];
         backend.read(0, &mut out).unwrap();
         assert_eq!(out, [1; 16], "a page with no queued write is read at once");
+        // The queued write covers the range: its bytes, at once, while the
+        // sync before it still holds the thread.
+        backend.write(4096, &[3; 8]).unwrap();
+        let mut out = [0; 8];
+        backend.read(4096, &mut out).unwrap();
+        assert_eq!(out, [3; 8], "the newest queued write of the range");
+        let mut out = [0; 4];
+        backend.read(4104, &mut out).unwrap();
+        assert_eq!(out, [2; 4], "the older write, where the newer one ends");
+        // A read the queued writes cover only in part waits for them.
         let read = {
             let backend = backend.clone();
             std::thread::spawn(move || {
                 let mut out = [0; 16];
-                backend.read(4096, &mut out).map(|()| out)
+                backend.read(4104, &mut out).map(|()| out)
             })
         };
         std::thread::sleep(Duration::from_millis(50));
-        assert!(!read.is_finished(), "the read waits for the queued write");
+        assert!(!read.is_finished(), "the read waits for the queued writes");
         disk.open(true);
-        assert_eq!(read.join().unwrap().unwrap(), [2; 16]);
+        let mut expected = [0; 16];
+        expected[..8].copy_from_slice(&[2; 8]);
+        assert_eq!(read.join().unwrap().unwrap(), expected);
     }
 
     #[test]
