@@ -231,32 +231,16 @@ async fn a_token_whose_row_is_deleted_is_refused_at_its_next_request() {
     assert_eq!(health_with(&env, &env.acme).await.status, 200);
 }
 
+/// Emits leave the tokens table's change count where it is (a token read
+/// stays kept under load); creating a token moves it.
 #[tokio::test]
-async fn the_tokens_table_change_count_moves_only_with_its_items() {
-    use postbox_item::{AttributeValue, Item};
-    use postbox_store::ItemStore;
-    use postbox_store::api::PutItemInput;
-
+async fn an_emit_leaves_the_tokens_table_change_count_and_a_new_token_moves_it() {
     let env = env().await;
     let table = postbox_topology::TOKENS_TABLE;
     let before = env.store.change_count(table).expect("the tokens table exists");
-    // An emit writes other tables only.
     let e = common::emit(&env, &env.acme, &[], common::order_emit("1", "acme")).await;
     assert_eq!(e.status, 201, "{}", e.text);
     assert_eq!(env.store.change_count(table), Some(before));
     create(&env, r#"{"tenant": "acme", "subject": "ci"}"#).await;
-    let after_create = env.store.change_count(table).unwrap();
-    assert_ne!(after_create, before);
-    let mut item = Item::new();
-    item.insert("pk".into(), AttributeValue::s("TOKEN#not-a-token"));
-    env.store
-        .put_item(PutItemInput {
-            table_name: table.into(),
-            item,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    assert_ne!(env.store.change_count(table), Some(after_create));
-    assert_eq!(env.store.change_count("no_such_table"), None);
+    assert_ne!(env.store.change_count(table), Some(before));
 }
