@@ -226,7 +226,10 @@ async fn a_token_whose_row_is_deleted_is_refused_at_its_next_request() {
         .unwrap();
     assert!(deleted.attributes.is_some(), "the token's row was there");
     let refused = health_with(&env, &token).await;
-    assert_eq!((refused.status, refused.code()), (401, "unauthorized".into()));
+    assert_eq!(
+        (refused.status, refused.code()),
+        (401, "unauthorized".into())
+    );
     // Other tokens keep working.
     assert_eq!(health_with(&env, &env.acme).await.status, 200);
 }
@@ -237,7 +240,10 @@ async fn a_token_whose_row_is_deleted_is_refused_at_its_next_request() {
 async fn an_emit_leaves_the_tokens_table_change_count_and_a_new_token_moves_it() {
     let env = env().await;
     let table = postbox_topology::TOKENS_TABLE;
-    let before = env.store.change_count(table).expect("the tokens table exists");
+    let before = env
+        .store
+        .change_count(table)
+        .expect("the tokens table exists");
     let e = common::emit(&env, &env.acme, &[], common::order_emit("1", "acme")).await;
     assert_eq!(e.status, 201, "{}", e.text);
     assert_eq!(env.store.change_count(table), Some(before));
