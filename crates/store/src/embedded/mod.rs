@@ -226,19 +226,22 @@ pub(crate) struct Shared {
     pub(crate) stats: WriterCounters,
     /// Keeps readers from seeing commits whose log record is not synced.
     pub(crate) gate: gate::SyncGate,
-    /// When each table's items last changed, for [`EmbeddedStore::change_count`].
+    /// When each table last changed, for [`EmbeddedStore::change_count`].
     pub(crate) changes: TableChanges,
 }
 
-/// The commit at which each table's items last changed: the writer marks
-/// the tables a commit changed as soon as redb publishes it (before its
-/// sync, as [`ItemStore::get_item_committed`] sees it).
+/// The commit at which each table's items or metadata last changed: the
+/// writer marks the tables a commit changed as soon as redb publishes it
+/// (before its sync, as [`ItemStore::get_item_committed`] sees it).
 #[derive(Debug, Default)]
-pub(crate) struct TableChanges {
-    /// Commits that changed items, numbered from 1.
-    commits: std::sync::atomic::AtomicU64,
-    /// Table id -> the number of the last commit that changed its items.
-    last: std::sync::RwLock<std::collections::HashMap<u32, u64>>,
+pub(crate) struct TableChanges(std::sync::RwLock<Marks>);
+
+#[derive(Debug, Default)]
+struct Marks {
+    /// Commits that changed a table, numbered from 1.
+    commits: u64,
+    /// Table id -> the number of the last commit that changed it.
+    last: std::collections::HashMap<u32, u64>,
 }
 
 impl TableChanges {
@@ -247,21 +250,19 @@ impl TableChanges {
         if tables.is_empty() {
             return;
         }
-        let n = self
-            .commits
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            + 1;
-        let mut last = self.last.write().expect("table changes lock");
+        let mut marks = self.0.write().expect("table changes lock");
+        marks.commits += 1;
+        let n = marks.commits;
         for id in tables {
-            last.insert(*id, n);
+            marks.last.insert(*id, n);
         }
     }
 
-    /// The number of the last commit that changed table `id`'s items (0:
-    /// none since the store was opened).
+    /// The number of the last commit that changed table `id` (0: none
+    /// since the store was opened).
     fn of(&self, id: u32) -> u64 {
-        let last = self.last.read().expect("table changes lock");
-        last.get(&id).copied().unwrap_or(0)
+        let marks = self.0.read().expect("table changes lock");
+        marks.last.get(&id).copied().unwrap_or(0)
     }
 }
 
