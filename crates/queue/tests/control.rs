@@ -66,6 +66,46 @@ async fn attributes_report_configuration_and_counts() {
     ));
 }
 
+/// Counting walks every message under the queue's lock, which sends wait
+/// for: asking for a queue's configuration or ARN (as the relay does once a
+/// second) must not walk a deep queue; asking for a count still counts.
+#[tokio::test]
+async fn only_a_count_walks_the_queues_messages() {
+    let e = env().await;
+    e.queues.create_queue("q", attrs(&[])).await.unwrap();
+    for i in 0..300 {
+        e.queues
+            .send("q", NewMessage::new(format!("m{i}")))
+            .await
+            .unwrap();
+    }
+    let before = e.queues.messages_counted();
+    let names = [
+        "MaximumMessageSize".to_owned(),
+        "ContentBasedDeduplication".to_owned(),
+        "QueueArn".to_owned(),
+        "CreatedTimestamp".to_owned(),
+    ];
+    let facts = e.queues.queue_attributes("q", &names).unwrap();
+    assert_eq!(facts["MaximumMessageSize"], "1048576");
+    assert_eq!(facts["QueueArn"], "arn:aws:sqs:us-east-1:000000000000:q");
+    assert_eq!(
+        e.queues.messages_counted() - before,
+        0,
+        "configuration alone walked the queue"
+    );
+    let counts = e
+        .queues
+        .queue_attributes("q", &["ApproximateNumberOfMessages".into()])
+        .unwrap();
+    assert_eq!(counts["ApproximateNumberOfMessages"], "300");
+    assert_eq!(e.queues.messages_counted() - before, 300);
+    let all = e.queues.queue_attributes("q", &["All".into()]).unwrap();
+    assert_eq!(all["ApproximateNumberOfMessages"], "300");
+    assert_eq!(e.queues.stats("q").unwrap().visible, 300);
+    assert_eq!(e.queues.messages_counted() - before, 900);
+}
+
 #[tokio::test]
 async fn tags_are_kept() {
     let e = env().await;

@@ -24,6 +24,28 @@ fn job(id: &str, status: &str) -> serde_json::Value {
     json!({"pk": {"S": format!("JOB#{id}")}, "jobId": {"S": id}, "tenant": {"S": "t1"}, "status": {"S": status}})
 }
 
+/// The relay looks up its queue's limits once a second; the lookup must
+/// not walk the queue's messages (under the lock its sends wait for),
+/// however deep a backlog the workers have left.
+#[tokio::test]
+async fn relaying_into_a_deep_queue_walks_none_of_its_messages() {
+    let env = env().await;
+    create_table(&env.store, "jobs").await;
+    let relay = start(&env, JOBS, "a").await;
+    for round in 0..2 {
+        for i in 0..40 {
+            put(&env.store, "jobs", job(&format!("j{round}-{i}"), "PENDING")).await;
+        }
+        caught_up(&relay).await;
+        // The next round's lookup finds the queue's facts expired.
+        tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    }
+    let stats = caught_up(&relay).await;
+    assert_eq!(stats[0].delivered, 80);
+    assert_eq!(env.queues.messages_counted(), 0);
+    relay.shutdown().await;
+}
+
 #[tokio::test]
 async fn filtered_records_are_templated_into_the_fifo_queue_once() {
     let env = env().await;

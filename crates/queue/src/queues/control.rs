@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::attributes::{COMPUTED, QueueConfig, validate_queue_name};
-use crate::core::QueueCore;
+use crate::core::{Counts, QueueCore};
 use crate::error::{QueueError, QueueResult};
 use crate::stats::QueueStats;
 use crate::storage::{QueueRecord, Tables};
 
-use super::{Inner, Queues, first_seq, new_handle};
+use super::{Inner, QueueShared, Queues, first_seq, new_handle};
 
 /// One PurgeQueue per queue in this interval.
 const PURGE_INTERVAL_MS: u64 = 60_000;
@@ -166,21 +166,6 @@ impl Queues {
         let shared = handle.lock();
         let record = &shared.record;
         let mut all = record.config.render();
-        let counts = shared
-            .core
-            .counts(now, record.config.message_retention_period as u64 * 1000);
-        all.insert(
-            "ApproximateNumberOfMessages".into(),
-            counts.visible.to_string(),
-        );
-        all.insert(
-            "ApproximateNumberOfMessagesNotVisible".into(),
-            counts.in_flight.to_string(),
-        );
-        all.insert(
-            "ApproximateNumberOfMessagesDelayed".into(),
-            counts.delayed.to_string(),
-        );
         all.insert(
             "CreatedTimestamp".into(),
             (record.created_at / 1000).to_string(),
@@ -190,13 +175,34 @@ impl Queues {
             (record.modified_at / 1000).to_string(),
         );
         all.insert("QueueArn".into(), self.inner.arn(name));
-        if names.iter().any(|n| n == "All") {
+        let every = names.iter().any(|n| n == "All");
+        // Counting walks every message under the queue's lock, which its
+        // sends wait for: only when a count is asked for (the relay asks
+        // for a queue's size limits once a second, whatever its depth).
+        if every || names.iter().any(|n| COUNTED.contains(&n.as_str())) {
+            let counts = self.inner.count(&shared, now);
+            all.insert(
+                "ApproximateNumberOfMessages".into(),
+                counts.visible.to_string(),
+            );
+            all.insert(
+                "ApproximateNumberOfMessagesNotVisible".into(),
+                counts.in_flight.to_string(),
+            );
+            all.insert(
+                "ApproximateNumberOfMessagesDelayed".into(),
+                counts.delayed.to_string(),
+            );
+            if !every {
+                let oldest_age_s = counts
+                    .oldest_sent_at
+                    .map_or(0, |t| now.saturating_sub(t) / 1000);
+                all.insert(OLDEST_AGE.into(), oldest_age_s.to_string());
+            }
+        }
+        if every {
             return Ok(all);
         }
-        let oldest_age_s = counts
-            .oldest_sent_at
-            .map_or(0, |t| now.saturating_sub(t) / 1000);
-        all.insert(OLDEST_AGE.into(), oldest_age_s.to_string());
         let mut out = BTreeMap::new();
         for n in names {
             if !known_attribute(n) {
@@ -294,10 +300,7 @@ impl Queues {
         let handle = self.inner.handle(name)?;
         let now = self.inner.now();
         let shared = handle.lock();
-        let counts = shared.core.counts(
-            now,
-            shared.record.config.message_retention_period as u64 * 1000,
-        );
+        let counts = self.inner.count(&shared, now);
         let mut stats = QueueStats {
             name: name.to_owned(),
             visible: counts.visible,
@@ -316,6 +319,16 @@ impl Queues {
         for handle in self.inner.registry.read().expect("registry lock").values() {
             handle.wake_all();
         }
+    }
+
+    /// How many messages counting has walked since the queues opened
+    /// (GetQueueAttributes asked for a count, [`Queues::stats`], the
+    /// metrics). Tests use it to show that sending into a deep queue does
+    /// not walk it.
+    pub fn messages_counted(&self) -> u64 {
+        self.inner
+            .messages_counted
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// [`Queues::stats`] of every queue.
@@ -346,6 +359,14 @@ fn check_tags(tags: &BTreeMap<String, String>) -> QueueResult<()> {
 
 /// Postbox's extension attribute: the age of the oldest message, seconds.
 const OLDEST_AGE: &str = "ApproximateAgeOfOldestMessage";
+
+/// The attributes that count a queue's messages.
+const COUNTED: [&str; 4] = [
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+    OLDEST_AGE,
+];
 
 fn known_attribute(name: &str) -> bool {
     name == OLDEST_AGE
@@ -384,6 +405,19 @@ fn conflict(existing: &QueueConfig, attributes: &BTreeMap<String, String>) -> Qu
 }
 
 impl Inner {
+    /// Counts the messages of a queue by state at `now`, a walk of all of
+    /// them (see [`Queues::messages_counted`]).
+    fn count(&self, shared: &QueueShared, now: u64) -> Counts {
+        self.messages_counted.fetch_add(
+            shared.core.len() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        shared.core.counts(
+            now,
+            shared.record.config.message_retention_period as u64 * 1000,
+        )
+    }
+
     /// A redrive policy must name an existing dead-letter queue of the same
     /// kind, other than the queue itself.
     pub(crate) fn check_redrive(&self, name: &str, config: &QueueConfig) -> QueueResult<()> {

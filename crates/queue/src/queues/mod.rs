@@ -149,6 +149,9 @@ pub(crate) struct Inner {
     pub options: QueuesOptions,
     pub registry: RwLock<BTreeMap<String, Arc<QueueHandle>>>,
     pub tasks: Mutex<Vec<Arc<MoveTask>>>,
+    /// Messages walked to count a queue's states: see
+    /// [`Queues::messages_counted`].
+    pub messages_counted: std::sync::atomic::AtomicU64,
 }
 
 /// The embedded queues: SQS's semantics in the store's file. Cheap to clone.
@@ -191,6 +194,7 @@ impl Queues {
             options,
             registry: RwLock::new(registry),
             tasks: Mutex::new(Vec::new()),
+            messages_counted: std::sync::atomic::AtomicU64::new(0),
         });
         tokio::spawn(sweep_loop(Arc::downgrade(&inner)));
         Ok(Queues { inner })
