@@ -35,9 +35,9 @@
 //! where a thread has its own). Its work can wait: nothing is answered on
 //! it, and a queue it lets grow holds the writer back by itself
 //! ([`MAX_QUEUED`]). At the same priority it took CPU from the writer and
-//! the request threads in the middle of a burst; one step lower than that
-//! each, the 100-tenant HTTP emit ran 3-6% faster with a p99 about 10%
-//! lower (`research/latency-path.md`).
+//! the request threads in the middle of a burst; ten steps nicer, the
+//! 100-tenant HTTP emit ran 2-6% faster with a p99 10-13% lower
+//! (`research/latency-path.md`).
 
 use std::collections::VecDeque;
 use std::fmt;
