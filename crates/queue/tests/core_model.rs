@@ -7,7 +7,9 @@
 //!   earlier message of its group that still exists; and a receive finds
 //!   something whenever some group could give;
 //! - deletes and visibility changes follow the receipt-handle rules;
-//! - no message is lost or invented.
+//! - no message is lost or invented;
+//! - the counts (visible, in flight, delayed, oldest) are the model's, with
+//!   delayed sends, retention, expiry and a clock set back.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,20 +21,47 @@ use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Send { group: u8 },
-    Receive { max: usize, visibility_s: u64 },
-    Delete { pick: usize },
-    ChangeVisibility { pick: usize, visibility_s: u64 },
-    Advance { ms: u64 },
+    Send {
+        group: u8,
+        delay_s: u64,
+    },
+    Receive {
+        max: usize,
+        visibility_s: u64,
+    },
+    Delete {
+        pick: usize,
+    },
+    ChangeVisibility {
+        pick: usize,
+        visibility_s: u64,
+    },
+    Advance {
+        ms: u64,
+    },
+    /// A wall clock set back.
+    Back {
+        ms: u64,
+    },
+    Expire {
+        max: usize,
+    },
+    Count,
 }
+
+/// Retention in the model: a few advances expire a message.
+const RETENTION_MS: u64 = 60_000;
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (0u8..4).prop_map(|group| Op::Send { group }),
+        3 => (0u8..4, prop_oneof![3 => Just(0u64), 1 => 1u64..40]).prop_map(|(group, delay_s)| Op::Send { group, delay_s }),
         3 => (1usize..=10, 0u64..3).prop_map(|(max, v)| Op::Receive { max, visibility_s: v * 10 }),
         2 => any::<usize>().prop_map(|pick| Op::Delete { pick }),
         1 => (any::<usize>(), 0u64..3).prop_map(|(pick, v)| Op::ChangeVisibility { pick, visibility_s: v * 10 }),
         2 => (0u64..25_000).prop_map(|ms| Op::Advance { ms }),
+        1 => (0u64..5_000).prop_map(|ms| Op::Back { ms }),
+        1 => (1usize..4).prop_map(|max| Op::Expire { max }),
+        2 => Just(Op::Count),
     ]
 }
 
@@ -40,6 +69,7 @@ fn op() -> impl Strategy<Value = Op> {
 #[derive(Clone, Copy, Debug)]
 struct Model {
     group: u8,
+    sent_at: u64,
     visible_at: u64,
     receive_count: u32,
     token: u64,
@@ -53,14 +83,16 @@ fn run(fifo: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut token = 0u64;
     for op in ops {
         match op {
-            Op::Send { group } => {
+            Op::Send { group, delay_s } => {
+                // FIFO queues take no per-message delay.
+                let delay_ms = if fifo { 0 } else { delay_s * 1000 };
                 let seq = core.take_seq();
                 let meta = MessageMeta {
                     group: Some(Arc::from(format!("g{group}"))),
                     sent_at: now,
                     size: 1,
                     state: MessageState {
-                        visible_at: now,
+                        visible_at: now + delay_ms,
                         ..MessageState::default()
                     },
                 };
@@ -69,7 +101,8 @@ fn run(fifo: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     seq,
                     Model {
                         group,
-                        visible_at: now,
+                        sent_at: now,
+                        visible_at: now + delay_ms,
                         receive_count: 0,
                         token: 0,
                     },
@@ -172,6 +205,42 @@ fn run(fifo: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
             }
             Op::Advance { ms } => now += ms,
+            Op::Back { ms } => now = now.saturating_sub(ms),
+            Op::Expire { max } => {
+                let mut doomed: Vec<(u64, u64)> = live
+                    .iter()
+                    .filter(|(_, m)| m.sent_at + RETENTION_MS <= now)
+                    .map(|(seq, m)| (m.sent_at, *seq))
+                    .collect();
+                doomed.sort();
+                doomed.truncate(max);
+                let expected: Vec<u64> = doomed.iter().map(|(_, seq)| *seq).collect();
+                prop_assert_eq!(core.expire(now, RETENTION_MS, max), expected.clone());
+                for seq in expected {
+                    live.remove(&seq);
+                }
+            }
+            Op::Count => {
+                let got = core.counts(now, RETENTION_MS);
+                let (mut visible, mut in_flight, mut delayed) = (0, 0, 0);
+                let mut oldest: Option<u64> = None;
+                for m in live.values().filter(|m| m.sent_at + RETENTION_MS > now) {
+                    oldest = Some(oldest.map_or(m.sent_at, |o| o.min(m.sent_at)));
+                    if m.visible_at <= now {
+                        visible += 1;
+                    } else if m.receive_count > 0 {
+                        in_flight += 1;
+                    } else {
+                        delayed += 1;
+                    }
+                }
+                prop_assert_eq!(
+                    (got.visible, got.in_flight, got.delayed, got.oldest_sent_at),
+                    (visible, in_flight, delayed, oldest),
+                    "counts at {}",
+                    now
+                );
+            }
             _ => {}
         }
         prop_assert_eq!(core.len(), live.len(), "messages lost or invented");
@@ -184,15 +253,20 @@ fn could_give(fifo: bool, live: &BTreeMap<u64, Model>, now: u64) -> bool {
     if !fifo {
         return live.values().any(|m| m.visible_at <= now);
     }
-    let mut heads: BTreeMap<u8, bool> = BTreeMap::new();
+    // A group can give when, in order, its messages up to and including
+    // the first one never received are all visible: none in flight, and
+    // the next one sent no later than `now` (a clock set back sees sends
+    // from its future).
+    let mut heads: BTreeMap<u8, (bool, bool)> = BTreeMap::new();
     for m in live.values() {
-        // A group can give when none of its messages is in flight and its
-        // first message is visible (FIFO sends have no delay here).
-        let in_flight = m.receive_count > 0 && m.visible_at > now;
-        let entry = heads.entry(m.group).or_insert(true);
-        *entry &= !in_flight;
+        let (ok, done) = heads.entry(m.group).or_insert((true, false));
+        if *done {
+            continue;
+        }
+        *ok &= m.visible_at <= now;
+        *done = m.receive_count == 0 || !*ok;
     }
-    heads.values().any(|ok| *ok)
+    heads.values().any(|(ok, _)| *ok)
 }
 
 proptest! {

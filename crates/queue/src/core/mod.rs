@@ -125,8 +125,80 @@ pub struct QueueCore {
     groups: HashMap<Arc<str>, Group>,
     by_sent: BTreeSet<(u64, u64)>,
     next_seq: u64,
+    hidden: Hidden,
+    /// Messages counting has looked at one by one (see [`QueueCore::walked`]).
+    walked: u64,
     /// FIFO deduplication ids seen in the last 5 minutes.
     pub dedup: DedupTable,
+}
+
+/// The messages hidden after a moving time, kept as each message changes
+/// so that counting them is not a walk of the queue.
+///
+/// Every message whose `visible_at` is after `watermark` is in `received`
+/// (received at least once: in flight) or `unreceived` (delayed), by its
+/// `visible_at`; none at or before it is. Moving the watermark to `now`
+/// drops the entries that became visible, each once, so counts at `now`
+/// are the two totals (see [`QueueCore::counts`]).
+#[derive(Debug, Default)]
+struct Hidden {
+    watermark: u64,
+    received: BTreeMap<u64, u64>,
+    received_n: u64,
+    unreceived: BTreeMap<u64, u64>,
+    unreceived_n: u64,
+}
+
+impl Hidden {
+    fn side(&mut self, state: &MessageState) -> (&mut BTreeMap<u64, u64>, &mut u64) {
+        if state.receive_count > 0 {
+            (&mut self.received, &mut self.received_n)
+        } else {
+            (&mut self.unreceived, &mut self.unreceived_n)
+        }
+    }
+
+    fn add(&mut self, state: &MessageState) {
+        if state.visible_at > self.watermark {
+            let (map, n) = self.side(state);
+            *map.entry(state.visible_at).or_default() += 1;
+            *n += 1;
+        }
+    }
+
+    fn remove(&mut self, state: &MessageState) {
+        if state.visible_at > self.watermark {
+            let (map, n) = self.side(state);
+            if let Some(c) = map.get_mut(&state.visible_at) {
+                *c -= 1;
+                *n -= 1;
+                if *c == 0 {
+                    map.remove(&state.visible_at);
+                }
+            } else {
+                debug_assert!(false, "a hidden message was not kept");
+            }
+        }
+    }
+
+    /// Moves the watermark to `now` if that is later.
+    fn advance(&mut self, now: u64) {
+        if now <= self.watermark {
+            return;
+        }
+        for (map, n) in [
+            (&mut self.received, &mut self.received_n),
+            (&mut self.unreceived, &mut self.unreceived_n),
+        ] {
+            while let Some(first) = map.first_entry() {
+                if *first.key() > now {
+                    break;
+                }
+                *n -= first.remove();
+            }
+        }
+        self.watermark = now;
+    }
 }
 
 impl QueueCore {
@@ -139,6 +211,8 @@ impl QueueCore {
             groups: HashMap::new(),
             by_sent: BTreeSet::new(),
             next_seq: first_seq.max(1),
+            hidden: Hidden::default(),
+            walked: 0,
             dedup: DedupTable::default(),
         }
     }
@@ -175,6 +249,10 @@ impl QueueCore {
     pub fn insert(&mut self, seq: u64, meta: MessageMeta) {
         self.next_seq = self.next_seq.max(seq + 1);
         self.by_sent.insert((meta.sent_at, seq));
+        // A new message's send time is the clock's: moving the watermark
+        // there keeps a message visible at once out of `hidden`.
+        self.hidden.advance(meta.sent_at);
+        self.hidden.add(&meta.state);
         let group = if self.fifo { meta.group.clone() } else { None };
         let state = meta.state;
         self.messages.insert(seq, meta);
@@ -193,6 +271,7 @@ impl QueueCore {
     pub fn remove(&mut self, seq: u64) -> Option<MessageMeta> {
         let meta = self.messages.remove(&seq)?;
         self.by_sent.remove(&(meta.sent_at, seq));
+        self.hidden.remove(&meta.state);
         match (&meta.group, self.fifo) {
             (Some(g), true) => {
                 if let Some(group) = self.groups.get_mut(g) {
@@ -219,6 +298,7 @@ impl QueueCore {
         token: u64,
         max_receive_count: Option<u32>,
     ) -> Receive {
+        self.hidden.advance(now);
         let mut out = Receive::default();
         let mut touched: HashSet<Lane> = HashSet::new();
         while out.received.len() < max {
@@ -363,6 +443,10 @@ impl QueueCore {
     /// Removes every message; returns their sequences.
     pub fn purge(&mut self) -> Vec<u64> {
         let all: Vec<u64> = self.messages.keys().copied().collect();
+        self.hidden = Hidden {
+            watermark: self.hidden.watermark,
+            ..Hidden::default()
+        };
         self.messages.clear();
         self.ready.clear();
         self.groups.clear();
@@ -398,10 +482,45 @@ impl QueueCore {
     }
 
     /// Counts messages by state at `now`, leaving out those expired under
-    /// `retention_ms`. Linear in the queue's length (states change with
-    /// time, so they are counted rather than kept): about a millisecond per
-    /// 100,000 messages, during which the queue is locked.
-    pub fn counts(&self, now: u64, retention_ms: u64) -> Counts {
+    /// `retention_ms`. The in-flight and delayed ones are kept as they
+    /// change ([`Hidden`]); only messages past retention that the expiry
+    /// task has not removed yet are looked at one by one. A clock earlier
+    /// than a time the core has seen (a wall clock set back) counts by a
+    /// walk of every message.
+    pub fn counts(&mut self, now: u64, retention_ms: u64) -> Counts {
+        if now < self.hidden.watermark {
+            return self.walk_counts(now, retention_ms);
+        }
+        self.hidden.advance(now);
+        let hidden = self.hidden.received_n + self.hidden.unreceived_n;
+        let mut c = Counts {
+            visible: self.messages.len() as u64 - hidden,
+            in_flight: self.hidden.received_n,
+            delayed: self.hidden.unreceived_n,
+            oldest_sent_at: None,
+        };
+        for &(sent_at, seq) in &self.by_sent {
+            if sent_at.saturating_add(retention_ms) > now {
+                c.oldest_sent_at = Some(sent_at);
+                break;
+            }
+            self.walked += 1;
+            let state = self.messages[&seq].state;
+            let n = if state.in_flight(now) {
+                &mut c.in_flight
+            } else if state.visible_at > now {
+                &mut c.delayed
+            } else {
+                &mut c.visible
+            };
+            *n = n.saturating_sub(1);
+        }
+        c
+    }
+
+    /// [`QueueCore::counts`] by looking at every message.
+    fn walk_counts(&mut self, now: u64, retention_ms: u64) -> Counts {
+        self.walked += self.messages.len() as u64;
         let mut c = Counts::default();
         for meta in self.messages.values() {
             if meta.sent_at.saturating_add(retention_ms) <= now {
@@ -422,10 +541,19 @@ impl QueueCore {
         c
     }
 
+    /// How many messages counting has looked at one by one since the core
+    /// was made: tests use it to show that counting a deep queue is not a
+    /// walk of it.
+    pub fn walked(&self) -> u64 {
+        self.walked
+    }
+
     fn set_state(&mut self, seq: u64, state: MessageState) {
         let meta = self.messages.get_mut(&seq).expect("present");
         let old = meta.state;
         meta.state = state;
+        self.hidden.remove(&old);
+        self.hidden.add(&state);
         match (&meta.group, self.fifo) {
             (Some(g), true) => {
                 let g = g.clone();

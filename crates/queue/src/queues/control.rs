@@ -163,7 +163,7 @@ impl Queues {
     ) -> QueueResult<BTreeMap<String, String>> {
         let handle = self.inner.handle(name)?;
         let now = self.inner.now();
-        let shared = handle.lock();
+        let mut shared = handle.lock();
         let record = &shared.record;
         let mut all = record.config.render();
         all.insert(
@@ -176,11 +176,10 @@ impl Queues {
         );
         all.insert("QueueArn".into(), self.inner.arn(name));
         let every = names.iter().any(|n| n == "All");
-        // Counting walks every message under the queue's lock, which its
-        // sends wait for: only when a count is asked for (the relay asks
-        // for a queue's size limits once a second, whatever its depth).
+        // Counted only when a count is asked for (the relay asks for a
+        // queue's size limits once a second).
         if every || names.iter().any(|n| COUNTED.contains(&n.as_str())) {
-            let counts = self.inner.count(&shared, now);
+            let counts = self.inner.count(&mut shared, now);
             all.insert(
                 "ApproximateNumberOfMessages".into(),
                 counts.visible.to_string(),
@@ -299,8 +298,8 @@ impl Queues {
     pub fn stats(&self, name: &str) -> QueueResult<QueueStats> {
         let handle = self.inner.handle(name)?;
         let now = self.inner.now();
-        let shared = handle.lock();
-        let counts = self.inner.count(&shared, now);
+        let mut shared = handle.lock();
+        let counts = self.inner.count(&mut shared, now);
         let mut stats = QueueStats {
             name: name.to_owned(),
             visible: counts.visible,
@@ -321,10 +320,12 @@ impl Queues {
         }
     }
 
-    /// How many messages counting has walked since the queues opened
-    /// (GetQueueAttributes asked for a count, [`Queues::stats`], the
-    /// metrics). Tests use it to show that sending into a deep queue does
-    /// not walk it.
+    /// How many messages counting (GetQueueAttributes asked for a count,
+    /// [`Queues::stats`], the metrics) has looked at one by one since the
+    /// queues opened: only messages past retention that the expiry task
+    /// has not removed yet, or every message after the clock was set back
+    /// ([`QueueCore::counts`]). Tests use it to show that counting a deep
+    /// queue does not walk it.
     pub fn messages_counted(&self) -> u64 {
         self.inner
             .messages_counted
@@ -405,17 +406,17 @@ fn conflict(existing: &QueueConfig, attributes: &BTreeMap<String, String>) -> Qu
 }
 
 impl Inner {
-    /// Counts the messages of a queue by state at `now`, a walk of all of
-    /// them (see [`Queues::messages_counted`]).
-    fn count(&self, shared: &QueueShared, now: u64) -> Counts {
+    /// Counts the messages of a queue by state at `now` (see
+    /// [`QueueCore::counts`] and [`Queues::messages_counted`]).
+    fn count(&self, shared: &mut QueueShared, now: u64) -> Counts {
+        let before = shared.core.walked();
+        let retention_ms = shared.record.config.message_retention_period as u64 * 1000;
+        let counts = shared.core.counts(now, retention_ms);
         self.messages_counted.fetch_add(
-            shared.core.len() as u64,
+            shared.core.walked() - before,
             std::sync::atomic::Ordering::Relaxed,
         );
-        shared.core.counts(
-            now,
-            shared.record.config.message_retention_period as u64 * 1000,
-        )
+        counts
     }
 
     /// A redrive policy must name an existing dead-letter queue of the same

@@ -149,7 +149,7 @@ pub(crate) struct Inner {
     pub options: QueuesOptions,
     pub registry: RwLock<BTreeMap<String, Arc<QueueHandle>>>,
     pub tasks: Mutex<Vec<Arc<MoveTask>>>,
-    /// Messages walked to count a queue's states: see
+    /// Messages counting looked at one by one: see
     /// [`Queues::messages_counted`].
     pub messages_counted: std::sync::atomic::AtomicU64,
 }
