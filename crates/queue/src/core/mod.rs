@@ -494,7 +494,7 @@ impl QueueCore {
         self.hidden.advance(now);
         let hidden = self.hidden.received_n + self.hidden.unreceived_n;
         let mut c = Counts {
-            visible: self.messages.len() as u64 - hidden,
+            visible: (self.messages.len() as u64).saturating_sub(hidden),
             in_flight: self.hidden.received_n,
             delayed: self.hidden.unreceived_n,
             oldest_sent_at: None,
