@@ -164,8 +164,21 @@ impl Queues {
         let handle = self.inner.handle(name)?;
         let now = self.inner.now();
         let mut shared = handle.lock();
+        let counts = self.inner.count(&mut shared, now);
         let record = &shared.record;
         let mut all = record.config.render();
+        all.insert(
+            "ApproximateNumberOfMessages".into(),
+            counts.visible.to_string(),
+        );
+        all.insert(
+            "ApproximateNumberOfMessagesNotVisible".into(),
+            counts.in_flight.to_string(),
+        );
+        all.insert(
+            "ApproximateNumberOfMessagesDelayed".into(),
+            counts.delayed.to_string(),
+        );
         all.insert(
             "CreatedTimestamp".into(),
             (record.created_at / 1000).to_string(),
@@ -175,33 +188,13 @@ impl Queues {
             (record.modified_at / 1000).to_string(),
         );
         all.insert("QueueArn".into(), self.inner.arn(name));
-        let every = names.iter().any(|n| n == "All");
-        // Counted only when a count is asked for (the relay asks for a
-        // queue's size limits once a second).
-        if every || names.iter().any(|n| COUNTED.contains(&n.as_str())) {
-            let counts = self.inner.count(&mut shared, now);
-            all.insert(
-                "ApproximateNumberOfMessages".into(),
-                counts.visible.to_string(),
-            );
-            all.insert(
-                "ApproximateNumberOfMessagesNotVisible".into(),
-                counts.in_flight.to_string(),
-            );
-            all.insert(
-                "ApproximateNumberOfMessagesDelayed".into(),
-                counts.delayed.to_string(),
-            );
-            if !every {
-                let oldest_age_s = counts
-                    .oldest_sent_at
-                    .map_or(0, |t| now.saturating_sub(t) / 1000);
-                all.insert(OLDEST_AGE.into(), oldest_age_s.to_string());
-            }
-        }
-        if every {
+        if names.iter().any(|n| n == "All") {
             return Ok(all);
         }
+        let oldest_age_s = counts
+            .oldest_sent_at
+            .map_or(0, |t| now.saturating_sub(t) / 1000);
+        all.insert(OLDEST_AGE.into(), oldest_age_s.to_string());
         let mut out = BTreeMap::new();
         for n in names {
             if !known_attribute(n) {
@@ -360,14 +353,6 @@ fn check_tags(tags: &BTreeMap<String, String>) -> QueueResult<()> {
 
 /// Postbox's extension attribute: the age of the oldest message, seconds.
 const OLDEST_AGE: &str = "ApproximateAgeOfOldestMessage";
-
-/// The attributes that count a queue's messages.
-const COUNTED: [&str; 4] = [
-    "ApproximateNumberOfMessages",
-    "ApproximateNumberOfMessagesNotVisible",
-    "ApproximateNumberOfMessagesDelayed",
-    OLDEST_AGE,
-];
 
 fn known_attribute(name: &str) -> bool {
     name == OLDEST_AGE
