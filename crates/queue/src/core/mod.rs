@@ -116,6 +116,19 @@ pub struct Counts {
     pub oldest_sent_at: Option<u64>,
 }
 
+impl Counts {
+    /// The count a message in `state` falls in at `now`.
+    fn of(&mut self, state: &MessageState, now: u64) -> &mut u64 {
+        if state.in_flight(now) {
+            &mut self.in_flight
+        } else if state.visible_at > now {
+            &mut self.delayed
+        } else {
+            &mut self.visible
+        }
+    }
+}
+
 /// One queue's scheduling state.
 #[derive(Debug)]
 pub struct QueueCore {
@@ -505,14 +518,7 @@ impl QueueCore {
                 break;
             }
             self.walked += 1;
-            let state = self.messages[&seq].state;
-            let n = if state.in_flight(now) {
-                &mut c.in_flight
-            } else if state.visible_at > now {
-                &mut c.delayed
-            } else {
-                &mut c.visible
-            };
+            let n = c.of(&self.messages[&seq].state, now);
             *n = n.saturating_sub(1);
         }
         c
@@ -530,13 +536,7 @@ impl QueueCore {
                 c.oldest_sent_at
                     .map_or(meta.sent_at, |o: u64| o.min(meta.sent_at)),
             );
-            if meta.state.in_flight(now) {
-                c.in_flight += 1;
-            } else if meta.state.visible_at > now {
-                c.delayed += 1;
-            } else {
-                c.visible += 1;
-            }
+            *c.of(&meta.state, now) += 1;
         }
         c
     }
