@@ -157,11 +157,10 @@ async fn a_file_with_queues_opens_only_with_the_queues_tables() {
     let clock = Arc::new(ManualClock::new(T0));
     {
         let bare = EmbeddedStore::open(&path, options(clock.clone())).unwrap();
-        let e = Queues::open(bare, QueuesOptions::default())
-            .await
-            .err()
-            .expect("queues on a store without their tables")
-            .to_string();
+        let Err(e) = Queues::open(bare, QueuesOptions::default()).await else {
+            panic!("queues opened on a store without their tables");
+        };
+        let e = e.to_string();
         assert!(e.contains("opened without the queues' tables"), "{e}");
     }
     {
@@ -169,10 +168,10 @@ async fn a_file_with_queues_opens_only_with_the_queues_tables() {
         fifo(&queues, "f.fifo").await;
         queues.send("f.fifo", grouped("a1", "a")).await.unwrap();
     }
-    let e = EmbeddedStore::open(&path, options(clock.clone()))
-        .err()
-        .expect("a file with queues opened without their tables")
-        .to_string();
+    let Err(e) = EmbeddedStore::open(&path, options(clock.clone())) else {
+        panic!("a file with queues opened without their tables");
+    };
+    let e = e.to_string();
     assert!(
         e.contains("holds table postbox_queue_") && e.contains("not opened to keep"),
         "{e}"

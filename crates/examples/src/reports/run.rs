@@ -125,10 +125,11 @@ impl<W: std::io::Write> Driver<'_, W> {
 ///
 /// Starts a node whose setup creates the tables and queues, with both
 /// pipes (ReportReady events logged to `dir/report-ready.jsonl`), then one
-/// runner on it, and serves the API on 127.0.0.1:0; then shows over HTTP: a job accepted (202), the same Idempotency-Key answered
-/// with the same job, the key reused for another branch (409), a bad key,
-/// bad JSON and a bad branch (400), a key whose job expired (404), the jobs
-/// reaching SUCCEEDED, and the ReportReady line logged for each.
+/// runner on it, and serves the API on 127.0.0.1:0; then shows over HTTP:
+/// a job accepted (202), the same Idempotency-Key answered with the same
+/// job, the key reused for another branch (409), a bad key, bad JSON and a
+/// bad branch (400), a key whose job expired (404), the jobs reaching
+/// SUCCEEDED, and the ReportReady line logged for each.
 pub async fn run(dir: &Path, out: &mut impl std::io::Write) -> Result<ReportsReport, ExampleError> {
     let log = dir.join("report-ready.jsonl");
     let mut handlers = Handlers::none();
