@@ -20,14 +20,15 @@ pub(crate) fn transact_items(n: usize) -> Result<(), StoreError> {
         return Ok(());
     }
     let bound = if n == 0 {
-        "greater than or equal to 1"
+        "greater than or equal to 1".to_owned()
     } else {
-        "less than or equal to 100"
+        format!("less than or equal to {MAX_TRANSACT_ACTIONS}")
     };
     Err(StoreError::validation(format!(
         "1 validation error detected: Value at 'transactItems' failed to satisfy constraint: Member must have length {bound}"
     )))
 }
+
 /// Largest TransactWriteItems request, summed over its items.
 pub(crate) const MAX_TRANSACT_BYTES: usize = 4 * 1024 * 1024;
 /// Most keys in one BatchGetItem.
