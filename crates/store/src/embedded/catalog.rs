@@ -16,6 +16,7 @@ use crate::api::{
     StreamSpecification, StreamViewType, TableDescription, UpdateTableInput,
 };
 
+use super::arrival::ArrivalIndex;
 use super::index::{self, IndexMeta};
 use super::validate;
 
@@ -68,6 +69,13 @@ pub struct TableMeta {
     /// written before indexes were kept).
     #[serde(default)]
     pub indexes: Vec<IndexMeta>,
+    /// Whether the table keeps its rows in arrival order (see `arrival`;
+    /// absent from files written before the layout existed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub arrival_order: bool,
+    /// The index of an arrival-ordered table's rows, built at open.
+    #[serde(skip)]
+    pub(crate) arrival: Option<Arc<ArrivalIndex>>,
 }
 
 /// A HASH (and RANGE) key schema in DynamoDB's shape.
@@ -278,6 +286,8 @@ impl TableMeta {
             stream_enabled_at_ms: None,
             pay_per_request_since_ms: None,
             indexes: Vec::new(),
+            arrival_order: false,
+            arrival: None,
         };
         if indexed {
             meta.indexes = index::declared_all(
@@ -401,6 +411,12 @@ impl TableMeta {
         }
         if !changed {
             return Err(StoreError::validation("Nothing to update"));
+        }
+        if next.arrival_order && (next.stream_view_type.is_some() || !next.indexes.is_empty()) {
+            return Err(StoreError::validation(format!(
+                "Table {} keeps its rows in arrival order (EmbeddedOptions::arrival_tables), which has no stream and no secondary index",
+                self.name
+            )));
         }
         Ok((next, stream_off))
     }
@@ -610,6 +626,9 @@ fn stream_view_type(
 #[derive(Debug, Default)]
 pub(crate) struct Catalog {
     tables: RwLock<HashMap<String, Arc<TableMeta>>>,
+    /// The names whose tables are created in arrival order
+    /// (`EmbeddedOptions::arrival_tables`).
+    arrival_tables: Vec<String>,
 }
 
 impl Catalog {
@@ -622,7 +641,23 @@ impl Catalog {
                     .map(|t| (t.name.clone(), Arc::new(t)))
                     .collect(),
             ),
+            arrival_tables: Vec::new(),
         }
+    }
+
+    /// This catalog, creating the tables called `names` in arrival order.
+    pub(crate) fn with_arrival_tables(mut self, names: Vec<String>) -> Catalog {
+        self.arrival_tables = names;
+        self
+    }
+
+    /// Whether a table created now as `meta` is kept in arrival order: it
+    /// is named so and has a partition key only, no stream and no index.
+    pub(crate) fn in_arrival_order(&self, meta: &TableMeta) -> bool {
+        self.arrival_tables.contains(&meta.name)
+            && meta.sort_key.is_none()
+            && meta.stream_view_type.is_none()
+            && meta.indexes.is_empty()
     }
 
     /// The table called `name`: a ValidationException for a name DynamoDB

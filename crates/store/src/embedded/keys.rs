@@ -295,6 +295,8 @@ mod tests {
             stream_enabled_at_ms: None,
             pay_per_request_since_ms: None,
             indexes: Vec::new(),
+            arrival_order: false,
+            arrival: None,
         }
     }
 

@@ -20,7 +20,7 @@ use crate::api::*;
 
 use super::catalog::{Catalog, KeyAttribute, TableMeta};
 use super::index::IndexMeta;
-use super::{index, keys, row, storage_err, ttl, validate};
+use super::{arrival, index, keys, row, storage_err, ttl, validate};
 
 use super::read_ops::items;
 
@@ -254,6 +254,9 @@ fn plan_query(catalog: &Catalog, mut input: QueryInput) -> Result<QueryPlan, Sto
             "The provided starting key is outside query boundaries based on provided conditions",
         ));
     }
+    // A table in arrival order has a partition key only: its Query reads
+    // the one row the key names, found at run time.
+    let point = (meta.arrival.is_some() && index.is_none()).then(|| prefix.clone());
     Ok(QueryPlan {
         page: Page {
             meta,
@@ -263,6 +266,7 @@ fn plan_query(catalog: &Catalog, mut input: QueryInput) -> Result<QueryPlan, Sto
             limit,
             start,
         },
+        point,
         lo,
         hi,
         forward: input.scan_index_forward.unwrap_or(true),
@@ -274,6 +278,8 @@ fn plan_query(catalog: &Catalog, mut input: QueryInput) -> Result<QueryPlan, Sto
 /// condition each item must still meet.
 struct QueryPlan {
     page: Page,
+    /// The item key a Query of a table in arrival order reads.
+    point: Option<Vec<u8>>,
     lo: Bound<Vec<u8>>,
     hi: Bound<Vec<u8>>,
     forward: bool,
@@ -287,7 +293,27 @@ pub(crate) fn query(
     now_ms: u64,
     input: QueryInput,
 ) -> Result<QueryOutput, StoreError> {
-    run_plan(txn, plan_query(catalog, input)?, now_ms)
+    run_plan(txn, placed(txn, plan_query(catalog, input)?)?, now_ms)
+}
+
+/// `plan` with its byte range on the row its point names, for a table in
+/// arrival order (an empty range when there is no such row, or when the
+/// page starts after it: a partition holds one item).
+fn placed(txn: &ReadTransaction, mut plan: QueryPlan) -> Result<QueryPlan, StoreError> {
+    let (Some(key), Some(index)) = (plan.point.take(), plan.page.meta.arrival.clone()) else {
+        return Ok(plan);
+    };
+    let found = match items(txn)? {
+        Some(table) => arrival::find(&table, &plan.page.meta, &index, &key)?,
+        None => None,
+    };
+    let at = arrival::row_key(plan.page.meta.id, found.as_ref().map_or(0, |(seq, _)| *seq));
+    plan.lo = Bound::Included(at.to_vec());
+    plan.hi = match (found, plan.page.start.take()) {
+        (Some(_), None) => Bound::Included(at.to_vec()),
+        _ => Bound::Excluded(at.to_vec()),
+    };
+    Ok(plan)
 }
 
 /// Runs a planned Query page, building its items.
@@ -298,6 +324,7 @@ fn run_plan(
 ) -> Result<QueryOutput, StoreError> {
     let QueryPlan {
         page,
+        point: _,
         lo,
         hi,
         forward,
@@ -334,7 +361,7 @@ pub(crate) fn query_encoded(
     now_ms: u64,
     input: QueryInput,
 ) -> Result<EncodedQueryOutput, StoreError> {
-    let plan = plan_query(catalog, input)?;
+    let plan = placed(txn, plan_query(catalog, input)?)?;
     if plan.page.filter.is_some()
         || plan.page.index.is_some()
         || !matches!(plan.page.shape, Shape::All)
@@ -352,6 +379,7 @@ fn run_page_encoded(
 ) -> Result<EncodedQueryOutput, StoreError> {
     let QueryPlan {
         page,
+        point: _,
         lo,
         hi,
         forward,
@@ -479,7 +507,22 @@ pub(crate) fn scan(
     if let Some(index) = &index {
         shape = index_shape(&meta, index, input.select, shape, filter.as_ref())?;
     }
-    let start = start_key(&meta, index.as_ref(), input.exclusive_start_key.as_ref())?;
+    let mut start = start_key(&meta, index.as_ref(), input.exclusive_start_key.as_ref())?;
+    if let (Some(key), Some(arrival)) = (&start, &meta.arrival) {
+        // A table in arrival order is scanned in that order: the page goes
+        // on after the start item's row, which must still be there.
+        let found = match items(txn)? {
+            Some(table) => arrival::find(&table, &meta, arrival, key)?,
+            None => None,
+        };
+        let Some((seq, _)) = found else {
+            return Err(StoreError::validation(format!(
+                "The provided starting key is invalid: table {} keeps its items in arrival order and has no item with this key to go on after",
+                meta.name
+            )));
+        };
+        start = Some(arrival::row_key(meta.id, seq).to_vec());
+    }
     let prefix = keys::table_prefix(index.as_ref().map_or(meta.id, |i| i.id));
     let (lo, hi) = (
         Bound::Included(prefix.clone()),

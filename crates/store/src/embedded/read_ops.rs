@@ -16,7 +16,7 @@ use crate::api::*;
 
 use super::catalog::{Catalog, TableMeta};
 use super::tables::{ITEMS, open_if_present};
-use super::{keys, row, storage_err, ttl, validate};
+use super::{arrival, keys, row, storage_err, ttl, validate};
 
 /// The items table as a snapshot sees it.
 pub(super) type ItemsTable = ReadOnlyTable<&'static [u8], &'static [u8]>;
@@ -34,10 +34,16 @@ fn get_live(
     now_ms: u64,
 ) -> Result<Option<Item>, StoreError> {
     let Some(table) = table else { return Ok(None) };
-    let Some(bytes) = table.get(key).map_err(storage_err)? else {
-        return Ok(None);
+    let item = match &meta.arrival {
+        Some(index) => match arrival::find(table, meta, index, key)? {
+            Some((_, item)) => item,
+            None => return Ok(None),
+        },
+        None => match table.get(key).map_err(storage_err)? {
+            Some(bytes) => row::item(bytes.value())?,
+            None => return Ok(None),
+        },
     };
-    let item = row::item(bytes.value())?;
     Ok((!ttl::is_expired(meta, &item, now_ms)).then_some(item))
 }
 

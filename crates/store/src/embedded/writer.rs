@@ -381,6 +381,7 @@ fn commit_batch(
             stream_written: false,
             lsn: None,
             on_commit: finished.on_commit,
+            on_durable: finished.on_durable,
         };
         done.finish(shared, syncer);
         return Ok(());
@@ -449,6 +450,7 @@ fn commit_batch(
         stream_written: finished.stream_written,
         lsn,
         on_commit: finished.on_commit,
+        on_durable: finished.on_durable,
     };
     done.finish(shared, syncer);
     Ok(())
@@ -464,6 +466,8 @@ struct Done {
     lsn: Option<(u64, usize)>,
     /// Run as soon as the batch has committed (`WriteContext::on_commit`).
     on_commit: Vec<super::context::CommitHook>,
+    /// Run once the batch is durable, before its callers are answered.
+    on_durable: Vec<super::context::CommitHook>,
 }
 
 impl Done {
@@ -494,6 +498,7 @@ impl Done {
     /// Publishes the batch's catalog changes and stream records and answers
     /// its callers.
     fn publish(self, shared: &Shared) {
+        self.on_durable.into_iter().for_each(|hook| hook());
         for change in self.catalog {
             shared.catalog.apply(change);
         }

@@ -11,6 +11,7 @@ use redb::ReadableTable;
 use crate::StoreError;
 use crate::api::CreateTableInput;
 
+use super::super::arrival::ArrivalIndex;
 use super::super::catalog::{CatalogChange, TableMeta};
 use super::super::tables::NEXT_TABLE_ID;
 use super::super::{keys, row, storage_err, stream, ttl, validate};
@@ -30,7 +31,12 @@ impl WriteContext<'_> {
             )));
         }
         let id = self.next_table_id()?;
-        let meta = Arc::new(TableMeta::from_create(input, id, self.now_ms)?);
+        let mut meta = TableMeta::from_create(input, id, self.now_ms)?;
+        if self.catalog.in_arrival_order(&meta) {
+            meta.arrival_order = true;
+            meta.arrival = Some(Arc::new(ArrivalIndex::new()));
+        }
+        let meta = Arc::new(meta);
         self.take_table_ids(id, 1 + meta.indexes.len() as u32)?;
         self.write_meta(&meta)?;
         Ok(meta)
@@ -235,8 +241,14 @@ impl WriteContext<'_> {
                 .map_err(storage_err)?
             {
                 let (k, v) = row.map_err(storage_err)?;
-                if let Some(at) = ttl::expires_at(&updated, &row::item(v.value())?) {
-                    entries.push((at, k.value().to_vec()));
+                let item = row::item(v.value())?;
+                if let Some(at) = ttl::expires_at(&updated, &item) {
+                    // The index names items by their key, wherever they are.
+                    let key = match updated.arrival_order {
+                        true => keys::item_key(&updated, &item)?,
+                        false => k.value().to_vec(),
+                    };
+                    entries.push((at, key));
                 }
             }
             for (at, key) in entries {

@@ -27,7 +27,7 @@ use super::logged::{LogTables, LoggedTable as Table, OpLog, TableOpener};
 use super::tables::{
     CHECKPOINTS, ITEMS, META, STREAM, STREAM_HEADS, STREAM_IMAGES, SYSTEM, TTL_INDEX,
 };
-use super::{index, keys, row, storage_err, stream, ttl, validate};
+use super::{arrival, index, keys, row, storage_err, stream, ttl, validate};
 
 /// The table in `cell`, opened from `def` if this is its first use.
 fn opened<'c, 't, K: Key + 'static, V: Value + 'static>(
@@ -149,6 +149,9 @@ pub struct WriteContext<'t> {
     touched: std::cell::Cell<bool>,
     /// What runs once the batch has committed ([`WriteContext::on_commit`]).
     on_commit: Vec<CommitHook>,
+    /// What runs once the batch is durable (arrival places of deleted rows
+    /// are forgotten then).
+    on_durable: Vec<CommitHook>,
     /// The tables whose items the batch changed.
     changed: Vec<u32>,
 }
@@ -166,6 +169,8 @@ pub(crate) struct Finished {
     pub touched: bool,
     /// The callbacks registered with [`WriteContext::on_commit`].
     pub on_commit: Vec<CommitHook>,
+    /// What runs once the batch is durable.
+    pub on_durable: Vec<CommitHook>,
     /// The tables whose items changed or whose metadata was put
     /// (`TableChanges`).
     pub changed: Vec<u32>,
@@ -193,6 +198,7 @@ impl<'t> WriteContext<'t> {
             stream_written: false,
             touched: std::cell::Cell::new(false),
             on_commit: Vec::new(),
+            on_durable: Vec::new(),
             changed: Vec::new(),
         })
     }
@@ -351,9 +357,14 @@ impl<'t> WriteContext<'t> {
             .find(|c| c.meta.id == meta.id && c.key == key)
         {
             Some(change) => change.new.clone(),
-            None => match self.tables.items()?.get(key).map_err(storage_err)? {
-                Some(bytes) => Some(row::item(bytes.value())?),
-                None => None,
+            None => match &meta.arrival {
+                Some(index) => {
+                    arrival::find(&**self.tables.items()?, meta, index, key)?.map(|(_, item)| item)
+                }
+                None => match self.tables.items()?.get(key).map_err(storage_err)? {
+                    Some(bytes) => Some(row::item(bytes.value())?),
+                    None => None,
+                },
             },
         };
         let expired = stored
@@ -500,6 +511,7 @@ impl<'t> WriteContext<'t> {
             stream_written: self.stream_written,
             touched: self.touched.get(),
             on_commit: self.on_commit,
+            on_durable: self.on_durable,
             changed,
         })
     }
@@ -537,10 +549,16 @@ impl<'t> WriteContext<'t> {
             (Some(bytes), Some(seq)) if by_ref => Some(row::referred(seq, bytes)),
             _ => None,
         };
+        // Where the row is: under its key, or its place in arrival order.
+        let place = match &meta.arrival {
+            None => None,
+            Some(index) => Some(self.place(&meta, index, &key, old.is_some(), new.is_none())?),
+        };
+        let at = place.as_ref().map_or(key.as_slice(), |p| &p[..]);
         let items = self.tables.items_mut()?;
         let replaced = match marked.as_deref().or(new_bytes.as_deref()) {
-            Some(value) => items.insert(key.as_slice(), value),
-            None => items.remove(key.as_slice()),
+            Some(value) => items.insert(at, value),
+            None => items.remove(at),
         }
         .map_err(storage_err)?
         .and_then(|old_row| match row::split(old_row.value()) {
@@ -601,6 +619,34 @@ impl<'t> WriteContext<'t> {
             self.stream_written = true;
         }
         Ok(())
+    }
+
+    /// The place of `key`'s row in arrival order: the stored row's if there
+    /// is one (`stored`), else a new one. A row `deleting` leaves its place
+    /// in the index until the delete is durable.
+    fn place(
+        &mut self,
+        meta: &Arc<TableMeta>,
+        index: &Arc<arrival::ArrivalIndex>,
+        key: &[u8],
+        stored: bool,
+        deleting: bool,
+    ) -> Result<[u8; 12], StoreError> {
+        if !stored {
+            return Ok(arrival::row_key(meta.id, index.insert(key)));
+        }
+        let Some((seq, _)) = arrival::find(&**self.tables.items()?, meta, index, key)? else {
+            return Err(StoreError::Storage(format!(
+                "table {}: an item being changed has no row in arrival order",
+                meta.name
+            )));
+        };
+        if deleting {
+            let (index, key) = (index.clone(), key.to_vec());
+            self.on_durable
+                .push(Box::new(move || index.forget(&key, seq)));
+        }
+        Ok(arrival::row_key(meta.id, seq))
     }
 
     /// Writes the stream records gathered so far as one block per table.
