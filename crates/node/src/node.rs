@@ -193,6 +193,8 @@ impl Node {
         let mut store_options = EmbeddedOptions {
             cache_bytes: options.cache_bytes,
             recover_truncated: options.recover_truncated,
+            // Idempotency-Keys are random: their rows go in arrival order.
+            arrival_tables: vec![postbox_topology::REQUESTS_TABLE.to_owned()],
             ..EmbeddedOptions::default()
         }
         .keeping(postbox_queue::tables());
@@ -815,6 +817,44 @@ handler = "contacts::seen"
             })
         }));
         handlers
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_idempotency_keys_table_keeps_its_rows_in_arrival_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let handlers = counting(Arc::default(), Arc::default());
+        let node = Node::start(options(dir.path(), CATALOG, handlers))
+            .await
+            .unwrap();
+        let table = postbox_topology::REQUESTS_TABLE;
+        for pk in ["c", "a", "b"] {
+            let item = postbox_item::item_from_json(&serde_json::json!({"pk": {"S": pk}})).unwrap();
+            node.store
+                .put_item(postbox_store::api::PutItemInput {
+                    table_name: table.into(),
+                    item,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+        }
+        let out = node
+            .store
+            .scan(postbox_store::api::ScanInput {
+                table_name: table.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let order: Vec<_> = out
+            .items
+            .unwrap()
+            .iter()
+            .map(|i| i.get("pk").cloned().unwrap())
+            .collect();
+        let s = postbox_item::AttributeValue::s;
+        assert_eq!(order, [s("c"), s("a"), s("b")]);
+        node.shutdown().await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -53,9 +53,13 @@ pub async fn env_with(catalog: &str) -> Env {
 /// [`env_with`] with what the node adds (pipes, metrics, a pull hub).
 pub async fn env_with_sources(catalog: &str, sources: postbox_api::Sources) -> Env {
     let dir = tempfile::tempdir().unwrap();
+    // As a node opens it: the Idempotency-Keys' rows in arrival order.
+    let options = EmbeddedOptions {
+        arrival_tables: vec![postbox_topology::REQUESTS_TABLE.to_owned()],
+        ..EmbeddedOptions::default()
+    };
     let (store, queues) =
-        postbox_queue::testing::open_with(&dir.path().join("p.redb"), EmbeddedOptions::default())
-            .await;
+        postbox_queue::testing::open_with(&dir.path().join("p.redb"), options).await;
     store
         .create_table(CreateTableInput::keyed_by("orders", "pk"))
         .await
