@@ -28,7 +28,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
-use postbox_item::Item;
+use postbox_item::{AttributeValue, Item, RawValueRef, visit_encoded_item_unchecked};
 use redb::ReadableTable;
 
 use crate::StoreError;
@@ -124,7 +124,7 @@ impl ArrivalIndex {
             {
                 let (k, v) = row.map_err(storage_err)?;
                 let seq = seq_of(k.value()).ok_or_else(|| damaged(meta))?;
-                let key = keys::item_key(meta, &row::item(v.value())?)?;
+                let key = key_of_row(meta, v.value())?;
                 places.add(index.hash(&key), seq);
                 places.next = places.next.max(seq + 1);
             }
@@ -232,17 +232,37 @@ where
         let Some(bytes) = items.get(&row_key(meta.id, seq)[..]).map_err(storage_err)? else {
             continue;
         };
-        let item = row::item(bytes.value())?;
-        if keys::item_key(meta, &item)? == key {
-            return Ok(Some((seq, item)));
+        if key_of_row(meta, bytes.value())? == key {
+            return Ok(Some((seq, row::item(bytes.value())?)));
         }
     }
     Ok(None)
 }
 
+/// The item key of a stored row, read without building the item.
+fn key_of_row(meta: &TableMeta, value: &[u8]) -> Result<Vec<u8>, StoreError> {
+    let name = meta.partition_key.name.as_bytes();
+    let mut pk = None;
+    visit_encoded_item_unchecked(row::item_bytes(value), |n, v| {
+        if n == name {
+            pk = Some(v);
+        }
+    })?;
+    let pk = match pk {
+        Some(RawValueRef::S(s)) => AttributeValue::S(
+            std::str::from_utf8(s)
+                .map_err(|_| damaged(meta))?
+                .to_owned(),
+        ),
+        Some(RawValueRef::Value(v)) => v.to_value()?,
+        None => return Err(damaged(meta)),
+    };
+    Ok(keys::encode(meta, &pk, None))
+}
+
 fn damaged(meta: &TableMeta) -> StoreError {
     StoreError::Storage(format!(
-        "table {} keeps its rows in arrival order, but a row's place is not an arrival number",
+        "table {} keeps its rows in arrival order, but a row is not one of its items",
         meta.name
     ))
 }

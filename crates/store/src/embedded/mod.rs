@@ -751,10 +751,17 @@ fn load_tables(db: &Database) -> StoreResult<Vec<Meta>> {
             StoreError::Storage(format!("corrupt metadata of table {}: {e}", name.value()))
         })?;
         if parsed.arrival_order {
+            let started = std::time::Instant::now();
             let index = match tables::open_if_present(&txn, tables::ITEMS)? {
                 Some(items) => arrival::ArrivalIndex::build(&items, &parsed)?,
                 None => arrival::ArrivalIndex::new(),
             };
+            tracing::info!(
+                table = %parsed.name,
+                rows = index.len(),
+                ms = started.elapsed().as_millis() as u64,
+                "indexed the rows of a table kept in arrival order"
+            );
             parsed.arrival = Some(Arc::new(index));
         }
         out.push(parsed);
