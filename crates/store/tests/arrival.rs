@@ -14,11 +14,9 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use postbox_item::{Item, item_to_json};
@@ -79,17 +77,17 @@ fn path(dir: &tempfile::TempDir) -> PathBuf {
 async fn create_both(store: &EmbeddedStore) {
     for name in [KEYED, ARRIVAL] {
         create(store, name, None, None).await;
-        store
-            .update_time_to_live(
-                name,
-                postbox_store::api::TimeToLiveSpecification {
-                    enabled: true,
-                    attribute_name: "exp".into(),
-                },
-            )
-            .await
-            .unwrap();
+        expire_by_exp(store, name).await;
     }
+}
+
+/// Turns TTL on, on the attribute `exp`.
+async fn expire_by_exp(store: &EmbeddedStore, table: &str) {
+    let spec = postbox_store::api::TimeToLiveSpecification {
+        enabled: true,
+        attribute_name: "exp".into(),
+    };
+    store.update_time_to_live(table, spec).await.unwrap();
 }
 
 // ---- the property test ----
@@ -423,16 +421,7 @@ async fn ttl_turned_on_later_sweeps_the_rows_in_arrival_order() {
         .unwrap();
     }
     put_keys(s.store(), ARRIVAL, &["c"]).await;
-    s.store()
-        .update_time_to_live(
-            ARRIVAL,
-            postbox_store::api::TimeToLiveSpecification {
-                enabled: true,
-                attribute_name: "exp".into(),
-            },
-        )
-        .await
-        .unwrap();
+    expire_by_exp(s.store(), ARRIVAL).await;
     s.clock.advance_ms(10_000);
     s.store().sweep_now().await.unwrap();
     // The sweeper found the rows through their keys and deleted them.
@@ -514,12 +503,6 @@ fn arrival_crash_child() {
     });
 }
 
-fn ack(kind: &str, key: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "ACK {kind} {key}").unwrap();
-    out.flush().unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_rows_survive_sigkill() {
     let dir = tempfile::tempdir().unwrap();
@@ -535,39 +518,12 @@ async fn acknowledged_rows_survive_sigkill() {
     let (mut inserted, mut deleted) = (BTreeSet::new(), BTreeSet::new());
     let mut deleting = BTreeSet::new();
     for round in 0..CRASH_ROUNDS {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "arrival_crash_child",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("POSTBOX_ARRIVAL_CHILD", &path)
-            .env("POSTBOX_ARRIVAL_ROUND", round.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .filter(|l| l.starts_with("ACK "))
-                .collect::<Vec<_>>()
-        });
+        let env = [
+            ("POSTBOX_ARRIVAL_CHILD", path.display().to_string()),
+            ("POSTBOX_ARRIVAL_ROUND", round.to_string()),
+        ];
         let wait = Duration::from_millis(50 + (seed.wrapping_mul(round + 1) >> 7) % 400);
-        let started = Instant::now();
-        while started.elapsed() < wait {
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("the child exited on its own in round {round}: {status}");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        for line in reader.join().unwrap() {
+        for line in acks_until_killed("arrival_crash_child", &env, wait) {
             let mut parts = line.split(' ').skip(1);
             match (parts.next(), parts.next()) {
                 (Some("put"), Some(k)) => inserted.insert(k.to_owned()),

@@ -14,9 +14,7 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use postbox_item::Item;
@@ -86,12 +84,6 @@ fn txn_request(id: &str) -> postbox_store::api::TransactWriteItemsInput {
     req_of(json!({"TransactItems": actions, "ClientRequestToken": id}))
 }
 
-fn ack(kind: &str, id: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "ACK {kind} {id}").unwrap();
-    out.flush().unwrap();
-}
-
 /// A small deterministic generator for kill times (no extra dependency).
 struct Lcg(u64);
 impl Lcg {
@@ -119,40 +111,14 @@ async fn crash_safety_under_sigkill() {
     let mut rng = Lcg(seed);
     let (mut acked_puts, mut acked_txns) = (BTreeSet::new(), BTreeSet::new());
     for round in 0..ROUNDS {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "crash_child",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("POSTBOX_CRASH_CHILD", &path)
-            .env("POSTBOX_CRASH_ROUND", round.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .filter(|l| l.starts_with("ACK "))
-                .collect::<Vec<_>>()
-        });
+        let env = [
+            ("POSTBOX_CRASH_CHILD", path.display().to_string()),
+            ("POSTBOX_CRASH_ROUND", round.to_string()),
+        ];
         let wait = Duration::from_millis(30 + rng.next(400));
-        let started = Instant::now();
-        while started.elapsed() < wait {
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("the child exited on its own in round {round}: {status}");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        let acks = acks_until_killed("crash_child", &env, wait);
         let mut this_round = Vec::new();
-        for line in reader.join().unwrap() {
+        for line in acks {
             let mut parts = line.split(' ').skip(1);
             match (parts.next(), parts.next()) {
                 (Some("put"), Some(id)) => acked_puts.insert(id.to_owned()),

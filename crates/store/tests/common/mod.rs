@@ -124,3 +124,51 @@ pub fn add(token: &str, by: &str) -> TransactWriteItemsInput {
         {"Update": {"TableName": "tbl", "Key": {"pk": {"S": "c"}}, "UpdateExpression": "ADD n :by",
             "ExpressionAttributeValues": {":by": {"N": by}}}}]}))
 }
+
+/// In a crash test's child: prints `ACK <kind> <id>` once a write of
+/// `id` is acknowledged.
+pub fn ack(kind: &str, id: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ACK {kind} {id}").unwrap();
+    out.flush().unwrap();
+}
+
+/// Runs this test binary's ignored test `child` with `env` as a child
+/// process, SIGKILLs it after `wait`, and returns the `ACK ` lines it
+/// printed by then. Panics if the child exits on its own.
+pub fn acks_until_killed(child: &str, env: &[(&str, String)], wait: Duration) -> Vec<String> {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let mut process = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            child,
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = process.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .filter(|l| l.starts_with("ACK "))
+            .collect::<Vec<_>>()
+    });
+    let started = std::time::Instant::now();
+    while started.elapsed() < wait {
+        if let Some(status) = process.try_wait().unwrap() {
+            panic!("the child {child} exited on its own: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    process.kill().unwrap(); // SIGKILL
+    process.wait().unwrap();
+    reader.join().unwrap()
+}
