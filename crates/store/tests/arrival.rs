@@ -27,7 +27,12 @@ use serde_json::{Value, json};
 
 const KEYED: &str = "keyed";
 const ARRIVAL: &str = "arrival";
-const KEYS: usize = 5;
+/// Tables with a sort key: the second asks for arrival order by its tag.
+const KEYED_SORTED: &str = "keyed_sorted";
+const ARRIVAL_SORTED: &str = "arrival_sorted";
+/// Items a test's operations address: in a table with a sort key, item
+/// `k` is in partition `k % 3`.
+const KEYS: usize = 6;
 
 fn arrival_options(clock: Arc<ManualClock>) -> EmbeddedOptions {
     EmbeddedOptions {
@@ -79,6 +84,27 @@ async fn create_both(store: &EmbeddedStore) {
         create(store, name, None, None).await;
         expire_by_exp(store, name).await;
     }
+    for (name, tag) in [(KEYED_SORTED, None), (ARRIVAL_SORTED, Some("arrival"))] {
+        create_sorted(store, name, tag).await.unwrap();
+        expire_by_exp(store, name).await;
+    }
+}
+
+/// Creates a table keyed by `pk` and `sk` (both S), tagged `postbox:row-order`
+/// = `order` if given.
+async fn create_sorted(
+    store: &EmbeddedStore,
+    name: &str,
+    order: Option<&str>,
+) -> StoreResult<postbox_store::api::TableDescription> {
+    let mut req = json!({"TableName": name,
+        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
+        "BillingMode": "PAY_PER_REQUEST"});
+    if let Some(order) = order {
+        req["Tags"] = json!([{"Key": "postbox:row-order", "Value": order}]);
+    }
+    store.create_table(req_of(req)).await
 }
 
 /// Turns TTL on, on the attribute `exp`.
@@ -113,7 +139,7 @@ enum Op {
     Update(usize, i64, Cond),
     Delete(usize, Cond),
     Get(usize),
-    Query(usize),
+    Query(usize, u8),
     Scan,
     Transact(Vec<(usize, Act, Cond)>),
     Advance,
@@ -137,7 +163,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (key.clone(), -1i64..3, cond()).prop_map(|(k, n, c)| Op::Update(k, n, c)),
         3 => (key.clone(), cond()).prop_map(|(k, c)| Op::Delete(k, c)),
         2 => key.clone().prop_map(Op::Get),
-        1 => key.clone().prop_map(Op::Query),
+        2 => (key.clone(), 0u8..3).prop_map(|(k, v)| Op::Query(k, v)),
         1 => Just(Op::Scan),
         2 => proptest::collection::vec(
                 (prop_oneof![(0i64..3).prop_map(Act::Put), Just(Act::Delete), Just(Act::Check)], cond()),
@@ -152,8 +178,19 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn key(k: usize) -> Value {
-    json!({"pk": {"S": format!("key-{k}")}})
+/// The key of item `k` in a table with (`sorted`) or without a sort key.
+fn key(k: usize, sorted: bool) -> Value {
+    match sorted {
+        false => json!({"pk": {"S": format!("key-{k}")}}),
+        true => json!({"pk": {"S": format!("key-{}", k % 3)}, "sk": {"S": format!("s-{}", k / 3)}}),
+    }
+}
+
+/// Item `k` with `v`.
+fn item_of(k: usize, v: i64, sorted: bool) -> Value {
+    let mut item = key(k, sorted);
+    item["v"] = json!({"N": v.to_string()});
+    item
 }
 
 /// `req` with its condition, if any.
@@ -182,9 +219,12 @@ fn answer<T: std::fmt::Debug>(result: StoreResult<T>) -> String {
     format!("{result:?}").replace(ARRIVAL, KEYED)
 }
 
-fn sorted(items: Vec<Item>) -> Vec<Value> {
+fn in_key_order(items: Vec<Item>) -> Vec<Value> {
     let mut items: Vec<Value> = items.iter().map(item_to_json).collect();
-    items.sort_by_key(|i| i["pk"]["S"].as_str().unwrap_or_default().to_owned());
+    items.sort_by_key(|i| {
+        let text = |a: &str| i[a]["S"].as_str().unwrap_or_default().to_owned();
+        (text("pk"), text("sk"))
+    });
     items
 }
 
@@ -201,16 +241,41 @@ async fn scan_all(store: &EmbeddedStore, table: &str) -> Vec<Value> {
         items.extend(out.items.unwrap_or_default());
         match out.last_evaluated_key {
             Some(k) => start = Some(k),
-            None => return sorted(items),
+            None => return in_key_order(items),
+        }
+    }
+}
+
+/// Every page of a Query of `req`, one item a page, in order: the items
+/// and the keys the pages ended at.
+async fn query_pages(store: &EmbeddedStore, req: Value) -> String {
+    let mut pages = Vec::new();
+    let mut start: Option<Item> = None;
+    loop {
+        let mut req = req.clone();
+        req["Limit"] = json!(1);
+        if let Some(k) = &start {
+            req["ExclusiveStartKey"] = item_to_json(k);
+        }
+        match query(store, req).await {
+            Err(e) => return answer::<()>(Err(e)),
+            Ok(out) => {
+                pages.push(format!("{:?} {:?}", out.items, out.last_evaluated_key));
+                match out.last_evaluated_key {
+                    Some(k) if pages.len() < 10 => start = Some(k),
+                    _ => return pages.join("\n"),
+                }
+            }
         }
     }
 }
 
 /// Runs `op` on `table`; the answer as text.
 async fn run(store: &EmbeddedStore, now_s: u64, table: &str, op: &Op) -> String {
+    let sorted = table.ends_with("sorted");
     match op {
         Op::Put(k, v, c, expiring) => {
-            let mut item = json!({"pk": {"S": format!("key-{k}")}, "v": {"N": v.to_string()}});
+            let mut item = item_of(*k, *v, sorted);
             if *expiring {
                 item["exp"] = json!({"N": (now_s + 5).to_string()});
             }
@@ -218,19 +283,29 @@ async fn run(store: &EmbeddedStore, now_s: u64, table: &str, op: &Op) -> String 
             answer(put(store, conditioned(req, c)).await)
         }
         Op::Update(k, n, c) => {
-            let req = json!({"TableName": table, "Key": key(*k), "UpdateExpression": "ADD v :n",
+            let req = json!({"TableName": table, "Key": key(*k, sorted), "UpdateExpression": "ADD v :n",
                 "ExpressionAttributeValues": {":n": {"N": n.to_string()}}, "ReturnValues": "ALL_NEW"});
             answer(update(store, conditioned(req, c)).await)
         }
         Op::Delete(k, c) => {
-            let req = json!({"TableName": table, "Key": key(*k), "ReturnValues": "ALL_OLD"});
+            let req =
+                json!({"TableName": table, "Key": key(*k, sorted), "ReturnValues": "ALL_OLD"});
             answer(delete(store, conditioned(req, c)).await)
         }
-        Op::Get(k) => format!("{:?}", get(store, table, key(*k)).await),
-        Op::Query(k) => {
-            let req = json!({"TableName": table, "KeyConditionExpression": "pk = :k",
-                "ExpressionAttributeValues": {":k": {"S": format!("key-{k}")}}});
-            answer(query(store, req).await)
+        Op::Get(k) => format!("{:?}", get(store, table, key(*k, sorted)).await),
+        Op::Query(k, variant) => {
+            let pk = key(*k, sorted)["pk"].clone();
+            let mut req = json!({"TableName": table, "KeyConditionExpression": "pk = :k",
+                "ExpressionAttributeValues": {":k": pk}});
+            match (sorted, variant) {
+                (true, 1) => req["ScanIndexForward"] = json!(false),
+                (true, 2) => {
+                    req["KeyConditionExpression"] = json!("pk = :k AND sk >= :s");
+                    req["ExpressionAttributeValues"][":s"] = json!({"S": "s-1"});
+                }
+                _ => {}
+            }
+            query_pages(store, req).await
         }
         Op::Scan => format!("{:?}", scan_all(store, table).await),
         Op::Transact(acts) => {
@@ -238,16 +313,16 @@ async fn run(store: &EmbeddedStore, now_s: u64, table: &str, op: &Op) -> String 
                 .iter()
                 .map(|(k, act, c)| match act {
                     Act::Put(v) => json!({"Put": conditioned(json!({"TableName": table,
-                        "Item": {"pk": {"S": format!("key-{k}")}, "v": {"N": v.to_string()}}}), c)}),
-                    Act::Delete => {
-                        json!({"Delete": conditioned(json!({"TableName": table, "Key": key(*k)}), c)})
-                    }
+                        "Item": item_of(*k, *v, sorted)}), c)}),
+                    Act::Delete => json!({"Delete": conditioned(
+                        json!({"TableName": table, "Key": key(*k, sorted)}), c)}),
                     Act::Check => {
                         let c = match c {
                             Cond::None => &Cond::Exists,
                             c => c,
                         };
-                        json!({"ConditionCheck": conditioned(json!({"TableName": table, "Key": key(*k)}), c)})
+                        json!({"ConditionCheck": conditioned(
+                            json!({"TableName": table, "Key": key(*k, sorted)}), c)})
                     }
                 })
                 .collect();
@@ -273,14 +348,20 @@ proptest! {
                     Op::Reopen => s.reopen(),
                     op => {
                         let now_s = s.clock.now_ms() / 1000;
-                        let keyed = run(s.store(), now_s, KEYED, op).await;
-                        let arrival = run(s.store(), now_s, ARRIVAL, op).await;
-                        prop_assert_eq!(keyed, arrival, "op {} {:?}", n, op);
+                        for (keyed, arrival) in [(KEYED, ARRIVAL), (KEYED_SORTED, ARRIVAL_SORTED)] {
+                            let keyed = run(s.store(), now_s, keyed, op).await;
+                            let arrival = run(s.store(), now_s, arrival, op).await;
+                            prop_assert_eq!(keyed, arrival, "op {} {:?}", n, op);
+                        }
                     }
                 }
             }
             s.reopen();
             prop_assert_eq!(scan_all(s.store(), KEYED).await, scan_all(s.store(), ARRIVAL).await);
+            prop_assert_eq!(
+                scan_all(s.store(), KEYED_SORTED).await,
+                scan_all(s.store(), ARRIVAL_SORTED).await
+            );
             Ok(())
         })?;
     }
@@ -352,18 +433,101 @@ async fn rows_are_kept_in_arrival_order_and_the_layout_stays_with_the_table() {
 }
 
 #[tokio::test]
-async fn a_table_that_needs_key_order_does_not_take_the_layout() {
+async fn a_partition_keeps_its_items_together_in_sort_key_order() {
     let s = Reopenable::new();
-    // Named, but with a sort key or a stream: key order.
-    create(s.store(), ARRIVAL, Some("S"), None).await;
-    for (pk, sk) in [("b", "2"), ("a", "1")] {
+    create_sorted(s.store(), ARRIVAL_SORTED, Some("arrival"))
+        .await
+        .unwrap();
+    for (pk, sk) in [("q", "2"), ("b", "9"), ("q", "1"), ("a", "5"), ("b", "0")] {
         put(
             s.store(),
-            json!({"TableName": ARRIVAL, "Item": {"pk": {"S": pk}, "sk": {"S": sk}}}),
+            json!({"TableName": ARRIVAL_SORTED, "Item": {"pk": {"S": pk}, "sk": {"S": sk}}}),
         )
         .await
         .unwrap();
     }
+    // Partitions in the order they came, each in sort-key order.
+    let out = scan(s.store(), json!({"TableName": ARRIVAL_SORTED}))
+        .await
+        .unwrap();
+    let rows: Vec<(String, String)> = out
+        .items
+        .unwrap()
+        .iter()
+        .map(|i| {
+            let i = item_to_json(i);
+            let text = |a: &str| i[a]["S"].as_str().unwrap().to_owned();
+            (text("pk"), text("sk"))
+        })
+        .collect();
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        rows,
+        pairs(&[("q", "1"), ("q", "2"), ("b", "0"), ("b", "9"), ("a", "5")])
+    );
+}
+
+#[tokio::test]
+async fn the_tag_chooses_the_layout_and_is_checked() {
+    let s = Reopenable::new();
+    // Named in the options, but tagged `key`: key order.
+    create_sorted(s.store(), ARRIVAL, Some("key"))
+        .await
+        .unwrap();
+    for pk in ["b", "a"] {
+        put(
+            s.store(),
+            json!({"TableName": ARRIVAL, "Item": {"pk": {"S": pk}, "sk": {"S": "1"}}}),
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(scan_order(s.store(), ARRIVAL).await, ["a", "b"]);
+    check_err(
+        create_sorted(s.store(), "misspelt", Some("arival")).await,
+        "ValidationException",
+        "The tag postbox:row-order is arrival or key, not \"arival\"",
+    );
+    // Arrival order has no stream.
+    let mut req = json!({"TableName": "streamed",
+        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+        "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+        "BillingMode": "PAY_PER_REQUEST",
+        "StreamSpecification": {"StreamEnabled": true, "StreamViewType": "NEW_IMAGE"},
+        "Tags": [{"Key": "postbox:row-order", "Value": "arrival"}]});
+    check_err(
+        s.store().create_table(req_of(req.clone())).await,
+        "ValidationException",
+        "needs a table without a stream",
+    );
+    // Nothing was created: the same table in key order can be.
+    req["Tags"] = json!([]);
+    s.store().create_table(req_of(req)).await.unwrap();
+    // The layout is set at creation: a tag cannot change it later.
+    let arn = s.store().describe_table(ARRIVAL).await.unwrap().table_arn;
+    let tag = |v: &str| {
+        vec![postbox_store::api::Tag {
+            key: "postbox:row-order".into(),
+            value: v.into(),
+        }]
+    };
+    check_err(
+        s.store().tag_resource(&arn, tag("arrival")).await,
+        "ValidationException",
+        "keeps its rows in key order",
+    );
+    s.store().tag_resource(&arn, tag("key")).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_table_with_a_stream_keeps_key_order_even_when_named() {
+    let s = Reopenable::new();
+    create(s.store(), ARRIVAL, None, Some("NEW_IMAGE")).await;
+    put_keys(s.store(), ARRIVAL, &["b", "a"]).await;
     assert_eq!(scan_order(s.store(), ARRIVAL).await, ["a", "b"]);
 }
 

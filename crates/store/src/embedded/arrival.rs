@@ -1,27 +1,31 @@
-//! Tables whose rows are kept in arrival order.
+//! Tables whose partitions are kept in arrival order.
 //!
-//! Keyed by the item's key, every new row of a table with random keys
-//! (Idempotency-Keys, UUIDs) lands in a random leaf of the B-tree: its
+//! Keyed by the item's key, every new row of a table with random partition
+//! keys (Idempotency-Keys, UUIDs) lands in a random leaf of the B-tree: its
 //! commit copies a 4 KB page, the next checkpoint writes it again, and once
 //! the table outgrows the page cache the leaf is read from the file first.
-//! A table named in `EmbeddedOptions::arrival_tables` (a partition key only,
-//! no stream, no secondary index) stores its rows under
-//! `table id ‖ arrival number (u64 BE)` instead, so an insert lands at the
-//! table's right edge, and finds them through an [`ArrivalIndex`] in memory:
-//! a hash of the item's key to the arrival numbers holding it, about 20-40
-//! bytes a row, rebuilt from the rows at open. A table created before keeps
-//! the layout it was created with (`TableMeta::arrival_order`).
+//! A table created in arrival order (named in
+//! `EmbeddedOptions::arrival_tables`, or tagged [`TAG`] = `arrival`; no
+//! stream, no secondary index) gives each partition a *place*, a number
+//! taken in order when its first item arrives, and stores its items under
+//! `table id ‖ place (u64 BE) ‖ sort key`: a new partition lands at the
+//! table's right edge, and a partition's items stay together in sort-key
+//! order, so Query reads them as before. An [`ArrivalIndex`] in memory maps
+//! a hash of the partition key to its places (about 20-40 bytes a
+//! partition), rebuilt from the rows at open. A table keeps the layout it
+//! was created with (`TableMeta::arrival_order`).
 //!
 //! The index only proposes: every candidate row is read and its key
-//! compared, so a hash collision costs one more read and an entry whose row
-//! is gone costs nothing. The writer adds an entry when it stores the row,
-//! before the commit (a reader of an earlier snapshot finds no row there),
-//! and drops one when the row's delete is durable (until then, a reader of
-//! an earlier snapshot still finds the row). Changes of a row keep its
-//! place. The commit log records the rows under their places, so a replay
-//! rebuilds the same file, and the index is built from the file.
-//! `tests/arrival.rs` runs the same operations on a table of each layout
-//! and compares every answer, across reopening and replaying the log.
+//! compared, so a hash collision costs one more read and a place whose rows
+//! are gone costs nothing. The writer adds a place when it stores a new
+//! partition's first row, before the commit (a reader of an earlier
+//! snapshot finds no row there), and drops one once the delete of its last
+//! row is durable (until then, a reader of an earlier snapshot still finds
+//! the row). A partition emptied and written again takes a new place. The
+//! commit log records rows under their places, so a replay rebuilds the
+//! same file, and the index is built from the file. `tests/arrival.rs` runs
+//! the same operations on a table of each layout and compares every
+//! answer, across reopening and replaying the log.
 
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
@@ -36,21 +40,45 @@ use crate::StoreError;
 use super::catalog::TableMeta;
 use super::{keys, row, storage_err};
 
-/// Where the row with arrival number `seq` of table `id` is stored.
-pub(crate) fn row_key(id: u32, seq: u64) -> [u8; 12] {
-    let mut out = [0; 12];
-    out[..4].copy_from_slice(&id.to_be_bytes());
-    out[4..].copy_from_slice(&seq.to_be_bytes());
+/// The tag that asks CreateTable for arrival order (value `arrival`).
+pub const TAG: &str = "postbox:row-order";
+
+/// Where the item of table `id` whose partition has place `place` and
+/// whose sort key encodes as `sort` is stored (`sort` is empty in a table
+/// without a sort key).
+pub(crate) fn row_key(id: u32, place: u64, sort: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(12 + sort.len());
+    out.extend_from_slice(&id.to_be_bytes());
+    out.extend_from_slice(&place.to_be_bytes());
+    out.extend_from_slice(sort);
     out
 }
 
-/// The arrival number of a row stored under `key` (see [`row_key`]).
-fn seq_of(key: &[u8]) -> Option<u64> {
+/// The place of a row stored under `key` (see [`row_key`]).
+fn place_of(key: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(key.get(4..12)?.try_into().ok()?))
 }
 
-/// A hash of an item key to the arrival numbers of the rows that may hold
-/// it. Shared by the writer (which changes it) and readers.
+/// How many bytes of an item key (`keys::encode`) are its table id and
+/// partition key: the partition key's encoding ends at its first 0x00 0x01
+/// (a 0x00 in the value is escaped as 0x00 0xFF).
+pub(crate) fn partition_len(key: &[u8]) -> usize {
+    let mut i = 5;
+    while i + 1 < key.len() {
+        if key[i] == 0 {
+            if key[i + 1] == 1 {
+                return i + 2;
+            }
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    key.len()
+}
+
+/// A hash of a partition key to the places that may hold the partition.
+/// Shared by the writer (which changes it) and readers.
 pub struct ArrivalIndex {
     /// None in tests that make every key collide.
     hasher: Option<RandomState>,
@@ -61,10 +89,10 @@ pub struct ArrivalIndex {
 struct Places {
     /// One place per hash: nearly every key.
     first: HashMap<u64, u64, BuildHasherDefault<Prehashed>>,
-    /// Further places of a hash (a collision, or a row re-inserted before
-    /// its delete was durable).
+    /// Further places of a hash (a collision, or a partition written again
+    /// before the delete that emptied it was durable).
     more: HashMap<u64, Vec<u64>, BuildHasherDefault<Prehashed>>,
-    /// The next arrival number.
+    /// The next place.
     next: u64,
 }
 
@@ -87,7 +115,7 @@ impl Hasher for Prehashed {
 }
 
 impl ArrivalIndex {
-    /// An empty index, numbering rows from 1.
+    /// An empty index, numbering places from 1.
     pub(crate) fn new() -> ArrivalIndex {
         ArrivalIndex::with_hasher(Some(RandomState::new()))
     }
@@ -118,49 +146,59 @@ impl ArrivalIndex {
         let end = keys::prefix_end(&prefix);
         {
             let mut places = index.state.lock().expect("arrival index");
+            let mut last = None;
             for row in items
                 .range(prefix.as_slice()..end.as_slice())
                 .map_err(storage_err)?
             {
                 let (k, v) = row.map_err(storage_err)?;
-                let seq = seq_of(k.value()).ok_or_else(|| damaged(meta))?;
+                let place = place_of(k.value()).ok_or_else(|| damaged(meta))?;
+                if last == Some(place) {
+                    continue;
+                }
+                last = Some(place);
                 let key = key_of_row(meta, v.value())?;
-                places.add(index.hash(&key), seq);
-                places.next = places.next.max(seq + 1);
+                places.add(index.hash(&key[..partition_len(&key)]), place);
+                places.next = places.next.max(place + 1);
             }
         }
         Ok(index)
     }
 
-    fn hash(&self, key: &[u8]) -> u64 {
-        self.hasher.as_ref().map_or(0, |h| h.hash_one(key))
+    fn hash(&self, partition: &[u8]) -> u64 {
+        self.hasher.as_ref().map_or(0, |h| h.hash_one(partition))
     }
 
-    /// Numbers a new row for `key` and records its place.
-    pub(crate) fn insert(&self, key: &[u8]) -> u64 {
-        let hash = self.hash(key);
+    /// A new place for `partition`.
+    fn insert(&self, partition: &[u8]) -> u64 {
+        let hash = self.hash(partition);
         let mut places = self.state.lock().expect("arrival index");
-        let seq = places.next;
+        let place = places.next;
         places.next += 1;
-        places.add(hash, seq);
-        seq
+        places.add(hash, place);
+        place
     }
 
-    /// Forgets the place `seq` of `key` (its row was deleted, durably).
-    pub(crate) fn forget(&self, key: &[u8], seq: u64) {
-        let hash = self.hash(key);
-        self.state.lock().expect("arrival index").remove(hash, seq);
+    /// Forgets the place `place` of `partition` (the delete of its last
+    /// row is durable).
+    pub(crate) fn forget(&self, partition: &[u8], place: u64) {
+        let hash = self.hash(partition);
+        self.state
+            .lock()
+            .expect("arrival index")
+            .remove(hash, place);
     }
 
-    /// The places that may hold `key`, newest first.
-    fn candidates(&self, key: &[u8]) -> (Option<u64>, Vec<u64>) {
-        let hash = self.hash(key);
+    /// The places that may hold `partition`, newest first.
+    fn candidates(&self, partition: &[u8]) -> Vec<u64> {
+        let hash = self.hash(partition);
         let places = self.state.lock().expect("arrival index");
-        let more = match places.more.is_empty() {
-            true => Vec::new(),
-            false => places.more.get(&hash).cloned().unwrap_or_default(),
-        };
-        (places.first.get(&hash).copied(), more)
+        let mut out = Vec::with_capacity(1);
+        if let Some(more) = places.more.get(&hash) {
+            out.extend(more.iter().rev());
+        }
+        out.extend(places.first.get(&hash));
+        out
     }
 
     /// How many places the index holds.
@@ -216,48 +254,135 @@ impl std::fmt::Debug for ArrivalIndex {
     }
 }
 
-/// The row of `meta`'s table holding the item with key `key` (encoded as
-/// `keys::encode` does), as `items` has it: its arrival number and item.
+/// The item of `meta`'s table with key `key` (encoded as `keys::encode`
+/// does), as `items` has it: the key of its row, and the item.
 pub(crate) fn find<T>(
     items: &T,
     meta: &TableMeta,
     index: &ArrivalIndex,
     key: &[u8],
-) -> Result<Option<(u64, Item)>, StoreError>
+) -> Result<Option<(Vec<u8>, Item)>, StoreError>
 where
     T: ReadableTable<&'static [u8], &'static [u8]>,
 {
-    let (first, more) = index.candidates(key);
-    for seq in more.into_iter().rev().chain(first) {
-        let Some(bytes) = items.get(&row_key(meta.id, seq)[..]).map_err(storage_err)? else {
+    let (partition, sort) = key.split_at(partition_len(key));
+    for place in index.candidates(partition) {
+        let at = row_key(meta.id, place, sort);
+        let Some(bytes) = items.get(at.as_slice()).map_err(storage_err)? else {
             continue;
         };
         if key_of_row(meta, bytes.value())? == key {
-            return Ok(Some((seq, row::item(bytes.value())?)));
+            return Ok(Some((at, row::item(bytes.value())?)));
         }
     }
     Ok(None)
 }
 
+/// The place of the partition whose key encodes as `partition` (the first
+/// bytes of its items' keys), if a row of it is stored.
+pub(crate) fn partition_place<T>(
+    items: &T,
+    meta: &TableMeta,
+    index: &ArrivalIndex,
+    partition: &[u8],
+) -> Result<Option<u64>, StoreError>
+where
+    T: ReadableTable<&'static [u8], &'static [u8]>,
+{
+    for place in index.candidates(partition) {
+        let (lo, hi) = (
+            row_key(meta.id, place, &[]),
+            row_key(meta.id, place + 1, &[]),
+        );
+        let first = items
+            .range(lo.as_slice()..hi.as_slice())
+            .map_err(storage_err)?
+            .next();
+        if let Some(row) = first {
+            let (_, v) = row.map_err(storage_err)?;
+            let key = key_of_row(meta, v.value())?;
+            if key[..partition_len(&key)] == *partition {
+                return Ok(Some(place));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Where a new item with key `key` goes: into its partition's place, or,
+/// for a partition with no row stored, a new place at the table's end.
+pub(crate) fn place_new<T>(
+    items: &T,
+    meta: &TableMeta,
+    index: &ArrivalIndex,
+    key: &[u8],
+) -> Result<Vec<u8>, StoreError>
+where
+    T: ReadableTable<&'static [u8], &'static [u8]>,
+{
+    let (partition, sort) = key.split_at(partition_len(key));
+    let place = match partition_place(items, meta, index, partition)? {
+        Some(place) => place,
+        None => index.insert(partition),
+    };
+    Ok(row_key(meta.id, place, sort))
+}
+
+/// The place of the row `at` just deleted, if its partition has no row
+/// left there (the place is to be forgotten once the delete is durable).
+pub(crate) fn emptied<T>(items: &T, at: &[u8]) -> Result<Option<u64>, StoreError>
+where
+    T: ReadableTable<&'static [u8], &'static [u8]>,
+{
+    let Some(place) = place_of(at) else {
+        return Ok(None);
+    };
+    let (lo, hi) = (&at[..12], row_key(place_table(at), place + 1, &[]));
+    let left = items
+        .range(lo..hi.as_slice())
+        .map_err(storage_err)?
+        .next()
+        .is_some();
+    Ok((!left).then_some(place))
+}
+
+fn place_table(at: &[u8]) -> u32 {
+    u32::from_be_bytes(
+        at[..4]
+            .try_into()
+            .expect("a row key starts with its table id"),
+    )
+}
+
 /// The item key of a stored row, read without building the item.
 fn key_of_row(meta: &TableMeta, value: &[u8]) -> Result<Vec<u8>, StoreError> {
-    let name = meta.partition_key.name.as_bytes();
-    let mut pk = None;
+    let pk_name = meta.partition_key.name.as_bytes();
+    let sk_name = meta.sort_key.as_ref().map(|sk| sk.name.as_bytes());
+    let (mut pk, mut sk) = (None, None);
     visit_encoded_item_unchecked(row::item_bytes(value), |n, v| {
-        if n == name {
+        if n == pk_name {
             pk = Some(v);
+        } else if Some(n) == sk_name {
+            sk = Some(v);
         }
     })?;
-    let pk = match pk {
-        Some(RawValueRef::S(s)) => AttributeValue::S(
-            std::str::from_utf8(s)
-                .map_err(|_| damaged(meta))?
-                .to_owned(),
-        ),
-        Some(RawValueRef::Value(v)) => v.to_value()?,
-        None => return Err(damaged(meta)),
+    let value_of = |v: RawValueRef<'_>| -> Result<AttributeValue, StoreError> {
+        Ok(match v {
+            RawValueRef::S(s) => AttributeValue::S(
+                std::str::from_utf8(s)
+                    .map_err(|_| damaged(meta))?
+                    .to_owned(),
+            ),
+            RawValueRef::Value(v) => v.to_value()?,
+        })
     };
-    Ok(keys::encode(meta, &pk, None))
+    let pk = value_of(pk.ok_or_else(|| damaged(meta))?)?;
+    let sk = match (sk_name, sk) {
+        (None, _) => None,
+        (Some(_), Some(v)) => Some(value_of(v)?),
+        (Some(_), None) => return Err(damaged(meta)),
+    };
+    Ok(keys::encode(meta, &pk, sk.as_ref()))
 }
 
 fn damaged(meta: &TableMeta) -> StoreError {
@@ -291,51 +416,91 @@ mod tests {
 
     #[test]
     fn colliding_keys_are_told_apart_by_their_rows() {
-        use crate::api::CreateTableInput;
+        use crate::api::{AttributeDefinition, CreateTableInput, KeySchemaElement, KeyType};
         use postbox_item::AttributeValue;
         use redb::ReadableDatabase;
 
         let db = redb::Database::builder()
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .unwrap();
-        let input = CreateTableInput::keyed_by("rows", "pk");
+        // A partition key and a sort key: items of one partition share a place.
+        let mut input = CreateTableInput::keyed_by("rows", "pk");
+        input.key_schema.push(KeySchemaElement {
+            attribute_name: "sk".into(),
+            key_type: KeyType::Range,
+        });
+        input.attribute_definitions.push(AttributeDefinition {
+            attribute_name: "sk".into(),
+            attribute_type: crate::api::ScalarType::S,
+        });
         let meta = TableMeta::from_create(&input, 3, 0).unwrap();
         let index = ArrivalIndex::colliding();
-        let key_of = |pk: &str| keys::encode(&meta, &AttributeValue::s(pk), None);
+        let s = |v: &str| AttributeValue::S(v.to_owned());
+        let key_of = |pk: &str, sk: &str| keys::encode(&meta, &s(pk), Some(&s(sk)));
         let txn = db.begin_write().unwrap();
         {
             let mut items = txn.open_table(super::super::tables::ITEMS).unwrap();
-            for pk in ["a", "b", "c"] {
+            for (pk, sk) in [("a", "1"), ("b", "1"), ("a", "2"), ("c", "1")] {
                 let mut item = Item::new();
-                item.insert("pk".into(), AttributeValue::s(pk));
-                let seq = index.insert(&key_of(pk));
+                item.insert("pk".into(), s(pk));
+                item.insert("sk".into(), s(sk));
+                let at = place_new(&items, &meta, &index, &key_of(pk, sk)).unwrap();
                 let bytes = postbox_item::encode_item(&item);
-                items
-                    .insert(&row_key(meta.id, seq)[..], bytes.as_slice())
-                    .unwrap();
+                items.insert(at.as_slice(), bytes.as_slice()).unwrap();
             }
         }
         txn.commit().unwrap();
         let read = db.begin_read().unwrap();
         let items = read.open_table(super::super::tables::ITEMS).unwrap();
-        for (pk, seq) in [("a", 1), ("b", 2), ("c", 3)] {
-            let (found, item) = find(&items, &meta, &index, &key_of(pk)).unwrap().unwrap();
-            assert_eq!((found, item.get("pk")), (seq, Some(&AttributeValue::s(pk))));
+        for (pk, sk, place) in [("a", "1", 1), ("a", "2", 1), ("b", "1", 2), ("c", "1", 3)] {
+            let (at, item) = find(&items, &meta, &index, &key_of(pk, sk))
+                .unwrap()
+                .unwrap();
+            assert_eq!(place_of(&at), Some(place));
+            assert_eq!(
+                (item.get("pk"), item.get("sk")),
+                (Some(&s(pk)), Some(&s(sk)))
+            );
         }
-        assert!(find(&items, &meta, &index, &key_of("d")).unwrap().is_none());
+        assert!(
+            find(&items, &meta, &index, &key_of("a", "3"))
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            find(&items, &meta, &index, &key_of("d", "1"))
+                .unwrap()
+                .is_none()
+        );
         // Forgetting one place keeps the others; a rebuilt index finds all.
-        index.forget(&key_of("b"), 2);
-        assert!(find(&items, &meta, &index, &key_of("b")).unwrap().is_none());
-        assert!(find(&items, &meta, &index, &key_of("c")).unwrap().is_some());
+        let b = key_of("b", "1");
+        index.forget(&b[..partition_len(&b)], 2);
+        assert!(find(&items, &meta, &index, &b).unwrap().is_none());
+        assert!(
+            find(&items, &meta, &index, &key_of("c", "1"))
+                .unwrap()
+                .is_some()
+        );
         let rebuilt = ArrivalIndex::build(&items, &meta).unwrap();
         assert_eq!(rebuilt.len(), 3);
-        assert_eq!(rebuilt.insert(&key_of("e")), 4);
+        assert_eq!(rebuilt.insert(b"x"), 4);
     }
 
     #[test]
-    fn row_keys_sort_by_table_then_arrival() {
-        assert!(row_key(1, 2) < row_key(1, 3));
-        assert!(row_key(1, u64::MAX) < row_key(2, 0));
-        assert_eq!(seq_of(&row_key(5, 42)), Some(42));
+    fn row_keys_sort_by_table_then_place_then_sort_key() {
+        assert!(row_key(1, 2, b"z") < row_key(1, 3, b""));
+        assert!(row_key(1, 2, b"a") < row_key(1, 2, b"b"));
+        assert!(row_key(1, u64::MAX, b"") < row_key(2, 0, b""));
+        assert_eq!(place_of(&row_key(5, 42, b"x")), Some(42));
+    }
+
+    #[test]
+    fn the_partition_part_of_a_key_ends_at_its_terminator() {
+        use postbox_item::AttributeValue;
+        let mut key = 7u32.to_be_bytes().to_vec();
+        postbox_item::encode_partition_key(&AttributeValue::B(vec![0, 1, 0]), &mut key).unwrap();
+        let len = key.len();
+        key.extend_from_slice(b"sort");
+        assert_eq!(partition_len(&key), len);
     }
 }

@@ -16,7 +16,7 @@ use crate::api::{
     StreamSpecification, StreamViewType, TableDescription, UpdateTableInput,
 };
 
-use super::arrival::ArrivalIndex;
+use super::arrival::{self, ArrivalIndex};
 use super::index::{self, IndexMeta};
 use super::validate;
 
@@ -414,7 +414,7 @@ impl TableMeta {
         }
         if next.arrival_order && (next.stream_view_type.is_some() || !next.indexes.is_empty()) {
             return Err(StoreError::validation(format!(
-                "Table {} keeps its rows in arrival order (EmbeddedOptions::arrival_tables), which has no stream and no secondary index",
+                "Table {} keeps its rows in arrival order (the tag postbox:row-order), which has no stream and no secondary index",
                 self.name
             )));
         }
@@ -651,13 +651,27 @@ impl Catalog {
         self
     }
 
-    /// Whether a table created now as `meta` is kept in arrival order: it
-    /// is named so and has a partition key only, no stream and no index.
-    pub(crate) fn in_arrival_order(&self, meta: &TableMeta) -> bool {
-        self.arrival_tables.contains(&meta.name)
-            && meta.sort_key.is_none()
-            && meta.stream_view_type.is_none()
-            && meta.indexes.is_empty()
+    /// Whether a table created now as `meta` is kept in arrival order: its
+    /// tag [`arrival::TAG`] asks for it (an error if the table has a stream
+    /// or an index, or the tag another value than `arrival` or `key`), or,
+    /// without the tag, the store's options name it and it has no stream
+    /// and no index.
+    pub(crate) fn in_arrival_order(&self, meta: &TableMeta) -> Result<bool, StoreError> {
+        let possible = meta.stream_view_type.is_none() && meta.indexes.is_empty();
+        match meta.tags.get(arrival::TAG).map(String::as_str) {
+            None => Ok(possible && self.arrival_tables.contains(&meta.name)),
+            Some("key") => Ok(false),
+            Some("arrival") if possible => Ok(true),
+            Some("arrival") => Err(StoreError::validation(format!(
+                "Table {}: the tag {}=arrival needs a table without a stream and without secondary indexes",
+                meta.name,
+                arrival::TAG
+            ))),
+            Some(other) => Err(StoreError::validation(format!(
+                "The tag {} is arrival or key, not {other:?}",
+                arrival::TAG
+            ))),
+        }
     }
 
     /// The table called `name`: a ValidationException for a name DynamoDB

@@ -102,6 +102,7 @@ use crate::api::*;
 use crate::{ChangeStreams, ItemStore, StoreError, StoreResult};
 
 use crate::clock::{Clock, SystemClock};
+pub use arrival::TAG as ROW_ORDER_TAG;
 use catalog::{Catalog, TableMeta as Meta};
 pub use catalog::{Counts, KeyAttribute, TableMeta};
 pub use context::WriteContext;

@@ -254,8 +254,7 @@ fn plan_query(catalog: &Catalog, mut input: QueryInput) -> Result<QueryPlan, Sto
             "The provided starting key is outside query boundaries based on provided conditions",
         ));
     }
-    // A table in arrival order has a partition key only: its Query reads
-    // the one row the key names, found at run time.
+    // A table in arrival order finds the partition's place at run time.
     let point = (meta.arrival.is_some() && index.is_none()).then(|| prefix.clone());
     Ok(QueryPlan {
         page: Page {
@@ -278,7 +277,8 @@ fn plan_query(catalog: &Catalog, mut input: QueryInput) -> Result<QueryPlan, Sto
 /// condition each item must still meet.
 struct QueryPlan {
     page: Page,
-    /// The item key a Query of a table in arrival order reads.
+    /// The partition a Query of a table in arrival order reads (the first
+    /// bytes of its items' keys).
     point: Option<Vec<u8>>,
     lo: Bound<Vec<u8>>,
     hi: Bound<Vec<u8>>,
@@ -296,23 +296,32 @@ pub(crate) fn query(
     run_plan(txn, placed(txn, plan_query(catalog, input)?)?, now_ms)
 }
 
-/// `plan` with its byte range on the row its point names, for a table in
-/// arrival order (an empty range when there is no such row, or when the
-/// page starts after it: a partition holds one item).
+/// `plan` with its byte range on the rows of the partition its point
+/// names, for a table in arrival order: under the partition's place, in
+/// sort-key order (an empty range when no row of it is stored).
 fn placed(txn: &ReadTransaction, mut plan: QueryPlan) -> Result<QueryPlan, StoreError> {
-    let (Some(key), Some(index)) = (plan.point.take(), plan.page.meta.arrival.clone()) else {
+    let (Some(partition), Some(index)) = (plan.point.take(), plan.page.meta.arrival.clone()) else {
         return Ok(plan);
     };
-    let found = match items(txn)? {
-        Some(table) => arrival::find(&table, &plan.page.meta, &index, &key)?,
+    let meta = plan.page.meta.clone();
+    let place = match items(txn)? {
+        Some(table) => arrival::partition_place(&table, &meta, &index, &partition)?,
         None => None,
     };
-    let at = arrival::row_key(plan.page.meta.id, found.as_ref().map_or(0, |(seq, _)| *seq));
-    plan.lo = Bound::Included(at.to_vec());
-    plan.hi = match (found, plan.page.start.take()) {
-        (Some(_), None) => Bound::Included(at.to_vec()),
-        _ => Bound::Excluded(at.to_vec()),
+    let Some(place) = place else {
+        let nowhere = arrival::row_key(meta.id, 0, &[]);
+        plan.lo = Bound::Included(nowhere.clone());
+        plan.hi = Bound::Excluded(nowhere);
+        plan.page.start = None;
+        return Ok(plan);
     };
+    let prefix = arrival::row_key(meta.id, place, &[]);
+    (plan.lo, plan.hi) = keys::sort_bounds(&prefix, plan.sort.as_ref());
+    // The start key is in the partition (checked with the plan): its sort
+    // key follows the partition's part.
+    if let Some(start) = plan.page.start.take() {
+        plan.page.start = Some(arrival::row_key(meta.id, place, &start[partition.len()..]));
+    }
     Ok(plan)
 }
 
@@ -510,18 +519,20 @@ pub(crate) fn scan(
     let mut start = start_key(&meta, index.as_ref(), input.exclusive_start_key.as_ref())?;
     if let (Some(key), Some(arrival)) = (&start, &meta.arrival) {
         // A table in arrival order is scanned in that order: the page goes
-        // on after the start item's row, which must still be there.
-        let found = match items(txn)? {
-            Some(table) => arrival::find(&table, &meta, arrival, key)?,
+        // on after the start key's position in its partition, which must
+        // still have a row.
+        let partition = &key[..arrival::partition_len(key)];
+        let place = match items(txn)? {
+            Some(table) => arrival::partition_place(&table, &meta, arrival, partition)?,
             None => None,
         };
-        let Some((seq, _)) = found else {
+        let Some(place) = place else {
             return Err(StoreError::validation(format!(
-                "The provided starting key is invalid: table {} keeps its items in arrival order and has no item with this key to go on after",
+                "The provided starting key is invalid: table {} keeps its items in arrival order and has no item in the start key's partition to go on after",
                 meta.name
             )));
         };
-        start = Some(arrival::row_key(meta.id, seq).to_vec());
+        start = Some(arrival::row_key(meta.id, place, &key[partition.len()..]));
     }
     let prefix = keys::table_prefix(index.as_ref().map_or(meta.id, |i| i.id));
     let (lo, hi) = (

@@ -210,6 +210,19 @@ impl ItemStore for EmbeddedStore {
                 "1 validation error detected: Value '[]' at 'tags' failed to satisfy constraint: Member must have length greater than or equal to 1",
             ));
         }
+        if let Some(asked) = tags.iter().find(|t| t.key == super::arrival::TAG) {
+            let meta = self
+                .catalog()
+                .get(&name)
+                .map_err(|_| crate::tags::not_found(arn))?;
+            let order = if meta.arrival_order { "arrival" } else { "key" };
+            if asked.value != order {
+                return Err(StoreError::validation(format!(
+                    "Table {name} keeps its rows in {order} order, which is set when a table is created: the tag {} cannot change it",
+                    super::arrival::TAG
+                )));
+            }
+        }
         self.retag(arn, name, move |current| {
             crate::tags::merged(current, &tags)
         })

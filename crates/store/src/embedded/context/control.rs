@@ -32,7 +32,7 @@ impl WriteContext<'_> {
         }
         let id = self.next_table_id()?;
         let mut meta = TableMeta::from_create(input, id, self.now_ms)?;
-        if self.catalog.in_arrival_order(&meta) {
+        if self.catalog.in_arrival_order(&meta)? {
             meta.arrival_order = true;
             meta.arrival = Some(Arc::new(ArrivalIndex::new()));
         }

@@ -552,7 +552,7 @@ impl<'t> WriteContext<'t> {
         // Where the row is: under its key, or its place in arrival order.
         let place = match &meta.arrival {
             None => None,
-            Some(index) => Some(self.place(&meta, index, &key, old.is_some(), new.is_none())?),
+            Some(index) => Some(self.place(&meta, index, &key, old.is_some())?),
         };
         let at = place.as_ref().map_or(key.as_slice(), |p| &p[..]);
         let items = self.tables.items_mut()?;
@@ -565,6 +565,15 @@ impl<'t> WriteContext<'t> {
             (Some(seq), image) => Some((seq, image.to_vec())),
             (None, _) => None,
         });
+        // A partition whose last row this deletes gives up its place once
+        // the delete is durable.
+        if let (Some(index), Some(at), None) = (&meta.arrival, &place, &new)
+            && let Some(emptied) = arrival::emptied(&**self.tables.items()?, at)?
+        {
+            let (index, partition) = (index.clone(), key[..arrival::partition_len(&key)].to_vec());
+            self.on_durable
+                .push(Box::new(move || index.forget(&partition, emptied)));
+        }
         // The row just replaced was one a retained insert record refers to:
         // keep its image for that record.
         if let Some((seq, image)) = replaced
@@ -621,32 +630,26 @@ impl<'t> WriteContext<'t> {
         Ok(())
     }
 
-    /// The place of `key`'s row in arrival order: the stored row's if there
-    /// is one (`stored`), else a new one. A row `deleting` leaves its place
-    /// in the index until the delete is durable.
+    /// Where `key`'s row is in arrival order: the stored row's key if there
+    /// is one (`stored`), else where a new one goes.
     fn place(
         &mut self,
         meta: &Arc<TableMeta>,
         index: &Arc<arrival::ArrivalIndex>,
         key: &[u8],
         stored: bool,
-        deleting: bool,
-    ) -> Result<[u8; 12], StoreError> {
+    ) -> Result<Vec<u8>, StoreError> {
+        let items = &**self.tables.items()?;
         if !stored {
-            return Ok(arrival::row_key(meta.id, index.insert(key)));
+            return arrival::place_new(items, meta, index, key);
         }
-        let Some((seq, _)) = arrival::find(&**self.tables.items()?, meta, index, key)? else {
-            return Err(StoreError::Storage(format!(
+        match arrival::find(items, meta, index, key)? {
+            Some((at, _)) => Ok(at),
+            None => Err(StoreError::Storage(format!(
                 "table {}: an item being changed has no row in arrival order",
                 meta.name
-            )));
-        };
-        if deleting {
-            let (index, key) = (index.clone(), key.to_vec());
-            self.on_durable
-                .push(Box::new(move || index.forget(&key, seq)));
+            ))),
         }
-        Ok(arrival::row_key(meta.id, seq))
     }
 
     /// Writes the stream records gathered so far as one block per table.
