@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use postbox_node::{Node, NodeOptions};
 use postbox_queue::Queues;
 use postbox_store::api::{
-    CreateTableInput, StreamSpecification, StreamViewType, TimeToLiveSpecification,
+    CreateTableInput, StreamSpecification, StreamViewType, Tag, TimeToLiveSpecification,
 };
+use postbox_store::embedded::ROW_ORDER_TAG;
 use postbox_store::{ItemStore, StoreError};
 
 use crate::error::ExampleError;
@@ -32,6 +33,10 @@ pub(crate) struct TableSpec<'a> {
     pub stream: bool,
     /// The TTL attribute (seconds since the epoch), if items expire.
     pub ttl: Option<&'a str>,
+    /// Rows written at random keys and read by key: the embedded store
+    /// keeps them in arrival order (the tag `postbox:row-order`; inert on
+    /// AWS).
+    pub arrival: bool,
 }
 
 /// The CreateTable request of table `name` keyed by `pk` (S).
@@ -40,6 +45,12 @@ pub(crate) fn table_input(name: &str, spec: TableSpec<'_>) -> CreateTableInput {
         stream_specification: spec.stream.then_some(StreamSpecification {
             stream_enabled: true,
             stream_view_type: Some(StreamViewType::NewAndOldImages),
+        }),
+        tags: spec.arrival.then(|| {
+            vec![Tag {
+                key: ROW_ORDER_TAG.to_owned(),
+                value: "arrival".to_owned(),
+            }]
         }),
         ..CreateTableInput::keyed_by(name, "pk")
     }

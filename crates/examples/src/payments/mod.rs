@@ -59,12 +59,14 @@ pub fn handlers() -> HashMap<String, Handler> {
     handlers_with(&External::default())
 }
 
-/// The application's tables: the shop's rows (no stream, no TTL).
+/// The application's tables: the shop's rows (no stream, no TTL; written
+/// at random keys, read by key: in arrival order).
 pub(crate) const TABLES: [(&str, TableSpec<'static>); 1] = [(
     SHOP_TABLE,
     TableSpec {
         stream: false,
         ttl: None,
+        arrival: true,
     },
 )];
 

@@ -51,13 +51,15 @@ pub async fn create_tables<S: ItemStore>(store: &S) -> Result<(), ExampleError> 
 }
 
 /// The jobs table (with the stream the pipes read) and the Idempotency-Key
-/// table, both expiring items by [`EXPIRES_AT`].
+/// table (random keys read by key: in arrival order), both expiring items
+/// by [`EXPIRES_AT`].
 pub(crate) const TABLES: [(&str, TableSpec<'static>); 2] = [
     (
         JOBS_TABLE,
         TableSpec {
             stream: true,
             ttl: Some(EXPIRES_AT),
+            arrival: false,
         },
     ),
     (
@@ -65,6 +67,7 @@ pub(crate) const TABLES: [(&str, TableSpec<'static>); 2] = [
         TableSpec {
             stream: false,
             ttl: Some(EXPIRES_AT),
+            arrival: true,
         },
     ),
 ];
