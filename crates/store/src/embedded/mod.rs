@@ -170,13 +170,14 @@ pub struct EmbeddedOptions {
     /// changes. An open is refused when the file holds a table that neither
     /// the store nor one of these sets declares. Empty by default.
     pub tables: Vec<TableSet>,
-    /// Tables that, when created by this store (with a partition key only,
-    /// no stream and no secondary index), keep their rows in arrival order
-    /// with an index of their keys in memory (about 20-40 bytes a row,
-    /// rebuilt at open): an insert writes at the table's end instead of in a
-    /// random leaf, which is what a table of random keys costs a B-tree
-    /// (see `arrival`). The layout is kept with the table. Empty by default;
-    /// a node names its Idempotency-Key table.
+    /// Tables that, when created by this store without a stream and without
+    /// a secondary index (and without the tag [`ROW_ORDER_TAG`], which
+    /// decides when given), keep their partitions in arrival order with an
+    /// index of their partition keys in memory (about 20-40 bytes a
+    /// partition, rebuilt at open): a new partition is written at the
+    /// table's end instead of in a random leaf, which is what a table of
+    /// random keys costs a B-tree (see `arrival`). The layout is kept with
+    /// the table. Empty by default; a node names its Idempotency-Key table.
     pub arrival_tables: Vec<String>,
 }
 
