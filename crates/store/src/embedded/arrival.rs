@@ -21,11 +21,13 @@
 //! partition's first row, before the commit (a reader of an earlier
 //! snapshot finds no row there), and drops one once the delete of its last
 //! row is durable (until then, a reader of an earlier snapshot still finds
-//! the row). A partition emptied and written again takes a new place. The
-//! commit log records rows under their places, so a replay rebuilds the
-//! same file, and the index is built from the file. `tests/arrival.rs` runs
-//! the same operations on a table of each layout and compares every
-//! answer, across reopening and replaying the log.
+//! the row; one that looks the key up only after that finds the durable
+//! state: no item). A partition emptied and written again takes a new
+//! place. The commit log records rows under their places, so a replay
+//! rebuilds the same file, and the index is built from the file.
+//! `tests/arrival.rs` runs the same operations on a table of each layout
+//! and compares every answer, across reopenings, and kills a writing
+//! process to check what the replay and the rebuilt index give back.
 
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
