@@ -118,6 +118,12 @@ impl TableMeta {
         std::iter::once(&self.partition_key).chain(self.sort_key.as_ref())
     }
 
+    /// Whether the table can keep its rows in arrival order: it has no stream
+    /// and no secondary index (see `arrival`).
+    pub(crate) fn can_keep_arrival_order(&self) -> bool {
+        self.stream_view_type.is_none() && self.indexes.is_empty()
+    }
+
     /// True when `name` is one of the table's key attributes.
     pub fn is_key_attribute(&self, name: &str) -> bool {
         self.key_attributes().any(|k| k.name == name)
@@ -412,7 +418,7 @@ impl TableMeta {
         if !changed {
             return Err(StoreError::validation("Nothing to update"));
         }
-        if next.arrival_order && (next.stream_view_type.is_some() || !next.indexes.is_empty()) {
+        if next.arrival_order && !next.can_keep_arrival_order() {
             return Err(StoreError::validation(format!(
                 "Table {} keeps its rows in arrival order (the tag postbox:row-order), which has no stream and no secondary index",
                 self.name
@@ -657,7 +663,7 @@ impl Catalog {
     /// without the tag, the store's options name it and it has no stream
     /// and no index.
     pub(crate) fn in_arrival_order(&self, meta: &TableMeta) -> Result<bool, StoreError> {
-        let possible = meta.stream_view_type.is_none() && meta.indexes.is_empty();
+        let possible = meta.can_keep_arrival_order();
         match meta.tags.get(arrival::TAG).map(String::as_str) {
             None => Ok(possible && self.arrival_tables.contains(&meta.name)),
             Some("key") => Ok(false),

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use postbox_expr::{Projection, parse_projection};
 use postbox_item::Item;
-use redb::{ReadOnlyTable, ReadTransaction};
+use redb::{ReadOnlyTable, ReadTransaction, ReadableTable};
 
 use crate::StoreError;
 use crate::api::*;
@@ -34,17 +34,30 @@ fn get_live(
     now_ms: u64,
 ) -> Result<Option<Item>, StoreError> {
     let Some(table) = table else { return Ok(None) };
-    let item = match &meta.arrival {
-        Some(index) => match arrival::find(table, meta, index, key)? {
-            Some((_, item)) => item,
-            None => return Ok(None),
-        },
-        None => match table.get(key).map_err(storage_err)? {
-            Some(bytes) => row::item(bytes.value())?,
-            None => return Ok(None),
-        },
+    let Some(item) = stored_item(table, meta, key)? else {
+        return Ok(None);
     };
     Ok((!ttl::is_expired(meta, &item, now_ms)).then_some(item))
+}
+
+/// The item `items` stores under the item key `key`, expired or not: under
+/// the key itself, or, in a table kept in arrival order, where its index
+/// finds it.
+pub(super) fn stored_item<T>(
+    items: &T,
+    meta: &TableMeta,
+    key: &[u8],
+) -> Result<Option<Item>, StoreError>
+where
+    T: ReadableTable<&'static [u8], &'static [u8]>,
+{
+    match &meta.arrival {
+        Some(index) => Ok(arrival::find(items, meta, index, key)?.map(|(_, item)| item)),
+        None => match items.get(key).map_err(storage_err)? {
+            Some(bytes) => Ok(Some(row::item(bytes.value())?)),
+            None => Ok(None),
+        },
+    }
 }
 
 /// A projection parsed from a read request with names only.

@@ -27,7 +27,7 @@ use super::logged::{LogTables, LoggedTable as Table, OpLog, TableOpener};
 use super::tables::{
     CHECKPOINTS, ITEMS, META, STREAM, STREAM_HEADS, STREAM_IMAGES, SYSTEM, TTL_INDEX,
 };
-use super::{arrival, index, keys, row, storage_err, stream, ttl, validate};
+use super::{arrival, index, keys, read_ops, row, storage_err, stream, ttl, validate};
 
 /// The table in `cell`, opened from `def` if this is its first use.
 fn opened<'c, 't, K: Key + 'static, V: Value + 'static>(
@@ -357,15 +357,7 @@ impl<'t> WriteContext<'t> {
             .find(|c| c.meta.id == meta.id && c.key == key)
         {
             Some(change) => change.new.clone(),
-            None => match &meta.arrival {
-                Some(index) => {
-                    arrival::find(&**self.tables.items()?, meta, index, key)?.map(|(_, item)| item)
-                }
-                None => match self.tables.items()?.get(key).map_err(storage_err)? {
-                    Some(bytes) => Some(row::item(bytes.value())?),
-                    None => None,
-                },
-            },
+            None => read_ops::stored_item(&**self.tables.items()?, meta, key)?,
         };
         let expired = stored
             .as_ref()
