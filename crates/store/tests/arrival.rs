@@ -432,6 +432,68 @@ async fn rows_are_kept_in_arrival_order_and_the_layout_stays_with_the_table() {
     assert_eq!(scan_order(s.store(), "later").await, ["a", "m", "q", "z"]);
 }
 
+/// The file's format number (`system`'s `format`; absent is 1).
+fn file_format(path: &Path) -> Option<u64> {
+    use redb::{ReadableDatabase, TableDefinition};
+    let system: TableDefinition<&str, u64> = TableDefinition::new("system");
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_read().unwrap();
+    let table = txn.open_table(system).unwrap();
+    table.get("format").unwrap().map(|g| g.value())
+}
+
+fn set_file_format(path: &Path, format: u64) {
+    use redb::TableDefinition;
+    let system: TableDefinition<&str, u64> = TableDefinition::new("system");
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    txn.open_table(system)
+        .unwrap()
+        .insert("format", format)
+        .unwrap();
+    txn.commit().unwrap();
+}
+
+#[tokio::test]
+async fn a_file_with_a_table_in_arrival_order_says_so_and_a_newer_format_is_refused() {
+    let mut s = Reopenable::new();
+    create(s.store(), KEYED, None, None).await;
+    put_keys(s.store(), KEYED, &["a"]).await;
+    let file = path(&s.dir);
+    drop(s.store.take());
+    // Tables in key order only: the format an older build reads.
+    assert_eq!(file_format(&file), None);
+    s.reopen();
+    create(s.store(), ARRIVAL, None, None).await;
+    put_keys(s.store(), ARRIVAL, &["b"]).await;
+    drop(s.store.take());
+    assert_eq!(file_format(&file), Some(2));
+    // A build that reads up to format 2 refuses a file of format 3, says
+    // why, and leaves the file as it was.
+    set_file_format(&file, 3);
+    let Err(refused) = EmbeddedStore::open(&file, arrival_options(s.clock.clone())) else {
+        panic!("a newer format is refused");
+    };
+    assert!(
+        refused.to_string().contains("its format is 3")
+            && refused.to_string().contains("reads formats up to 2"),
+        "{refused}"
+    );
+    assert_eq!(file_format(&file), Some(3));
+    set_file_format(&file, 2);
+    s.reopen();
+    assert!(
+        get(s.store(), ARRIVAL, json!({"pk": {"S": "b"}}))
+            .await
+            .is_some()
+    );
+    assert!(
+        get(s.store(), KEYED, json!({"pk": {"S": "a"}}))
+            .await
+            .is_some()
+    );
+}
+
 #[tokio::test]
 async fn a_partition_keeps_its_items_together_in_sort_key_order() {
     let s = Reopenable::new();

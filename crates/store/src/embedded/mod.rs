@@ -448,6 +448,7 @@ impl EmbeddedStore {
         let backend = deferred::DeferredSync::new(file).map_err(storage_err)?;
         let syncs = backend.state();
         let db = builder.create_with_backend(backend).map_err(storage_err)?;
+        tables::check_format(&db)?;
         let log_tables = LogTables::for_file(&options.tables, &db)?;
         let recovered = wal::recover(&db, &log_path, options.recover_truncated, &log_tables)?;
         log_recovery(&recovered);
@@ -476,6 +477,9 @@ impl EmbeddedStore {
         log_tables: LogTables,
         wal: Option<wal::Wal>,
     ) -> StoreResult<EmbeddedStore> {
+        // Again after the log's replay, which may have brought the commit
+        // that raised it.
+        tables::check_format(&db)?;
         let tables = load_tables(&db)?;
         let (commits, _) = watch::channel(0);
         let (committed, _) = watch::channel(0);

@@ -9,7 +9,7 @@
 //! | redb table     | key                                   | value                         |
 //! |----------------|---------------------------------------|-------------------------------|
 //! | `meta`         | table name                            | JSON of [`TableMeta`]         |
-//! | `system`       | counter name (`next_table_id`)        | u64                           |
+//! | `system`       | counter name (`next_table_id`, `format`) | u64                        |
 //! | `items`        | id BE ‖ partition key ‖ sort key      | the row (`row`): `encode_item` bytes |
 //! | `ttl_index`    | (id, expires_at seconds, item key)    | ()                            |
 //! | `stream`       | (id, first sequence of the block)     | one commit's records (`stream`) |
@@ -21,7 +21,7 @@
 //!
 //! [`TableMeta`]: super::catalog::TableMeta
 
-use redb::{ReadOnlyTable, ReadTransaction, TableDefinition};
+use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase, TableDefinition};
 
 use crate::StoreError;
 
@@ -38,6 +38,24 @@ pub(crate) fn open_if_present<K: redb::Key + 'static, V: redb::Value + 'static>(
         Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
         Err(e) => Err(storage_err(e)),
     }
+}
+
+/// Refuses a file written in a format newer than this build reads.
+pub(crate) fn check_format(db: &redb::Database) -> Result<(), StoreError> {
+    let txn = db.begin_read().map_err(super::storage_err)?;
+    let Some(system) = open_if_present(&txn, SYSTEM)? else {
+        return Ok(());
+    };
+    let format = system
+        .get(FORMAT_KEY)
+        .map_err(super::storage_err)?
+        .map_or(1, |g| g.value());
+    if format > FORMAT {
+        return Err(StoreError::Storage(format!(
+            "the store file was written by a newer Postbox: its format is {format} and this build reads formats up to {FORMAT}; open it with the build that wrote it or a newer one"
+        )));
+    }
+    Ok(())
 }
 
 /// Table name -> JSON metadata.
@@ -77,6 +95,16 @@ pub(crate) const CLIENT_TOKEN_TIMES: TableDefinition<(u64, &str), ()> =
 
 /// Key of the table-id counter in [`SYSTEM`].
 pub(crate) const NEXT_TABLE_ID: &str = "next_table_id";
+/// Key in [`SYSTEM`] of the file's format: what a build must understand to
+/// read its rows. Absent means 1: every table in key order. 2: a table may
+/// keep its rows in arrival order (`arrival`), written by the commit that
+/// creates the first such table. A build refuses to open a file of a newer
+/// format than [`FORMAT`] rather than misread its rows.
+pub(crate) const FORMAT_KEY: &str = "format";
+/// The newest format this build reads and writes.
+pub(crate) const FORMAT: u64 = 2;
+/// The format of a file that may keep a table in arrival order.
+pub(crate) const FORMAT_ARRIVAL: u64 = 2;
 /// Key in [`SYSTEM`] of the last commit-log sequence number whose changes
 /// the file holds (written by every commit of a store that keeps a log).
 pub(crate) const WAL_APPLIED: &str = "wal_applied";

@@ -13,7 +13,7 @@ use crate::api::CreateTableInput;
 
 use super::super::arrival::ArrivalIndex;
 use super::super::catalog::{CatalogChange, TableMeta};
-use super::super::tables::NEXT_TABLE_ID;
+use super::super::tables::{FORMAT_ARRIVAL, FORMAT_KEY, NEXT_TABLE_ID};
 use super::super::{keys, row, storage_err, stream, ttl, validate};
 use super::WriteContext;
 
@@ -35,6 +35,7 @@ impl WriteContext<'_> {
         if self.catalog.in_arrival_order(&meta)? {
             meta.arrival_order = true;
             meta.arrival = Some(Arc::new(ArrivalIndex::new()));
+            self.raise_format(FORMAT_ARRIVAL)?;
         }
         let meta = Arc::new(meta);
         self.take_table_ids(id, 1 + meta.indexes.len() as u32)?;
@@ -117,6 +118,19 @@ impl WriteContext<'_> {
             let id = self.next_table_id()?;
             self.take_table_ids(id, 1)?;
             index.id = id;
+        }
+        Ok(())
+    }
+
+    /// Records that the file now needs a build that reads `format`.
+    fn raise_format(&mut self, format: u64) -> Result<(), StoreError> {
+        let system = self.tables.system_mut()?;
+        let now = system
+            .get(FORMAT_KEY)
+            .map_err(storage_err)?
+            .map_or(1, |g| g.value());
+        if now < format {
+            system.insert(FORMAT_KEY, format).map_err(storage_err)?;
         }
         Ok(())
     }
