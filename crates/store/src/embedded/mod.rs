@@ -425,12 +425,7 @@ impl EmbeddedStore {
         if !logged {
             let db = builder.create_with_backend(file).map_err(storage_err)?;
             let log_tables = LogTables::for_file(&options.tables, &db)?;
-            log_recovery(&wal::recover(
-                &db,
-                &log_path,
-                options.recover_truncated,
-                &log_tables,
-            )?);
+            log_recovery(&recover(&db, &log_path, &options, &log_tables)?);
             // Everything the log held is in the file now.
             wal::closed_without_log(&db)?;
             for region in wal::region_paths(&log_path) {
@@ -448,9 +443,8 @@ impl EmbeddedStore {
         let backend = deferred::DeferredSync::new(file).map_err(storage_err)?;
         let syncs = backend.state();
         let db = builder.create_with_backend(backend).map_err(storage_err)?;
-        tables::check_format(&db)?;
         let log_tables = LogTables::for_file(&options.tables, &db)?;
-        let recovered = wal::recover(&db, &log_path, options.recover_truncated, &log_tables)?;
+        let recovered = recover(&db, &log_path, &options, &log_tables)?;
         log_recovery(&recovered);
         let wal = wal::Wal::open(&log_path, &recovered, wal::store_id(&db)?, syncs)?;
         wal.in_use(&db)?;
@@ -467,6 +461,7 @@ impl EmbeddedStore {
             .set_cache_size(options.cache_bytes)
             .create_with_backend(backend)
             .map_err(storage_err)?;
+        tables::check_format(&db)?;
         let log_tables = LogTables::for_file(&options.tables, &db)?;
         EmbeddedStore::start(db, options, log_tables, None)
     }
@@ -477,9 +472,6 @@ impl EmbeddedStore {
         log_tables: LogTables,
         wal: Option<wal::Wal>,
     ) -> StoreResult<EmbeddedStore> {
-        // Again after the log's replay, which may have brought the commit
-        // that raised it.
-        tables::check_format(&db)?;
         let tables = load_tables(&db)?;
         let (commits, _) = watch::channel(0);
         let (committed, _) = watch::channel(0);
@@ -745,6 +737,21 @@ impl EmbeddedStore {
 }
 
 /// Reads every table's metadata from the file.
+/// Replays the commit log into a file of a format this build reads: checked
+/// before the replay, and again after it (the replay may bring the commit
+/// that raised it) and before the open writes anything of its own.
+fn recover(
+    db: &Database,
+    log_path: &std::path::Path,
+    options: &EmbeddedOptions,
+    log_tables: &LogTables,
+) -> StoreResult<wal::Recovered> {
+    tables::check_format(db)?;
+    let recovered = wal::recover(db, log_path, options.recover_truncated, log_tables)?;
+    tables::check_format(db)?;
+    Ok(recovered)
+}
+
 fn load_tables(db: &Database) -> StoreResult<Vec<Meta>> {
     let txn = db.begin_read().map_err(storage_err)?;
     let Some(meta) = tables::open_if_present(&txn, tables::META)? else {
