@@ -736,7 +736,6 @@ impl EmbeddedStore {
     }
 }
 
-/// Reads every table's metadata from the file.
 /// Replays the commit log into a file of a format this build reads: checked
 /// before the replay, and again after it (the replay may bring the commit
 /// that raised it) and before the open writes anything of its own.
@@ -752,6 +751,7 @@ fn recover(
     Ok(recovered)
 }
 
+/// Reads every table's metadata from the file.
 fn load_tables(db: &Database) -> StoreResult<Vec<Meta>> {
     let txn = db.begin_read().map_err(storage_err)?;
     let Some(meta) = tables::open_if_present(&txn, tables::META)? else {
