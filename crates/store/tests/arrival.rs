@@ -692,12 +692,7 @@ fn arrival_crash_child() {
         return;
     };
     let round = std::env::var("POSTBOX_ARRIVAL_ROUND").unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async move {
+    run_child(async move {
         let store = EmbeddedStore::open(path, durable()).unwrap();
         let tasks: Vec<_> = (0..CRASH_WRITERS)
             .map(|w| {

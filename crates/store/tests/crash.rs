@@ -42,12 +42,7 @@ fn crash_child() {
         .unwrap()
         .parse()
         .unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async move {
+    run_child(async move {
         let store = EmbeddedStore::open(path, durable()).unwrap();
         let tasks: Vec<_> = (0..WRITERS)
             .map(|w| {

@@ -33,12 +33,7 @@ fn damage_child() {
     let Some(path) = std::env::var_os("POSTBOX_DAMAGE_CHILD") else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async move {
+    run_child(async move {
         let store = EmbeddedStore::open(path, EmbeddedOptions::default()).unwrap();
         create(&store, "tbl", None, None).await;
         let ack = |key: &str| {

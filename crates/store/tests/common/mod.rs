@@ -125,6 +125,17 @@ pub fn add(token: &str, by: &str) -> TransactWriteItemsInput {
             "ExpressionAttributeValues": {":by": {"N": by}}}}]}))
 }
 
+/// In a child process of a test: runs `work` on a two-thread runtime, as a
+/// server's callers would.
+pub fn run_child<F: std::future::Future>(work: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(work)
+}
+
 /// In a crash test's child: prints `ACK <kind> <id>` once a write of
 /// `id` is acknowledged.
 pub fn ack(kind: &str, id: &str) {
