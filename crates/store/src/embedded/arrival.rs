@@ -42,8 +42,13 @@ use crate::StoreError;
 use super::catalog::TableMeta;
 use super::{keys, row, storage_err};
 
-/// The tag that asks CreateTable for arrival order (value `arrival`).
+/// The tag that asks CreateTable for arrival order (value [`ARRIVAL`]) or
+/// for key order ([`KEY`]).
 pub const TAG: &str = "postbox:row-order";
+/// [`TAG`]'s value for arrival order.
+pub(crate) const ARRIVAL: &str = "arrival";
+/// [`TAG`]'s value for key order.
+pub(crate) const KEY: &str = "key";
 
 /// Where the item of table `id` whose partition has place `place` and
 /// whose sort key encodes as `sort` is stored (`sort` is empty in a table
@@ -257,13 +262,42 @@ impl std::fmt::Debug for ArrivalIndex {
 }
 
 /// The item of `meta`'s table with key `key` (encoded as `keys::encode`
-/// does), as `items` has it: the key of its row, and the item.
+/// does), as `items` has it.
 pub(crate) fn find<T>(
     items: &T,
     meta: &TableMeta,
     index: &ArrivalIndex,
     key: &[u8],
-) -> Result<Option<(Vec<u8>, Item)>, StoreError>
+) -> Result<Option<Item>, StoreError>
+where
+    T: ReadableTable<&'static [u8], &'static [u8]>,
+{
+    lookup(items, meta, index, key, |_, value| Ok(row::item(value)?))
+}
+
+/// The key of the row that stores the item of `meta`'s table with key
+/// `key`, without building the item.
+pub(crate) fn locate<T>(
+    items: &T,
+    meta: &TableMeta,
+    index: &ArrivalIndex,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>, StoreError>
+where
+    T: ReadableTable<&'static [u8], &'static [u8]>,
+{
+    lookup(items, meta, index, key, |at, _| Ok(at))
+}
+
+/// What `found` makes of the row (its key and stored bytes) that holds the
+/// item with key `key`: the first candidate place whose row has that key.
+fn lookup<T, R>(
+    items: &T,
+    meta: &TableMeta,
+    index: &ArrivalIndex,
+    key: &[u8],
+    found: impl FnOnce(Vec<u8>, &[u8]) -> Result<R, StoreError>,
+) -> Result<Option<R>, StoreError>
 where
     T: ReadableTable<&'static [u8], &'static [u8]>,
 {
@@ -274,10 +308,15 @@ where
             continue;
         };
         if key_of_row(meta, bytes.value())? == key {
-            return Ok(Some((at, row::item(bytes.value())?)));
+            return found(at, bytes.value()).map(Some);
         }
     }
     Ok(None)
+}
+
+/// The keys bounding the rows of `place` in table `id`.
+fn place_rows(id: u32, place: u64) -> std::ops::Range<Vec<u8>> {
+    row_key(id, place, &[])..row_key(id, place + 1, &[])
 }
 
 /// The place of the partition whose key encodes as `partition` (the first
@@ -292,12 +331,9 @@ where
     T: ReadableTable<&'static [u8], &'static [u8]>,
 {
     for place in index.candidates(partition) {
-        let (lo, hi) = (
-            row_key(meta.id, place, &[]),
-            row_key(meta.id, place + 1, &[]),
-        );
+        let rows = place_rows(meta.id, place);
         let first = items
-            .range(lo.as_slice()..hi.as_slice())
+            .range(rows.start.as_slice()..rows.end.as_slice())
             .map_err(storage_err)?
             .next();
         if let Some(row) = first {
@@ -330,30 +366,23 @@ where
     Ok(row_key(meta.id, place, sort))
 }
 
-/// The place of the row `at` just deleted, if its partition has no row
-/// left there (the place is to be forgotten once the delete is durable).
-pub(crate) fn emptied<T>(items: &T, at: &[u8]) -> Result<Option<u64>, StoreError>
+/// The place of the row `at` of table `id` just deleted, if its partition
+/// has no row left there (the place is to be forgotten once the delete is
+/// durable).
+pub(crate) fn emptied<T>(items: &T, id: u32, at: &[u8]) -> Result<Option<u64>, StoreError>
 where
     T: ReadableTable<&'static [u8], &'static [u8]>,
 {
     let Some(place) = place_of(at) else {
         return Ok(None);
     };
-    let (lo, hi) = (&at[..12], row_key(place_table(at), place + 1, &[]));
+    let rows = place_rows(id, place);
     let left = items
-        .range(lo..hi.as_slice())
+        .range(rows.start.as_slice()..rows.end.as_slice())
         .map_err(storage_err)?
         .next()
         .is_some();
     Ok((!left).then_some(place))
-}
-
-fn place_table(at: &[u8]) -> u32 {
-    u32::from_be_bytes(
-        at[..4]
-            .try_into()
-            .expect("a row key starts with its table id"),
-    )
 }
 
 /// The item key of a stored row, read without building the item.
@@ -455,9 +484,9 @@ mod tests {
         let read = db.begin_read().unwrap();
         let items = read.open_table(super::super::tables::ITEMS).unwrap();
         for (pk, sk, place) in [("a", "1", 1), ("a", "2", 1), ("b", "1", 2), ("c", "1", 3)] {
-            let (at, item) = find(&items, &meta, &index, &key_of(pk, sk))
-                .unwrap()
-                .unwrap();
+            let key = key_of(pk, sk);
+            let at = locate(&items, &meta, &index, &key).unwrap().unwrap();
+            let item = find(&items, &meta, &index, &key).unwrap().unwrap();
             assert_eq!(place_of(&at), Some(place));
             assert_eq!(
                 (item.get("pk"), item.get("sk")),
@@ -466,6 +495,11 @@ mod tests {
         }
         assert!(
             find(&items, &meta, &index, &key_of("a", "3"))
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            locate(&items, &meta, &index, &key_of("a", "3"))
                 .unwrap()
                 .is_none()
         );

@@ -666,9 +666,9 @@ impl Catalog {
         let possible = meta.can_keep_arrival_order();
         match meta.tags.get(arrival::TAG).map(String::as_str) {
             None => Ok(possible && self.arrival_tables.contains(&meta.name)),
-            Some("key") => Ok(false),
-            Some("arrival") if possible => Ok(true),
-            Some("arrival") => Err(StoreError::validation(format!(
+            Some(arrival::KEY) => Ok(false),
+            Some(arrival::ARRIVAL) if possible => Ok(true),
+            Some(arrival::ARRIVAL) => Err(StoreError::validation(format!(
                 "Table {}: the tag {}=arrival needs a table without a stream and without secondary indexes",
                 meta.name,
                 arrival::TAG

@@ -304,11 +304,7 @@ fn placed(txn: &ReadTransaction, mut plan: QueryPlan) -> Result<QueryPlan, Store
         return Ok(plan);
     };
     let meta = plan.page.meta.clone();
-    let place = match items(txn)? {
-        Some(table) => arrival::partition_place(&table, &meta, &index, &partition)?,
-        None => None,
-    };
-    let Some(place) = place else {
+    let Some(place) = partition_place(txn, &meta, &index, &partition)? else {
         let nowhere = arrival::row_key(meta.id, 0, &[]);
         plan.lo = Bound::Included(nowhere.clone());
         plan.hi = Bound::Excluded(nowhere);
@@ -323,6 +319,20 @@ fn placed(txn: &ReadTransaction, mut plan: QueryPlan) -> Result<QueryPlan, Store
         plan.page.start = Some(arrival::row_key(meta.id, place, &start[partition.len()..]));
     }
     Ok(plan)
+}
+
+/// The place of `partition` in `meta`'s table kept in arrival order, as the
+/// snapshot `txn` has it: None when no row of it is stored.
+fn partition_place(
+    txn: &ReadTransaction,
+    meta: &TableMeta,
+    index: &arrival::ArrivalIndex,
+    partition: &[u8],
+) -> Result<Option<u64>, StoreError> {
+    match items(txn)? {
+        Some(table) => arrival::partition_place(&table, meta, index, partition),
+        None => Ok(None),
+    }
 }
 
 /// Runs a planned Query page, building its items.
@@ -522,11 +532,7 @@ pub(crate) fn scan(
         // on after the start key's position in its partition, which must
         // still have a row.
         let partition = &key[..arrival::partition_len(key)];
-        let place = match items(txn)? {
-            Some(table) => arrival::partition_place(&table, &meta, arrival, partition)?,
-            None => None,
-        };
-        let Some(place) = place else {
+        let Some(place) = partition_place(txn, &meta, arrival, partition)? else {
             return Err(StoreError::validation(format!(
                 "The provided starting key is invalid: table {} keeps its items in arrival order and has no item in the start key's partition to go on after",
                 meta.name

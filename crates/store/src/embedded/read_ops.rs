@@ -52,7 +52,7 @@ where
     T: ReadableTable<&'static [u8], &'static [u8]>,
 {
     match &meta.arrival {
-        Some(index) => Ok(arrival::find(items, meta, index, key)?.map(|(_, item)| item)),
+        Some(index) => arrival::find(items, meta, index, key),
         None => match items.get(key).map_err(storage_err)? {
             Some(bytes) => Ok(Some(row::item(bytes.value())?)),
             None => Ok(None),

@@ -215,7 +215,10 @@ impl ItemStore for EmbeddedStore {
                 .catalog()
                 .get(&name)
                 .map_err(|_| crate::tags::not_found(arn))?;
-            let order = if meta.arrival_order { "arrival" } else { "key" };
+            let order = match meta.arrival_order {
+                true => super::arrival::ARRIVAL,
+                false => super::arrival::KEY,
+            };
             if asked.value != order {
                 return Err(StoreError::validation(format!(
                     "Table {name} keeps its rows in {order} order, which is set when a table is created: the tag {} cannot change it",

@@ -560,7 +560,7 @@ impl<'t> WriteContext<'t> {
         // A partition whose last row this deletes gives up its place once
         // the delete is durable.
         if let (Some(index), Some(at), None) = (&meta.arrival, &place, &new)
-            && let Some(emptied) = arrival::emptied(&**self.tables.items()?, at)?
+            && let Some(emptied) = arrival::emptied(&**self.tables.items()?, meta.id, at)?
         {
             let (index, partition) = (index.clone(), key[..arrival::partition_len(&key)].to_vec());
             self.on_durable
@@ -635,8 +635,8 @@ impl<'t> WriteContext<'t> {
         if !stored {
             return arrival::place_new(items, meta, index, key);
         }
-        match arrival::find(items, meta, index, key)? {
-            Some((at, _)) => Ok(at),
+        match arrival::locate(items, meta, index, key)? {
+            Some(at) => Ok(at),
             None => Err(StoreError::Storage(format!(
                 "table {}: an item being changed has no row in arrival order",
                 meta.name
