@@ -136,3 +136,51 @@ fn latency_samples_every_completion_of_the_steady_load() {
     assert!(result.ends_with("(5000 samples)"), "{result}");
     assert!(result.starts_with("p50 "), "{result}");
 }
+
+#[test]
+fn the_http_bench_reports_every_tenth_of_a_run_against_a_server_it_starts() {
+    let (code, out, err) = bench(&[
+        "--http",
+        "--secs",
+        "2",
+        "--tenants",
+        "1",
+        "--connections",
+        "4",
+        "--payload-bytes",
+        "100",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let rows: Vec<Value> = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{out}{err}"));
+    assert_eq!(rows.len(), 1, "{out}");
+    let row = &rows[0];
+    assert_eq!(row["scenario"], "http_emit");
+    assert_eq!(row["non_2xx"], 0, "{out}");
+    let rate = row["emits_per_sec"].as_f64().unwrap();
+    assert!(rate > 0.0, "{out}");
+    let tenths: Vec<f64> = row["emits_per_sec_by_tenth"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tenths in {out}"))
+        .iter()
+        .map(|t| t.as_f64().unwrap())
+        .collect();
+    assert_eq!(tenths.len(), 10, "{out}");
+    // Every answer falls in one tenth, so the tenths average to the run's
+    // rate (each rounded to a whole emit per second).
+    let mean = tenths.iter().sum::<f64>() / 10.0;
+    assert!(
+        (mean - rate).abs() <= 1.0,
+        "mean of tenths {mean} against {rate}: {out}"
+    );
+    let ratio = row["last_over_first"].as_f64().unwrap();
+    let expected = if tenths[0] > 0.0 {
+        tenths[9] / tenths[0]
+    } else {
+        0.0
+    };
+    assert!(
+        (ratio - expected).abs() < 0.01,
+        "last/first {ratio} against the tenths: {out}"
+    );
+}

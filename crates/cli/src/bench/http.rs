@@ -19,7 +19,7 @@
 //!
 //! Per scenario: successful emits/s, p50 and p99 latency of the successful
 //! emits, the rate of the last tenth of the run against the first (growth
-//! must not slow it), non-2xx answers, and for a self-started server its
+//! must not slow it; `--json` also gives every tenth's), non-2xx answers, and for a self-started server its
 //! CPU time per emit.
 
 use std::io::{BufRead, BufReader};
@@ -201,6 +201,9 @@ pub struct Measured {
     pub p99_ms: f64,
     /// Successful emits/s in the last tenth of the run over the first tenth.
     pub last_over_first: f64,
+    /// Successful emits/s in each tenth of the run, in order: whether a
+    /// slow last tenth is a trend or a dip.
+    pub tenths: Vec<f64>,
     pub non_2xx: usize,
     pub first_error: Option<String>,
     /// Server CPU per successful emit, if the bench started the server.
@@ -356,8 +359,19 @@ pub async fn run(b: HttpBench) -> Result<(), Failure> {
                     .filter(|(at, _)| (lo..hi).contains(&at.as_secs_f64()))
                     .count() as f64
             };
-            let first = in_window(0.0, tenth);
-            let last = in_window(9.0 * tenth, 10.0 * tenth + 1.0);
+            // The last tenth also counts the answers that came after the
+            // deadline, so every answer is in one tenth.
+            let tenths: Vec<f64> = (0..10)
+                .map(|i| {
+                    let hi = if i == 9 {
+                        f64::INFINITY
+                    } else {
+                        (i + 1) as f64 * tenth
+                    };
+                    in_window(i as f64 * tenth, hi)
+                })
+                .collect();
+            let (first, last) = (tenths[0], tenths[9]);
             let ok = done.len();
             let mut latencies: Vec<Duration> = done.drain(..).map(|(_, l)| l).collect();
             latencies.sort_unstable();
@@ -368,6 +382,7 @@ pub async fn run(b: HttpBench) -> Result<(), Failure> {
                 p50_ms: pct(&latencies, 0.5),
                 p99_ms: pct(&latencies, 0.99),
                 last_over_first: if first > 0.0 { last / first } else { 0.0 },
+                tenths: tenths.iter().map(|n| (n / tenth).round()).collect(),
                 non_2xx,
                 first_error,
                 cpu_us_per_emit: cpu.map(|c| c.as_secs_f64() * 1e6 / ok as f64),
@@ -415,6 +430,7 @@ fn print(b: &HttpBench, measured: &[Measured], self_started: bool) {
                     "p50_ms": m.p50_ms,
                     "p99_ms": m.p99_ms,
                     "last_over_first": m.last_over_first,
+                    "emits_per_sec_by_tenth": m.tenths,
                     "non_2xx": m.non_2xx,
                     "first_error": m.first_error,
                     "server_cpu_us_per_emit": m.cpu_us_per_emit,
