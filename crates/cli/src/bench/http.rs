@@ -19,8 +19,8 @@
 //!
 //! Per scenario: successful emits/s, p50 and p99 latency of the successful
 //! emits, the rate of the last tenth of the run against the first (growth
-//! must not slow it; `--json` also gives every tenth's), non-2xx answers, and for a self-started server its
-//! CPU time per emit.
+//! must not slow it; `--json` also gives every tenth's), non-2xx answers,
+//! and for a self-started server its CPU time per emit.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
