@@ -40,16 +40,21 @@ pub(crate) fn open_if_present<K: redb::Key + 'static, V: redb::Value + 'static>(
     }
 }
 
+/// The `system` table's value at `key`, if the table and the key exist.
+pub(crate) fn system_value(db: &redb::Database, key: &str) -> Result<Option<u64>, StoreError> {
+    let txn = db.begin_read().map_err(super::storage_err)?;
+    let Some(table) = open_if_present(&txn, SYSTEM)? else {
+        return Ok(None);
+    };
+    Ok(table
+        .get(key)
+        .map_err(super::storage_err)?
+        .map(|g| g.value()))
+}
+
 /// Refuses a file written in a format newer than this build reads.
 pub(crate) fn check_format(db: &redb::Database) -> Result<(), StoreError> {
-    let txn = db.begin_read().map_err(super::storage_err)?;
-    let Some(system) = open_if_present(&txn, SYSTEM)? else {
-        return Ok(());
-    };
-    let format = system
-        .get(FORMAT_KEY)
-        .map_err(super::storage_err)?
-        .map_or(1, |g| g.value());
+    let format = system_value(db, FORMAT_KEY)?.unwrap_or(FORMAT_KEY_ORDER_ONLY);
     if format > FORMAT {
         return Err(StoreError::Storage(format!(
             "the store file was written by a newer Postbox: its format is {format} and this build reads formats up to {FORMAT}; open it with the build that wrote it or a newer one"
@@ -96,11 +101,13 @@ pub(crate) const CLIENT_TOKEN_TIMES: TableDefinition<(u64, &str), ()> =
 /// Key of the table-id counter in [`SYSTEM`].
 pub(crate) const NEXT_TABLE_ID: &str = "next_table_id";
 /// Key in [`SYSTEM`] of the file's format: what a build must understand to
-/// read its rows. Absent means 1: every table in key order. 2: a table may
+/// read its rows. Absent means [`FORMAT_KEY_ORDER_ONLY`]. 2: a table may
 /// keep its rows in arrival order (`arrival`), written by the commit that
 /// creates the first such table. A build refuses to open a file of a newer
 /// format than [`FORMAT`] rather than misread its rows.
 pub(crate) const FORMAT_KEY: &str = "format";
+/// The format of a file without [`FORMAT_KEY`]: every table in key order.
+pub(crate) const FORMAT_KEY_ORDER_ONLY: u64 = 1;
 /// The newest format this build reads and writes.
 pub(crate) const FORMAT: u64 = 2;
 /// The format of a file that may keep a table in arrival order.

@@ -111,14 +111,14 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use redb::{Database, ReadableDatabase};
+use redb::Database;
 
 use crate::StoreError;
 
 use super::deferred::SyncState;
 use super::logged::{self, corrupt};
 use super::storage_err;
-use super::tables::{CLEAN_CLOSE, STORE_ID, SYSTEM, WAL_APPLIED};
+use super::tables::{CLEAN_CLOSE, STORE_ID, SYSTEM, WAL_APPLIED, system_value};
 
 /// Log bytes after which the next batch is committed durably by redb.
 ///
@@ -281,15 +281,6 @@ pub(crate) struct Recovered {
 /// The LSN whose changes `db` holds (0 when it never had a log).
 fn applied_lsn(db: &Database) -> Result<u64, StoreError> {
     Ok(system_value(db, WAL_APPLIED)?.unwrap_or(0))
-}
-
-/// The `system` table's value at `key`, if the table and the key exist.
-fn system_value(db: &Database, key: &str) -> Result<Option<u64>, StoreError> {
-    let txn = db.begin_read().map_err(storage_err)?;
-    let Some(table) = super::tables::open_if_present(&txn, SYSTEM)? else {
-        return Ok(None);
-    };
-    Ok(table.get(key).map_err(storage_err)?.map(|g| g.value()))
 }
 
 /// The store file's identity, created (durably) the first time.
@@ -1113,6 +1104,7 @@ impl Wal {
 mod tests {
     use super::*;
     use crate::embedded::logged::LogTables;
+    use redb::ReadableDatabase;
 
     /// [`super::recover`] with the store's own tables only.
     fn recover(db: &Database, path: &Path, truncated: bool) -> Result<Recovered, StoreError> {

@@ -13,7 +13,7 @@ use crate::api::CreateTableInput;
 
 use super::super::arrival::ArrivalIndex;
 use super::super::catalog::{CatalogChange, TableMeta};
-use super::super::tables::{FORMAT_ARRIVAL, FORMAT_KEY, NEXT_TABLE_ID};
+use super::super::tables::{FORMAT_ARRIVAL, FORMAT_KEY, FORMAT_KEY_ORDER_ONLY, NEXT_TABLE_ID};
 use super::super::{keys, row, storage_err, stream, ttl, validate};
 use super::WriteContext;
 
@@ -128,7 +128,7 @@ impl WriteContext<'_> {
         let now = system
             .get(FORMAT_KEY)
             .map_err(storage_err)?
-            .map_or(1, |g| g.value());
+            .map_or(FORMAT_KEY_ORDER_ONLY, |g| g.value());
         if now < format {
             system.insert(FORMAT_KEY, format).map_err(storage_err)?;
         }
