@@ -13,15 +13,23 @@
 //! tenant's emit throughput rose from 16.3k to 21.9k events/s in the same run.
 //! The price is that a process keeps its peak heap until it exits.
 //!
-//! [`tune`] also turns transparent huge pages off for the process (Linux).
-//! mimalloc asks for them on its arenas, so every first touch of a 2 MiB
-//! region faulted in, zeroed and, with the kernel's default `defrag`
-//! setting, first compacted a whole huge page, on whichever thread touched
-//! it: the store's writer among them, while the heap grows with redb's page
-//! cache. With them off (alternating runs of `POSTBOX_BENCH_ONLY=many
-//! cargo bench -p postbox-engine --bench emit`) the 100-tenant emit went
-//! from 17.7-17.8k to 22.4-26.9k events/s and the writer's CPU per event
-//! from 49-51 to 32-40 us.
+//! Transparent huge pages stay as mimalloc asks for them (`allow_thp`, on
+//! by default on Linux: its arenas are advised `MADV_HUGEPAGE`, which a
+//! kernel set to `madvise` honours). [`tune`] used to turn them off, when
+//! redb's page cache grew the heap by about 130 MB/s and every first touch
+//! of a 2 MiB region faulted, zeroed and compacted a whole huge page on the
+//! thread that touched it. With the store's 16 MiB page cache the heap stays
+//! a few hundred MB, and small pages cost more than huge ones: the hottest
+//! symbol of a 100-tenant HTTP emit's server profile was mimalloc's
+//! free-list pop, stalled on its one load of the block it hands out (5.2% of
+//! the samples with small pages, 4.3% with huge ones), and the rest of the
+//! server's work got cheaper with it. Alternating runs, same binary: `postbox
+//! bench --http` at 100 tenants 9,258-9,983 -> 9,945-11,066 emits/s (10-s
+//! runs, five pairs), 9,094 / 9,342 -> 9,781 / 10,252 (60-s runs), one
+//! tenant 11,759 / 11,859 -> 12,611 / 12,748; `POSTBOX_BENCH_ONLY=many
+//! cargo bench -p postbox-engine --bench emit` 29.6-29.8k -> 31.8k
+//! events/s; the worker bench level. `MIMALLOC_ALLOW_THP=0` in the
+//! environment turns them off again (`tune` leaves the option alone).
 //!
 //! ```ignore
 //! #[global_allocator]
@@ -40,59 +48,50 @@ pub use mimalloc::MiMalloc as Allocator;
 /// `mimalloc.h`, the same in its versions 2 and 3).
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-/// mimalloc's option number of `allow_thp` (`mi_option_allow_thp` in
-/// version 3's `mimalloc.h`).
-const MI_OPTION_ALLOW_THP: libmimalloc_sys::mi_option_t = 43;
-
-/// Sets the allocator's options and turns transparent huge pages off for
-/// the process; call it first thing in `main`. Calling it again does no
-/// harm.
+/// Sets the allocator's options; call it first thing in `main`. Calling it
+/// again does no harm.
 pub fn tune() {
     // SAFETY: mi_option_set only stores an integer in mimalloc's option
     // table; any thread may call it at any time.
     unsafe {
         libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1);
-        // No MADV_HUGEPAGE on the arenas mimalloc maps from now on.
-        libmimalloc_sys::mi_option_set(MI_OPTION_ALLOW_THP, 0);
-    }
-    // mimalloc mapped its first arena (and asked for huge pages on it)
-    // before `main`; the process-wide switch covers that one too, for every
-    // page fault from now on. It only fails on kernels without it (before
-    // 3.15), where there is nothing to do.
-    #[cfg(target_os = "linux")]
-    // SAFETY: PR_SET_THP_DISABLE takes plain integers and touches no memory
-    // of ours.
-    unsafe {
-        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    /// mimalloc's option number of `allow_thp` (`mi_option_allow_thp` in
+    /// version 3's `mimalloc.h`).
+    const MI_OPTION_ALLOW_THP: libmimalloc_sys::mi_option_t = 43;
+
     // One test: tests run in parallel threads of one process, and `tune`
     // changes process-wide settings another test would read as defaults.
     #[test]
-    fn tune_turns_purging_and_huge_pages_off() {
+    fn tune_turns_purging_off_and_leaves_huge_pages_on() {
         // SAFETY (all blocks): reads an integer from mimalloc's option
         // table; PR_GET_THP_DISABLE only returns the process's flag.
         let delay = unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
-        let thp = unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_ALLOW_THP) };
+        let thp = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_ALLOW_THP) };
         // mimalloc 3's defaults (on Linux): the option numbers are right.
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
             assert_eq!(delay, 1000, "option 15 is not purge_delay");
         }
-        if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
+        let thp_default = std::env::var_os("MIMALLOC_ALLOW_THP").is_none();
+        if thp_default {
             assert_eq!(thp, 1, "option 43 is not allow_thp");
         }
         super::tune();
         let delay = unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
         assert_eq!(delay, -1);
-        let thp = unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_ALLOW_THP) };
-        assert_eq!(thp, 0);
+        let after = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_ALLOW_THP) };
+        assert_eq!(after, thp, "tune changed allow_thp");
         #[cfg(target_os = "linux")]
         {
             let disabled = unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) };
-            assert_eq!(disabled, 1, "transparent huge pages are still on");
+            assert_eq!(
+                disabled, 0,
+                "transparent huge pages are off for the process"
+            );
         }
     }
 }

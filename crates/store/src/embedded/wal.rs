@@ -131,7 +131,7 @@ use super::tables::{CLEAN_CLOSE, STORE_ID, SYSTEM, WAL_APPLIED, system_value};
 /// 50-150 ms and set the p99 of every latency bench. At 5,000 events/s the
 /// age decides: 250 ms gave a median p99 of ~21 ms against ~35 ms for
 /// 500 ms (six alternating runs each). With transparent huge pages off
-/// (`postbox_alloc::tune`), 125 ms beat 250 ms in four of four alternating
+/// (as `postbox_alloc::tune` then set), 125 ms beat 250 ms in four of four alternating
 /// rounds of `POSTBOX_BENCH_ONLY=latency cargo bench -p postbox-worker
 /// --bench worker` (medians of three runs each: p99 13.3/19.6/17.9/16.8 ms
 /// against 15.4/23.0/26.1/30.9 ms; 80 ms 15.5/23.3 ms, 500 ms 27.9/53.0 ms),
