@@ -13,6 +13,7 @@ mod error;
 pub mod faults;
 pub mod legacy;
 mod query_only;
+pub mod shards;
 pub mod tags;
 #[cfg(feature = "test-support")]
 pub mod testing;

@@ -38,6 +38,7 @@ use postbox_item::{AttributeValue, Item, RawValueRef, visit_encoded_item_uncheck
 use redb::ReadableTable;
 
 use crate::StoreError;
+use crate::shards::ShardedMap;
 
 use super::catalog::TableMeta;
 use super::{keys, row, storage_err};
@@ -95,7 +96,8 @@ pub struct ArrivalIndex {
 #[derive(Default)]
 struct Places {
     /// One place per hash: nearly every key.
-    first: HashMap<u64, u64, BuildHasherDefault<Prehashed>>,
+    /// Sharded: it holds a place per row, and grows on the writer.
+    first: ShardedMap<u64, u64, BuildHasherDefault<Prehashed>>,
     /// Further places of a hash (a collision, or a partition written again
     /// before the delete that emptied it was durable).
     more: HashMap<u64, Vec<u64>, BuildHasherDefault<Prehashed>>,
@@ -217,13 +219,8 @@ impl ArrivalIndex {
 
 impl Places {
     fn add(&mut self, hash: u64, seq: u64) {
-        match self.first.entry(hash) {
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(seq);
-            }
-            std::collections::hash_map::Entry::Occupied(_) => {
-                self.more.entry(hash).or_default().push(seq);
-            }
+        if !self.first.insert_if_absent(hash, seq) {
+            self.more.entry(hash).or_default().push(seq);
         }
     }
 
