@@ -40,33 +40,38 @@ impl ShardKey for u128 {
 }
 
 /// A map of [`SHARDS`] hash maps, chosen by the key's [`ShardKey::shard`].
+/// An empty map holds no shards (every queue has one of these).
 pub struct ShardedMap<K, V, S = RandomState> {
-    shards: Box<[HashMap<K, V, S>]>,
+    shards: Vec<HashMap<K, V, S>>,
     len: usize,
 }
 
-impl<K: ShardKey, V, S: BuildHasher + Default> Default for ShardedMap<K, V, S> {
+impl<K, V, S> Default for ShardedMap<K, V, S> {
     fn default() -> Self {
         ShardedMap {
-            shards: (0..SHARDS).map(|_| HashMap::default()).collect(),
+            shards: Vec::new(),
             len: 0,
         }
     }
 }
 
-impl<K: ShardKey, V, S: BuildHasher> ShardedMap<K, V, S> {
-    fn shard(&self, key: &K) -> &HashMap<K, V, S> {
-        &self.shards[key.shard()]
+impl<K: ShardKey, V, S: BuildHasher + Default> ShardedMap<K, V, S> {
+    /// The shard of `key`, made with the rest at the first insert.
+    fn shard_mut(&mut self, key: &K) -> &mut HashMap<K, V, S> {
+        if self.shards.is_empty() {
+            self.shards = (0..SHARDS).map(|_| HashMap::default()).collect();
+        }
+        &mut self.shards[key.shard()]
     }
 
     /// The value of `key`.
     pub fn get(&self, key: &K) -> Option<&V> {
-        self.shard(key).get(key)
+        self.shards.get(key.shard())?.get(key)
     }
 
     /// Sets `key` to `value`; returns the value it replaced.
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
-        let old = self.shards[key.shard()].insert(key, value);
+        let old = self.shard_mut(&key).insert(key, value);
         if old.is_none() {
             self.len += 1;
         }
@@ -75,7 +80,7 @@ impl<K: ShardKey, V, S: BuildHasher> ShardedMap<K, V, S> {
 
     /// Removes `key`; returns its value.
     pub fn remove(&mut self, key: &K) -> Option<V> {
-        let old = self.shards[key.shard()].remove(key);
+        let old = self.shards.get_mut(key.shard())?.remove(key);
         if old.is_some() {
             self.len -= 1;
         }
@@ -84,7 +89,7 @@ impl<K: ShardKey, V, S: BuildHasher> ShardedMap<K, V, S> {
 
     /// Inserts `value` under `key` if it has none; returns whether it did.
     pub fn insert_if_absent(&mut self, key: K, value: V) -> bool {
-        match self.shards[key.shard()].entry(key) {
+        match self.shard_mut(&key).entry(key) {
             Entry::Vacant(e) => {
                 e.insert(value);
                 self.len += 1;
@@ -144,6 +149,17 @@ mod tests {
             "largest shard {} against an even share of {even}",
             map.largest_shard_capacity()
         );
+    }
+
+    #[test]
+    fn an_empty_map_holds_no_shards() {
+        let mut map: ShardedMap<u64, u64> = ShardedMap::default();
+        assert_eq!(map.get(&key(1)), None);
+        assert_eq!(map.remove(&key(1)), None);
+        assert!(map.shards.is_empty());
+        map.insert(key(1), 1);
+        assert_eq!(map.shards.len(), SHARDS);
+        assert_eq!(map.get(&key(1)), Some(&1));
     }
 
     #[test]

@@ -44,9 +44,9 @@ pub struct DedupTable {
 /// Entries of a chunk of [`Chunked`].
 const CHUNK: usize = 4096;
 
-/// A queue kept in chunks of [`CHUNK`] entries: pushing never moves what
-/// it holds (a `VecDeque` of half a million entries moved them all, 5-51
-/// ms, when it grew).
+/// A queue kept in chunks of at most [`CHUNK`] entries: pushing moves at
+/// most one chunk (a `VecDeque` of half a million entries moved them all,
+/// 5-51 ms, when it grew), and a queue with a few ids holds a small chunk.
 #[derive(Debug)]
 struct Chunked<T> {
     chunks: VecDeque<VecDeque<T>>,
@@ -65,9 +65,7 @@ impl<T> Chunked<T> {
         match self.chunks.back_mut() {
             Some(last) if last.len() < CHUNK => last.push_back(value),
             _ => {
-                let mut chunk = VecDeque::with_capacity(CHUNK);
-                chunk.push_back(value);
-                self.chunks.push_back(chunk);
+                self.chunks.push_back(VecDeque::from([value]));
             }
         }
     }

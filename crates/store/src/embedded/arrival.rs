@@ -96,7 +96,7 @@ pub struct ArrivalIndex {
 #[derive(Default)]
 struct Places {
     /// One place per hash: nearly every key.
-    /// Sharded: it holds a place per row, and grows on the writer.
+    /// Sharded: it holds a place per partition and grows on the writer.
     first: ShardedMap<u64, u64, BuildHasherDefault<Prehashed>>,
     /// Further places of a hash (a collision, or a partition written again
     /// before the delete that emptied it was durable).
