@@ -76,8 +76,7 @@ mod tests {
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
             assert_eq!(delay, 1000, "option 15 is not purge_delay");
         }
-        let thp_default = std::env::var_os("MIMALLOC_ALLOW_THP").is_none();
-        if thp_default {
+        if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
             assert_eq!(thp, 1, "option 43 is not allow_thp");
         }
         super::tune();

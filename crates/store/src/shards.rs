@@ -35,7 +35,8 @@ impl ShardKey for u64 {
 
 impl ShardKey for u128 {
     fn shard(&self) -> usize {
-        ((self >> 48) & 0xff) as usize
+        // The same bits of the low half.
+        (*self as u64).shard()
     }
 }
 
@@ -43,15 +44,11 @@ impl ShardKey for u128 {
 /// An empty map holds no shards (every queue has one of these).
 pub struct ShardedMap<K, V, S = RandomState> {
     shards: Vec<HashMap<K, V, S>>,
-    len: usize,
 }
 
 impl<K, V, S> Default for ShardedMap<K, V, S> {
     fn default() -> Self {
-        ShardedMap {
-            shards: Vec::new(),
-            len: 0,
-        }
+        ShardedMap { shards: Vec::new() }
     }
 }
 
@@ -71,20 +68,12 @@ impl<K: ShardKey, V, S: BuildHasher + Default> ShardedMap<K, V, S> {
 
     /// Sets `key` to `value`; returns the value it replaced.
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
-        let old = self.shard_mut(&key).insert(key, value);
-        if old.is_none() {
-            self.len += 1;
-        }
-        old
+        self.shard_mut(&key).insert(key, value)
     }
 
     /// Removes `key`; returns its value.
     pub fn remove(&mut self, key: &K) -> Option<V> {
-        let old = self.shards.get_mut(key.shard())?.remove(key);
-        if old.is_some() {
-            self.len -= 1;
-        }
-        old
+        self.shards.get_mut(key.shard())?.remove(key)
     }
 
     /// Inserts `value` under `key` if it has none; returns whether it did.
@@ -92,21 +81,21 @@ impl<K: ShardKey, V, S: BuildHasher + Default> ShardedMap<K, V, S> {
         match self.shard_mut(&key).entry(key) {
             Entry::Vacant(e) => {
                 e.insert(value);
-                self.len += 1;
                 true
             }
             Entry::Occupied(_) => false,
         }
     }
 
-    /// Entries held.
+    /// Entries held (summed over the shards: read at open and in tests,
+    /// not kept up on every insert).
     pub fn len(&self) -> usize {
-        self.len
+        self.shards.iter().map(HashMap::len).sum()
     }
 
     /// True when no entry is held.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.shards.iter().all(HashMap::is_empty)
     }
 
     /// The most entries any one growth moves: the largest shard's capacity.
@@ -115,10 +104,10 @@ impl<K: ShardKey, V, S: BuildHasher + Default> ShardedMap<K, V, S> {
     }
 }
 
-impl<K, V, S> std::fmt::Debug for ShardedMap<K, V, S> {
+impl<K: ShardKey, V, S: BuildHasher + Default> std::fmt::Debug for ShardedMap<K, V, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ShardedMap")
-            .field("len", &self.len)
+            .field("len", &self.len())
             .finish()
     }
 }
