@@ -40,10 +40,13 @@ pub enum Action {
 #[cfg(any(test, feature = "faults"))]
 mod imp {
     use super::Action;
-    use std::collections::HashMap;
+    use std::collections::{HashMap, HashSet};
     use std::sync::Mutex;
 
     static ARMED: Mutex<Option<HashMap<String, Action>>> = Mutex::new(None);
+    /// The armed points the code has reached (for tests that must know a
+    /// step is held before they go on).
+    static REACHED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
     /// Arms point `name` with `action` (process-wide).
     pub fn arm(name: &str, action: Action) {
@@ -79,9 +82,19 @@ mod imp {
         }
     }
 
-    /// Disarms every point.
+    /// Disarms every point and forgets which were reached.
     pub fn clear() {
         *ARMED.lock().unwrap() = None;
+        *REACHED.lock().unwrap() = None;
+    }
+
+    /// Whether the code has reached point `name` while it was armed.
+    pub fn reached(name: &str) -> bool {
+        REACHED
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|r| r.contains(name))
     }
 
     /// Arms points from `POSTBOX_FAULTS` (`name=kill,name=stop,name=hold`),
@@ -113,7 +126,15 @@ mod imp {
     /// returns `true` (the caller abandons the step); Hold returns `false`
     /// once the point is disarmed.
     pub fn hit(name: &str) -> bool {
-        match armed(name) {
+        let action = armed(name);
+        if action.is_some() {
+            REACHED
+                .lock()
+                .unwrap()
+                .get_or_insert_with(HashSet::new)
+                .insert(name.to_owned());
+        }
+        match action {
             None => false,
             Some(Action::Stop) => true,
             Some(Action::Hold) => {

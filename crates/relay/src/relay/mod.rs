@@ -81,6 +81,9 @@ pub use stats::PipeStats;
 /// Fault point inside a delivery commit, after the messages are enqueued
 /// and before the checkpoint moves (see `postbox_store::faults`).
 pub const AFTER_ENQUEUE_BEFORE_CHECKPOINT: &str = "relay::after_enqueue_before_checkpoint";
+/// Fault point in [`Relay::stats`] of a pipe this relay holds no lease on,
+/// after its counters are read and before the store's checkpoint is.
+pub const STATS_BEFORE_STORE: &str = "relay::stats_before_store";
 /// Called after each delivery commit with the pipe's name and its new
 /// checkpoint.
 pub type CommitHook = Arc<dyn Fn(&str, u64) + Send + Sync>;

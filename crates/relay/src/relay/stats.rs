@@ -153,15 +153,7 @@ impl Runner {
     /// The pipe's counters and its lag behind the stream's head.
     pub(super) async fn stats(&self) -> Result<PipeStats, RelayError> {
         let table = &self.spec.table;
-        let (counted, mut stats) = self.counters.snapshot(&self.spec.name);
-        let checkpoint = match counted {
-            Some(c) => c,
-            None => self
-                .store
-                .checkpoint(table, &self.reader())
-                .await?
-                .unwrap_or(0),
-        };
+        let (checkpoint, mut stats) = self.one_view().await?;
         let head = self.store.stream_head(table).await?;
         stats.oldest_unrelayed_age_ms = match self.store.read_stream(table, checkpoint, 1).await {
             Ok(r) => r.first().map(|r| {
@@ -177,6 +169,31 @@ impl Runner {
         stats.head = head;
         stats.records_behind = head.saturating_sub(checkpoint);
         Ok(stats)
+    }
+
+    /// The counters and the checkpoint they include. Without the lease
+    /// that is the store's, read after the counters: if the pipe's task
+    /// took the lease (or counted a commit) meanwhile, the store may show a
+    /// commit the counters read before it do not include, so they are read
+    /// again until nothing moved in between.
+    async fn one_view(&self) -> Result<(u64, PipeStats), RelayError> {
+        let (mut counted, mut stats) = self.counters.snapshot(&self.spec.name);
+        loop {
+            if let Some(c) = counted {
+                return Ok((c, stats));
+            }
+            postbox_store::faults::hit(super::STATS_BEFORE_STORE);
+            let stored = self
+                .store
+                .checkpoint(&self.spec.table, &self.reader())
+                .await?
+                .unwrap_or(0);
+            let (again, now) = self.counters.snapshot(&self.spec.name);
+            if again.is_none() && now == stats {
+                return Ok((stored, stats));
+            }
+            (counted, stats) = (again, now);
+        }
     }
 }
 
