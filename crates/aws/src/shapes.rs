@@ -101,6 +101,19 @@ pub(crate) fn sdk_stream(s: &StreamSpecification) -> StoreResult<sdk::StreamSpec
         .map_err(|e| StoreError::Validation(e.to_string()))
 }
 
+/// Tags for the SDK.
+pub(crate) fn sdk_tags(tags: &[Tag]) -> StoreResult<Vec<sdk::Tag>> {
+    tags.iter()
+        .map(|t| {
+            sdk::Tag::builder()
+                .key(&t.key)
+                .value(&t.value)
+                .build()
+                .map_err(|e| StoreError::Validation(e.to_string()))
+        })
+        .collect()
+}
+
 /// An enum of the store's api as DynamoDB spells it.
 pub(crate) fn wire<T: Serialize>(v: &T) -> String {
     match serde_json::to_value(v) {

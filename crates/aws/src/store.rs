@@ -202,6 +202,9 @@ impl ItemStore for DynamoStore {
         if let Some(s) = &input.stream_specification {
             req = req.stream_specification(shapes::sdk_stream(s)?);
         }
+        if let Some(tags) = &input.tags {
+            req = req.set_tags(Some(shapes::sdk_tags(tags)?));
+        }
         let out = req.send().await.map_err(|e| error::map("CreateTable", e))?;
         self.describe(out.table_description().ok_or_else(|| {
             StoreError::Storage("CreateTable answered no TableDescription".into())
@@ -310,20 +313,10 @@ impl ItemStore for DynamoStore {
     }
 
     async fn tag_resource(&self, arn: &str, tags: Vec<Tag>) -> StoreResult<()> {
-        let tags = tags
-            .iter()
-            .map(|t| {
-                sdk::Tag::builder()
-                    .key(&t.key)
-                    .value(&t.value)
-                    .build()
-                    .map_err(|e| StoreError::Validation(e.to_string()))
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
         self.client
             .tag_resource()
             .resource_arn(arn)
-            .set_tags(Some(tags))
+            .set_tags(Some(shapes::sdk_tags(&tags)?))
             .send()
             .await
             .map_err(|e| error::map("TagResource", e))?;

@@ -129,4 +129,20 @@ async fn update_table_and_tags_on_the_aws_backend() {
         .await
         .unwrap_err();
     assert!(matches!(e, StoreError::ResourceNotFound(_)), "{e:?}");
+
+    // Tags given to CreateTable are the table's from the start.
+    let tagged = store
+        .create_table(CreateTableInput {
+            tags: Some(vec![tag("team", "billing")]),
+            ..CreateTableInput::keyed_by("invoices", "pk")
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .list_tags_of_resource(&tagged.table_arn)
+            .await
+            .unwrap(),
+        [tag("team", "billing")]
+    );
 }
