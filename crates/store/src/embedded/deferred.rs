@@ -70,6 +70,9 @@ pub(crate) struct SyncState {
     changed: Condvar,
 }
 
+/// A run of page writes the thread applies at once: (offset, bytes).
+type Run = Vec<(u64, Vec<u8>)>;
+
 /// One thing asked of the backend's thread.
 enum Op {
     Write(u64, Vec<u8>),
@@ -92,7 +95,7 @@ struct Counts {
     /// The writes the thread is applying (the run it took at once): until
     /// the last of them is in the file, a read copies their pages from
     /// here rather than waiting for the run.
-    in_hand: Option<Arc<Vec<(u64, Vec<u8>)>>>,
+    in_hand: Option<Arc<Run>>,
     /// The thread waits for something to do: a `write` wakes it.
     idle_wait: bool,
     /// Buffers of applied writes, for the next ones.
