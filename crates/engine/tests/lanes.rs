@@ -244,9 +244,15 @@ async fn local_handlers_run_after_commit_and_never_block_emit() {
         0,
         "the handlers are still running"
     );
-    // Bounded pool: 4 at a time, 1 s each, 8 jobs = at least 2 s.
+    // Bounded pool: 4 at a time, 1 s each, 8 jobs = at least 2 s. The
+    // flaky handler's jobs share the pool: the last of them may start only
+    // when the last tagger jobs end, so both counts are waited for.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while s.engine.stats().local_ok < 8 && Instant::now() < deadline {
+    loop {
+        let stats = s.engine.stats();
+        if (stats.local_ok >= 8 && stats.local_failed >= 8) || Instant::now() >= deadline {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let stats = s.engine.stats();
