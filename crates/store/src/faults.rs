@@ -5,10 +5,11 @@
 //! A test (or a child process it starts, through `POSTBOX_FAULTS`) arms a
 //! point by name; when the code reaches it, the point takes its action. The
 //! points are named where they are: `worker::*` in the worker,
-//! `relay::after_enqueue_before_checkpoint` in the relay,
-//! `emit::after_commit_before_return` in the engine, [`LOG_APPEND`],
-//! [`LOG_SYNC`] and [`GROUP_SYNC`] in the store's commit log,
-//! [`CHECKPOINT_SYNC`] in its checkpoints.
+//! `relay::after_enqueue_before_checkpoint` and `relay::stats_before_store`
+//! in the relay, `emit::after_commit_before_return` in the engine,
+//! [`LOG_APPEND`], [`LOG_SYNC`] and [`GROUP_SYNC`] in the store's commit log,
+//! [`CHECKPOINT_SYNC`] in its checkpoints. A test that must know a held
+//! point was reached before it goes on asks [`reached`].
 
 /// The write of a batch's commit-log record fails (as on a full disk):
 /// with `Stop`, the write returns an I/O error.
