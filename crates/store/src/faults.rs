@@ -9,7 +9,7 @@
 //! in the relay, `emit::after_commit_before_return` in the engine,
 //! [`LOG_APPEND`], [`LOG_SYNC`] and [`GROUP_SYNC`] in the store's commit log,
 //! [`CHECKPOINT_SYNC`] in its checkpoints. A test that must know a held
-//! point was reached before it goes on asks [`reached`].
+//! point was reached before it goes on asks `reached` (test builds only).
 
 /// The write of a batch's commit-log record fails (as on a full disk):
 /// with `Stop`, the write returns an I/O error.
