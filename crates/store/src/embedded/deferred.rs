@@ -24,10 +24,19 @@
 //! A `read` of a page whose write is still queued, or in the run of writes
 //! the thread is applying (a miss in redb's cache), copies it from there:
 //! a checkpoint's run is thousands of pages, and a read that waited for the
-//! whole run held the writer for up to 35 ms on a grown store. What still
-//! waits: `set_len` (a transaction that grows the file) waits until the
-//! queue is done, a `read` that those writes cover only in part waits for
-//! them, and a write waits while [`MAX_QUEUED`] bytes of writes are queued.
+//! whole run held the writer for up to 35 ms on a grown store.
+//!
+//! `set_len` is queued too, in order with the writes and syncs, so the file
+//! sees exactly the calls, in the order, it saw when `set_len` settled the
+//! queue first and then ran (which held the transaction that grew the file,
+//! and every emit behind it, for up to 39 ms). Until the thread has applied
+//! it, `len` answers the length asked for, and a read the queue cannot
+//! answer waits for a queued `set_len` that cuts into its range, or for
+//! every queued `set_len` when the range is not yet in the file.
+//!
+//! What still waits: a `read` that the queued writes cover only in part
+//! waits for them, and a write waits while [`MAX_QUEUED`] bytes of writes
+//! are queued.
 //!
 //! So a durable commit is durable only once [`SyncState::synced`] has
 //! passed the sync it asked for; the commit log keeps every record until
@@ -78,6 +87,8 @@ enum Op {
     Write(u64, Vec<u8>),
     /// The `n`-th sync asked for.
     Sync(u64),
+    /// The file's new length.
+    SetLen(u64),
 }
 
 #[derive(Default)]
@@ -96,6 +107,13 @@ struct Counts {
     /// the last of them is in the file, a read copies their pages from
     /// here rather than waiting for the run.
     in_hand: Option<Arc<Run>>,
+    /// The `set_len` the thread is applying.
+    len_in_hand: Option<u64>,
+    /// `set_len` calls queued or in hand.
+    lens_pending: usize,
+    /// The length the newest of them asked for: what `len` answers while
+    /// any is pending.
+    pending_len: u64,
     /// The thread waits for something to do: a `write` wakes it.
     idle_wait: bool,
     /// Buffers of applied writes, for the next ones.
@@ -121,6 +139,8 @@ impl Counts {
         self.queued_bytes = 0;
         self.busy = false;
         self.in_hand = None;
+        self.len_in_hand = None;
+        self.lens_pending = 0;
     }
 }
 
@@ -288,6 +308,16 @@ fn run(file: &impl StorageBackend, state: &SyncState) {
                 synced = Some(n);
                 r.map_err(|e| format!("store file sync: {e}"))
             }
+            Some(Op::SetLen(len)) => {
+                counts.len_in_hand = Some(len);
+                counts.busy = true;
+                drop(counts);
+                let r = file.set_len(len);
+                counts = state.lock();
+                counts.len_in_hand = None;
+                counts.lens_pending -= 1;
+                r.map_err(|e| format!("store file set_len: {e}"))
+            }
         };
         counts.busy = false;
         match result {
@@ -337,6 +367,10 @@ impl Drop for Watch<'_> {
 
 impl<B: StorageBackend> StorageBackend for DeferredSync<B> {
     fn len(&self) -> Result<u64, BackendIoError> {
+        let counts = self.state.lock();
+        if counts.lens_pending > 0 {
+            return Ok(counts.pending_len);
+        }
         self.file.len()
     }
 
@@ -348,6 +382,14 @@ impl<B: StorageBackend> StorageBackend for DeferredSync<B> {
         // otherwise the read waits for the writes that overlap it (not for
         // the rest, nor for a sync). A write queued after this look is a
         // later commit's, to pages no reader sees yet.
+        //
+        // A queued `set_len` newer than any write of the range that cuts
+        // into it (the bytes past it are gone, or zeros once the file grows
+        // again) makes the read wait for it; one that leaves the range alone
+        // is passed over. With no queued write of the range the file holds
+        // its bytes, unless the range lies past the file's end until a
+        // queued `set_len` grows it: then the read waits for the queue's
+        // `set_len` calls and looks again.
         let end = offset + out.len() as u64;
         let overlaps = |at: u64, len: usize| at < end && offset < at + len as u64;
         let mut counts = self.state.lock();
@@ -356,35 +398,56 @@ impl<B: StorageBackend> StorageBackend for DeferredSync<B> {
                 return Err(io_err(e));
             }
             let queued = counts.queue.iter().rev().find_map(|op| match op {
-                Op::Write(at, data) if overlaps(*at, data.len()) => Some((*at, data)),
+                Op::Write(at, data) if overlaps(*at, data.len()) => Some(Some((*at, data))),
+                Op::SetLen(len) if *len < end => Some(None),
                 _ => None,
             });
             let newest = queued.or_else(|| {
+                if counts.len_in_hand.is_some_and(|len| len < end) {
+                    return Some(None);
+                }
                 let in_hand = counts.in_hand.as_deref()?;
                 in_hand
                     .iter()
                     .rev()
                     .find(|(at, data)| overlaps(*at, data.len()))
-                    .map(|(at, data)| (*at, data))
+                    .map(|(at, data)| Some((*at, data)))
             });
             match newest {
-                Some((at, data)) if at <= offset && end <= at + data.len() as u64 => {
+                Some(Some((at, data))) if at <= offset && end <= at + data.len() as u64 => {
                     let from = (offset - at) as usize;
                     out.copy_from_slice(&data[from..from + out.len()]);
                     return Ok(());
                 }
                 Some(_) => {}
-                None => break,
+                None => {
+                    let growing = counts.lens_pending > 0;
+                    drop(counts);
+                    let read = self.file.read(offset, out);
+                    if read.is_ok() || !growing {
+                        return read;
+                    }
+                    counts = self.state.lock();
+                    while counts.lens_pending > 0 && counts.failed.is_none() {
+                        counts = self.state.wait(counts);
+                    }
+                    continue;
+                }
             }
             counts = self.state.wait(counts);
         }
-        drop(counts);
-        self.file.read(offset, out)
     }
 
     fn set_len(&self, len: u64) -> Result<(), BackendIoError> {
-        self.settle()?;
-        self.file.set_len(len)
+        let mut counts = self.state.lock();
+        if let Some(e) = &counts.failed {
+            return Err(io_err(e));
+        }
+        counts.queue.push_back(Op::SetLen(len));
+        counts.lens_pending += 1;
+        counts.pending_len = len;
+        self.state.changed.notify_all();
+        Ok(())
     }
 
     fn sync_data(&self) -> Result<(), BackendIoError> {
@@ -481,6 +544,8 @@ mod tests {
         gate: Mutex<Option<bool>>,
         /// Writes wait while this is set.
         writes_held: Mutex<bool>,
+        /// `set_len` fails while this is set.
+        set_len_fails: Mutex<bool>,
         opened: Condvar,
     }
 
@@ -514,6 +579,9 @@ mod tests {
 
         fn set_len(&self, len: u64) -> Result<(), BackendIoError> {
             self.0.calls.lock().unwrap().push(format!("set_len {len}"));
+            if *self.0.set_len_fails.lock().unwrap() {
+                return Err(std::io::Error::other("no space left"));
+            }
             self.0.mem.set_len(len)
         }
 
@@ -709,6 +777,125 @@ mod tests {
         assert_eq!(
             disk.calls(),
             ["set_len 8192", "write 0", "sync"],
+            "nothing queued after the failure reaches the file"
+        );
+    }
+
+    /// Runs `f` on a thread of its own; its answer, or `None` if it has not
+    /// answered within `within`.
+    fn within<T: Send + 'static>(
+        within: Duration,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(f()));
+        rx.recv_timeout(within).ok()
+    }
+
+    #[test]
+    fn set_len_is_queued_in_order_and_len_answers_the_length_asked_for() {
+        let (disk, backend) = held();
+        let grow = {
+            let backend = backend.clone();
+            within(Duration::from_secs(5), move || backend.set_len(16384))
+        };
+        grow.expect("set_len returned while a sync before it is held")
+            .unwrap();
+        assert_eq!(backend.len().unwrap(), 16384, "the length asked for");
+        assert_eq!(disk.mem.len().unwrap(), 8192, "not applied yet");
+        backend.write(12288, &[5; 16]).unwrap();
+        let mut out = [0; 16];
+        backend.read(12288, &mut out).unwrap();
+        assert_eq!(out, [5; 16], "a queued write past the file's end is copied");
+        // A read past the file's end that no write covers waits for the
+        // growth, then reads its zeros.
+        let zeros = {
+            let backend = backend.clone();
+            std::thread::spawn(move || {
+                let mut out = [9; 16];
+                backend.read(9000, &mut out).map(|()| out)
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!zeros.is_finished(), "the read waits for the growth");
+        disk.open(true);
+        assert_eq!(zeros.join().unwrap().unwrap(), [0; 16]);
+        backend.state().wait_all().unwrap();
+        assert_eq!(
+            disk.calls(),
+            [
+                "set_len 8192",
+                "write 0",
+                "sync",
+                "write 4096",
+                "set_len 16384",
+                "write 12288"
+            ]
+        );
+        assert_eq!(backend.len().unwrap(), 16384);
+    }
+
+    #[test]
+    fn a_read_waits_for_a_queued_set_len_that_cuts_into_its_range() {
+        let (disk, backend) = held();
+        for len in [4100, 8192] {
+            let backend = backend.clone();
+            within(Duration::from_secs(5), move || backend.set_len(len))
+                .expect("set_len returned while a sync before it is held")
+                .unwrap();
+        }
+        assert_eq!(backend.len().unwrap(), 8192, "the newest length asked for");
+        let mut out = [0; 16];
+        backend.read(0, &mut out).unwrap();
+        assert_eq!(
+            out, [1; 16],
+            "a range both lengths leave alone is read at once"
+        );
+        // The write of 4096 is older than the cut to 4100: the read must
+        // not copy it, but wait and read what the file holds after both.
+        let cut = {
+            let backend = backend.clone();
+            std::thread::spawn(move || {
+                let mut out = [9; 16];
+                backend.read(4096, &mut out).map(|()| out)
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!cut.is_finished(), "the read waits for the cut");
+        disk.open(true);
+        let mut expected = [0; 16];
+        expected[..4].copy_from_slice(&[2; 4]);
+        assert_eq!(cut.join().unwrap().unwrap(), expected);
+    }
+
+    #[test]
+    fn a_failed_set_len_fails_every_later_call() {
+        let (disk, backend) = held();
+        *disk.set_len_fails.lock().unwrap() = true;
+        let grow = {
+            let backend = backend.clone();
+            within(Duration::from_secs(5), move || backend.set_len(16384))
+        };
+        grow.expect("set_len returned while a sync before it is held")
+            .unwrap();
+        backend.write(12288, &[5; 16]).unwrap();
+        disk.open(true);
+        let e = backend.state().wait_all().unwrap_err();
+        assert!(e.contains("set_len") && e.contains("no space left"), "{e}");
+        assert_eq!(backend.len().unwrap(), 8192, "the file's own length");
+        for result in [backend.write(0, &[3; 16]), backend.set_len(4096)] {
+            let e = result.unwrap_err().to_string();
+            assert!(e.contains("no space left"), "{e}");
+        }
+        assert_eq!(
+            disk.calls(),
+            [
+                "set_len 8192",
+                "write 0",
+                "sync",
+                "write 4096",
+                "set_len 16384"
+            ],
             "nothing queued after the failure reaches the file"
         );
     }
