@@ -625,6 +625,20 @@ mod tests {
         (disk, backend)
     }
 
+    /// Reads 16 bytes at `at` on a thread of its own, into a buffer that
+    /// starts as `fill`.
+    fn read_apart(
+        backend: &Arc<DeferredSync<Shared>>,
+        at: u64,
+        fill: u8,
+    ) -> std::thread::JoinHandle<Result<[u8; 16], BackendIoError>> {
+        let backend = backend.clone();
+        std::thread::spawn(move || {
+            let mut out = [fill; 16];
+            backend.read(at, &mut out).map(|()| out)
+        })
+    }
+
     #[test]
     fn writes_and_syncs_return_at_once_and_reach_the_file_in_order() {
         let (disk, backend) = held();
@@ -701,13 +715,7 @@ mod tests {
         backend.read(4104, &mut out).unwrap();
         assert_eq!(out, [2; 4], "the older write, where the newer one ends");
         // A read the queued writes cover only in part waits for them.
-        let read = {
-            let backend = backend.clone();
-            std::thread::spawn(move || {
-                let mut out = [0; 16];
-                backend.read(4104, &mut out).map(|()| out)
-            })
-        };
+        let read = read_apart(&backend, 4104, 0);
         std::thread::sleep(Duration::from_millis(50));
         assert!(!read.is_finished(), "the read waits for the queued writes");
         disk.open(true);
@@ -809,13 +817,7 @@ mod tests {
         assert_eq!(out, [5; 16], "a queued write past the file's end is copied");
         // A read past the file's end that no write covers waits for the
         // growth, then reads its zeros.
-        let zeros = {
-            let backend = backend.clone();
-            std::thread::spawn(move || {
-                let mut out = [9; 16];
-                backend.read(9000, &mut out).map(|()| out)
-            })
-        };
+        let zeros = read_apart(&backend, 9000, 9);
         std::thread::sleep(Duration::from_millis(50));
         assert!(!zeros.is_finished(), "the read waits for the growth");
         disk.open(true);
@@ -853,13 +855,7 @@ mod tests {
         );
         // The write of 4096 is older than the cut to 4100: the read must
         // not copy it, but wait and read what the file holds after both.
-        let cut = {
-            let backend = backend.clone();
-            std::thread::spawn(move || {
-                let mut out = [9; 16];
-                backend.read(4096, &mut out).map(|()| out)
-            })
-        };
+        let cut = read_apart(&backend, 4096, 9);
         std::thread::sleep(Duration::from_millis(50));
         assert!(!cut.is_finished(), "the read waits for the cut");
         disk.open(true);
