@@ -181,6 +181,18 @@ mod tests {
         let before = ThreadCpu::now("benchkit-");
         tx.send(()).unwrap();
         ended.join().unwrap();
+        // A joined thread can still be listed in /proc for a moment while
+        // the kernel finishes its exit.
+        for _ in 0..1000 {
+            if per_thread("benchkit-ended").is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(
+            per_thread("benchkit-ended").is_empty(),
+            "the thread is gone"
+        );
         // The differences of totals go negative when a thread ends...
         assert!(thread_cpu("benchkit-") < 0.03);
         // ... the snapshot does not, and counts a thread started since.
