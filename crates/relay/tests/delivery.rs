@@ -7,8 +7,8 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
+use postbox_store::ManualClock;
 use postbox_store::embedded::EmbeddedOptions;
-use postbox_store::{ChangeStreams, ManualClock};
 use serde_json::json;
 
 const JOBS: &str = r#"
@@ -309,21 +309,8 @@ async fn a_latest_pipe_starts_at_the_head_and_keeps_its_place() {
     let relay = start(&env, &toml, "a").await;
     // The pipe starts at the head it records as its checkpoint: a put
     // before that is behind its start.
-    let mut recorded = false;
-    for _ in 0..1000 {
-        if env
-            .store
-            .checkpoint("jobs", "pipe:jobs")
-            .await
-            .unwrap()
-            .is_some()
-        {
-            recorded = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    assert!(recorded, "the LATEST pipe recorded its start");
+    let recorded = store_checkpoint(&env, "jobs", "jobs", |at| at.is_some()).await;
+    assert!(recorded.is_some(), "the LATEST pipe recorded its start");
     put(&env.store, "jobs", job("after", "PENDING")).await;
     caught_up(&relay).await;
     relay.shutdown().await;

@@ -7,9 +7,9 @@ use std::time::Duration;
 use postbox_item::item_from_json;
 use postbox_queue::{Queues, ReceiveOptions};
 use postbox_relay::{PipeStats, Relay, RelayConfig, RelayOptions};
-use postbox_store::ItemStore;
 use postbox_store::api::*;
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
+use postbox_store::{ChangeStreams, ItemStore};
 use serde_json::Value;
 
 pub struct Env {
@@ -112,6 +112,25 @@ pub async fn caught_up(relay: &Relay) -> Vec<PipeStats> {
         "the relay did not catch up: {:?}",
         relay.stats().await.unwrap()
     );
+}
+
+/// Polls the store's checkpoint of pipe `pipe` on `table` (not the
+/// relay's stats) until `ready` holds, for at most 5 s; returns it then.
+pub async fn store_checkpoint(
+    env: &Env,
+    table: &str,
+    pipe: &str,
+    ready: impl Fn(Option<u64>) -> bool,
+) -> Option<u64> {
+    let reader = format!("pipe:{pipe}");
+    for _ in 0..1000 {
+        let at = env.store.checkpoint(table, &reader).await.unwrap();
+        if ready(at) {
+            return at;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    env.store.checkpoint(table, &reader).await.unwrap()
 }
 
 pub fn json(body: &str) -> Value {
