@@ -82,6 +82,14 @@ pub(crate) struct SyncState {
 /// A run of page writes the thread applies at once: (offset, bytes).
 type Run = Vec<(u64, Vec<u8>)>;
 
+/// What the newest queued or in-hand call touching a read's range is.
+enum Newest<'a> {
+    /// A write: (offset, bytes).
+    Write(u64, &'a [u8]),
+    /// A `set_len` that cuts into the range.
+    Cut,
+}
+
 /// One thing asked of the backend's thread.
 enum Op {
     Write(u64, Vec<u8>),
@@ -398,27 +406,28 @@ impl<B: StorageBackend> StorageBackend for DeferredSync<B> {
                 return Err(io_err(e));
             }
             let queued = counts.queue.iter().rev().find_map(|op| match op {
-                Op::Write(at, data) if overlaps(*at, data.len()) => Some(Some((*at, data))),
-                Op::SetLen(len) if *len < end => Some(None),
+                Op::Write(at, data) if overlaps(*at, data.len()) => Some(Newest::Write(*at, data)),
+                Op::SetLen(len) if *len < end => Some(Newest::Cut),
                 _ => None,
             });
             let newest = queued.or_else(|| {
                 if counts.len_in_hand.is_some_and(|len| len < end) {
-                    return Some(None);
+                    return Some(Newest::Cut);
                 }
                 let in_hand = counts.in_hand.as_deref()?;
                 in_hand
                     .iter()
                     .rev()
                     .find(|(at, data)| overlaps(*at, data.len()))
-                    .map(|(at, data)| Some((*at, data)))
+                    .map(|(at, data)| Newest::Write(*at, data))
             });
             match newest {
-                Some(Some((at, data))) if at <= offset && end <= at + data.len() as u64 => {
+                Some(Newest::Write(at, data)) if at <= offset && end <= at + data.len() as u64 => {
                     let from = (offset - at) as usize;
                     out.copy_from_slice(&data[from..from + out.len()]);
                     return Ok(());
                 }
+                // A write that covers the range in part, or a cut: wait.
                 Some(_) => {}
                 None => {
                     let growing = counts.lens_pending > 0;
@@ -789,26 +798,23 @@ mod tests {
         );
     }
 
-    /// Runs `f` on a thread of its own; its answer, or `None` if it has not
-    /// answered within `within`.
-    fn within<T: Send + 'static>(
-        within: Duration,
-        f: impl FnOnce() -> T + Send + 'static,
-    ) -> Option<T> {
+    /// `set_len` on a thread of its own, which must answer within 5 s
+    /// (a sync before it is held at the disk).
+    fn set_len_at_once(
+        backend: &Arc<DeferredSync<Shared>>,
+        len: u64,
+    ) -> Result<(), BackendIoError> {
+        let backend = backend.clone();
         let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || tx.send(f()));
-        rx.recv_timeout(within).ok()
+        std::thread::spawn(move || tx.send(backend.set_len(len)));
+        rx.recv_timeout(Duration::from_secs(5))
+            .expect("set_len returned while a sync before it is held")
     }
 
     #[test]
     fn set_len_is_queued_in_order_and_len_answers_the_length_asked_for() {
         let (disk, backend) = held();
-        let grow = {
-            let backend = backend.clone();
-            within(Duration::from_secs(5), move || backend.set_len(16384))
-        };
-        grow.expect("set_len returned while a sync before it is held")
-            .unwrap();
+        set_len_at_once(&backend, 16384).unwrap();
         assert_eq!(backend.len().unwrap(), 16384, "the length asked for");
         assert_eq!(disk.mem.len().unwrap(), 8192, "not applied yet");
         backend.write(12288, &[5; 16]).unwrap();
@@ -841,10 +847,7 @@ mod tests {
     fn a_read_waits_for_a_queued_set_len_that_cuts_into_its_range() {
         let (disk, backend) = held();
         for len in [4100, 8192] {
-            let backend = backend.clone();
-            within(Duration::from_secs(5), move || backend.set_len(len))
-                .expect("set_len returned while a sync before it is held")
-                .unwrap();
+            set_len_at_once(&backend, len).unwrap();
         }
         assert_eq!(backend.len().unwrap(), 8192, "the newest length asked for");
         let mut out = [0; 16];
@@ -868,12 +871,7 @@ mod tests {
     fn a_failed_set_len_fails_every_later_call() {
         let (disk, backend) = held();
         *disk.set_len_fails.lock().unwrap() = true;
-        let grow = {
-            let backend = backend.clone();
-            within(Duration::from_secs(5), move || backend.set_len(16384))
-        };
-        grow.expect("set_len returned while a sync before it is held")
-            .unwrap();
+        set_len_at_once(&backend, 16384).unwrap();
         backend.write(12288, &[5; 16]).unwrap();
         disk.open(true);
         let e = backend.state().wait_all().unwrap_err();
