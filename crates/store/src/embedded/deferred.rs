@@ -648,6 +648,19 @@ mod tests {
         })
     }
 
+    /// Checks that `read` still waits 50 ms on, lets the held sync
+    /// through, and returns what the read got.
+    fn waits_until_opened(
+        disk: &Disk,
+        read: std::thread::JoinHandle<Result<[u8; 16], BackendIoError>>,
+        what: &str,
+    ) -> [u8; 16] {
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!read.is_finished(), "{what}");
+        disk.open(true);
+        read.join().unwrap().unwrap()
+    }
+
     #[test]
     fn writes_and_syncs_return_at_once_and_reach_the_file_in_order() {
         let (disk, backend) = held();
@@ -725,12 +738,10 @@ mod tests {
         assert_eq!(out, [2; 4], "the older write, where the newer one ends");
         // A read the queued writes cover only in part waits for them.
         let read = read_apart(&backend, 4104, 0);
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(!read.is_finished(), "the read waits for the queued writes");
-        disk.open(true);
+        let got = waits_until_opened(&disk, read, "the read waits for the queued writes");
         let mut expected = [0; 16];
         expected[..8].copy_from_slice(&[2; 8]);
-        assert_eq!(read.join().unwrap().unwrap(), expected);
+        assert_eq!(got, expected);
     }
 
     #[test]
@@ -824,10 +835,8 @@ mod tests {
         // A read past the file's end that no write covers waits for the
         // growth, then reads its zeros.
         let zeros = read_apart(&backend, 9000, 9);
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(!zeros.is_finished(), "the read waits for the growth");
-        disk.open(true);
-        assert_eq!(zeros.join().unwrap().unwrap(), [0; 16]);
+        let got = waits_until_opened(&disk, zeros, "the read waits for the growth");
+        assert_eq!(got, [0; 16]);
         backend.state().wait_all().unwrap();
         assert_eq!(
             disk.calls(),
@@ -859,12 +868,10 @@ mod tests {
         // The write of 4096 is older than the cut to 4100: the read must
         // not copy it, but wait and read what the file holds after both.
         let cut = read_apart(&backend, 4096, 9);
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(!cut.is_finished(), "the read waits for the cut");
-        disk.open(true);
+        let got = waits_until_opened(&disk, cut, "the read waits for the cut");
         let mut expected = [0; 16];
         expected[..4].copy_from_slice(&[2; 4]);
-        assert_eq!(cut.join().unwrap().unwrap(), expected);
+        assert_eq!(got, expected);
     }
 
     #[test]
