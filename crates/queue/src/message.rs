@@ -112,17 +112,28 @@ pub fn attributes_size(attributes: &MessageAttributes) -> usize {
 /// `#x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF`.
 /// (A Rust `str` cannot hold lone surrogates; the JSON decoder refuses them.)
 pub fn check_characters(text: &str, message: &str) -> QueueResult<()> {
-    let allowed = |c: char| matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..);
-    // In UTF-8 only two kinds of character are refused: control bytes and
-    // U+FFFE/U+FFFF, which start with 0xEF. A byte scan settles most texts.
-    let bytes = text.as_bytes();
-    let controls = |b: &u8| *b < 0x20 && !matches!(*b, b'\t' | b'\n' | b'\r');
-    let settled = !bytes.iter().any(controls) && !bytes.contains(&0xEF);
-    if settled || text.chars().all(allowed) {
+    if characters_allowed(text) {
         Ok(())
     } else {
         Err(QueueError::InvalidMessageContents(message.to_owned()))
     }
+}
+
+/// Whether every character of `text` is in the set SQS allows.
+fn characters_allowed(text: &str) -> bool {
+    let allowed = |c: char| matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..);
+    // In UTF-8 only two kinds of character are refused: control bytes and
+    // U+FFFE/U+FFFF, which start with 0xEF. A byte scan settles most texts;
+    // it has no early exit inside a 64-byte chunk, so it is vectorised
+    // (a relayed event's body is scanned twice, at the relay's pre-check and
+    // at the send; a byte-at-a-time scan was 1.5% of an emit's server CPU).
+    let suspect =
+        |b: u8| u8::from(b < 0x20 && b != b'\t' && b != b'\n' && b != b'\r') | u8::from(b == 0xEF);
+    let settled = text
+        .as_bytes()
+        .chunks(64)
+        .all(|chunk| chunk.iter().fold(0, |seen, &b| seen | suspect(b)) == 0);
+    settled || text.chars().all(allowed)
 }
 
 fn validate_attributes(attributes: &MessageAttributes) -> QueueResult<()> {
@@ -181,10 +192,11 @@ fn validate_attribute_value(name: &str, value: &MessageAttributeValue) -> QueueR
                     "Message attribute '{name}' must contain a non-empty value of message attribute type '{kind}'."
                 )));
             };
-            check_characters(
-                s,
-                &format!("Message attribute '{name}' holds characters outside the allowed set."),
-            )?;
+            if !characters_allowed(s) {
+                return Err(QueueError::InvalidMessageContents(format!(
+                    "Message attribute '{name}' holds characters outside the allowed set."
+                )));
+            }
             if kind == "Number" && !is_number(s) {
                 return Err(QueueError::invalid(format!(
                     "Can't cast the value of message (user) attribute '{name}' to a number."
@@ -305,6 +317,9 @@ mod tests {
             "\u{b}",
             "x\u{FFFE}",
             "x\u{FFFF}",
+            // Past the first 64 bytes, and across a chunk's edge.
+            &format!("{}\u{1}", "x".repeat(200)),
+            &format!("{}\u{FFFE}", "x".repeat(63)),
         ] {
             assert!(
                 matches!(
@@ -319,6 +334,8 @@ mod tests {
             "del\u{7f}\u{e000}\u{fffd}",
             "emoji \u{1F600}",
             " ",
+            // A byte 0xEF that starts an allowed character, past 64 bytes.
+            &format!("{}\u{F000}\u{FFFD}", "x".repeat(100)),
         ] {
             NewMessage::new(good).validate().unwrap();
         }
