@@ -245,8 +245,13 @@ impl Parser<'_> {
             };
             match b {
                 b'"' => {
-                    out.push_str(&self.text[start..self.i]);
+                    let run = &self.text[start..self.i];
                     self.i += 1;
+                    // Without escapes, one allocation of the string's size.
+                    if out.is_empty() {
+                        return Ok(run.to_owned());
+                    }
+                    out.push_str(run);
                     return Ok(out);
                 }
                 b'\\' => {
@@ -296,11 +301,15 @@ impl Parser<'_> {
                 }
                 _ => {
                     // The run up to the next quote or backslash, at once,
-                    // then any control character in it.
+                    // then any control character in it (a scan without an
+                    // early exit inside a chunk, which is vectorised; its
+                    // place only when there is one).
                     let rest = &self.s[self.i..];
                     let run = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
-                    if let Some(at) = rest[..run].iter().position(|&b| b < 0x20) {
-                        self.i += at;
+                    let controls =
+                        |chunk: &[u8]| chunk.iter().fold(false, |seen, &b| seen | (b < 0x20));
+                    if rest[..run].chunks(64).any(controls) {
+                        self.i += rest[..run].iter().position(|&b| b < 0x20).unwrap_or(0);
                         return Err(self.err("control character in a string"));
                     }
                     self.i += run;
@@ -557,5 +566,21 @@ mod tests {
         assert!(parse("[1,]").is_err());
         assert!(parse("\"a\u{1}\"").is_err());
         assert!(parse(&"[".repeat(200)).is_err());
+    }
+
+    #[test]
+    fn a_control_character_far_into_a_long_string_is_refused_where_it_stands() {
+        let long = "y".repeat(150);
+        let text = format!("\"{long}\u{1f}{long}\"");
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(
+            e.contains("control character") && e.contains("at byte 151:"),
+            "{e}"
+        );
+        let clean = format!("\"{long}\\n{long}\"");
+        assert_eq!(
+            parse(&clean).unwrap(),
+            Value::String(format!("{long}\n{long}"))
+        );
     }
 }
