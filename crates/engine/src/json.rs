@@ -301,15 +301,11 @@ impl Parser<'_> {
                 }
                 _ => {
                     // The run up to the next quote or backslash, at once,
-                    // then any control character in it (a scan without an
-                    // early exit inside a chunk, which is vectorised; its
-                    // place only when there is one).
+                    // then any control character in it.
                     let rest = &self.s[self.i..];
                     let run = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
-                    let controls =
-                        |chunk: &[u8]| chunk.iter().fold(false, |seen, &b| seen | (b < 0x20));
-                    if rest[..run].chunks(64).any(controls) {
-                        self.i += rest[..run].iter().position(|&b| b < 0x20).unwrap_or(0);
+                    if let Some(at) = crate::canonical::first_control(&rest[..run]) {
+                        self.i += at;
                         return Err(self.err("control character in a string"));
                     }
                     self.i += run;
