@@ -103,7 +103,8 @@ pub fn write_string(out: &mut String, s: &str) {
 
 /// The first byte from `from` on that a string escapes: a quote, a
 /// backslash or a control character. Runs without one are found at once.
-fn next_escaped(bytes: &[u8], from: usize) -> Option<usize> {
+/// The request parser finds the end of a string's plain run with it too.
+pub(crate) fn next_escaped(bytes: &[u8], from: usize) -> Option<usize> {
     let rest = &bytes[from..];
     let run = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
     let at = first_control(&rest[..run]).unwrap_or(run);
@@ -114,7 +115,7 @@ fn next_escaped(bytes: &[u8], from: usize) -> Option<usize> {
 /// Strings of a kilobyte are common (payloads), so chunks are scanned
 /// without an early exit, which is vectorised, and the place is looked
 /// for only in a chunk that has one.
-pub(crate) fn first_control(bytes: &[u8]) -> Option<usize> {
+fn first_control(bytes: &[u8]) -> Option<usize> {
     let controls = |chunk: &[u8]| chunk.iter().fold(false, |seen, &b| seen | (b < 0x20));
     let chunk = bytes.chunks(64).position(controls)?;
     let at = bytes[chunk * 64..].iter().position(|&b| b < 0x20)?;

@@ -300,15 +300,12 @@ impl Parser<'_> {
                     start = self.i;
                 }
                 _ => {
-                    // The run up to the next quote or backslash, at once,
-                    // then any control character in it.
-                    let rest = &self.s[self.i..];
-                    let run = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
-                    if let Some(at) = crate::canonical::first_control(&rest[..run]) {
-                        self.i += at;
+                    // On to the next quote, backslash or control character
+                    // (the bytes a string escapes), at once.
+                    self.i = crate::canonical::next_escaped(self.s, self.i).unwrap_or(self.s.len());
+                    if self.s.get(self.i).is_some_and(|&b| b < 0x20) {
                         return Err(self.err("control character in a string"));
                     }
-                    self.i += run;
                 }
             }
         }
