@@ -34,6 +34,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use postbox_item::Item;
 use serde::Deserialize;
 
 use crate::pattern::Pattern;
@@ -361,6 +362,19 @@ impl PipeSpec {
         }
         add(&["dynamodb", "NewImage", postbox_trace::ATTRIBUTE]);
         p
+    }
+
+    /// Whether the pipe's filters can refuse a record on its keys alone:
+    /// each of them says something of `dynamodb.Keys`. Such a pipe reads a
+    /// record's images only when [`PipeSpec::keys_allow`] its keys.
+    pub fn filters_on_keys(&self) -> bool {
+        !self.filters.is_empty() && self.filters.iter().all(Pattern::has_keys_field)
+    }
+
+    /// Whether a record with `keys` may pass the pipe's filters: false only
+    /// when none of them can match it, whatever its images hold.
+    pub fn keys_allow(&self, keys: &Item) -> bool {
+        self.filters.is_empty() || self.filters.iter().any(|f| f.keys_allow(keys))
     }
 }
 

@@ -7,8 +7,8 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use postbox_store::ManualClock;
 use postbox_store::embedded::EmbeddedOptions;
+use postbox_store::{ChangeStreams, ManualClock};
 use serde_json::json;
 
 const JOBS: &str = r#"
@@ -88,6 +88,52 @@ async fn filtered_records_are_templated_into_the_fifo_queue_once() {
     assert_eq!(
         drain(&env.queues, "jobs.fifo").await,
         vec![r#"{"jobId": "late"}"#.to_owned()]
+    );
+    relay.shutdown().await;
+}
+
+/// A pipe whose filter names the keys reads the records its keys refuse
+/// without their images: they count as filtered, between delivered ones and
+/// at the end of the stream, and the checkpoint passes them.
+#[tokio::test]
+async fn records_refused_on_their_keys_are_filtered_and_passed_over() {
+    const KEYED: &str = r#"
+[pipes.jobs]
+source = "jobs"
+filters = ['{"dynamodb": {"Keys": {"pk": {"S": [{"prefix": "JOB#"}]}}, "NewImage": {"status": {"S": ["PENDING"]}}}}']
+input_template = '{"jobId": "<$.dynamodb.NewImage.jobId.S>", "status": "<$.dynamodb.NewImage.status.S>"}'
+target = { queue = "jobs.fifo", message_group_id = "<$.dynamodb.NewImage.tenant.S>" }
+"#;
+    let env = env().await;
+    create_table(&env.store, "jobs").await;
+    let relay = start(&env, KEYED, "a").await;
+    let other = |i: usize| json!({"pk": {"S": format!("OTHER#{i}")}, "status": {"S": "PENDING"}});
+    for i in 0..12 {
+        // Jobs and other rows in turn, then others only: the last records
+        // of the stream are refused.
+        if i < 8 && i % 2 == 0 {
+            put(&env.store, "jobs", job(&format!("j{i}"), "PENDING")).await;
+        } else {
+            put(&env.store, "jobs", other(i)).await;
+        }
+    }
+    // A modification of a job keeps its keys: read with its images.
+    put(&env.store, "jobs", job("j0", "DONE")).await;
+    put(&env.store, "jobs", other(99)).await;
+    let stats = caught_up(&relay).await;
+    assert_eq!(
+        drain(&env.queues, "jobs.fifo").await,
+        ["j0", "j2", "j4", "j6"].map(|j| format!(r#"{{"jobId": "{j}", "status": "PENDING"}}"#))
+    );
+    assert_eq!(
+        (stats[0].read, stats[0].delivered, stats[0].filtered),
+        (14, 4, 10)
+    );
+    let head = env.store.stream_head("jobs").await.unwrap();
+    assert_eq!(head, 14);
+    assert_eq!(
+        store_checkpoint(&env, "jobs", "jobs", |at| at == Some(head)).await,
+        Some(head)
     );
     relay.shutdown().await;
 }

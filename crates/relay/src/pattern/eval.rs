@@ -13,7 +13,7 @@ pub(super) fn object_matches(obj: &Object, doc: Option<&Value>) -> bool {
         && (obj.any_of.is_empty() || obj.any_of.iter().any(|alt| object_matches(alt, doc)))
 }
 
-fn field_matches(field: &Field, value: Option<&Value>) -> bool {
+pub(super) fn field_matches(field: &Field, value: Option<&Value>) -> bool {
     match field {
         Field::Nested(sub) => match value {
             Some(v @ Value::Object(_)) => object_matches(sub, Some(v)),

@@ -28,6 +28,7 @@ mod parse;
 mod tests;
 mod wildcard;
 
+use postbox_item::Item;
 use serde_json::Value;
 
 pub use parse::MAX_PATTERN_LEN;
@@ -163,6 +164,46 @@ impl Pattern {
     /// Whether `document` matches.
     pub fn matches(&self, document: &Value) -> bool {
         eval::object_matches(&self.root, Some(document))
+    }
+
+    /// What the pattern requires of a record's `dynamodb.Keys` whatever
+    /// else it says (its `$or` alternatives aside), if anything. A record
+    /// whose keys fail it cannot match: [`Pattern::keys_allow`].
+    fn keys_field(&self) -> Option<&Field> {
+        let dynamodb = self.root.fields.iter().find(|(k, _)| k == "dynamodb")?;
+        match &dynamodb.1 {
+            Field::Nested(inner) => inner
+                .fields
+                .iter()
+                .find(|(k, _)| k == "Keys")
+                .map(|(_, field)| field),
+            Field::Leaf(_) => None,
+        }
+    }
+
+    /// Whether the pattern requires anything of a record's keys.
+    pub fn has_keys_field(&self) -> bool {
+        self.keys_field().is_some()
+    }
+
+    /// Whether a record with `keys` may match: false only when the record
+    /// cannot, whatever its images and other fields hold. Only the
+    /// attributes the pattern names are put into JSON to be matched.
+    pub fn keys_allow(&self, keys: &Item) -> bool {
+        let Some(field) = self.keys_field() else {
+            return true;
+        };
+        let json = match field {
+            Field::Nested(object) if object.any_of.is_empty() => Value::Object(
+                object
+                    .fields
+                    .iter()
+                    .filter_map(|(name, _)| keys.get(name).map(|v| (name.clone(), v.to_json())))
+                    .collect(),
+            ),
+            _ => postbox_item::item_to_json(keys),
+        };
+        eval::field_matches(field, Some(&json))
     }
 
     /// The JSON text the pattern was parsed from.

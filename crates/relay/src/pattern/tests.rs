@@ -271,3 +271,82 @@ fn event_name_and_numbers_in_n_warn() {
         Pattern::parse(r#"{"dynamodb": {"NewImage": {"s": {"S": ["x"]}}}}"#).unwrap();
     assert!(warnings.is_empty());
 }
+
+#[test]
+fn keys_refuse_a_record_only_when_it_cannot_match() {
+    let event = json!({"pk": {"S": "TENANT#a#EVENT"}, "sk": {"N": "1"}});
+    let head = json!({"pk": {"S": "TENANT#a#HEAD"}, "sk": {"S": "HEAD"}});
+    let patterns = [
+        // The default events pipe's filter.
+        json!({"dynamodb": {
+            "Keys": {"pk": {"S": [{"suffix": "#EVENT"}]}},
+            "NewImage": {"id": {"S": [{"exists": true}]}},
+            "OldImage": {"pk": {"S": [{"exists": false}]}},
+        }}),
+        json!({"dynamodb": {"Keys": {"pk": {"S": [{"prefix": "TENANT#a#H"}]}}}}),
+        json!({"dynamodb": {"Keys": {"sk": {"N": ["1"]}}}}),
+        json!({"dynamodb": {"Keys": {"sk": {"S": [{"exists": false}]}}}}),
+        json!({"dynamodb": {"NewImage": {"id": {"S": ["x"]}}}}),
+        json!({"eventName": ["INSERT"]}),
+        // Keys named only in alternatives: undecided on the keys.
+        json!({"$or": [
+            {"dynamodb": {"Keys": {"pk": {"S": ["nothing"]}}}},
+            {"dynamodb": {"NewImage": {"id": {"S": ["x"]}}}},
+        ]}),
+        json!({"dynamodb": {
+            "Keys": {"pk": {"S": [{"suffix": "#EVENT"}]}},
+            "$or": [{"NewImage": {"id": {"S": ["x"]}}}, {"OldImage": {"id": {"S": ["x"]}}}],
+        }}),
+        // Alternatives within the keys, and an attribute they lack.
+        json!({"dynamodb": {"Keys": {"$or": [
+            {"pk": {"S": [{"suffix": "#HEAD"}]}, "sk": {"S": ["x"]}},
+            {"sk": {"N": ["1"]}},
+        ]}}}),
+        json!({"dynamodb": {"Keys": {"id": {"S": [{"exists": false}]}}}}),
+    ];
+    // What each pattern's keys allow, for (event, head).
+    let allowed = [
+        (true, false),
+        (false, true),
+        (true, false),
+        (true, false),
+        (true, true),
+        (true, true),
+        (true, true),
+        (true, false),
+        (true, false),
+        (true, true),
+    ];
+    let images = [
+        json!({}),
+        json!({"NewImage": {"id": {"S": "x"}}}),
+        json!({"NewImage": {"id": {"S": "x"}}, "OldImage": {"id": {"S": "x"}, "pk": {"S": "p"}}}),
+        json!({"OldImage": {"id": {"S": "x"}}}),
+    ];
+    for (pattern, (event_allowed, head_allowed)) in patterns.iter().zip(allowed) {
+        let (p, _) = Pattern::parse(&pattern.to_string()).unwrap();
+        let item = |keys: &Value| postbox_item::item_from_json(keys).unwrap();
+        assert_eq!(
+            p.keys_allow(&item(&event)),
+            event_allowed,
+            "{pattern} on {event}"
+        );
+        assert_eq!(
+            p.keys_allow(&item(&head)),
+            head_allowed,
+            "{pattern} on {head}"
+        );
+        // Refused on its keys means no record with them matches, whatever
+        // else it holds.
+        for keys in [&event, &head] {
+            for rest in &images {
+                let mut dynamodb = rest.clone();
+                dynamodb["Keys"] = keys.clone();
+                let record = json!({"eventName": "INSERT", "dynamodb": dynamodb});
+                if p.matches(&record) {
+                    assert!(p.keys_allow(&item(keys)), "{pattern} matches {record}");
+                }
+            }
+        }
+    }
+}

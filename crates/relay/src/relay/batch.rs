@@ -42,6 +42,9 @@ impl Planned {
 }
 
 /// Plans each of `records`, read from `pipe`'s table, at time `now_ms`.
+/// Those whose sequence numbers are in `refused` (ascending) were refused
+/// on their keys ([`PipeSpec::keys_allow`]) and read without images: they
+/// are filtered out.
 ///
 /// Each record's JSON holds only what the pipe's filters and templates
 /// read of its images ([`PipeSpec::projection`]); a whole image goes into a message
@@ -50,15 +53,26 @@ pub(super) fn plan_records(
     pipe: &PipeSpec,
     buses: &BTreeMap<String, Vec<Rule>>,
     records: Vec<StreamRecord>,
+    refused: &[u64],
     now_ms: u64,
 ) -> Vec<Planned> {
     let table = &pipe.table;
     let projection = pipe.projection();
+    let mut refused = refused.iter().copied().peekable();
     records
         .into_iter()
         .map(|r| {
-            let json = crate::record::to_json_projected(table, &r, &projection);
             let id = crate::record::record_id(table, r.sequence_number);
+            if refused.next_if_eq(&r.sequence_number).is_some() {
+                return Planned {
+                    seq: r.sequence_number,
+                    id,
+                    created_ms: r.approximate_creation_time_ms,
+                    outcome: Outcome::Filtered,
+                    record: r,
+                };
+            }
+            let json = crate::record::to_json_projected(table, &r, &projection);
             let view = RecordView {
                 json: &json,
                 id: &id,
@@ -205,7 +219,7 @@ target = { queue = "q" }
             }
         };
         let read = vec![record(7, "PENDING"), record(8, "DONE")];
-        let p = plan_records(pipe, &config.buses, read.clone(), 7_000);
+        let p = plan_records(pipe, &config.buses, read.clone(), &[], 7_000);
         assert_eq!(
             p.iter()
                 .map(|p| (p.seq, p.id.as_str(), p.created_ms))
@@ -223,7 +237,7 @@ target = { queue = "q" }
         assert_eq!(body["dynamodb"]["NewImage"]["pk"]["S"], "k7");
         assert_eq!(p[1].outcome, Outcome::Filtered);
         // Planned a day later, the matching record is too old.
-        let late = plan_records(pipe, &config.buses, read, 7_000 + 86_400_000 * 2);
+        let late = plan_records(pipe, &config.buses, read, &[], 7_000 + 86_400_000 * 2);
         assert!(matches!(
             late[0].outcome,
             Outcome::Dead(DeadReason::TooOld { .. })

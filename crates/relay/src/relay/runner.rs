@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
+use postbox_item::Item;
 use postbox_queue::Queues;
 use postbox_store::api::StreamRecord;
 use postbox_store::embedded::EmbeddedStore;
@@ -173,11 +174,32 @@ impl Runner {
                 }
                 continue;
             }
-            let records = match self
-                .store
-                .read_committed_stream(&table, after, self.options.max_records_per_commit)
-                .await
-            {
+            // Records the pipe's filters refuse on their keys are read
+            // without their images.
+            let mut refused = Vec::new();
+            let spec = &self.spec;
+            let read = if spec.filters_on_keys() {
+                let mut wanted = |seq: u64, keys: &Item| {
+                    let allowed = spec.keys_allow(keys);
+                    if !allowed {
+                        refused.push(seq);
+                    }
+                    allowed
+                };
+                self.store
+                    .read_committed_stream_where(
+                        &table,
+                        after,
+                        self.options.max_records_per_commit,
+                        &mut wanted,
+                    )
+                    .await
+            } else {
+                self.store
+                    .read_committed_stream(&table, after, self.options.max_records_per_commit)
+                    .await
+            };
+            let records = match read {
                 Err(StoreError::TrimmedData(_)) => {
                     if let Some(f) = inflight.take() {
                         self.finish_commit(f).await?;
@@ -187,7 +209,9 @@ impl Runner {
                 }
                 other => other?,
             };
-            after = self.relay(records, after, token, inflight).await?;
+            after = self
+                .relay(records, &refused, after, token, inflight)
+                .await?;
         }
     }
 
@@ -256,12 +280,13 @@ impl Runner {
     async fn relay(
         &self,
         records: Vec<StreamRecord>,
+        refused: &[u64],
         after: u64,
         token: u64,
         inflight: &mut Option<InFlight>,
     ) -> Result<u64, RelayError> {
         let now = self.options.clock.now_ms();
-        let mut planned = plan_records(&self.spec, &self.buses, records, now);
+        let mut planned = plan_records(&self.spec, &self.buses, records, refused, now);
         self.counters.read.fetch_add(planned.len() as u64, Relaxed);
         let mut facts = self.facts.take();
         let batches = batches(&planned, self.spec.batch_size);

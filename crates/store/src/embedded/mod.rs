@@ -579,8 +579,24 @@ impl EmbeddedStore {
         after: u64,
         limit: usize,
     ) -> StoreResult<Vec<StreamRecord>> {
+        self.read_committed_stream_where(table_name, after, limit, &mut stream::every)
+            .await
+    }
+
+    /// [`EmbeddedStore::read_committed_stream`] for a reader that needs a
+    /// record's images only if its keys pass `wanted`, called with each
+    /// record's sequence number and keys in order: the records it refuses
+    /// come without images, which are neither looked up nor decoded. A
+    /// relay whose filters refuse a record on its keys alone reads it so.
+    pub async fn read_committed_stream_where(
+        &self,
+        table_name: &str,
+        after: u64,
+        limit: usize,
+        wanted: &mut (dyn FnMut(u64, &postbox_item::Item) -> bool + Send),
+    ) -> StoreResult<Vec<StreamRecord>> {
         let meta = self.stream_meta(table_name)?;
-        stream::read(&self.committed_snapshot()?, &meta, after, limit)
+        stream::read(&self.committed_snapshot()?, &meta, after, limit, wanted)
     }
 
     /// [`ChangeStreams::stream_head`] as of the last commit, synced or not

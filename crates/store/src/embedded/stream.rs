@@ -199,12 +199,24 @@ pub(crate) fn encode(r: &StreamRecord) -> Vec<u8> {
 /// the item.
 pub(crate) type Resolve<'a> = dyn FnMut(u64, &Item) -> Result<Item, StoreError> + 'a;
 
+/// Whether a reader wants the images of a record: (its sequence number,
+/// its keys) -> yes or no. A record it does not want comes without them,
+/// neither decoded nor looked up.
+pub(crate) type Wanted<'a> = dyn FnMut(u64, &Item) -> bool + 'a;
+
+/// Wants every record's images.
+pub(crate) fn every(_: u64, _: &Item) -> bool {
+    true
+}
+
 /// Decodes a record written by [`encode`] or [`encode_change`]; `resolve`
-/// finds the image of a record that refers to its item's row.
+/// finds the image of a record that refers to its item's row. When
+/// `wanted` refuses the record's keys, its images are left out.
 pub(crate) fn decode(
     sequence_number: u64,
     bytes: &[u8],
     resolve: &mut Resolve<'_>,
+    wanted: &mut Wanted<'_>,
 ) -> Result<StreamRecord, StoreError> {
     let corrupt = || StoreError::Storage(format!("corrupt stream record {sequence_number}"));
     if bytes.len() < 19 {
@@ -237,14 +249,17 @@ pub(crate) fn decode(
         Ok(decode_item(body)?)
     };
     let keys = next_item()?;
-    let new_image = if flags & 2 != 0 {
+    let images = wanted(sequence_number, &keys);
+    let new_image = if !images {
+        None
+    } else if flags & 2 != 0 {
         Some(next_item()?)
     } else if flags & 8 != 0 {
         Some(resolve(sequence_number, &keys)?)
     } else {
         None
     };
-    let old_image = if flags & 4 != 0 {
+    let old_image = if images && flags & 4 != 0 {
         Some(next_item()?)
     } else {
         None
@@ -292,12 +307,13 @@ pub(crate) fn oldest_time(txn: &ReadTransaction, id: u32) -> Result<Option<u64>,
 }
 
 /// Up to `limit` records of `meta`'s stream after sequence `after`, from a
-/// snapshot.
+/// snapshot, with the images of those `wanted` accepts.
 pub(crate) fn read(
     txn: &ReadTransaction,
     meta: &TableMeta,
     after: u64,
     limit: usize,
+    wanted: &mut Wanted<'_>,
 ) -> Result<Vec<StreamRecord>, StoreError> {
     let (_, trimmed) = head(txn, meta.id)?;
     if after != 0 && after < trimmed {
@@ -317,6 +333,7 @@ pub(crate) fn read(
         after,
         limit,
         &mut resolver(meta, items.as_ref(), images.as_ref()),
+        wanted,
     )
 }
 
@@ -351,13 +368,15 @@ pub(crate) fn resolver<'a>(
 }
 
 /// Up to `limit` records of table `id` after sequence `after`, from the
-/// blocks of `table` (a snapshot's or the writer's).
+/// blocks of `table` (a snapshot's or the writer's), with the images of
+/// those `wanted` accepts.
 pub(crate) fn read_blocks(
     table: &impl ReadableTable<(u32, u64), &'static [u8]>,
     id: u32,
     after: u64,
     limit: usize,
     resolve: &mut Resolve<'_>,
+    wanted: &mut Wanted<'_>,
 ) -> Result<Vec<StreamRecord>, StoreError> {
     let start = after.saturating_add(1);
     let mut out = Vec::new();
@@ -384,7 +403,7 @@ pub(crate) fn read_blocks(
                 return Ok(out);
             }
             if seq >= start {
-                out.push(decode(seq, record?, resolve)?);
+                out.push(decode(seq, record?, resolve, wanted)?);
             }
         }
     }
@@ -444,14 +463,19 @@ mod tests {
     use super::*;
     use postbox_item::AttributeValue;
 
-    #[test]
-    fn encoding_a_change_matches_encoding_its_record() {
-        let meta: TableMeta = serde_json::from_value(serde_json::json!({
+    /// Table `t`, keyed by `pk`, with a stream of both images.
+    fn meta() -> TableMeta {
+        serde_json::from_value(serde_json::json!({
             "id": 1, "name": "t", "partition_key": {"name": "pk", "ty": "S"}, "sort_key": null,
             "attribute_definitions": [], "stream_view_type": "NEW_AND_OLD_IMAGES", "ttl_attribute": null,
             "created_at_ms": 0, "billing_mode": "PAY_PER_REQUEST"
         }))
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn encoding_a_change_matches_encoding_its_record() {
+        let meta = meta();
         let mut old = Item::new();
         old.insert("pk".into(), AttributeValue::s("a"));
         let mut new = old.clone();
@@ -505,6 +529,51 @@ mod tests {
             size_bytes: 42,
         };
         let mut unused = |_: u64, _: &Item| -> Result<Item, StoreError> { unreachable!() };
-        assert_eq!(decode(9, &encode(&r), &mut unused).unwrap(), r);
+        assert_eq!(decode(9, &encode(&r), &mut unused, &mut every).unwrap(), r);
+    }
+
+    #[test]
+    fn a_record_whose_keys_are_not_wanted_comes_without_its_images() {
+        let mut keys = Item::new();
+        keys.insert("pk".into(), AttributeValue::s("a"));
+        let mut image = keys.clone();
+        image.insert("v".into(), AttributeValue::n(3));
+        let r = StreamRecord {
+            sequence_number: 9,
+            event_name: EventName::Modify,
+            approximate_creation_time_ms: 1234,
+            keys: keys.clone(),
+            new_image: Some(image.clone()),
+            old_image: Some(image),
+            view_type: StreamViewType::NewAndOldImages,
+            ttl_removal: false,
+            size_bytes: 42,
+        };
+        let mut unused = |_: u64, _: &Item| -> Result<Item, StoreError> { unreachable!() };
+        let mut asked = Vec::new();
+        let mut refuse = |seq: u64, k: &Item| {
+            asked.push((seq, k.clone()));
+            false
+        };
+        let got = decode(9, &encode(&r), &mut unused, &mut refuse).unwrap();
+        assert_eq!(asked, [(9, keys)]);
+        let without = StreamRecord {
+            new_image: None,
+            old_image: None,
+            ..r.clone()
+        };
+        assert_eq!(got, without);
+        // A record referring to its row is not resolved either.
+        let by_ref = encode_change(
+            &meta(),
+            StreamViewType::NewImage,
+            None,
+            Some((&r.keys, &encode_item(&r.keys))),
+            false,
+            5,
+            true,
+        );
+        let got = decode(10, &by_ref, &mut unused, &mut |_, _| false).unwrap();
+        assert_eq!((got.new_image, got.old_image), (None, None));
     }
 }

@@ -400,7 +400,13 @@ impl ChangeStreams for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<Vec<StreamRecord>> {
         let meta = self.stream_meta(table_name)?;
-        stream::read(&self.snapshot().await?, &meta, after, limit)
+        stream::read(
+            &self.snapshot().await?,
+            &meta,
+            after,
+            limit,
+            &mut stream::every,
+        )
     }
 
     async fn stream_head(&self, table_name: &str) -> StoreResult<u64> {

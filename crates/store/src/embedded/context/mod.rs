@@ -281,6 +281,7 @@ impl<'t> WriteContext<'t> {
             after,
             limit,
             &mut stream::resolver(&meta, Some(&**items), Some(&**images)),
+            &mut stream::every,
         )
     }
 
