@@ -138,7 +138,13 @@ async fn send(
     client: &HttpClient,
     req: hyper::Request<Full<bytes::Bytes>>,
 ) -> Result<(u16, bytes::Bytes), String> {
-    let res = client.request(req).await.map_err(|e| e.to_string())?;
+    answer(client.request(req).await.map_err(|e| e.to_string())?).await
+}
+
+/// The status and the whole body of `res`.
+async fn answer(
+    res: hyper::Response<hyper::body::Incoming>,
+) -> Result<(u16, bytes::Bytes), String> {
     let status = res.status().as_u16();
     let body = res
         .into_body()
@@ -233,23 +239,15 @@ async fn send_on(
         Some(sender) => sender,
         None => conn.insert(connect(authority).await?),
     };
-    let answer = async {
+    let answered = async {
         sender.ready().await.map_err(|e| e.to_string())?;
-        let res = sender.send_request(req).await.map_err(|e| e.to_string())?;
-        let status = res.status().as_u16();
-        let body = res
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes();
-        Ok((status, body))
+        answer(sender.send_request(req).await.map_err(|e| e.to_string())?).await
     }
     .await;
-    if answer.is_err() {
+    if answered.is_err() {
         *conn = None;
     }
-    answer
+    answered
 }
 
 /// Drives `connections` clients for `secs` against `base`, each request for
