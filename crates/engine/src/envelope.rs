@@ -187,13 +187,27 @@ pub fn format_timestamp(ms: u64) -> String {
     let secs = ms / 1000;
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        ms % 1000
-    )
+    let (h, min, sec, milli) = (rem / 3600, rem / 60 % 60, rem % 60, ms % 1000);
+    if y > 9999 {
+        return format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{sec:02}.{milli:03}Z");
+    }
+    // Written digit by digit: every emit stamps its event, and `format!`
+    // cost more than the rest of stamping it.
+    let mut out = *b"0000-00-00T00:00:00.000Z";
+    let mut put = |at: usize, width: usize, mut n: u64| {
+        for i in (at..at + width).rev() {
+            out[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+    };
+    put(0, 4, y as u64);
+    put(5, 2, u64::from(m));
+    put(8, 2, u64::from(d));
+    put(11, 2, h);
+    put(14, 2, min);
+    put(17, 2, sec);
+    put(20, 3, milli);
+    String::from_utf8(out.to_vec()).expect("ASCII digits")
 }
 
 /// Milliseconds since the Unix epoch of a timestamp [`format_timestamp`]
@@ -291,6 +305,31 @@ mod tests {
         assert_eq!(
             format_timestamp(951_782_400_000),
             "2000-02-29T00:00:00.000Z"
+        );
+    }
+
+    #[test]
+    fn timestamps_are_spelled_as_format_spells_them() {
+        let spelled = |ms: u64| {
+            let secs = ms / 1000;
+            let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+            let rem = secs % 86_400;
+            format!(
+                "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+                rem / 3600,
+                rem / 60 % 60,
+                rem % 60,
+                ms % 1000
+            )
+        };
+        let edges = [253_402_300_799_999, 253_402_300_800_000, u64::MAX];
+        let sweep = (0..60_000).map(|i| i * 6_700_417_919_u64 + i % 1000);
+        for ms in edges.into_iter().chain(sweep) {
+            assert_eq!(format_timestamp(ms), spelled(ms), "{ms}");
+        }
+        assert_eq!(
+            format_timestamp(253_402_300_799_999),
+            "9999-12-31T23:59:59.999Z"
         );
     }
 
