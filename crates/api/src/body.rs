@@ -12,7 +12,12 @@ use crate::{Api, ApiError};
 
 /// Parses a JSON request body (I-JSON: numbers must survive a double) into `T`.
 pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    let value = parse_value(body)?;
+    from_value(parse_value(body)?)
+}
+
+/// A parsed request body as `T`; a body of another shape is refused with
+/// serde's account of what is wrong.
+pub(crate) fn from_value<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, ApiError> {
     serde_json::from_value(value).map_err(|e| {
         ApiError::bad_request(
             "invalid_request",
@@ -21,7 +26,10 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<
     })
 }
 
-fn parse_value(body: &[u8]) -> Result<Value, ApiError> {
+/// Parses a JSON request body (I-JSON) into its tree. A `Value` wanted as
+/// it is comes from here, not from [`parse_json`], which would build the
+/// tree a second time from the first.
+pub(crate) fn parse_value(body: &[u8]) -> Result<Value, ApiError> {
     let text = std::str::from_utf8(body)
         .map_err(|_| ApiError::bad_request("invalid_json", "the request body is not UTF-8"))?;
     postbox_engine::json::parse(text).map_err(|e| {

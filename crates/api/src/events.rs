@@ -40,7 +40,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tracing::Instrument as _;
 
-use crate::body::{parse_json, read_body};
+use crate::body::{from_value, parse_value, read_body};
 use crate::{Api, ApiError, Caller};
 
 /// The requests table's TTL attribute: a key's row expires after
@@ -80,6 +80,43 @@ struct EmitRequest {
     payload: Value,
     #[serde(default)]
     writes: Vec<Value>,
+}
+
+impl EmitRequest {
+    /// The request in `body`. Its tree is taken apart where it lies:
+    /// deriving the request from it would build the payload's tree and each
+    /// write's again, a copy of every emit's kilobytes. A body of any other
+    /// shape goes through the derived parse, whose message says what is
+    /// wrong.
+    fn parse(body: &[u8]) -> Result<EmitRequest, ApiError> {
+        let value = parse_value(body)?;
+        let Value::Object(mut fields) = value else {
+            return from_value(value);
+        };
+        let expected = fields
+            .keys()
+            .all(|k| matches!(k.as_str(), "type" | "payload" | "writes"))
+            && matches!(fields.get("type"), Some(Value::String(_)))
+            && fields.contains_key("payload")
+            && matches!(fields.get("writes"), None | Some(Value::Array(_)));
+        if !expected {
+            return from_value(Value::Object(fields));
+        }
+        let (Some(Value::String(event_type)), Some(payload)) =
+            (fields.remove("type"), fields.remove("payload"))
+        else {
+            unreachable!("checked above")
+        };
+        let writes = match fields.remove("writes") {
+            Some(Value::Array(writes)) => writes,
+            _ => Vec::new(),
+        };
+        Ok(EmitRequest {
+            event_type,
+            payload,
+            writes,
+        })
+    }
 }
 
 /// An emit's answer, `{"event": ..., "hash": ...}`.
@@ -184,7 +221,7 @@ async fn emit_once<S: ItemStore, Q: QueueClient>(
             "the Idempotency-Key header must be 1 to 255 characters",
         ));
     }
-    let req: EmitRequest = parse_json(&body)?;
+    let req = EmitRequest::parse(&body)?;
     let cfg = &api.inner.config;
     if req.writes.len() > cfg.max_writes {
         return Err(ApiError::bad_request(
@@ -772,6 +809,44 @@ impl<S, Q> Drop for StreamSlot<S, Q> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Taking the request's tree apart gives what the derived parse gives,
+    /// and a body it refuses is refused with the derived parse's message.
+    #[test]
+    fn an_emit_body_is_read_as_the_derived_parse_reads_it() {
+        let bodies = [
+            r#"{"type":"t","payload":{"a":[1,"x"]},"writes":[{"Put":{}},{}]}"#,
+            r#"{"payload":null,"type":"t"}"#,
+            r#"{"type":"t","payload":1,"writes":[]}"#,
+            r#"{"type":"t"}"#,
+            r#"{"payload":{}}"#,
+            r#"{"type":1,"payload":{}}"#,
+            r#"{"type":"t","payload":{},"writes":null}"#,
+            r#"{"type":"t","payload":{},"writes":{}}"#,
+            r#"{"type":"t","payload":{},"extra":1}"#,
+            r#"["t"]"#,
+            r#""t""#,
+            r#"{"type":"t","payload":{}"#,
+        ];
+        for body in bodies {
+            let derived = crate::body::parse_json::<EmitRequest>(body.as_bytes());
+            match (EmitRequest::parse(body.as_bytes()), derived) {
+                (Ok(a), Ok(b)) => {
+                    assert_eq!(a.event_type, b.event_type, "{body}");
+                    assert_eq!(a.payload, b.payload, "{body}");
+                    assert_eq!(a.writes, b.writes, "{body}");
+                }
+                (Err(a), Err(b)) => {
+                    assert_eq!((a.code, &a.message), (b.code, &b.message), "{body}");
+                }
+                (a, b) => panic!(
+                    "{body}: taken apart {:?}, derived {:?}",
+                    a.map(|r| r.event_type).map_err(|e| e.message),
+                    b.map(|r| r.event_type).map_err(|e| e.message)
+                ),
+            }
+        }
+    }
 
     /// The answer written from the envelope is the text of its JSON tree,
     /// which the log's pages and the earlier answers are.

@@ -16,7 +16,7 @@ use postbox_relay::plan::TestError;
 use postbox_store::ItemStore;
 use serde_json::{Value, json};
 
-use crate::body::{parse_json, read_body};
+use crate::body::{parse_value, read_body};
 use crate::{Api, ApiError, Caller};
 
 fn config<S, Q>(api: &Api<S, Q>) -> Result<&Arc<RelayConfig>, ApiError> {
@@ -97,7 +97,7 @@ pub(crate) async fn test<S: ItemStore, Q: QueueClient>(
             names.join(", ")
         )));
     }
-    let record: Value = parse_json(&read_body(&api, body).await?)?;
+    let record = parse_value(&read_body(&api, body).await?)?;
     if !record.is_object() {
         return Err(ApiError::bad_request(
             "invalid_request",
