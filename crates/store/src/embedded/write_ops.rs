@@ -35,6 +35,7 @@ enum Effect {
 /// One compiled single-item action.
 pub(crate) struct Action {
     meta: Arc<TableMeta>,
+    /// The `Key` parameter of an update or delete (empty for a put).
     key: Item,
     key_bytes: Vec<u8>,
     condition: Option<Condition>,
@@ -184,7 +185,8 @@ fn compile_put(catalog: &Catalog, p: PutParts<'_>) -> Result<Action, StoreError>
     index::check_item(&meta, &p.item)?;
     let encoded = encode_item(&p.item);
     Ok(Action {
-        key: keys::key_of(&meta, &p.item),
+        // Only an update starts from its key; a put's key is in its item.
+        key: Item::new(),
         meta,
         key_bytes,
         condition,
