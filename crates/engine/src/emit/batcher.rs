@@ -46,6 +46,7 @@ use super::{
     own_error, read_head,
 };
 use crate::chain::Hash;
+use crate::envelope::Envelope;
 use crate::lanes::bump;
 
 /// Scheduler rounds a partial batch waits for more events when a
@@ -58,6 +59,10 @@ pub const IDLE: Duration = Duration::from_secs(5);
 /// Distinguishes a tenant's successive batchers.
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
+/// A committed event's seq and hash, and its envelope handed back (the
+/// caller answers with it, so it is not copied before the commit).
+pub(crate) type Committed = ((u64, Hash), Envelope);
+
 /// An emit waiting for its commit.
 pub(crate) struct Pending {
     req: EventRequest,
@@ -65,14 +70,14 @@ pub(crate) struct Pending {
     tries: u32,
     /// Commit alone (after the store refused a batch as a whole).
     solo: bool,
-    reply: oneshot::Sender<Result<(u64, Hash), EmitError>>,
+    reply: oneshot::Sender<Result<Committed, EmitError>>,
 }
 
 /// Queues `req` on its tenant's batcher and waits for the commit.
 pub(crate) async fn submit<S: ItemStore>(
     inner: &Arc<Inner<S>>,
     req: EventRequest,
-) -> Result<(u64, Hash), EmitError> {
+) -> Result<Committed, EmitError> {
     let (tx, rx) = oneshot::channel();
     let mut pending = Pending {
         req,
@@ -335,7 +340,7 @@ impl<S: ItemStore> Batcher<S> {
                 bump(&counters.transactions);
                 metrics::histogram!("postbox_emit_batch_events").record(done.batch.len() as f64);
                 for ((p, _), link) in done.batch.into_iter().zip(done.links) {
-                    let _ = p.reply.send(Ok(link));
+                    let _ = p.reply.send(Ok((link, p.req.env)));
                 }
                 return;
             }
@@ -399,7 +404,7 @@ impl<S: ItemStore> Batcher<S> {
                 // never written), but if it did, its callers are committed.
                 Ok(()) => {
                     for ((p, _), link) in next.batch.into_iter().zip(next.links) {
-                        let _ = p.reply.send(Ok(link));
+                        let _ = p.reply.send(Ok((link, p.req.env)));
                     }
                 }
                 Err(_) => retry.extend(next.batch.into_iter().map(|(p, _)| p)),

@@ -43,7 +43,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::catalog::Catalog;
-use crate::chain::{self, Hash};
+use crate::chain;
 use crate::contract::{self, Violation};
 use crate::envelope::{Context, Envelope, format_timestamp, new_event_id, now_ms};
 use crate::json::{self, JsonError};
@@ -452,13 +452,12 @@ impl<S: ItemStore> Engine<S> {
             });
         let outcome = match prepared {
             Ok((req, route)) => {
-                let env = req.env.clone();
                 let committed = if inner.options.group_commit {
                     batcher::submit(&self.inner, req).await
                 } else {
                     self.commit_direct(req).await
                 };
-                committed.map(|link| (link, env, route))
+                committed.map(|(link, env)| (link, env, route))
             }
             Err(e) => Err(e),
         };
@@ -614,7 +613,7 @@ impl<S: ItemStore> Engine<S> {
 
     /// The direct path: read the head, commit one transaction, retry on
     /// contention.
-    async fn commit_direct(&self, mut req: EventRequest) -> Result<(u64, Hash), EmitError> {
+    async fn commit_direct(&self, mut req: EventRequest) -> Result<batcher::Committed, EmitError> {
         let inner = &self.inner;
         let table = &inner.options.events_table;
         let mut tries = 0;
@@ -631,7 +630,7 @@ impl<S: ItemStore> Engine<S> {
             match inner.store.transact_write_items(p.input).await {
                 Ok(()) => {
                     bump(&inner.counters.transactions);
-                    return Ok(p.links[0]);
+                    return Ok((p.links[0], req.env));
                 }
                 Err(e) => match plan::classify(e, &owners) {
                     plan::Failure::Contention => {
