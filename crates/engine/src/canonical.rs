@@ -178,6 +178,22 @@ pub fn write_number(out: &mut String, f: f64) {
 /// close it may pick the odd one, while ECMAScript (and the RFC 8785
 /// reference) picks the even one, so ties are settled here.
 pub(crate) fn shortest_digits(f: f64) -> (String, i32) {
+    // An integer below 2^53 is its own digits: every integer there is a
+    // double, so a decimal with fewer significant digits is another double.
+    if (1.0..MAX_EXACT_INTEGER).contains(&f) && f.fract() == 0.0 {
+        let mut digits = (f as u64).to_string();
+        let n = digits.len() as i32;
+        digits.truncate(digits.trim_end_matches('0').len());
+        return (digits, n);
+    }
+    formatted_digits(f)
+}
+
+/// 2^53: below it every integer is exactly a double.
+const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_992.0;
+
+/// [`shortest_digits`] of any positive finite double, from `{:e}`.
+fn formatted_digits(f: f64) -> (String, i32) {
     let s = format!("{f:e}");
     let (mantissa, exp) = s.split_once('e').expect("LowerExp output has an exponent");
     let exp: i32 = exp.parse().expect("LowerExp exponent is an integer");
@@ -289,6 +305,17 @@ mod tests {
         }
 
         #[test]
+        fn an_integers_digits_are_the_shortest_that_round_trip(
+            m in 1u64..(1 << 53),
+            zeros in 0u32..16,
+        ) {
+            // Trailing zeros, as many as stay under 2^53.
+            let m = (0..zeros).fold(m, |m, _| m.checked_mul(10).filter(|&v| v < 1 << 53).unwrap_or(m));
+            let f = m as f64;
+            proptest::prop_assert_eq!(shortest_digits(f), formatted_digits(f));
+        }
+
+        #[test]
         fn the_first_control_is_the_first_byte_under_0x20(
             mut bytes in proptest::collection::vec(0x20u8..0x80, 0..300),
             controls in proptest::collection::vec((0usize..300, 0u8..0x20), 0..3),
@@ -299,6 +326,23 @@ mod tests {
             let want = bytes.iter().position(|&b| b < 0x20);
             proptest::prop_assert_eq!(first_control(&bytes), want);
         }
+    }
+
+    #[test]
+    fn integer_edges_have_the_formatted_digits() {
+        let edges = [
+            1.0,
+            9.0,
+            10.0,
+            100.0,
+            1e15,
+            4_503_599_627_370_497.0,
+            9_007_199_254_740_991.0,
+        ];
+        for f in edges {
+            assert_eq!(shortest_digits(f), formatted_digits(f), "{f}");
+        }
+        assert_eq!(shortest_digits(4200.0), ("42".to_owned(), 4));
     }
 
     #[test]
