@@ -61,7 +61,27 @@ impl Schema {
 
     /// The first violation of `instance`, as a sentence naming its path.
     pub fn validate(&self, instance: &Value) -> Result<(), String> {
-        validate(&self.root, instance, "$")
+        validate(&self.root, instance, At::Root)
+    }
+}
+
+/// Where a value is in the instance, spelled (`$.items[2].name`) only when
+/// a violation names it: most payloads pass, and a path built for each
+/// value was most of what validating them cost.
+#[derive(Clone, Copy)]
+enum At<'a> {
+    Root,
+    Field(&'a At<'a>, &'a str),
+    Index(&'a At<'a>, usize),
+}
+
+impl std::fmt::Display for At<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            At::Root => f.write_str("$"),
+            At::Field(parent, name) => write!(f, "{parent}.{name}"),
+            At::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
     }
 }
 
@@ -136,7 +156,7 @@ fn is_type(v: &Value, t: &str) -> bool {
     }
 }
 
-fn validate(s: &Value, v: &Value, at: &str) -> Result<(), String> {
+fn validate(s: &Value, v: &Value, at: At<'_>) -> Result<(), String> {
     let Some(m) = s.as_object() else {
         return Ok(());
     };
@@ -167,14 +187,14 @@ fn validate(s: &Value, v: &Value, at: &str) -> Result<(), String> {
         number_bounds(m, f, at)?;
     }
     if let Value::String(s) = v {
-        let len = s.chars().count() as u64;
+        let len = || s.chars().count() as u64;
         if let Some(min) = m.get("minLength").and_then(Value::as_u64)
-            && len < min
+            && len() < min
         {
             return Err(format!("{at} must be at least {min} characters long"));
         }
         if let Some(max) = m.get("maxLength").and_then(Value::as_u64)
-            && len > max
+            && len() > max
         {
             return Err(format!("{at} must be at most {max} characters long"));
         }
@@ -195,7 +215,7 @@ fn validate(s: &Value, v: &Value, at: &str) -> Result<(), String> {
         }
         if let Some(item_schema) = m.get("items") {
             for (i, item) in items.iter().enumerate() {
-                validate(item_schema, item, &format!("{at}[{i}]"))?;
+                validate(item_schema, item, At::Index(&at, i))?;
             }
         }
     }
@@ -205,7 +225,7 @@ fn validate(s: &Value, v: &Value, at: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn number_bounds(m: &Map<String, Value>, f: f64, at: &str) -> Result<(), String> {
+fn number_bounds(m: &Map<String, Value>, f: f64, at: At<'_>) -> Result<(), String> {
     let get = |k: &str| m.get(k).and_then(Value::as_f64);
     if let Some(min) = get("minimum")
         && f < min
@@ -230,7 +250,7 @@ fn number_bounds(m: &Map<String, Value>, f: f64, at: &str) -> Result<(), String>
     Ok(())
 }
 
-fn object(m: &Map<String, Value>, obj: &Map<String, Value>, at: &str) -> Result<(), String> {
+fn object(m: &Map<String, Value>, obj: &Map<String, Value>, at: At<'_>) -> Result<(), String> {
     if let Some(Value::Array(required)) = m.get("required") {
         for name in required.iter().filter_map(Value::as_str) {
             if !obj.contains_key(name) {
@@ -241,7 +261,7 @@ fn object(m: &Map<String, Value>, obj: &Map<String, Value>, at: &str) -> Result<
     let props = m.get("properties").and_then(Value::as_object);
     for (k, v) in obj {
         match props.and_then(|p| p.get(k)) {
-            Some(sub) => validate(sub, v, &format!("{at}.{k}"))?,
+            Some(sub) => validate(sub, v, At::Field(&at, k))?,
             None if m.get("additionalProperties") == Some(&Value::Bool(false)) => {
                 return Err(format!(
                     "{at}.{k} is not allowed (additionalProperties is false)"
@@ -311,6 +331,15 @@ mod tests {
             let e = s.validate(&v).unwrap_err();
             assert!(e.contains(msg), "{v}: {e}");
         }
+        // A path through lists and objects is spelled in full.
+        let nested = Schema::new(json!({"properties": {"lines": {"items": {
+            "properties": {"sku": {"type": "string"}}
+        }}}}))
+        .unwrap();
+        let e = nested
+            .validate(&json!({"lines": [{"sku": "a"}, {"sku": 7}]}))
+            .unwrap_err();
+        assert_eq!(e, "$.lines[1].sku must be of type \"string\", not number");
     }
 
     #[test]
