@@ -80,6 +80,7 @@ mod keys;
 mod logged;
 mod range_ops;
 mod read_ops;
+mod recent;
 mod row;
 mod stream;
 mod tables;
@@ -243,6 +244,8 @@ pub(crate) struct Shared {
     pub(crate) gate: gate::SyncGate,
     /// When each table last changed, for [`EmbeddedStore::change_count`].
     pub(crate) changes: TableChanges,
+    /// The images of the records the last batches wrote by reference.
+    pub(crate) recent: recent::RecentImages,
 }
 
 /// The commit at which each table's items or metadata last changed: the
@@ -486,6 +489,7 @@ impl EmbeddedStore {
             stats: WriterCounters::default(),
             gate: gate::SyncGate::new(wal.is_some()),
             changes: TableChanges::default(),
+            recent: recent::RecentImages::default(),
         });
         let db = Arc::new(db);
         let writer = Writer::start(db.clone(), shared.clone(), wal);
@@ -596,7 +600,14 @@ impl EmbeddedStore {
         wanted: &mut (dyn FnMut(u64, &postbox_item::Item) -> bool + Send),
     ) -> StoreResult<Vec<StreamRecord>> {
         let meta = self.stream_meta(table_name)?;
-        stream::read(&self.committed_snapshot()?, &meta, after, limit, wanted)
+        stream::read(
+            &self.committed_snapshot()?,
+            &meta,
+            after,
+            limit,
+            wanted,
+            Some(&self.inner().shared.recent),
+        )
     }
 
     /// [`ChangeStreams::stream_head`] as of the last commit, synced or not

@@ -29,6 +29,7 @@ use crate::api::{EventName, StreamRecord, StreamViewType};
 
 use super::catalog::TableMeta;
 use super::keys;
+use super::recent::RecentImages;
 use super::storage_err;
 use super::tables::{STREAM, STREAM_HEADS, STREAM_IMAGES, open_if_present};
 use super::{row, tables::ITEMS};
@@ -314,6 +315,7 @@ pub(crate) fn read(
     after: u64,
     limit: usize,
     wanted: &mut Wanted<'_>,
+    recent: Option<&RecentImages>,
 ) -> Result<Vec<StreamRecord>, StoreError> {
     let (_, trimmed) = head(txn, meta.id)?;
     if after != 0 && after < trimmed {
@@ -332,20 +334,25 @@ pub(crate) fn read(
         meta.id,
         after,
         limit,
-        &mut resolver(meta, items.as_ref(), images.as_ref()),
+        &mut resolver(meta, items.as_ref(), images.as_ref(), recent),
         wanted,
     )
 }
 
-/// Finds the image of `meta`'s records that refer to their rows: the row
-/// while it still carries the record's mark, else the image saved when the
-/// item changed.
+/// Finds the image of `meta`'s records that refer to their rows: the one
+/// the writer left in `recent` if it is still there, else the row while it
+/// still carries the record's mark, else the image saved when the item
+/// changed.
 pub(crate) fn resolver<'a>(
     meta: &'a TableMeta,
     items: Option<&'a impl ReadableTable<&'static [u8], &'static [u8]>>,
     images: Option<&'a impl ReadableTable<(u32, u64), &'static [u8]>>,
+    recent: Option<&'a RecentImages>,
 ) -> impl FnMut(u64, &Item) -> Result<Item, StoreError> + 'a {
     move |seq, keys_item| {
+        if let Some(image) = recent.and_then(|r| r.take(meta.id, seq)) {
+            return Ok(image);
+        }
         if let Some(items) = items {
             let key = keys::item_key(meta, keys_item)?;
             if let Some(v) = items.get(key.as_slice()).map_err(storage_err)?

@@ -406,6 +406,7 @@ impl ChangeStreams for EmbeddedStore {
             after,
             limit,
             &mut stream::every,
+            Some(&self.inner().shared.recent),
         )
     }
 

@@ -429,6 +429,8 @@ fn commit_batch(
             wal.checkpointed();
         }
     }
+    // Before the readers are woken: the relay reads these records next.
+    shared.recent.keep(finished.referred);
     shared.changes.committed(&finished.changed);
     if finished.stream_written {
         shared.committed.send_modify(|n| *n += 1);

@@ -154,6 +154,9 @@ pub struct WriteContext<'t> {
     on_durable: Vec<CommitHook>,
     /// The tables whose items the batch changed.
     changed: Vec<u32>,
+    /// The new images of the records written by reference:
+    /// `(table id, sequence number, item)` (see `recent`).
+    referred: Vec<(u32, u64, Item)>,
 }
 
 /// A callback run on the writer thread once its batch has committed.
@@ -174,6 +177,8 @@ pub(crate) struct Finished {
     /// The tables whose items changed or whose metadata was put
     /// (`TableChanges`).
     pub changed: Vec<u32>,
+    /// The new images of the records written by reference.
+    pub referred: Vec<(u32, u64, Item)>,
 }
 
 impl<'t> WriteContext<'t> {
@@ -200,6 +205,7 @@ impl<'t> WriteContext<'t> {
             on_commit: Vec::new(),
             on_durable: Vec::new(),
             changed: Vec::new(),
+            referred: Vec::new(),
         })
     }
 
@@ -280,7 +286,7 @@ impl<'t> WriteContext<'t> {
             meta.id,
             after,
             limit,
-            &mut stream::resolver(&meta, Some(&**items), Some(&**images)),
+            &mut stream::resolver(&meta, Some(&**items), Some(&**images), None),
             &mut stream::every,
         )
     }
@@ -506,6 +512,7 @@ impl<'t> WriteContext<'t> {
             on_commit: self.on_commit,
             on_durable: self.on_durable,
             changed,
+            referred: self.referred,
         })
     }
 
@@ -619,6 +626,11 @@ impl<'t> WriteContext<'t> {
                 .or_insert_with(|| (sequence_number, Vec::new()));
             stream::block_append(block, &record);
             self.stream_written = true;
+            // A record that refers to its row: its reader can have the
+            // item as it is here, once the batch has committed.
+            if by_ref && let Some(item) = new {
+                self.referred.push((meta.id, sequence_number, item));
+            }
         }
         Ok(())
     }
