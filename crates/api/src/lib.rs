@@ -26,6 +26,7 @@ mod body;
 pub mod console;
 pub mod error;
 pub mod events;
+mod log;
 pub mod openapi;
 pub mod ops;
 pub mod pipes;
@@ -269,10 +270,10 @@ impl<S: ItemStore, Q: QueueClient> Api<S, Q> {
             .route("/v1/openapi.json", get(openapi::serve))
             .route(
                 "/v1/events",
-                post(events::emit::<S, Q>).get(events::read::<S, Q>),
+                post(events::emit::<S, Q>).get(log::read::<S, Q>),
             )
-            .route("/v1/events/stream", get(events::follow::<S, Q>))
-            .route("/v1/events/{seq}", get(events::one::<S, Q>))
+            .route("/v1/events/stream", get(log::follow::<S, Q>))
+            .route("/v1/events/{seq}", get(log::one::<S, Q>))
             .route("/v1/dead-letters", get(ops::dead_letters::<S, Q>))
             .route("/v1/dead-letters/replay", post(ops::replay::<S, Q>))
             .route("/v1/queues/redrive", post(ops::redrive::<S, Q>))
