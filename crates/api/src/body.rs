@@ -1,9 +1,9 @@
 //! Request bodies: read within the configured size and time, and parsed
 //! as I-JSON with messages that say what is wrong. Every endpoint that
-//! takes a body reads it here.
+//! takes a body reads it here; a header's text is read here too.
 
 use axum::body::{Body, Bytes};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use postbox_queue::QueueClient;
 use postbox_store::ItemStore;
 use serde_json::Value;
@@ -73,4 +73,19 @@ pub(crate) async fn read_body<S: ItemStore, Q: QueueClient>(
                 format!("the request body could not be read: {e}"),
             ),
         })
+}
+
+/// The text of header `name`, if sent; 400 when it is not visible ASCII.
+pub(crate) fn header(headers: &HeaderMap, name: &str) -> Result<Option<String>, ApiError> {
+    headers
+        .get(name)
+        .map(|v| {
+            v.to_str().map(str::to_owned).map_err(|_| {
+                ApiError::bad_request(
+                    "invalid_header",
+                    format!("the {name} header is not visible ASCII"),
+                )
+            })
+        })
+        .transpose()
 }

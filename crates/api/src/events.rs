@@ -35,7 +35,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tracing::Instrument as _;
 
-use crate::body::{from_value, parse_value, read_body};
+use crate::body::{from_value, header, parse_value, read_body};
 use crate::{Api, ApiError, Caller};
 
 /// The requests table's TTL attribute: a key's row expires after
@@ -515,20 +515,6 @@ fn emit_error(e: EmitError) -> ApiError {
         E::Contention { .. } | E::Closed => ApiError::unavailable(message, 1),
         E::Store(s) => s.into(),
     }
-}
-
-pub(crate) fn header(headers: &HeaderMap, name: &str) -> Result<Option<String>, ApiError> {
-    headers
-        .get(name)
-        .map(|v| {
-            v.to_str().map(str::to_owned).map_err(|_| {
-                ApiError::bad_request(
-                    "invalid_header",
-                    format!("the {name} header is not visible ASCII"),
-                )
-            })
-        })
-        .transpose()
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use postbox_store::api::{QueryInput, Values};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::events::header;
+use crate::body::header;
 use crate::{Api, ApiError, Caller};
 
 /// `?from=`, `?limit=` and (admin tokens) `?tenant=` of the log endpoints.
