@@ -69,58 +69,7 @@ pub fn utf16_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 /// Appends `s` as a JSON string literal escaped as `JSON.stringify` does:
 /// `"` and `\` escaped, the five short escapes for control characters,
 /// `\u00xx` (lowercase hex) for the other controls, everything else as is.
-pub fn write_string(out: &mut String, s: &str) {
-    out.push('"');
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    while let Some(i) = next_escaped(bytes, start) {
-        let b = bytes[i];
-        let esc: Option<&str> = match b {
-            b'"' => Some("\\\""),
-            b'\\' => Some("\\\\"),
-            b'\n' => Some("\\n"),
-            b'\r' => Some("\\r"),
-            b'\t' => Some("\\t"),
-            0x08 => Some("\\b"),
-            0x0c => Some("\\f"),
-            _ => None,
-        };
-        out.push_str(&s[start..i]);
-        match esc {
-            Some(e) => out.push_str(e),
-            None => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                out.push_str("\\u00");
-                out.push(HEX[(b >> 4) as usize] as char);
-                out.push(HEX[(b & 0xf) as usize] as char);
-            }
-        }
-        start = i + 1;
-    }
-    out.push_str(&s[start..]);
-    out.push('"');
-}
-
-/// The first byte from `from` on that a string escapes: a quote, a
-/// backslash or a control character. Runs without one are found at once.
-/// The request parser finds the end of a string's plain run with it too.
-pub(crate) fn next_escaped(bytes: &[u8], from: usize) -> Option<usize> {
-    let rest = &bytes[from..];
-    let run = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
-    let at = first_control(&rest[..run]).unwrap_or(run);
-    (at < rest.len()).then_some(from + at)
-}
-
-/// Where the first control character (a byte under 0x20) of `bytes` is.
-/// Strings of a kilobyte are common (payloads), so chunks are scanned
-/// without an early exit, which is vectorised, and the place is looked
-/// for only in a chunk that has one.
-fn first_control(bytes: &[u8]) -> Option<usize> {
-    let controls = |chunk: &[u8]| chunk.iter().fold(false, |seen, &b| seen | (b < 0x20));
-    let chunk = bytes.chunks(64).position(controls)?;
-    let at = bytes[chunk * 64..].iter().position(|&b| b < 0x20)?;
-    Some(chunk * 64 + at)
-}
+pub use postbox_item::json::write_string;
 
 /// Appends a finite double formatted as ECMAScript's `Number::toString`
 /// (ECMA-262 §6.1.6.1.20): the shortest digits that round-trip, plain
@@ -286,24 +235,6 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// serde_json escapes strings as JSON.stringify does.
-        #[test]
-        fn strings_escape_as_serde_json_does(s in "[a-z\"\\\\\u{0}-\u{1f}\u{7f}é\u{2028}\u{1f600} ]{0,40}") {
-            let mut out = String::new();
-            write_string(&mut out, &s);
-            proptest::prop_assert_eq!(out, serde_json::to_string(&s).unwrap());
-        }
-
-        /// Past the first 64-byte chunk too, controls rare or absent.
-        #[test]
-        fn long_strings_escape_as_serde_json_does(
-            s in "[a-z\"é\u{1f600}]{0,300}(\u{1}[a-z]{0,100})?",
-        ) {
-            let mut out = String::new();
-            write_string(&mut out, &s);
-            proptest::prop_assert_eq!(out, serde_json::to_string(&s).unwrap());
-        }
-
         #[test]
         fn an_integers_digits_are_the_shortest_that_round_trip(
             m in 1u64..(1 << 53),
@@ -313,18 +244,6 @@ mod tests {
             let m = (0..zeros).fold(m, |m, _| m.checked_mul(10).filter(|&v| v < 1 << 53).unwrap_or(m));
             let f = m as f64;
             proptest::prop_assert_eq!(shortest_digits(f), formatted_digits(f));
-        }
-
-        #[test]
-        fn the_first_control_is_the_first_byte_under_0x20(
-            mut bytes in proptest::collection::vec(0x20u8..0x80, 0..300),
-            controls in proptest::collection::vec((0usize..300, 0u8..0x20), 0..3),
-        ) {
-            for (at, c) in controls {
-                bytes.insert(at.min(bytes.len()), c);
-            }
-            let want = bytes.iter().position(|&b| b < 0x20);
-            proptest::prop_assert_eq!(first_control(&bytes), want);
         }
     }
 

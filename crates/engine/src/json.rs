@@ -302,7 +302,8 @@ impl Parser<'_> {
                 _ => {
                     // On to the next quote, backslash or control character
                     // (the bytes a string escapes), at once.
-                    self.i = crate::canonical::next_escaped(self.s, self.i).unwrap_or(self.s.len());
+                    self.i =
+                        postbox_item::json::next_escaped(self.s, self.i).unwrap_or(self.s.len());
                     if self.s.get(self.i).is_some_and(|&b| b < 0x20) {
                         return Err(self.err("control character in a string"));
                     }

@@ -7,6 +7,7 @@
 //! I/O, no clock.
 
 mod codec;
+pub mod json;
 mod key;
 mod number;
 mod value;
