@@ -265,7 +265,7 @@ fn whole_image(
         Side::Old => images.old,
     };
     match item {
-        Some(item) => Ok(Some(serde_json::to_string(item).expect("items serialise"))),
+        Some(item) => Ok(Some(postbox_item::json::item_to_string(item))),
         None => Err(TemplateError::Unresolved {
             path: text.clone(),
             record: cx.record_id.to_owned(),
@@ -275,8 +275,7 @@ fn whole_image(
 
 /// The text of a JSON string's content (escaped, without the quotes).
 fn push_escaped(out: &mut String, s: &str) {
-    let quoted = serde_json::to_string(s).expect("strings serialise");
-    out.push_str(&quoted[1..quoted.len() - 1]);
+    postbox_item::json::write_string_contents(out, s);
 }
 
 /// Parses the inside of `<...>`; `None` when it is not a placeholder (then
