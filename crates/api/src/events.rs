@@ -135,8 +135,8 @@ impl Answer {
     fn text(&self) -> String {
         use postbox_item::json::{write_string, write_value};
         use std::fmt::Write as _;
-        let e = match self {
-            Answer::New { envelope, .. } => envelope,
+        let (e, hash) = match self {
+            Answer::New { envelope, hash } => (envelope, hash),
             Answer::Earlier(v) => {
                 let mut out = String::new();
                 write_value(&mut out, v);
@@ -168,9 +168,7 @@ impl Answer {
         out.push_str(",\"type\":");
         write_string(&mut out, &e.event_type);
         out.push_str("},\"hash\":");
-        if let Answer::New { hash, .. } = self {
-            write_string(&mut out, hash);
-        }
+        write_string(&mut out, hash);
         out.push('}');
         out
     }
