@@ -144,6 +144,26 @@ pub fn write_item(out: &mut String, item: &Item) {
     out.push('}');
 }
 
+/// Appends `{"<tag>":[...` (the caller closes the brace) with `write`
+/// writing each element.
+fn write_list<'a, T: 'a>(
+    out: &mut String,
+    tag: &str,
+    items: impl IntoIterator<Item = &'a T>,
+    write: impl Fn(&mut String, &'a T),
+) {
+    out.push_str("{\"");
+    out.push_str(tag);
+    out.push_str("\":[");
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write(out, item);
+    }
+    out.push(']');
+}
+
 /// Appends one attribute value in DynamoDB JSON (`{"S":"..."}` and so
 /// on), as serde_json writes it.
 pub fn write_attribute(out: &mut String, value: &AttributeValue) {
@@ -172,48 +192,16 @@ pub fn write_attribute(out: &mut String, value: &AttributeValue) {
             out.push_str("{\"M\":");
             write_item(out, m);
         }
-        AttributeValue::L(l) => {
-            out.push_str("{\"L\":[");
-            for (i, v) in l.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_attribute(out, v);
-            }
-            out.push(']');
-        }
-        AttributeValue::Ss(set) => {
-            out.push_str("{\"SS\":[");
-            for (i, s) in set.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(out, s);
-            }
-            out.push(']');
-        }
-        AttributeValue::Ns(set) => {
-            out.push_str("{\"NS\":[");
-            for (i, n) in set.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                let _ = write!(out, "\"{n}\"");
-            }
-            out.push(']');
-        }
-        AttributeValue::Bs(set) => {
-            out.push_str("{\"BS\":[");
-            for (i, b) in set.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push('"');
-                BASE64.encode_string(b, out);
-                out.push('"');
-            }
-            out.push(']');
-        }
+        AttributeValue::L(l) => write_list(out, "L", l, write_attribute),
+        AttributeValue::Ss(set) => write_list(out, "SS", set, |out, s| write_string(out, s)),
+        AttributeValue::Ns(set) => write_list(out, "NS", set, |out, n| {
+            let _ = write!(out, "\"{n}\"");
+        }),
+        AttributeValue::Bs(set) => write_list(out, "BS", set, |out, b| {
+            out.push('"');
+            BASE64.encode_string(b, out);
+            out.push('"');
+        }),
     }
     out.push('}');
 }
