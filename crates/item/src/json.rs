@@ -1,6 +1,6 @@
 //! JSON text written directly: strings escaped with a search that skips
-//! plain runs at once, and items in DynamoDB JSON, in exactly the bytes
-//! `serde_json` writes for them.
+//! plain runs at once, items in DynamoDB JSON and `serde_json::Value`s,
+//! in exactly the bytes `serde_json` writes for them.
 //!
 //! Kilobyte strings are common (an event's payload is stored as its JSON
 //! text in one string attribute), and serde_json escapes a string a byte

@@ -19,6 +19,7 @@
 //!   that resolves to `null` or `""` is that value, not a failure.
 
 use postbox_item::Item;
+use postbox_item::json::write_string_contents;
 use postbox_store::api::StreamRecord;
 use serde_json::Value;
 
@@ -215,7 +216,7 @@ impl Template {
                 Part::Placeholder { what, quoted } => {
                     if let Some(text) = whole_image(what, cx)? {
                         match quoted {
-                            true => push_escaped(&mut out, &text),
+                            true => write_string_contents(&mut out, &text),
                             false => out.push_str(&text),
                         }
                         continue;
@@ -224,8 +225,8 @@ impl Template {
                     let value = value.as_ref();
                     match (value, *quoted, self.json) {
                         (Value::String(s), false, false) => out.push_str(s),
-                        (Value::String(s), true, _) => push_escaped(&mut out, s),
-                        (other, true, _) => push_escaped(&mut out, &other.to_string()),
+                        (Value::String(s), true, _) => write_string_contents(&mut out, s),
+                        (other, true, _) => write_string_contents(&mut out, &other.to_string()),
                         (other, false, _) => out.push_str(&other.to_string()),
                     }
                 }
@@ -271,11 +272,6 @@ fn whole_image(
             record: cx.record_id.to_owned(),
         }),
     }
-}
-
-/// The text of a JSON string's content (escaped, without the quotes).
-fn push_escaped(out: &mut String, s: &str) {
-    postbox_item::json::write_string_contents(out, s);
 }
 
 /// Parses the inside of `<...>`; `None` when it is not a placeholder (then
