@@ -19,7 +19,7 @@
 //!   that resolves to `null` or `""` is that value, not a failure.
 
 use postbox_item::Item;
-use postbox_item::json::write_string_contents;
+use postbox_item::json::{write_string_contents, write_value};
 use postbox_store::api::StreamRecord;
 use serde_json::Value;
 
@@ -226,8 +226,12 @@ impl Template {
                     match (value, *quoted, self.json) {
                         (Value::String(s), false, false) => out.push_str(s),
                         (Value::String(s), true, _) => write_string_contents(&mut out, s),
-                        (other, true, _) => write_string_contents(&mut out, &other.to_string()),
-                        (other, false, _) => out.push_str(&other.to_string()),
+                        (other, true, _) => {
+                            let mut text = String::new();
+                            write_value(&mut text, other);
+                            write_string_contents(&mut out, &text);
+                        }
+                        (other, false, _) => write_value(&mut out, other),
                     }
                 }
             }
