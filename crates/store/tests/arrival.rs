@@ -356,6 +356,17 @@ proptest! {
                     }
                 }
             }
+            // What the sweeper deleted: an expired item is never read, but
+            // it counts until it is deleted.
+            s.clock.advance_ms(10_000);
+            s.store().sweep_now().await.unwrap();
+            for (keyed, arrival) in [(KEYED, ARRIVAL), (KEYED_SORTED, ARRIVAL_SORTED)] {
+                prop_assert_eq!(
+                    s.store().describe_table(keyed).await.unwrap().item_count,
+                    s.store().describe_table(arrival).await.unwrap().item_count,
+                    "items left after the sweep"
+                );
+            }
             s.reopen();
             prop_assert_eq!(scan_all(s.store(), KEYED).await, scan_all(s.store(), ARRIVAL).await);
             prop_assert_eq!(
@@ -467,20 +478,26 @@ async fn a_file_with_a_table_in_arrival_order_says_so_and_a_newer_format_is_refu
     create(s.store(), ARRIVAL, None, None).await;
     put_keys(s.store(), ARRIVAL, &["b"]).await;
     drop(s.store.take());
-    assert_eq!(file_format(&file), Some(2));
-    // A build that reads up to format 2 refuses a file of format 3, says
+    assert_eq!(file_format(&file), Some(3));
+    // A build that reads up to format 3 refuses a file of format 4, says
     // why, and leaves the file as it was.
-    set_file_format(&file, 3);
+    set_file_format(&file, 4);
     let Err(refused) = EmbeddedStore::open(&file, arrival_options(s.clock.clone())) else {
         panic!("a newer format is refused");
     };
     assert!(
-        refused.to_string().contains("its format is 3")
-            && refused.to_string().contains("reads formats up to 2"),
+        refused.to_string().contains("its format is 4")
+            && refused.to_string().contains("reads formats up to 3"),
         "{refused}"
     );
-    assert_eq!(file_format(&file), Some(3));
+    assert_eq!(file_format(&file), Some(4));
+    // A file of format 2 (an older build's arrival order, expiries in
+    // `ttl_index`) is read, and marked 3 at open, before this build
+    // writes anything else to it.
     set_file_format(&file, 2);
+    s.reopen();
+    drop(s.store.take());
+    assert_eq!(file_format(&file), Some(3));
     s.reopen();
     assert!(
         get(s.store(), ARRIVAL, json!({"pk": {"S": "b"}}))
@@ -654,6 +671,101 @@ async fn ttl_turned_on_later_sweeps_the_rows_in_arrival_order() {
     let described = s.store().describe_table(ARRIVAL).await.unwrap();
     assert_eq!(described.item_count, 1);
     assert_eq!(scan_order(s.store(), ARRIVAL).await, ["c"]);
+}
+
+/// How many `ttl_index` rows the file at `path` has per table id.
+fn ttl_rows(path: &Path) -> std::collections::BTreeMap<u32, usize> {
+    use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+    let index: TableDefinition<(u32, u64, &[u8]), ()> = TableDefinition::new("ttl_index");
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_read().unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    if let Ok(table) = txn.open_table(index) {
+        for row in table.iter().unwrap() {
+            *out.entry(row.unwrap().0.value().0).or_default() += 1;
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn expiries_in_arrival_order_are_noted_by_place_and_found_again_after_a_reopen() {
+    let mut s = Reopenable::new();
+    create_both(s.store()).await;
+    let now = s.clock.now_ms() / 1000;
+    // More items than one block of places holds, every third one
+    // expiring soon, the rest an hour later, one never.
+    let n = 700;
+    for table in [KEYED, ARRIVAL] {
+        for k in 0..n {
+            let exp = if k % 3 == 0 { now + 5 } else { now + 3600 };
+            let mut item = json!({"pk": {"S": format!("k{k:04}")}, "exp": {"N": exp.to_string()}});
+            if k == 1 {
+                item.as_object_mut().unwrap().remove("exp");
+            }
+            put(s.store(), json!({"TableName": table, "Item": item}))
+                .await
+                .unwrap();
+        }
+    }
+    let file = path(&s.dir);
+    drop(s.store.take());
+    // The table in key order indexes each expiry by a row; the one in
+    // arrival order writes none.
+    let rows = ttl_rows(&file);
+    assert_eq!(
+        rows.values().copied().collect::<Vec<_>>(),
+        [n - 1],
+        "{rows:?}"
+    );
+    // Reopened, the expiries are read back from the rows.
+    s.reopen();
+    s.clock.advance_ms(10_000);
+    s.store().sweep_now().await.unwrap();
+    let soon = (0..n).filter(|k| k % 3 == 0).count() as u64;
+    for table in [KEYED, ARRIVAL] {
+        assert_eq!(count(s.store(), table).await, n as u64 - soon, "{table}");
+    }
+    // A later write into a swept block is noted, and an update that moves
+    // an expiry earlier is swept at its new time.
+    put(
+        s.store(),
+        json!({"TableName": ARRIVAL, "Item": {"pk": {"S": "late"}, "exp": {"N": (now + 20).to_string()}}}),
+    )
+    .await
+    .unwrap();
+    update(
+        s.store(),
+        json!({"TableName": ARRIVAL, "Key": {"pk": {"S": "k0001"}}, "UpdateExpression": "SET exp = :e",
+            "ExpressionAttributeValues": {":e": {"N": (now + 20).to_string()}}}),
+    )
+    .await
+    .unwrap();
+    s.store().sweep_now().await.unwrap();
+    assert_eq!(count(s.store(), ARRIVAL).await, n as u64 - soon + 1);
+    s.clock.advance_ms(20_000);
+    s.store().sweep_now().await.unwrap();
+    assert_eq!(count(s.store(), ARRIVAL).await, n as u64 - soon - 1);
+    for k in ["late", "k0001"] {
+        assert!(
+            get(s.store(), ARRIVAL, json!({"pk": {"S": k}}))
+                .await
+                .is_none(),
+            "{k}"
+        );
+    }
+    s.clock.advance_ms(3_600_000);
+    s.store().sweep_now().await.unwrap();
+    assert_eq!(
+        count(s.store(), KEYED).await,
+        1,
+        "the item without an expiry"
+    );
+    assert_eq!(count(s.store(), ARRIVAL).await, 0);
+}
+
+async fn count(store: &EmbeddedStore, table: &str) -> u64 {
+    store.describe_table(table).await.unwrap().item_count
 }
 
 // ---- crashes ----

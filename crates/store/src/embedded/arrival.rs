@@ -25,12 +25,24 @@
 //! state: no item). A partition emptied and written again takes a new
 //! place. The commit log records rows under their places, so a replay
 //! rebuilds the same file, and the index is built from the file.
+//!
+//! Such a table's expiry times (TTL) are not kept in `ttl_index`: its rows
+//! come in arrival order, and so, for tables like the Idempotency-Keys
+//! (every item expiring a fixed time after it arrived), do their expiries.
+//! The index keeps instead, per block of [`EXPIRY_BLOCK`] places, the
+//! earliest expiry second of an item written there, noted when the write
+//! commits and rebuilt from the rows at open. The sweeper reads the rows of
+//! each block whose earliest expiry has passed, deletes what has expired
+//! and notes the block's next expiry (`ttl::expire_arrival`). A note can
+//! only be early (the item changed or went since), which costs a read of
+//! the block's rows, never a missed expiry. Each keyed emit so writes one
+//! row fewer, and the commit copies no tail page of `ttl_index`.
 //! `tests/arrival.rs` runs the same operations on a table of each layout
 //! and compares every answer, across reopenings, and kills a writing
 //! process to check what the replay and the rebuilt index give back.
 
-use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
@@ -85,12 +97,30 @@ pub(crate) fn partition_len(key: &[u8]) -> usize {
     key.len()
 }
 
-/// A hash of a partition key to the places that may hold the partition.
-/// Shared by the writer (which changes it) and readers.
+/// Places per block of [`Expiries`].
+pub(crate) const EXPIRY_BLOCK: u64 = 256;
+
+/// A hash of a partition key to the places that may hold the partition,
+/// and the earliest expiry of each block of places. Shared by the writer
+/// (which changes it), readers and the TTL sweeper.
 pub struct ArrivalIndex {
     /// None in tests that make every key collide.
     hasher: Option<RandomState>,
     state: Mutex<Places>,
+    expiries: Mutex<Expiries>,
+}
+
+/// When the items of each block of places expire, as far as the sweeper
+/// needs to know.
+#[derive(Default)]
+struct Expiries {
+    /// Block (place / [`EXPIRY_BLOCK`]) -> the earliest expiry second noted
+    /// for an item in it since the sweeper last read the block. A block
+    /// without an expiring item has no entry.
+    earliest: BTreeMap<u64, u64>,
+    /// The block the sweeper is reading, and the earliest expiry noted in
+    /// it since the sweeper began (a write its read may not have seen).
+    sweeping: Option<(u64, u64)>,
 }
 
 #[derive(Default)]
@@ -142,10 +172,12 @@ impl ArrivalIndex {
                 next: 1,
                 ..Places::default()
             }),
+            expiries: Mutex::new(Expiries::default()),
         }
     }
 
-    /// The index of `meta`'s rows in `items`, read in one pass.
+    /// The index of `meta`'s rows in `items` (with their expiries, if the
+    /// table has TTL on), read in one pass.
     pub(crate) fn build<T>(items: &T, meta: &TableMeta) -> Result<ArrivalIndex, StoreError>
     where
         T: ReadableTable<&'static [u8], &'static [u8]>,
@@ -155,6 +187,7 @@ impl ArrivalIndex {
         let end = keys::prefix_end(&prefix);
         {
             let mut places = index.state.lock().expect("arrival index");
+            let mut expiries = index.expiries.lock().expect("arrival expiries");
             let mut last = None;
             for row in items
                 .range(prefix.as_slice()..end.as_slice())
@@ -162,6 +195,11 @@ impl ArrivalIndex {
             {
                 let (k, v) = row.map_err(storage_err)?;
                 let place = place_of(k.value()).ok_or_else(|| damaged(meta))?;
+                if meta.ttl_attribute.is_some()
+                    && let Some(at) = expiry_of_row(meta, v.value())?
+                {
+                    expiries.note(place, at);
+                }
                 if last == Some(place) {
                     continue;
                 }
@@ -172,6 +210,64 @@ impl ArrivalIndex {
             }
         }
         Ok(index)
+    }
+
+    /// Notes that an item at `place` expires at second `at` (its write has
+    /// committed).
+    pub(crate) fn note_expiry(&self, place: u64, at: u64) {
+        self.expiries
+            .lock()
+            .expect("arrival expiries")
+            .note(place, at);
+    }
+
+    /// Forgets every noted expiry and notes `entries` (place, second)
+    /// instead: TTL turned on, off or onto another attribute.
+    pub(crate) fn reset_expiries(&self, entries: &[(u64, u64)]) {
+        let mut expiries = self.expiries.lock().expect("arrival expiries");
+        *expiries = Expiries::default();
+        for &(place, at) in entries {
+            expiries.note(place, at);
+        }
+    }
+
+    /// The first block after `after` (from the first if None) with an item
+    /// noted to expire before second `now`, marked as being swept.
+    pub(crate) fn begin_sweep(&self, after: Option<u64>, now: u64) -> Option<u64> {
+        let mut expiries = self.expiries.lock().expect("arrival expiries");
+        let from = after.map_or(0, |b| b + 1);
+        let block = expiries
+            .earliest
+            .range(from..)
+            .find(|(_, at)| **at < now)
+            .map(|(block, _)| *block)?;
+        expiries.sweeping = Some((block, u64::MAX));
+        Some(block)
+    }
+
+    /// Ends the sweep of `block`, whose rows left unexpired expire no
+    /// earlier than `next` (None: none of them expires).
+    pub(crate) fn end_sweep(&self, block: u64, next: Option<u64>) {
+        let mut expiries = self.expiries.lock().expect("arrival expiries");
+        let since = match expiries.sweeping.take() {
+            Some((b, since)) if b == block => since,
+            // Not ours: leave the block as noted.
+            _ => return,
+        };
+        match next.unwrap_or(u64::MAX).min(since) {
+            u64::MAX => expiries.earliest.remove(&block),
+            at => expiries.earliest.insert(block, at),
+        };
+    }
+
+    /// How many blocks have an expiry noted (for tests).
+    #[cfg(test)]
+    fn blocks_noted(&self) -> usize {
+        self.expiries
+            .lock()
+            .expect("arrival expiries")
+            .earliest
+            .len()
     }
 
     fn hash(&self, partition: &[u8]) -> u64 {
@@ -214,6 +310,19 @@ impl ArrivalIndex {
     pub(crate) fn len(&self) -> usize {
         let places = self.state.lock().expect("arrival index");
         places.first.len() + places.more.values().map(Vec::len).sum::<usize>()
+    }
+}
+
+impl Expiries {
+    fn note(&mut self, place: u64, at: u64) {
+        let block = place / EXPIRY_BLOCK;
+        let earliest = self.earliest.entry(block).or_insert(at);
+        *earliest = (*earliest).min(at);
+        if let Some((b, since)) = &mut self.sweeping
+            && *b == block
+        {
+            *since = (*since).min(at);
+        }
     }
 }
 
@@ -316,6 +425,18 @@ fn place_rows(id: u32, place: u64) -> std::ops::Range<Vec<u8>> {
     row_key(id, place, &[])..row_key(id, place + 1, &[])
 }
 
+/// The keys bounding the rows of the places in expiry block `block` of
+/// table `id`.
+pub(crate) fn block_rows(id: u32, block: u64) -> std::ops::Range<Vec<u8>> {
+    let first = block.saturating_mul(EXPIRY_BLOCK);
+    row_key(id, first, &[])..row_key(id, first.saturating_add(EXPIRY_BLOCK), &[])
+}
+
+/// The place a row key names (see [`row_key`]).
+pub(crate) fn place_of_row(key: &[u8]) -> Option<u64> {
+    place_of(key)
+}
+
 /// The place of the partition whose key encodes as `partition` (the first
 /// bytes of its items' keys), if a row of it is stored.
 pub(crate) fn partition_place<T>(
@@ -382,8 +503,28 @@ where
     Ok((!left).then_some(place))
 }
 
+/// The expiry second of a stored row's item under `meta`'s TTL attribute
+/// (`ttl::value_expires_at`), read without building the item.
+pub(crate) fn expiry_of_row(meta: &TableMeta, value: &[u8]) -> Result<Option<u64>, StoreError> {
+    let Some(name) = meta.ttl_attribute.as_deref().map(str::as_bytes) else {
+        return Ok(None);
+    };
+    let mut found = None;
+    visit_encoded_item_unchecked(row::item_bytes(value), |n, v| {
+        if n == name
+            && let RawValueRef::Value(v) = v
+        {
+            found = Some(v);
+        }
+    })?;
+    match found {
+        Some(v) => Ok(super::ttl::value_expires_at(&v.to_value()?)),
+        None => Ok(None),
+    }
+}
+
 /// The item key of a stored row, read without building the item.
-fn key_of_row(meta: &TableMeta, value: &[u8]) -> Result<Vec<u8>, StoreError> {
+pub(crate) fn key_of_row(meta: &TableMeta, value: &[u8]) -> Result<Vec<u8>, StoreError> {
     let pk_name = meta.partition_key.name.as_bytes();
     let sk_name = meta.sort_key.as_ref().map(|sk| sk.name.as_bytes());
     let (mut pk, mut sk) = (None, None);
@@ -517,6 +658,37 @@ mod tests {
         let rebuilt = ArrivalIndex::build(&items, &meta).unwrap();
         assert_eq!(rebuilt.len(), 3);
         assert_eq!(rebuilt.insert(b"x"), 4);
+    }
+
+    #[test]
+    fn a_block_keeps_its_earliest_expiry_and_what_was_noted_during_its_sweep() {
+        let index = ArrivalIndex::new();
+        let b = EXPIRY_BLOCK;
+        index.note_expiry(1, 50);
+        index.note_expiry(2, 30);
+        index.note_expiry(b + 1, 80);
+        index.note_expiry(3 * b, 10);
+        assert_eq!(index.blocks_noted(), 3);
+        // Blocks whose earliest expiry is before 60, in order.
+        assert_eq!(index.begin_sweep(None, 60), Some(0));
+        // A write the sweep's read may have missed is kept for the next.
+        index.note_expiry(5, 40);
+        index.end_sweep(0, Some(70));
+        assert_eq!(index.begin_sweep(None, 60), Some(0));
+        index.end_sweep(0, Some(70));
+        assert_eq!(index.begin_sweep(None, 60), Some(3));
+        // A block left with nothing to expire is dropped.
+        index.end_sweep(3, None);
+        assert_eq!(index.begin_sweep(None, 60), None);
+        assert_eq!(index.blocks_noted(), 2);
+        assert_eq!(index.begin_sweep(None, 71), Some(0));
+        assert_eq!(index.begin_sweep(Some(0), 81), Some(1));
+        // A stale end (another block's) changes nothing.
+        index.end_sweep(0, None);
+        assert_eq!(index.blocks_noted(), 2);
+        index.reset_expiries(&[(7, 5)]);
+        assert_eq!(index.blocks_noted(), 1);
+        assert_eq!(index.begin_sweep(None, 6), Some(0));
     }
 
     #[test]

@@ -381,8 +381,17 @@ impl EmbeddedStore {
             changes: TableChanges::default(),
             recent: recent::RecentImages::default(),
         });
+        let format = tables::system_value(&db, tables::FORMAT_KEY)?;
         let db = Arc::new(db);
         let writer = Writer::start(db.clone(), shared.clone(), wal);
+        if format == Some(tables::FORMAT_ARRIVAL_TTL_ROWS) {
+            // This build notes the expiries of tables in arrival order
+            // without `ttl_index` rows, which a build reading format 2 would
+            // never sweep: the file says so before anything is written.
+            writer.submit_detached("raising the store file's format", |ctx| {
+                ctx.raise_format(tables::FORMAT_ARRIVAL)
+            })?;
+        }
         let inner = Arc::new(Inner { db, shared, writer });
         let (stop_tx, stop_rx) = mpsc::channel();
         let sweeper_inner = inner.clone();

@@ -103,15 +103,21 @@ pub(crate) const NEXT_TABLE_ID: &str = "next_table_id";
 /// Key in [`SYSTEM`] of the file's format: what a build must understand to
 /// read its rows. Absent means [`FORMAT_KEY_ORDER_ONLY`]. 2: a table may
 /// keep its rows in arrival order (`arrival`), written by the commit that
-/// creates the first such table. A build refuses to open a file of a newer
-/// format than [`FORMAT`] rather than misread its rows.
+/// creates the first such table. 3: such a table's expiries are not in
+/// `ttl_index` (its newer items have no row there), written by that commit
+/// or, for a file of format 2, by the first commit of a build that reads 3.
+/// A build refuses to open a file of a newer format than [`FORMAT`] rather
+/// than misread its rows (or, here, never expire them).
 pub(crate) const FORMAT_KEY: &str = "format";
 /// The format of a file without [`FORMAT_KEY`]: every table in key order.
 pub(crate) const FORMAT_KEY_ORDER_ONLY: u64 = 1;
 /// The newest format this build reads and writes.
-pub(crate) const FORMAT: u64 = 2;
+pub(crate) const FORMAT: u64 = 3;
+/// The format a file that keeps a table in arrival order was given by a
+/// build before [`FORMAT_ARRIVAL`].
+pub(crate) const FORMAT_ARRIVAL_TTL_ROWS: u64 = 2;
 /// The format of a file that may keep a table in arrival order.
-pub(crate) const FORMAT_ARRIVAL: u64 = 2;
+pub(crate) const FORMAT_ARRIVAL: u64 = 3;
 /// Key in [`SYSTEM`] of the last commit-log sequence number whose changes
 /// the file holds (written by every commit of a store that keeps a log).
 pub(crate) const WAL_APPLIED: &str = "wal_applied";

@@ -18,8 +18,9 @@ use redb::ReadableDatabase;
 
 use crate::StoreError;
 
+use super::arrival::{self, ArrivalIndex};
 use super::catalog::TableMeta;
-use super::tables::TTL_INDEX;
+use super::tables::{ITEMS, TTL_INDEX};
 use super::{Inner, storage_err};
 
 /// DynamoDB ignores expiry times more than five years in the past.
@@ -87,7 +88,11 @@ pub(crate) fn sweep_once(inner: &Inner) -> Result<(), StoreError> {
             super::index::backfill(inner, &meta)?;
         }
         if meta.ttl_attribute.is_some() {
+            // In arrival order too: a file's older rows may be indexed there.
             while expire_chunk(inner, &meta)? == SWEEP_CHUNK {}
+            if let Some(index) = &meta.arrival {
+                expire_arrival(inner, &meta, index)?;
+            }
         }
         if meta.stream_view_type.is_some() {
             while trim_chunk(inner, &meta)? == SWEEP_CHUNK {}
@@ -132,6 +137,62 @@ fn expire_chunk(inner: &Inner, meta: &Arc<TableMeta>) -> Result<usize, StoreErro
         Ok(())
     })?;
     Ok(n)
+}
+
+/// Deletes the expired items of a table in arrival order: reads the rows of
+/// every block of places with an expiry noted before now, deletes those
+/// expired and notes when the rest expire (see `arrival`).
+fn expire_arrival(
+    inner: &Inner,
+    meta: &Arc<TableMeta>,
+    index: &ArrivalIndex,
+) -> Result<(), StoreError> {
+    let now_ms = inner.shared.clock.now_ms();
+    let now = now_ms / 1000;
+    let mut after = None;
+    // Marked before the read, so a write committed after it is noted
+    // for the block's next sweep.
+    while let Some(block) = index.begin_sweep(after, now) {
+        after = Some(block);
+        let mut due = Vec::new();
+        let mut next: Option<u64> = None;
+        {
+            let txn = inner.db.begin_read().map_err(storage_err)?;
+            let Some(items) = super::tables::open_if_present(&txn, ITEMS)? else {
+                return Ok(());
+            };
+            let rows = arrival::block_rows(meta.id, block);
+            for row in items
+                .range(rows.start.as_slice()..rows.end.as_slice())
+                .map_err(storage_err)?
+            {
+                let (_, v) = row.map_err(storage_err)?;
+                match arrival::expiry_of_row(meta, v.value())? {
+                    Some(at) if is_past(at, now_ms) => {
+                        due.push(arrival::key_of_row(meta, v.value())?);
+                    }
+                    // Later, or so long ago that it is never deleted.
+                    Some(at) if at >= now => next = Some(next.map_or(at, |n| n.min(at))),
+                    _ => {}
+                }
+            }
+        }
+        while !due.is_empty() {
+            let chunk: Vec<Vec<u8>> = due.drain(..due.len().min(SWEEP_CHUNK)).collect();
+            let meta = meta.clone();
+            inner.writer.submit_blocking(move |ctx| {
+                let Ok(meta) = ctx.resolve(&meta) else {
+                    return Ok(());
+                };
+                for key in chunk {
+                    ctx.expire(&meta, key)?;
+                }
+                Ok(())
+            })?;
+        }
+        index.end_sweep(block, next);
+    }
+    Ok(())
 }
 
 /// Removes up to one chunk of stream records older than the retention.

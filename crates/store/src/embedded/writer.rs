@@ -200,6 +200,25 @@ impl Writer {
             .map_err(|_| stopped())?
     }
 
+    /// Queues `op` without waiting for it: it runs before anything queued
+    /// later. A failure is logged.
+    pub(crate) fn submit_detached<F>(&self, what: &'static str, op: F) -> Result<(), StoreError>
+    where
+        F: FnOnce(&mut WriteContext<'_>) -> Result<(), StoreError> + Send + 'static,
+    {
+        self.enqueue(
+            move |ctx| {
+                let done = op(ctx);
+                if let Err(e) = &done {
+                    tracing::error!(error = %e, "{what} failed");
+                }
+                done
+            },
+            false,
+        )
+        .map(drop)
+    }
+
     /// Stops the thread after the operations already queued.
     pub(crate) fn stop(&self) {
         let _ = self

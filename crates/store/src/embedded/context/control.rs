@@ -11,7 +11,7 @@ use redb::ReadableTable;
 use crate::StoreError;
 use crate::api::CreateTableInput;
 
-use super::super::arrival::ArrivalIndex;
+use super::super::arrival::{self, ArrivalIndex};
 use super::super::catalog::{CatalogChange, TableMeta};
 use super::super::tables::{FORMAT_ARRIVAL, FORMAT_KEY, FORMAT_KEY_ORDER_ONLY, NEXT_TABLE_ID};
 use super::super::{keys, row, storage_err, stream, ttl, validate};
@@ -123,7 +123,7 @@ impl WriteContext<'_> {
     }
 
     /// Records that the file now needs a build that reads `format`.
-    fn raise_format(&mut self, format: u64) -> Result<(), StoreError> {
+    pub(crate) fn raise_format(&mut self, format: u64) -> Result<(), StoreError> {
         let system = self.tables.system_mut()?;
         let now = system
             .get(FORMAT_KEY)
@@ -131,6 +131,9 @@ impl WriteContext<'_> {
             .map_or(FORMAT_KEY_ORDER_ONLY, |g| g.value());
         if now < format {
             system.insert(FORMAT_KEY, format).map_err(storage_err)?;
+            // Alone in its batch (a file's format raised at open), it is
+            // still committed.
+            self.touched.set(true);
         }
         Ok(())
     }
@@ -244,6 +247,9 @@ impl WriteContext<'_> {
             .ttl_index_mut()?
             .delete_range((id, 0, &[][..])..(id + 1, 0, &[][..]))
             .map_err(storage_err)?;
+        // A table in arrival order notes its expiries by place instead
+        // (see `arrival`), once this commits.
+        let mut by_place = Vec::new();
         if updated.ttl_attribute.is_some() {
             let prefix = keys::table_prefix(id);
             let end = keys::prefix_end(&prefix);
@@ -255,14 +261,18 @@ impl WriteContext<'_> {
                 .map_err(storage_err)?
             {
                 let (k, v) = row.map_err(storage_err)?;
+                if updated.arrival_order {
+                    if let (Some(place), Some(at)) = (
+                        arrival::place_of_row(k.value()),
+                        arrival::expiry_of_row(&updated, v.value())?,
+                    ) {
+                        by_place.push((place, at));
+                    }
+                    continue;
+                }
                 let item = row::item(v.value())?;
                 if let Some(at) = ttl::expires_at(&updated, &item) {
-                    // The index names items by their key, wherever they are.
-                    let key = match updated.arrival_order {
-                        true => keys::item_key(&updated, &item)?,
-                        false => k.value().to_vec(),
-                    };
-                    entries.push((at, key));
+                    entries.push((at, k.value().to_vec()));
                 }
             }
             for (at, key) in entries {
@@ -271,6 +281,10 @@ impl WriteContext<'_> {
                     .insert((id, at, key.as_slice()), ())
                     .map_err(storage_err)?;
             }
+        }
+        if let Some(index) = &updated.arrival {
+            let index = index.clone();
+            self.on_commit(move || index.reset_expiries(&by_place));
         }
         self.write_meta(&updated)?;
         Ok(updated)

@@ -157,6 +157,9 @@ pub struct WriteContext<'t> {
     /// The new images of the records written by reference:
     /// `(table id, sequence number, item)` (see `recent`).
     referred: Vec<(u32, u64, Item)>,
+    /// Expiries of items written in arrival order, noted in their tables'
+    /// indexes once the batch commits: (index, place, second).
+    expiries: Vec<(Arc<arrival::ArrivalIndex>, u64, u64)>,
 }
 
 /// A callback run on the writer thread once its batch has committed.
@@ -206,6 +209,7 @@ impl<'t> WriteContext<'t> {
             on_durable: Vec::new(),
             changed: Vec::new(),
             referred: Vec::new(),
+            expiries: Vec::new(),
         })
     }
 
@@ -505,11 +509,22 @@ impl<'t> WriteContext<'t> {
                 changed.push(meta.id);
             }
         }
+        let mut on_commit = self.on_commit;
+        if !self.expiries.is_empty() {
+            // After the commit, so a sweep that reads the rows before it
+            // began (`ArrivalIndex::begin_sweep`) sees them.
+            let expiries = self.expiries;
+            on_commit.push(Box::new(move || {
+                for (index, place, at) in expiries {
+                    index.note_expiry(place, at);
+                }
+            }));
+        }
         Ok(Finished {
             catalog: self.batch_catalog,
             stream_written: self.stream_written,
             touched: self.touched.get(),
-            on_commit: self.on_commit,
+            on_commit,
             on_durable: self.on_durable,
             changed,
             referred: self.referred,
@@ -594,16 +609,32 @@ impl<'t> WriteContext<'t> {
             // the index row as it is.
             if was != will {
                 if let Some(at) = was {
+                    // In arrival order, only a file's older rows have one.
                     self.tables
                         .ttl_index_mut()?
                         .remove((meta.id, at, key.as_slice()))
                         .map_err(storage_err)?;
                 }
                 if let Some(at) = will {
-                    self.tables
-                        .ttl_index_mut()?
-                        .insert((meta.id, at, key.as_slice()), ())
-                        .map_err(storage_err)?;
+                    match (&meta.arrival, place.as_deref()) {
+                        // Noted by block of places once the batch commits
+                        // (see `arrival`).
+                        (Some(index), Some(row)) => {
+                            let place = arrival::place_of_row(row).ok_or_else(|| {
+                                StoreError::Storage(format!(
+                                    "table {}: a row in arrival order without a place",
+                                    meta.name
+                                ))
+                            })?;
+                            self.expiries.push((index.clone(), place, at));
+                        }
+                        _ => {
+                            self.tables
+                                .ttl_index_mut()?
+                                .insert((meta.id, at, key.as_slice()), ())
+                                .map_err(storage_err)?;
+                        }
+                    }
                 }
             }
         }
