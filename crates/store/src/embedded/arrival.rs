@@ -108,6 +108,10 @@ pub struct ArrivalIndex {
     hasher: Option<RandomState>,
     state: Mutex<Places>,
     expiries: Mutex<Expiries>,
+    /// Held through a sweep of the table's expiries: one at a time (the
+    /// background sweeper and `sweep_now`), as [`Expiries::sweeping`]
+    /// follows one.
+    sweep: Mutex<()>,
 }
 
 /// When the items of each block of places expire, as far as the sweeper
@@ -173,6 +177,7 @@ impl ArrivalIndex {
                 ..Places::default()
             }),
             expiries: Mutex::new(Expiries::default()),
+            sweep: Mutex::new(()),
         }
     }
 
@@ -229,6 +234,13 @@ impl ArrivalIndex {
         for &(place, at) in entries {
             expiries.note(place, at);
         }
+    }
+
+    /// Held while the table's expiries are swept (one sweep at a time).
+    pub(crate) fn sweeping(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.sweep
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The first block after `after` (from the first if None) with an item

@@ -147,6 +147,7 @@ fn expire_arrival(
     meta: &Arc<TableMeta>,
     index: &ArrivalIndex,
 ) -> Result<(), StoreError> {
+    let _one_at_a_time = index.sweeping();
     let now_ms = inner.shared.clock.now_ms();
     let now = now_ms / 1000;
     let mut after = None;
