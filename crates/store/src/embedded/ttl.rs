@@ -126,17 +126,23 @@ fn expire_chunk(inner: &Inner, meta: &Arc<TableMeta>) -> Result<usize, StoreErro
         return Ok(0);
     }
     let n = due.len();
+    expire_keys(inner, meta, due)?;
+    Ok(n)
+}
+
+/// Deletes the items of `meta`'s table with keys `keys` that have expired
+/// by the time the writer runs the job (one job).
+fn expire_keys(inner: &Inner, meta: &Arc<TableMeta>, keys: Vec<Vec<u8>>) -> Result<(), StoreError> {
     let meta = meta.clone();
     inner.writer.submit_blocking(move |ctx| {
         let Ok(meta) = ctx.resolve(&meta) else {
             return Ok(());
         };
-        for key in due {
+        for key in keys {
             ctx.expire(&meta, key)?;
         }
         Ok(())
-    })?;
-    Ok(n)
+    })
 }
 
 /// Deletes the expired items of a table in arrival order: reads the rows of
@@ -179,17 +185,8 @@ fn expire_arrival(
             }
         }
         while !due.is_empty() {
-            let chunk: Vec<Vec<u8>> = due.drain(..due.len().min(SWEEP_CHUNK)).collect();
-            let meta = meta.clone();
-            inner.writer.submit_blocking(move |ctx| {
-                let Ok(meta) = ctx.resolve(&meta) else {
-                    return Ok(());
-                };
-                for key in chunk {
-                    ctx.expire(&meta, key)?;
-                }
-                Ok(())
-            })?;
+            let chunk = due.drain(..due.len().min(SWEEP_CHUNK)).collect();
+            expire_keys(inner, meta, chunk)?;
         }
         index.end_sweep(block, next);
     }
