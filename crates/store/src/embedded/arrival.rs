@@ -75,7 +75,7 @@ pub(crate) fn row_key(id: u32, place: u64, sort: &[u8]) -> Vec<u8> {
 }
 
 /// The place of a row stored under `key` (see [`row_key`]).
-fn place_of(key: &[u8]) -> Option<u64> {
+pub(crate) fn place_of(key: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(key.get(4..12)?.try_into().ok()?))
 }
 
@@ -200,16 +200,19 @@ impl ArrivalIndex {
             {
                 let (k, v) = row.map_err(storage_err)?;
                 let place = place_of(k.value()).ok_or_else(|| damaged(meta))?;
-                if meta.ttl_attribute.is_some()
-                    && let Some(at) = expiry_of_row(meta, v.value())?
-                {
-                    expiries.note(place, at);
-                }
+                let with_expiry = meta.ttl_attribute.is_some();
                 if last == Some(place) {
+                    // A further item of the partition: only its expiry.
+                    if with_expiry && let Some(at) = expiry_of_row(meta, v.value())? {
+                        expiries.note(place, at);
+                    }
                     continue;
                 }
                 last = Some(place);
-                let key = key_of_row(meta, v.value())?;
+                let (key, at) = read_row(meta, v.value(), with_expiry)?;
+                if let Some(at) = at {
+                    expiries.note(place, at);
+                }
                 places.add(index.hash(&key[..partition_len(&key)]), place);
                 places.next = places.next.max(place + 1);
             }
@@ -444,11 +447,6 @@ pub(crate) fn block_rows(id: u32, block: u64) -> std::ops::Range<Vec<u8>> {
     row_key(id, first, &[])..row_key(id, first.saturating_add(EXPIRY_BLOCK), &[])
 }
 
-/// The place a row key names (see [`row_key`]).
-pub(crate) fn place_of_row(key: &[u8]) -> Option<u64> {
-    place_of(key)
-}
-
 /// The place of the partition whose key encodes as `partition` (the first
 /// bytes of its items' keys), if a row of it is stored.
 pub(crate) fn partition_place<T>(
@@ -523,28 +521,48 @@ pub(crate) fn expiry_of_row(meta: &TableMeta, value: &[u8]) -> Result<Option<u64
     };
     let mut found = None;
     visit_encoded_item_unchecked(row::item_bytes(value), |n, v| {
-        if n == name
-            && let RawValueRef::Value(v) = v
-        {
+        if n == name {
             found = Some(v);
         }
     })?;
+    expiry_of(found)
+}
+
+/// The expiry second a TTL attribute's stored value names, if any (an S
+/// never does).
+fn expiry_of(found: Option<RawValueRef<'_>>) -> Result<Option<u64>, StoreError> {
     match found {
-        Some(v) => Ok(super::ttl::value_expires_at(&v.to_value()?)),
-        None => Ok(None),
+        Some(RawValueRef::Value(v)) => Ok(super::ttl::value_expires_at(&v.to_value()?)),
+        _ => Ok(None),
     }
 }
 
 /// The item key of a stored row, read without building the item.
 pub(crate) fn key_of_row(meta: &TableMeta, value: &[u8]) -> Result<Vec<u8>, StoreError> {
+    Ok(read_row(meta, value, false)?.0)
+}
+
+/// The item key of a stored row and, `with_expiry`, its expiry second
+/// ([`expiry_of_row`]), in one walk of its attributes.
+fn read_row(
+    meta: &TableMeta,
+    value: &[u8],
+    with_expiry: bool,
+) -> Result<(Vec<u8>, Option<u64>), StoreError> {
     let pk_name = meta.partition_key.name.as_bytes();
     let sk_name = meta.sort_key.as_ref().map(|sk| sk.name.as_bytes());
-    let (mut pk, mut sk) = (None, None);
+    let ttl_name = match with_expiry {
+        true => meta.ttl_attribute.as_deref().map(str::as_bytes),
+        false => None,
+    };
+    let (mut pk, mut sk, mut ttl) = (None, None, None);
     visit_encoded_item_unchecked(row::item_bytes(value), |n, v| {
         if n == pk_name {
             pk = Some(v);
         } else if Some(n) == sk_name {
             sk = Some(v);
+        } else if Some(n) == ttl_name {
+            ttl = Some(v);
         }
     })?;
     let value_of = |v: RawValueRef<'_>| -> Result<AttributeValue, StoreError> {
@@ -563,7 +581,7 @@ pub(crate) fn key_of_row(meta: &TableMeta, value: &[u8]) -> Result<Vec<u8>, Stor
         (Some(_), Some(v)) => Some(value_of(v)?),
         (Some(_), None) => return Err(damaged(meta)),
     };
-    Ok(keys::encode(meta, &pk, sk.as_ref()))
+    Ok((keys::encode(meta, &pk, sk.as_ref()), expiry_of(ttl)?))
 }
 
 fn damaged(meta: &TableMeta) -> StoreError {

@@ -263,7 +263,7 @@ impl WriteContext<'_> {
                 let (k, v) = row.map_err(storage_err)?;
                 if updated.arrival_order {
                     if let (Some(place), Some(at)) = (
-                        arrival::place_of_row(k.value()),
+                        arrival::place_of(k.value()),
                         arrival::expiry_of_row(&updated, v.value())?,
                     ) {
                         by_place.push((place, at));

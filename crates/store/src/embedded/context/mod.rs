@@ -620,7 +620,7 @@ impl<'t> WriteContext<'t> {
                         // Noted by block of places once the batch commits
                         // (see `arrival`).
                         (Some(index), Some(row)) => {
-                            let place = arrival::place_of_row(row).ok_or_else(|| {
+                            let place = arrival::place_of(row).ok_or_else(|| {
                                 StoreError::Storage(format!(
                                     "table {}: a row in arrival order without a place",
                                     meta.name
