@@ -194,13 +194,13 @@ impl ArrivalIndex {
             let mut places = index.state.lock().expect("arrival index");
             let mut expiries = index.expiries.lock().expect("arrival expiries");
             let mut last = None;
+            let with_expiry = meta.ttl_attribute.is_some();
             for row in items
                 .range(prefix.as_slice()..end.as_slice())
                 .map_err(storage_err)?
             {
                 let (k, v) = row.map_err(storage_err)?;
                 let place = place_of(k.value()).ok_or_else(|| damaged(meta))?;
-                let with_expiry = meta.ttl_attribute.is_some();
                 if last == Some(place) {
                     // A further item of the partition: only its expiry.
                     if with_expiry && let Some(at) = expiry_of_row(meta, v.value())? {
@@ -551,10 +551,9 @@ fn read_row(
 ) -> Result<(Vec<u8>, Option<u64>), StoreError> {
     let pk_name = meta.partition_key.name.as_bytes();
     let sk_name = meta.sort_key.as_ref().map(|sk| sk.name.as_bytes());
-    let ttl_name = match with_expiry {
-        true => meta.ttl_attribute.as_deref().map(str::as_bytes),
-        false => None,
-    };
+    let ttl_name = (meta.ttl_attribute.as_deref())
+        .filter(|_| with_expiry)
+        .map(str::as_bytes);
     let (mut pk, mut sk, mut ttl) = (None, None, None);
     visit_encoded_item_unchecked(row::item_bytes(value), |n, v| {
         if n == pk_name {
