@@ -8,8 +8,9 @@
 //! `relay::after_enqueue_before_checkpoint` and `relay::stats_before_store`
 //! in the relay, `emit::after_commit_before_return` in the engine,
 //! [`LOG_APPEND`], [`LOG_SYNC`] and [`GROUP_SYNC`] in the store's commit log,
-//! [`CHECKPOINT_SYNC`] in its checkpoints. A test that must know a held
-//! point was reached before it goes on asks `reached` (test builds only).
+//! [`CHECKPOINT_SYNC`] in its checkpoints, [`ARRIVAL_SWEEP_READ`] in its TTL
+//! sweep. A test that must know a held point was reached before it goes on
+//! asks `reached` (test builds only).
 
 /// The write of a batch's commit-log record fails (as on a full disk):
 /// with `Stop`, the write returns an I/O error.
@@ -24,6 +25,10 @@ pub const GROUP_SYNC: &str = "store::group_sync";
 /// The `fdatasync` of the store file after a checkpoint (on its own
 /// thread) fails: with `Stop`, the sync returns an I/O error.
 pub const CHECKPOINT_SYNC: &str = "store::checkpoint_sync";
+/// The TTL sweep of a table in arrival order, between its read of a block's
+/// rows and its deletes and note of the block's next expiry: `Hold` lets a
+/// write land in the block while the sweep works from its older read.
+pub const ARRIVAL_SWEEP_READ: &str = "store::arrival_sweep_read";
 
 /// What an armed point does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -184,6 +184,8 @@ fn expire_arrival(
                 }
             }
         }
+        // Held here, a write into the block commits after the read above.
+        crate::faults::hit(crate::faults::ARRIVAL_SWEEP_READ);
         while !due.is_empty() {
             let chunk = due.drain(..due.len().min(SWEEP_CHUNK)).collect();
             expire_keys(inner, meta, chunk)?;
