@@ -107,15 +107,6 @@ async fn create_sorted(
     store.create_table(req_of(req)).await
 }
 
-/// Turns TTL on, on the attribute `exp`.
-async fn expire_by_exp(store: &EmbeddedStore, table: &str) {
-    let spec = postbox_store::api::TimeToLiveSpecification {
-        enabled: true,
-        attribute_name: "exp".into(),
-    };
-    store.update_time_to_live(table, spec).await.unwrap();
-}
-
 // ---- the property test ----
 
 #[derive(Clone, Debug)]
@@ -724,7 +715,11 @@ async fn expiries_in_arrival_order_are_noted_by_place_and_found_again_after_a_re
     s.store().sweep_now().await.unwrap();
     let soon = (0..n).filter(|k| k % 3 == 0).count() as u64;
     for table in [KEYED, ARRIVAL] {
-        assert_eq!(count(s.store(), table).await, n as u64 - soon, "{table}");
+        assert_eq!(
+            item_count(s.store(), table).await,
+            n as u64 - soon,
+            "{table}"
+        );
     }
     // A later write into a swept block is noted, and an update that moves
     // an expiry earlier is swept at its new time.
@@ -742,10 +737,10 @@ async fn expiries_in_arrival_order_are_noted_by_place_and_found_again_after_a_re
     .await
     .unwrap();
     s.store().sweep_now().await.unwrap();
-    assert_eq!(count(s.store(), ARRIVAL).await, n as u64 - soon + 1);
+    assert_eq!(item_count(s.store(), ARRIVAL).await, n as u64 - soon + 1);
     s.clock.advance_ms(20_000);
     s.store().sweep_now().await.unwrap();
-    assert_eq!(count(s.store(), ARRIVAL).await, n as u64 - soon - 1);
+    assert_eq!(item_count(s.store(), ARRIVAL).await, n as u64 - soon - 1);
     for k in ["late", "k0001"] {
         assert!(
             get(s.store(), ARRIVAL, json!({"pk": {"S": k}}))
@@ -757,15 +752,11 @@ async fn expiries_in_arrival_order_are_noted_by_place_and_found_again_after_a_re
     s.clock.advance_ms(3_600_000);
     s.store().sweep_now().await.unwrap();
     assert_eq!(
-        count(s.store(), KEYED).await,
+        item_count(s.store(), KEYED).await,
         1,
         "the item without an expiry"
     );
-    assert_eq!(count(s.store(), ARRIVAL).await, 0);
-}
-
-async fn count(store: &EmbeddedStore, table: &str) -> u64 {
-    store.describe_table(table).await.unwrap().item_count
+    assert_eq!(item_count(s.store(), ARRIVAL).await, 0);
 }
 
 // ---- crashes ----

@@ -14,14 +14,10 @@ use std::time::Duration;
 use common::*;
 use postbox_store::embedded::{EmbeddedOptions, EmbeddedStore};
 use postbox_store::faults;
-use postbox_store::{Clock, ItemStore, ManualClock};
+use postbox_store::{Clock, ManualClock};
 use serde_json::json;
 
 const TABLE: &str = "arrival";
-
-async fn count(store: &EmbeddedStore) -> u64 {
-    store.describe_table(TABLE).await.unwrap().item_count
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_into_a_block_being_swept_is_swept_at_its_own_time() {
@@ -33,11 +29,7 @@ async fn a_write_into_a_block_being_swept_is_swept_at_its_own_time() {
     };
     let store = EmbeddedStore::open(dir.path().join("store.redb"), options).unwrap();
     create(&store, TABLE, None, None).await;
-    let spec = postbox_store::api::TimeToLiveSpecification {
-        enabled: true,
-        attribute_name: "exp".into(),
-    };
-    store.update_time_to_live(TABLE, spec).await.unwrap();
+    expire_by_exp(&store, TABLE).await;
     let now = clock.now_ms() / 1000;
     let put_expiring = |pk: &'static str, exp: u64| {
         let store = store.clone();
@@ -74,7 +66,7 @@ async fn a_write_into_a_block_being_swept_is_swept_at_its_own_time() {
     drop(held);
     sweep.await.unwrap().unwrap();
     assert_eq!(
-        count(&store).await,
+        item_count(&store, TABLE).await,
         1,
         "the first item is swept, not the second"
     );
@@ -83,5 +75,9 @@ async fn a_write_into_a_block_being_swept_is_swept_at_its_own_time() {
     // again although the sweep's read never saw it.
     clock.advance_ms(30_000);
     store.sweep_now().await.unwrap();
-    assert_eq!(count(&store).await, 0, "the second item was never swept");
+    assert_eq!(
+        item_count(&store, TABLE).await,
+        0,
+        "the second item was never swept"
+    );
 }

@@ -62,6 +62,20 @@ pub async fn create(
     store.create_table(req_of(req)).await.unwrap();
 }
 
+/// Turns TTL on for `table`, on the attribute `exp`.
+pub async fn expire_by_exp(store: &EmbeddedStore, table: &str) {
+    let spec = TimeToLiveSpecification {
+        enabled: true,
+        attribute_name: "exp".into(),
+    };
+    store.update_time_to_live(table, spec).await.unwrap();
+}
+
+/// DescribeTable's ItemCount of `table`.
+pub async fn item_count(store: &EmbeddedStore, table: &str) -> u64 {
+    store.describe_table(table).await.unwrap().item_count
+}
+
 /// An item from DynamoDB JSON.
 pub fn item(v: Value) -> Item {
     item_from_json(&v).unwrap()
