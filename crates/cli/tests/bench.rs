@@ -183,4 +183,6 @@ fn the_http_bench_reports_every_tenth_of_a_run_against_a_server_it_starts() {
         (ratio - expected).abs() < 0.01,
         "last/first {ratio} against the tenths: {out}"
     );
+    // Two 10-s windows need a run of 20 s or more.
+    assert!(row["last_10s_over_first_10s"].is_null(), "{out}");
 }

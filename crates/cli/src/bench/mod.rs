@@ -63,7 +63,8 @@ pub struct BenchArgs {
     json: bool,
     /// Exit 1 when a result misses its target (each miss is named on
     /// stderr); with --http the targets are p99 under 20 ms and the last
-    /// tenth of each run within 10% of its first.
+    /// 10 s of each run within 10% of its first 10 s (runs shorter than
+    /// 20 s: the last tenth against the first).
     #[arg(long)]
     check: bool,
     /// Measure keyed emits over HTTP against a `postbox serve` process
