@@ -9,9 +9,8 @@ mod common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-use common::{Server, call};
+use common::{Server, call, until};
 use serde_json::{Value, json};
 
 fn consumer(program: &str, script: &str, server: &Server, ledger: &Path, pause: &str) -> Child {
@@ -33,14 +32,6 @@ fn consumer(program: &str, script: &str, server: &Server, ledger: &Path, pause: 
 
 fn ledger(path: &Path) -> Vec<Value> {
     common::json_lines(path)
-}
-
-async fn until(what: &str, secs: u64, mut ready: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !ready().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// Each event's four deliveries, by tenant and seq.

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Server, call};
+use common::{Server, call, until};
 use serde_json::{Value, json};
 
 const CATALOG: &str = r#"
@@ -435,17 +435,6 @@ fn lines(path: &std::path::Path) -> Vec<Value> {
     common::json_lines(path)
 }
 
-async fn until(what: &str, secs: u64, mut ready: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-    while !ready() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_consumer_killed_mid_handler_loses_nothing_and_its_effect_happens_once() {
     killed_consumer_loses_nothing(("python3", "consumer.py")).await;
@@ -492,14 +481,17 @@ async fn killed_consumer_loses_nothing(program: (&str, &str)) {
     // The first consumer makes the first invoice, then dies (SIGKILL)
     // before completing it, holding a 2-second lease.
     let mut first = consumer(program, &server, &invoices, "2", "60");
-    until("the first invoice", 30, || lines(&invoices).len() == 1).await;
+    until("the first invoice", 30, async || {
+        lines(&invoices).len() == 1
+    })
+    .await;
     first.kill().unwrap();
     first.wait().unwrap();
 
     // Another consumer gets that delivery again once the lease ran out,
     // finds its invoice made, completes it, and goes on.
     let second = consumer(program, &server, &invoices, "30", "0");
-    until("every invoice", 60, || lines(&invoices).len() == 3).await;
+    until("every invoice", 60, async || lines(&invoices).len() == 3).await;
     // Stops cleanly on SIGTERM, after what it holds.
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     let _ = std::process::Command::new("kill")

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use common::{Server, call};
+use common::{Server, call, until};
 use serde_json::{Value, json};
 
 #[derive(Clone, Debug)]
@@ -291,7 +291,10 @@ async fn a_separate_worker_process_delivers_webhooks_over_the_wire() {
     // so any second delivery of the first three comes before the fourth.
     for n in 0..4 {
         if n == 3 {
-            wait_for_calls(&calls, 3).await;
+            until("the first three webhooks", 30, async || {
+                calls.lock().unwrap().len() >= 3
+            })
+            .await;
         }
         let (status, e) = call(
             &base,
@@ -304,19 +307,9 @@ async fn a_separate_worker_process_delivers_webhooks_over_the_wire() {
         assert_eq!(status, 201);
         ids.push(format!("{}:hook", e["event"]["id"].as_str().unwrap()));
     }
-    wait_for_calls(&calls, 4).await;
+    until("the fourth webhook", 30, async || {
+        calls.lock().unwrap().len() >= 4
+    })
+    .await;
     assert_eq!(*calls.lock().unwrap(), ids, "each event once, in order");
-}
-
-/// Waits (up to 30 s) until the hook has been called `n` times.
-async fn wait_for_calls(calls: &Mutex<Vec<String>>, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while calls.lock().unwrap().len() < n {
-        assert!(
-            Instant::now() < deadline,
-            "the worker process delivered {:?}",
-            calls.lock().unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }

@@ -13,6 +13,19 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
+/// Polls `ready` every 100 ms until it holds; fails the test after `secs`
+/// seconds, naming `what` it waited for.
+pub async fn until(what: &str, secs: u64, mut ready: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !ready().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 /// A running `postbox serve`, killed when dropped.
 pub struct Server {
     child: Option<Child>,
