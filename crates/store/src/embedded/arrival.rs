@@ -338,28 +338,29 @@ const DUE_SCAN: usize = 64;
 impl Expiries {
     /// The first block from `from` on with an expiry noted before `now`.
     fn first_due(&mut self, from: u64, now: u64) -> Option<u64> {
-        let mut due = self.by_time.range(..(now, 0)).map(|&(_, block)| block);
-        let few: Vec<u64> = due.by_ref().take(DUE_SCAN).collect();
+        let mut looked = 0;
+        let mut least = None;
+        for &(_, block) in self.by_time.range(..(now, 0)).take(DUE_SCAN) {
+            looked += 1;
+            if block >= from && least.is_none_or(|l| block < l) {
+                least = Some(block);
+            }
+        }
+        let found = if looked < DUE_SCAN {
+            least
+        } else {
+            self.earliest
+                .range(from..)
+                .inspect(|_| looked += 1)
+                .find(|(_, at)| **at < now)
+                .map(|(b, _)| *b)
+        };
         #[cfg(test)]
         {
-            self.looked_at += few.len();
-        }
-        if few.len() < DUE_SCAN {
-            return few.into_iter().filter(|&b| b >= from).min();
-        }
-        let mut walked = 0;
-        let found = self
-            .earliest
-            .range(from..)
-            .inspect(|_| walked += 1)
-            .find(|(_, at)| **at < now)
-            .map(|(b, _)| *b);
-        #[cfg(test)]
-        {
-            self.looked_at += walked;
+            self.looked_at += looked;
         }
         #[cfg(not(test))]
-        let _ = walked;
+        let _ = looked;
         found
     }
 
