@@ -167,16 +167,14 @@ fn catalog(hooks: &str, subscriptions: &[(&str, u32)]) -> String {
     out
 }
 
-async fn until(server: &Server, what: &str, secs: u64, mut ready: impl AsyncFnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
-    while !ready().await {
-        assert!(
-            std::time::Instant::now() < deadline,
+async fn until(server: &Server, what: &str, secs: u64, ready: impl AsyncFnMut() -> bool) {
+    common::until_else(secs, ready, || {
+        format!(
             "timed out waiting for {what}; the server logged:\n{}",
             server.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        )
+    })
+    .await;
 }
 
 async fn emit(server: &Server, token: &str, i: u32) {

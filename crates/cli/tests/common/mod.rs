@@ -15,13 +15,21 @@ use serde_json::{Value, json};
 
 /// Polls `ready` every 100 ms until it holds; fails the test after `secs`
 /// seconds, naming `what` it waited for.
-pub async fn until(what: &str, secs: u64, mut ready: impl AsyncFnMut() -> bool) {
+pub async fn until(what: &str, secs: u64, ready: impl AsyncFnMut() -> bool) {
+    until_else(secs, ready, || format!("timed out waiting for {what}")).await;
+}
+
+/// [`until`], failing with the message `explain` gives at the timeout.
+pub async fn until_else(
+    secs: u64,
+    mut ready: impl AsyncFnMut() -> bool,
+    explain: impl FnOnce() -> String,
+) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     while !ready().await {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
+        if std::time::Instant::now() >= deadline {
+            panic!("{}", explain());
+        }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
