@@ -11,6 +11,7 @@ belongs to a case listed in known-differences.md. See README.md beside this file
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 import json
 import os
 import sys
@@ -50,8 +51,14 @@ def main() -> int:
     known = load_known(Path(args.known))
     wordings = load_wordings(Path(args.wordings))
     runner = Runner(
-        Endpoint("reference", args.reference),
-        Endpoint("target", args.target, common_wire.target_credentials(args.target_key_file)),
+        Endpoint("reference", args.reference, retry_table_faults=True),
+        # Against itself (self-test.sh) the target is DynamoDB Local too, with the same faults.
+        Endpoint(
+            "target",
+            args.target,
+            common_wire.target_credentials(args.target_key_file),
+            retry_table_faults=args.target == args.reference,
+        ),
         perturb=perturber(args.perturb or os.environ.get("CONFORMANCE_PERTURB")),
     )
     if unreachable((runner.reference, runner.target), "ListTables"):
@@ -105,6 +112,12 @@ def main() -> int:
         f"errors worded differently: {worded} of {errors} matching errors, {unlisted} of them not in "
         "known-wordings.md (--messages lists all)"
     )
+    if runner.reference.retried:
+        counts = ", ".join(f"{n} x {what}" for what, n in sorted(Counter(runner.reference.retried).items()))
+        print(f"reference calls retried after a transient fault: {counts}")
+    if unknown_cases:
+        # Last, so that a log cut to its tail still names what failed.
+        print(f"cases with differences not in {Path(args.known).name}: {', '.join(sorted(unknown_cases))}")
     print(f"cases: {len(cases)}, mismatches: {mismatches}")
     if unknown_cases or unlisted:
         return 1

@@ -21,11 +21,25 @@ from . import wire
 
 CONFIG = common_wire.client_config(read_timeout=30, max_pool_connections=32)
 
+# Table operations that DynamoDB Local sometimes fails while indexes are being built, in this
+# case's table or in others running at the same time: an InternalFailure (HTTP 500) that a
+# second try does not give (its log shows a count racing the backfill's new columns), or its
+# limit of five tables creating indexes at once. On the reference these are retried, so that a
+# case compares what the reference answers, not when it ran. The target is not retried
+# (unless it is DynamoDB Local too, in self-test.sh).
+TABLE_OPS = {"CreateTable", "UpdateTable", "DescribeTable"}
+FAULT_PAUSES = (0.2, 0.4, 0.8)
+BUSY_PAUSES = (0.2, 0.4, 0.8, 1.6, 2.0, 2.0, 2.0, 2.0)
+
 
 class Endpoint:
-    def __init__(self, name: str, url: str, credentials: tuple[str, str] | None = None):
+    def __init__(
+        self, name: str, url: str, credentials: tuple[str, str] | None = None, *, retry_table_faults: bool = False
+    ):
         self.name = name
         self.url = url
+        self.retry_table_faults = retry_table_faults
+        self.retried: list[str] = []  # "op: code" of each retried call (list.append is atomic)
         session = common_wire.session(credentials)
         self.ddb = session.client("dynamodb", endpoint_url=url, config=CONFIG)
         self.streams = session.client("dynamodbstreams", endpoint_url=url, config=CONFIG)
@@ -37,7 +51,27 @@ class Endpoint:
 
     def raw(self, client: Any, op: str, params: dict) -> dict:
         """Calls an operation with params already in boto3's form; raises ClientError."""
-        return common_wire.call(client, op, params)
+        if not (self.retry_table_faults and op in TABLE_OPS):
+            return common_wire.call(client, op, params)
+        faults = busy = 0
+        while True:
+            try:
+                return common_wire.call(client, op, params)
+            except ClientError as err:
+                error = err.response.get("Error", {})
+                code = error.get("Code")
+                if code == "InternalFailure" and faults < len(FAULT_PAUSES):
+                    pause, faults = FAULT_PAUSES[faults], faults + 1
+                elif (
+                    code == "LimitExceededException"
+                    and "tables with online indexes" in error.get("Message", "")
+                    and busy < len(BUSY_PAUSES)
+                ):
+                    pause, busy = BUSY_PAUSES[busy], busy + 1
+                else:
+                    raise
+                self.retried.append(f"{op}: {code}")
+                time.sleep(pause)
 
     def call(self, op: str, params: dict, names: dict[str, str], **normalise: bool) -> oc.Outcome:
         """Runs one step and returns its normalised outcome (success or error)."""
