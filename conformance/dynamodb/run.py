@@ -114,7 +114,7 @@ def main() -> int:
     )
     if runner.reference.retried:
         counts = ", ".join(f"{n} x {what}" for what, n in sorted(Counter(runner.reference.retried).items()))
-        print(f"reference calls retried after a transient fault: {counts}")
+        print(f"reference calls retried (a fault DynamoDB Local gives every time is retried too, and stays): {counts}")
     if unknown_cases:
         # Last, so that a log cut to its tail still names what failed.
         print(f"cases with differences not in {Path(args.known).name}: {', '.join(sorted(unknown_cases))}")
