@@ -11,11 +11,11 @@ belongs to a case listed in known-differences.md. See README.md beside this file
 from __future__ import annotations
 
 import argparse
-from collections import Counter
 import json
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
