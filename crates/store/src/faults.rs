@@ -9,7 +9,7 @@
 //! in the relay, `emit::after_commit_before_return` in the engine,
 //! [`LOG_APPEND`], [`LOG_SYNC`] and [`GROUP_SYNC`] in the store's commit log,
 //! [`CHECKPOINT_SYNC`] in its checkpoints, [`ARRIVAL_SWEEP_READ`] in its TTL
-//! sweep. A test that must know a held point was reached before it goes on
+//! sweep, [`ARRIVAL_SAVE`] in its closing checkpoint. A test that must know a held point was reached before it goes on
 //! asks `reached` (test builds only).
 
 /// The write of a batch's commit-log record fails (as on a full disk):
@@ -29,6 +29,10 @@ pub const CHECKPOINT_SYNC: &str = "store::checkpoint_sync";
 /// rows and its deletes and note of the block's next expiry: `Hold` lets a
 /// write land in the block while the sweep works from its older read.
 pub const ARRIVAL_SWEEP_READ: &str = "store::arrival_sweep_read";
+
+/// The closing checkpoint's save of the arrival indexes, after the first
+/// table's: with `Stop`, the save fails (the checkpoint is made without it).
+pub const ARRIVAL_SAVE: &str = "store::arrival_save";
 
 /// What an armed point does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

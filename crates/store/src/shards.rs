@@ -93,6 +93,11 @@ impl<K: ShardKey, V, S: BuildHasher + Default> ShardedMap<K, V, S> {
         self.shards.iter().map(HashMap::len).sum()
     }
 
+    /// Every entry, shard by shard (in no particular order).
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.shards.iter().flat_map(HashMap::iter)
+    }
+
     /// True when no entry is held.
     pub fn is_empty(&self) -> bool {
         self.shards.iter().all(HashMap::is_empty)

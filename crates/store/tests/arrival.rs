@@ -414,8 +414,7 @@ async fn rows_are_kept_in_arrival_order_and_the_layout_stays_with_the_table() {
     .unwrap();
     put_keys(s.store(), ARRIVAL, &["m"]).await;
     assert_eq!(scan_order(s.store(), ARRIVAL).await, ["z", "a", "q", "m"]);
-    // Opened without naming it, the table keeps its layout, and its index
-    // is rebuilt from the rows.
+    // Opened without naming it, the table keeps its layout and its index.
     let plain = options(s.clock.clone());
     s.reopen_with(plain);
     assert_eq!(scan_order(s.store(), ARRIVAL).await, ["z", "a", "q", "m"]);
@@ -454,6 +453,104 @@ fn set_file_format(path: &Path, format: u64) {
         .insert("format", format)
         .unwrap();
     txn.commit().unwrap();
+}
+
+/// Adds one to the store file's `wal_applied`, as a commit through the
+/// commit log by a build that knows nothing of the index's snapshot would.
+fn move_applied_record(path: &Path) {
+    use redb::{ReadableTable, TableDefinition};
+    let system: TableDefinition<&str, u64> = TableDefinition::new("system");
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut table = txn.open_table(system).unwrap();
+        let applied = table.get("wal_applied").unwrap().map_or(0, |g| g.value());
+        table.insert("wal_applied", applied + 1).unwrap();
+    }
+    txn.commit().unwrap();
+}
+
+/// Every key of `keys` is found but those of `gone`, and an
+/// insert-if-absent of one that is found is refused (`keys[1]` is not gone).
+async fn all_found_but(store: &EmbeddedStore, keys: &[String], gone: &[String]) {
+    for pk in keys {
+        let found = get(store, ARRIVAL, json!({"pk": {"S": pk}}))
+            .await
+            .is_some();
+        assert_eq!(found, !gone.contains(pk), "{pk}");
+    }
+    check_err(
+        put(store, insert_if_absent(&keys[1])).await,
+        "ConditionalCheckFailedException",
+        "",
+    );
+}
+
+#[tokio::test]
+async fn a_clean_close_saves_the_index_and_the_next_open_reads_it_unless_the_file_moved_on() {
+    for logged in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(NOW_MS));
+        let open = || {
+            let options = if logged {
+                durable()
+            } else {
+                arrival_options(clock.clone())
+            };
+            EmbeddedStore::open(path(&dir), options).unwrap()
+        };
+        let store = open();
+        create(&store, ARRIVAL, None, None).await;
+        assert_eq!(store.arrival_index_restored(ARRIVAL), Some(false));
+        assert_eq!(store.arrival_index_restored("nope"), None);
+        let mut keys: Vec<String> = (0..500).map(|n| scattered(&n.to_string())).collect();
+        for pk in &keys {
+            put(&store, insert_if_absent(pk)).await.unwrap();
+        }
+        let gone: Vec<String> = keys.iter().step_by(7).cloned().collect();
+        for pk in &gone {
+            delete(
+                &store,
+                json!({"TableName": ARRIVAL, "Key": {"pk": {"S": pk}}}),
+            )
+            .await
+            .unwrap();
+        }
+        drop(store);
+        // The next open reads the saved index, and finds every row by it.
+        let store = open();
+        assert_eq!(
+            store.arrival_index_restored(ARRIVAL),
+            Some(true),
+            "logged: {logged}"
+        );
+        all_found_but(&store, &keys, &gone).await;
+        // It carries on: new partitions take new places, found again.
+        for n in 500..600 {
+            let pk = scattered(&n.to_string());
+            put(&store, insert_if_absent(&pk)).await.unwrap();
+            keys.push(pk);
+        }
+        all_found_but(&store, &keys, &gone).await;
+        drop(store);
+        // A commit the saved index does not know of: rebuilt from the rows.
+        move_applied_record(&path(&dir));
+        let store = open();
+        assert_eq!(
+            store.arrival_index_restored(ARRIVAL),
+            Some(false),
+            "logged: {logged}"
+        );
+        all_found_but(&store, &keys, &gone).await;
+        drop(store);
+        let store = open();
+        assert_eq!(
+            store.arrival_index_restored(ARRIVAL),
+            Some(true),
+            "logged: {logged}"
+        );
+        all_found_but(&store, &keys, &gone).await;
+    }
 }
 
 #[tokio::test]
@@ -847,7 +944,8 @@ async fn acknowledged_rows_survive_sigkill() {
             ("POSTBOX_ARRIVAL_ROUND", round.to_string()),
         ];
         let wait = Duration::from_millis(50 + (seed.wrapping_mul(round + 1) >> 7) % 400);
-        for line in acks_until_killed("arrival_crash_child", &env, wait) {
+        let acks = acks_until_killed("arrival_crash_child", &env, wait);
+        for line in &acks {
             let mut parts = line.split(' ').skip(1);
             match (parts.next(), parts.next()) {
                 (Some("put"), Some(k)) => inserted.insert(k.to_owned()),
@@ -856,7 +954,8 @@ async fn acknowledged_rows_survive_sigkill() {
                 _ => panic!("unexpected child output {line}"),
             };
         }
-        check_after_crash(&path, &inserted, &deleting, &deleted, round).await;
+        let wrote = !acks.is_empty();
+        check_after_crash(&path, &inserted, &deleting, &deleted, round, wrote).await;
     }
     assert!(
         inserted.len() > CRASH_ROUNDS as usize && !deleted.is_empty(),
@@ -877,8 +976,19 @@ async fn check_after_crash(
     deleting: &BTreeSet<String>,
     deleted: &BTreeSet<String>,
     round: u64,
+    wrote: bool,
 ) {
     let store = EmbeddedStore::open(path, durable()).unwrap();
+    // The child opened the store (from the index this function's last
+    // clean close saved) and wrote: killed, it saved nothing, so the index
+    // is rebuilt from the rows.
+    if wrote {
+        assert_eq!(
+            store.arrival_index_restored(ARRIVAL),
+            Some(false),
+            "round {round}"
+        );
+    }
     for pk in inserted.difference(deleting) {
         let found = get(&store, ARRIVAL, json!({"pk": {"S": pk}})).await;
         assert!(found.is_some(), "round {round}: acknowledged {pk} is lost");

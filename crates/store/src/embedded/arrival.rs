@@ -12,7 +12,8 @@
 //! table's right edge, and a partition's items stay together in sort-key
 //! order, so Query reads them as before. An [`ArrivalIndex`] in memory maps
 //! a hash of the partition key to its places (about 20-40 bytes a
-//! partition), rebuilt from the rows at open. A table keeps the layout it
+//! partition), built from the rows or read from its snapshot at open (see
+//! below). A table keeps the layout it
 //! was created with (`TableMeta::arrival_order`).
 //!
 //! The index only proposes: every candidate row is read and its key
@@ -31,12 +32,22 @@
 //! (every item expiring a fixed time after it arrived), do their expiries.
 //! The index keeps instead, per block of [`EXPIRY_BLOCK`] places, the
 //! earliest expiry second of an item written there, noted when the write
-//! commits and rebuilt from the rows at open. The sweeper reads the rows of
+//! commits and built again at open. The sweeper reads the rows of
 //! each block whose earliest expiry has passed, deletes what has expired
 //! and notes the block's next expiry (`ttl::expire_arrival`). A note can
 //! only be early (the item changed or went since), which costs a read of
 //! the block's rows, never a missed expiry. Each keyed emit so writes one
 //! row fewer, and the commit copies no tail page of `ttl_index`.
+//!
+//! A clean close keeps each index in the file (`arrival_snapshots`, see
+//! [`save_snapshots`]), and the next open reads it back instead of every
+//! row of the table, then removes it before anything else is written: a
+//! snapshot found at an open describes the file exactly. An open after a
+//! crash, or after a commit the snapshot does not know of (the commit log's
+//! applied record moved), rebuilds the index from the rows as before. The
+//! index hashes with SipHash-1-3 under random keys chosen when the index is
+//! first built and kept in its snapshot.
+//!
 //! `tests/arrival.rs` runs the same operations on a table of each layout
 //! and compares every answer, across reopenings, and kills a writing
 //! process to check what the replay and the rebuilt index give back.
@@ -44,15 +55,19 @@
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use postbox_item::{AttributeValue, Item, RawValueRef, visit_encoded_item_unchecked};
-use redb::ReadableTable;
+use redb::{ReadableDatabase, ReadableTable};
+use siphasher::sip::SipHasher13;
 
 use crate::StoreError;
 use crate::shards::ShardedMap;
 
 use super::catalog::TableMeta;
+use super::tables::{
+    self, ARRIVAL_SNAPSHOT_AT, ARRIVAL_SNAPSHOTS, CLEAN_CLOSE, SYSTEM, WAL_APPLIED,
+};
 use super::{keys, row, storage_err};
 
 /// The tag that asks CreateTable for arrival order (value [`ARRIVAL`]) or
@@ -104,8 +119,12 @@ pub(crate) const EXPIRY_BLOCK: u64 = 256;
 /// and the earliest expiry of each block of places. Shared by the writer
 /// (which changes it), readers and the TTL sweeper.
 pub struct ArrivalIndex {
+    /// The SipHash keys of partition-key hashes, kept in the snapshot;
     /// None in tests that make every key collide.
-    hasher: Option<RandomState>,
+    keys: Option<(u64, u64)>,
+    /// Whether the index was read from a snapshot rather than built from
+    /// the table's rows.
+    restored: bool,
     state: Mutex<Places>,
     expiries: Mutex<Expiries>,
     /// Held through a sweep of the table's expiries: one at a time (the
@@ -168,18 +187,21 @@ impl Hasher for Prehashed {
 impl ArrivalIndex {
     /// An empty index, numbering places from 1.
     pub(crate) fn new() -> ArrivalIndex {
-        ArrivalIndex::with_hasher(Some(RandomState::new()))
+        // Random keys, as the standard library's hash maps draw theirs.
+        let random = RandomState::new();
+        ArrivalIndex::with_keys(Some((random.hash_one(0u8), random.hash_one(1u8))))
     }
 
     /// An index whose keys all have one hash, to test collisions.
     #[cfg(test)]
     fn colliding() -> ArrivalIndex {
-        ArrivalIndex::with_hasher(None)
+        ArrivalIndex::with_keys(None)
     }
 
-    fn with_hasher(hasher: Option<RandomState>) -> ArrivalIndex {
+    fn with_keys(keys: Option<(u64, u64)>) -> ArrivalIndex {
         ArrivalIndex {
-            hasher,
+            keys,
+            restored: false,
             state: Mutex::new(Places {
                 next: 1,
                 ..Places::default()
@@ -289,7 +311,11 @@ impl ArrivalIndex {
     }
 
     fn hash(&self, partition: &[u8]) -> u64 {
-        self.hasher.as_ref().map_or(0, |h| h.hash_one(partition))
+        self.keys.map_or(0, |(k0, k1)| {
+            let mut h = SipHasher13::new_with_keys(k0, k1);
+            h.write(partition);
+            h.finish()
+        })
     }
 
     /// A new place for `partition`.
@@ -326,9 +352,200 @@ impl ArrivalIndex {
 
     /// How many places the index holds.
     pub(crate) fn len(&self) -> usize {
-        let places = self.state.lock().expect("arrival index");
-        places.first.len() + places.more.values().map(Vec::len).sum::<usize>()
+        self.state.lock().expect("arrival index").len()
     }
+
+    /// Whether the index was read from the snapshot of the last clean
+    /// close rather than built from the table's rows.
+    pub(crate) fn restored(&self) -> bool {
+        self.restored
+    }
+
+    /// The index as bytes, handed to `put` in parts of about
+    /// [`SNAPSHOT_CHUNK`] bytes, little-endian: the version
+    /// ([`SNAPSHOT_VERSION`]), the two hash keys, the next place, the
+    /// number of places and each as (hash, place), every place held once in
+    /// `first` before those in `more` in their order, then the number of
+    /// blocks with an expiry and each as (block, second). False (and
+    /// nothing put) for an index whose keys all collide (tests).
+    pub(crate) fn snapshot(
+        &self,
+        mut put: impl FnMut(&[u8]) -> Result<(), StoreError>,
+    ) -> Result<bool, StoreError> {
+        let Some((k0, k1)) = self.keys else {
+            return Ok(false);
+        };
+        let places = self.state.lock().expect("arrival index");
+        let expiries = self.expiries.lock().expect("arrival expiries");
+        let mut out = Vec::with_capacity(SNAPSHOT_CHUNK + 16);
+        out.push(SNAPSHOT_VERSION);
+        for n in [k0, k1, places.next, places.len() as u64] {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        let more = places
+            .more
+            .iter()
+            .flat_map(|(hash, seqs)| seqs.iter().map(move |seq| (hash, seq)));
+        let blocks = expiries.earliest.iter();
+        let count = [(expiries.earliest.len() as u64).to_le_bytes()];
+        for (i, (a, b)) in places.first.iter().chain(more).enumerate() {
+            if i > 0 && out.len() >= SNAPSHOT_CHUNK {
+                put(&out)?;
+                out.clear();
+            }
+            out.extend_from_slice(&a.to_le_bytes());
+            out.extend_from_slice(&b.to_le_bytes());
+        }
+        out.extend_from_slice(&count[0]);
+        for (a, b) in blocks {
+            if out.len() >= SNAPSHOT_CHUNK {
+                put(&out)?;
+                out.clear();
+            }
+            out.extend_from_slice(&a.to_le_bytes());
+            out.extend_from_slice(&b.to_le_bytes());
+        }
+        put(&out)?;
+        Ok(true)
+    }
+
+    /// The index [`snapshot`](Self::snapshot) wrote as `bytes` (its parts
+    /// joined), or why they do not make one.
+    pub(crate) fn from_snapshot(bytes: &[u8]) -> Result<ArrivalIndex, String> {
+        let (&version, mut rest) = bytes.split_first().ok_or("it is empty")?;
+        if version != SNAPSHOT_VERSION {
+            return Err(format!("its version is {version}, not {SNAPSHOT_VERSION}"));
+        }
+        let mut next_u64 = || -> Result<u64, String> {
+            let (n, tail) = rest.split_first_chunk::<8>().ok_or("it ends early")?;
+            rest = tail;
+            Ok(u64::from_le_bytes(*n))
+        };
+        let keys = (next_u64()?, next_u64()?);
+        let mut index = ArrivalIndex::with_keys(Some(keys));
+        index.restored = true;
+        {
+            let places = index.state.get_mut().expect("arrival index");
+            places.next = next_u64()?;
+            for _ in 0..next_u64()? {
+                let (hash, place) = (next_u64()?, next_u64()?);
+                if place >= places.next {
+                    return Err(format!("place {place} is not below its next place"));
+                }
+                places.add(hash, place);
+            }
+            let expiries = index.expiries.get_mut().expect("arrival expiries");
+            for _ in 0..next_u64()? {
+                let (block, at) = (next_u64()?, next_u64()?);
+                expiries.set(block, Some(at));
+            }
+        }
+        if !rest.is_empty() {
+            return Err(format!("{} bytes follow its end", rest.len()));
+        }
+        Ok(index)
+    }
+}
+
+/// The layout of [`ArrivalIndex::snapshot`]; another is rebuilt from rows.
+const SNAPSHOT_VERSION: u8 = 1;
+/// About how many bytes of a snapshot each row of `arrival_snapshots` holds.
+const SNAPSHOT_CHUNK: usize = 1 << 20;
+
+/// Writes into `txn` (the closing transaction: nothing is written after
+/// it) the snapshot of the index of every table of `tables` kept in arrival
+/// order, with the commit log's last applied record as `txn` leaves it, so
+/// that the next open can tell the snapshots still describe the file.
+/// Returns how many places they hold.
+pub(crate) fn save_snapshots(
+    txn: &redb::WriteTransaction,
+    tables: &[Arc<TableMeta>],
+) -> Result<u64, StoreError> {
+    let mut saved = 0;
+    let mut any = false;
+    let mut rows = txn.open_table(ARRIVAL_SNAPSHOTS).map_err(storage_err)?;
+    for meta in tables {
+        let Some(index) = &meta.arrival else { continue };
+        let mut chunk = 0u32;
+        let wrote = index.snapshot(|part| {
+            rows.insert((meta.id, chunk), part).map_err(storage_err)?;
+            chunk += 1;
+            Ok(())
+        })?;
+        if wrote {
+            any = true;
+            saved += index.len() as u64;
+            if crate::faults::hit(crate::faults::ARRIVAL_SAVE) {
+                return Err(StoreError::Storage(format!(
+                    "fault point {}",
+                    crate::faults::ARRIVAL_SAVE
+                )));
+            }
+        }
+    }
+    drop(rows);
+    if any {
+        let mut system = txn.open_table(SYSTEM).map_err(storage_err)?;
+        let applied = system
+            .get(WAL_APPLIED)
+            .map_err(storage_err)?
+            .map_or(0, |g| g.value());
+        system
+            .insert(ARRIVAL_SNAPSHOT_AT, applied)
+            .map_err(storage_err)?;
+    } else {
+        txn.delete_table(ARRIVAL_SNAPSHOTS).map_err(storage_err)?;
+    }
+    Ok(saved)
+}
+
+/// The snapshots of the last clean close, by table id, parts joined, and
+/// removes them from the file (durably, before the open writes anything
+/// else). They are returned only when `usable` (the open replayed no
+/// record of the commit log), the close was clean and no commit has moved
+/// the commit log's last applied record since they were written (a build
+/// that does not know them could have opened the file); otherwise the
+/// indexes are rebuilt from the rows.
+pub(crate) fn take_snapshots(
+    db: &redb::Database,
+    usable: bool,
+) -> Result<HashMap<u32, Vec<u8>>, StoreError> {
+    let mut out: HashMap<u32, Vec<u8>> = HashMap::new();
+    {
+        let txn = db.begin_read().map_err(storage_err)?;
+        let Some(rows) = tables::open_if_present(&txn, ARRIVAL_SNAPSHOTS)? else {
+            return Ok(out);
+        };
+        let system = tables::open_if_present(&txn, SYSTEM)?;
+        let value = |key: &str| -> Result<Option<u64>, StoreError> {
+            match &system {
+                Some(t) => Ok(t.get(key).map_err(storage_err)?.map(|g| g.value())),
+                None => Ok(None),
+            }
+        };
+        let current = usable
+            && value(CLEAN_CLOSE)? != Some(0)
+            && value(ARRIVAL_SNAPSHOT_AT)? == Some(value(WAL_APPLIED)?.unwrap_or(0));
+        if current {
+            for row in rows.iter().map_err(storage_err)? {
+                let (key, part) = row.map_err(storage_err)?;
+                let (id, _) = key.value();
+                out.entry(id).or_default().extend_from_slice(part.value());
+            }
+        } else {
+            tracing::info!(
+                "the arrival indexes' snapshots are older than the file: rebuilding them"
+            );
+        }
+    }
+    let txn = db.begin_write().map_err(storage_err)?;
+    txn.delete_table(ARRIVAL_SNAPSHOTS).map_err(storage_err)?;
+    txn.open_table(SYSTEM)
+        .map_err(storage_err)?
+        .remove(ARRIVAL_SNAPSHOT_AT)
+        .map_err(storage_err)?;
+    txn.commit().map_err(storage_err)?;
+    Ok(out)
 }
 
 /// Due blocks `first_due` picks from among by time; with more due, it
@@ -393,6 +610,10 @@ impl Expiries {
 }
 
 impl Places {
+    fn len(&self) -> usize {
+        self.first.len() + self.more.values().map(Vec::len).sum::<usize>()
+    }
+
     fn add(&mut self, hash: u64, seq: u64) {
         if !self.first.insert_if_absent(hash, seq) {
             self.more.entry(hash).or_default().push(seq);
@@ -769,6 +990,74 @@ mod tests {
         index.reset_expiries(&[(7, 5)]);
         assert_eq!(index.blocks_noted(), 1);
         assert_eq!(index.begin_sweep(None, 6), Some(0));
+    }
+
+    /// The parts `index.snapshot` puts, each as written.
+    fn snapshot_parts(index: &ArrivalIndex) -> Vec<Vec<u8>> {
+        let mut parts = Vec::new();
+        let wrote = index
+            .snapshot(|part| {
+                parts.push(part.to_vec());
+                Ok(())
+            })
+            .unwrap();
+        assert!(wrote);
+        parts
+    }
+
+    #[test]
+    fn a_snapshot_gives_back_the_same_places_keys_and_expiries() {
+        let index = ArrivalIndex::new();
+        // Enough places for several parts, one partition written again
+        // (a second place for its hash), and some forgotten.
+        let keys: Vec<Vec<u8>> = (0..150_000u32)
+            .map(|n| format!("tenant-{n}").into_bytes())
+            .collect();
+        for key in &keys {
+            index.insert(key);
+        }
+        let again = index.insert(&keys[7]);
+        index.forget(&keys[8], 9);
+        index.note_expiry(3, 500);
+        index.note_expiry(EXPIRY_BLOCK * 40 + 1, 90);
+        let parts = snapshot_parts(&index);
+        assert!(parts.len() >= 2, "{} parts", parts.len());
+        assert!(parts.iter().all(|p| p.len() <= SNAPSHOT_CHUNK + 16));
+        let restored = ArrivalIndex::from_snapshot(&parts.concat()).unwrap();
+        assert!(restored.restored() && !index.restored());
+        assert_eq!(restored.len(), index.len());
+        for key in &keys {
+            assert_eq!(restored.candidates(key), index.candidates(key));
+        }
+        assert_eq!(restored.candidates(&keys[7]), vec![again, 8]);
+        assert!(restored.candidates(&keys[8]).is_empty());
+        // Its next place and its expiries carry on where the index left off.
+        assert_eq!(restored.begin_sweep(None, 100), Some(40));
+        restored.end_sweep(40, None);
+        assert_eq!(restored.begin_sweep(None, 1_000), Some(0));
+        assert_eq!(restored.insert(b"new"), index.insert(b"new"));
+    }
+
+    #[test]
+    fn a_damaged_snapshot_is_refused_with_the_reason() {
+        let index = ArrivalIndex::new();
+        index.insert(b"a");
+        index.note_expiry(1, 5);
+        let bytes = snapshot_parts(&index).concat();
+        let refused = |bytes: &[u8]| ArrivalIndex::from_snapshot(bytes).err().unwrap();
+        assert_eq!(refused(&[]), "it is empty");
+        assert_eq!(refused(&bytes[..bytes.len() - 1]), "it ends early");
+        assert_eq!(
+            refused(&[bytes.as_slice(), &[0]].concat()),
+            "1 bytes follow its end"
+        );
+        let mut other = bytes.clone();
+        other[0] = 9;
+        assert_eq!(refused(&other), "its version is 9, not 1");
+        // A place at or past the next one (bytes 17..25 hold the next place).
+        let mut past = bytes;
+        past[17..25].copy_from_slice(&1u64.to_le_bytes());
+        assert_eq!(refused(&past), "place 1 is not below its next place");
     }
 
     /// Entries `begin_sweep` has looked at so far.

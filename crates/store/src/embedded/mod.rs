@@ -92,6 +92,7 @@ mod wal;
 mod write_ops;
 mod writer;
 
+use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -318,7 +319,9 @@ impl EmbeddedStore {
         if !logged {
             let db = builder.create_with_backend(file).map_err(storage_err)?;
             let log_tables = LogTables::for_file(&options.tables, &db)?;
-            log_recovery(&recover(&db, &log_path, &options, &log_tables)?);
+            let recovered = recover(&db, &log_path, &options, &log_tables)?;
+            log_recovery(&recovered);
+            let snapshots = arrival::take_snapshots(&db, recovered.records == 0)?;
             // Everything the log held is in the file now.
             wal::closed_without_log(&db)?;
             for region in wal::region_paths(&log_path) {
@@ -328,7 +331,7 @@ impl EmbeddedStore {
                     Err(e) => return Err(storage_err(format!("{}: {e}", region.display()))),
                 }
             }
-            return EmbeddedStore::start(db, options, log_tables, None);
+            return EmbeddedStore::start(db, options, log_tables, None, snapshots);
         }
         // With a log, the store file's syncs run beside the writer: a
         // checkpoint's commit returns before its pages are on disk, and the
@@ -339,9 +342,10 @@ impl EmbeddedStore {
         let log_tables = LogTables::for_file(&options.tables, &db)?;
         let recovered = recover(&db, &log_path, &options, &log_tables)?;
         log_recovery(&recovered);
+        let snapshots = arrival::take_snapshots(&db, recovered.records == 0)?;
         let wal = wal::Wal::open(&log_path, &recovered, wal::store_id(&db)?, syncs)?;
         wal.in_use(&db)?;
-        EmbeddedStore::start(db, options, log_tables, Some(wal))
+        EmbeddedStore::start(db, options, log_tables, Some(wal), snapshots)
     }
 
     /// Opens a store on any redb storage backend: `redb::backends::InMemoryBackend`
@@ -356,7 +360,8 @@ impl EmbeddedStore {
             .map_err(storage_err)?;
         tables::check_format(&db)?;
         let log_tables = LogTables::for_file(&options.tables, &db)?;
-        EmbeddedStore::start(db, options, log_tables, None)
+        let snapshots = arrival::take_snapshots(&db, true)?;
+        EmbeddedStore::start(db, options, log_tables, None, snapshots)
     }
 
     fn start(
@@ -364,8 +369,9 @@ impl EmbeddedStore {
         options: EmbeddedOptions,
         log_tables: LogTables,
         wal: Option<wal::Wal>,
+        snapshots: HashMap<u32, Vec<u8>>,
     ) -> StoreResult<EmbeddedStore> {
-        let tables = load_tables(&db)?;
+        let tables = load_tables(&db, snapshots)?;
         let (commits, _) = watch::channel(0);
         let (committed, _) = watch::channel(0);
         let shared = Arc::new(Shared {
@@ -430,6 +436,15 @@ impl EmbeddedStore {
         self.running
             .rows_ranged
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether the open read the index of `table` (kept in arrival order)
+    /// from the snapshot its last clean close left (true) or built it from
+    /// the table's rows (false); None for a table not kept in arrival order
+    /// or not found.
+    pub fn arrival_index_restored(&self, table: &str) -> Option<bool> {
+        let meta = self.inner().shared.catalog.get(table).ok()?;
+        meta.arrival.as_ref().map(|index| index.restored())
     }
 
     fn count_ranged(&self, rows: u64) {
@@ -677,8 +692,10 @@ fn recover(
     Ok(recovered)
 }
 
-/// Reads every table's metadata from the file.
-fn load_tables(db: &Database) -> StoreResult<Vec<Meta>> {
+/// Reads every table's metadata from the file, and the index of each table
+/// kept in arrival order from its snapshot in `snapshots` (by table id) or,
+/// without a usable one, from its rows.
+fn load_tables(db: &Database, mut snapshots: HashMap<u32, Vec<u8>>) -> StoreResult<Vec<Meta>> {
     let txn = db.begin_read().map_err(storage_err)?;
     let Some(meta) = tables::open_if_present(&txn, tables::META)? else {
         return Ok(Vec::new());
@@ -691,15 +708,25 @@ fn load_tables(db: &Database) -> StoreResult<Vec<Meta>> {
         })?;
         if parsed.arrival_order {
             let started = std::time::Instant::now();
-            let index = match tables::open_if_present(&txn, tables::ITEMS)? {
-                Some(items) => arrival::ArrivalIndex::build(&items, &parsed)?,
-                None => arrival::ArrivalIndex::new(),
+            let restored = match snapshots.remove(&parsed.id) {
+                Some(bytes) => arrival::ArrivalIndex::from_snapshot(&bytes)
+                    .inspect_err(|e| {
+                        tracing::warn!(table = %parsed.name, problem = %e, "the snapshot of a table's arrival index is damaged: rebuilding it from the rows");
+                    })
+                    .ok(),
+                None => None,
+            };
+            let index = match (restored, tables::open_if_present(&txn, tables::ITEMS)?) {
+                (Some(index), _) => index,
+                (None, Some(items)) => arrival::ArrivalIndex::build(&items, &parsed)?,
+                (None, None) => arrival::ArrivalIndex::new(),
             };
             tracing::info!(
                 table = %parsed.name,
-                rows = index.len(),
+                places = index.len(),
+                from = if index.restored() { "snapshot" } else { "rows" },
                 ms = started.elapsed().as_millis() as u64,
-                "indexed the rows of a table kept in arrival order"
+                "indexed a table kept in arrival order"
             );
             parsed.arrival = Some(Arc::new(index));
         }

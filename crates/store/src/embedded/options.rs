@@ -73,7 +73,8 @@ pub struct EmbeddedOptions {
     /// [`ROW_ORDER_TAG`](super::ROW_ORDER_TAG), which decides when given),
     /// keep their partitions in arrival order with an
     /// index of their partition keys in memory (about 20-40 bytes a
-    /// partition, rebuilt at open): a new partition is written at the
+    /// partition, saved by a clean close and read back at open, rebuilt
+    /// from the rows after a crash): a new partition is written at the
     /// table's end instead of in a random leaf, which is what a table of
     /// random keys costs a B-tree (see `arrival`). The layout is kept with
     /// the table. Empty by default; a node names its Idempotency-Key table.

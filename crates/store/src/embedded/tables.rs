@@ -98,6 +98,12 @@ pub(crate) const CLIENT_TOKENS: TableDefinition<&str, (u64, &[u8])> =
 pub(crate) const CLIENT_TOKEN_TIMES: TableDefinition<(u64, &str), ()> =
     TableDefinition::new("client_token_times");
 
+/// (table id, part) -> the index of a table kept in arrival order as the
+/// last clean close left it (`arrival::save_snapshots`): present only from
+/// a clean close to the next open, which reads and removes it.
+pub(crate) const ARRIVAL_SNAPSHOTS: TableDefinition<(u32, u32), &[u8]> =
+    TableDefinition::new("arrival_snapshots");
+
 /// Key of the table-id counter in [`SYSTEM`].
 pub(crate) const NEXT_TABLE_ID: &str = "next_table_id";
 /// Key in [`SYSTEM`] of the file's format: what a build must understand to
@@ -126,6 +132,9 @@ pub(crate) const WAL_APPLIED: &str = "wal_applied";
 /// durable commit of an open with a log on. A region of the log missing
 /// at open while it is 0 may have held acknowledged writes.
 pub(crate) const CLEAN_CLOSE: &str = "clean_close";
+/// `system` key: the [`WAL_APPLIED`] value (0 if none) of the closing
+/// commit that wrote [`ARRIVAL_SNAPSHOTS`].
+pub(crate) const ARRIVAL_SNAPSHOT_AT: &str = "arrival_snapshot_at";
 /// `system` key: the store file's random identity, which its commit log
 /// carries in its header.
 pub(crate) const STORE_ID: &str = "store_id";

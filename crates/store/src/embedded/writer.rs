@@ -31,6 +31,7 @@ use tokio::sync::oneshot;
 
 use crate::StoreError;
 
+use super::arrival;
 use super::catalog::CatalogChange;
 use super::context::WriteContext;
 use super::logged::OpLog;
@@ -269,23 +270,64 @@ fn run(db: &Database, shared: &Arc<Shared>, mut wal: Option<Wal>, rx: Receiver<M
     if let Some(syncer) = syncer {
         syncer.stop();
     }
-    if let Some(wal) = wal.as_mut()
-        && shared.failure().is_none()
-        && let Err(e) = checkpoint(db, wal)
-    {
-        tracing::warn!(error = %e, "the closing checkpoint failed; the commit log will be replayed at the next open");
+    if shared.failure().is_some() {
+        return;
+    }
+    match wal.as_mut() {
+        Some(wal) => {
+            if let Err(e) = checkpoint(db, shared, wal) {
+                tracing::warn!(error = %e, "the closing checkpoint failed; the commit log will be replayed at the next open");
+            }
+        }
+        None => {
+            if let Err(e) = save_arrival_indexes(db, shared) {
+                tracing::warn!(error = %e, "the arrival indexes were not saved; the next open rebuilds them from the rows");
+            }
+        }
     }
 }
 
-/// Commits an otherwise empty transaction durably, so that the store file
-/// holds every record of the commit log (once its sync, which closing the
-/// database waits for, is done), and says so: the log's files are not
-/// needed at the next open.
-fn checkpoint(db: &Database, wal: &Wal) -> Result<(), StoreError> {
+/// Commits a transaction durably, so that the store file holds every
+/// record of the commit log (once its sync, which closing the database
+/// waits for, is done), and says so: the log's files are not needed at the
+/// next open. It also holds the arrival indexes' snapshots, so that the
+/// next open need not read every row of those tables.
+fn checkpoint(db: &Database, shared: &Shared, wal: &Wal) -> Result<(), StoreError> {
+    let commit = |save: bool| -> Result<u64, StoreError> {
+        let txn = db.begin_write().map_err(storage_err)?;
+        mark_applied(&txn, wal.next_lsn() - 1)?;
+        mark_clean(&txn, true)?;
+        let places = match save {
+            true => arrival::save_snapshots(&txn, &shared.catalog.all())?,
+            false => 0,
+        };
+        txn.commit().map_err(storage_err)?;
+        Ok(places)
+    };
+    // The snapshots only spare the next open some reading: without them
+    // the checkpoint still closes the log.
+    let places = commit(true).or_else(|e| {
+        tracing::warn!(error = %e, "the arrival indexes were not saved; the next open rebuilds them from the rows");
+        commit(false)
+    })?;
+    if places > 0 {
+        tracing::info!(places, "saved the arrival indexes for the next open");
+    }
+    Ok(())
+}
+
+/// The arrival indexes' snapshots in a closing commit of their own (a store
+/// without a commit log), if a table has one.
+fn save_arrival_indexes(db: &Database, shared: &Shared) -> Result<(), StoreError> {
+    let tables = shared.catalog.all();
+    if tables.iter().all(|t| t.arrival.is_none()) {
+        return Ok(());
+    }
     let txn = db.begin_write().map_err(storage_err)?;
-    mark_applied(&txn, wal.next_lsn() - 1)?;
-    mark_clean(&txn, true)?;
-    txn.commit().map_err(storage_err)
+    let places = arrival::save_snapshots(&txn, &tables)?;
+    txn.commit().map_err(storage_err)?;
+    tracing::debug!(places, "saved the arrival indexes for the next open");
+    Ok(())
 }
 
 /// How many operations are worth a short wait before committing. The callers
