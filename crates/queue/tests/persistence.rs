@@ -142,6 +142,94 @@ async fn deduplication_ids_of_the_earlier_layout_are_moved_at_open() {
     assert_ne!(later.sequence_number.as_deref(), Some(seq1.as_str()));
 }
 
+/// Files of earlier versions keep a message's state alone (`states`), and
+/// its group, send time and size only in its payload; opening one moves
+/// them into `metas`, so messages keep their order, visibility and receive
+/// counts, and later opens read no payload.
+#[tokio::test]
+async fn message_states_of_the_earlier_layout_are_moved_at_open() {
+    use redb::{ReadableTable, TableDefinition};
+    type Meta = (u64, u32, u64, u64, u64, u32, Option<&'static str>);
+    // The queues' two layouts of a message's state (`storage`).
+    const QUEUE_STATES: TableDefinition<(u64, u64), (u64, u32, u64, u64)> =
+        TableDefinition::new("postbox_queue_states");
+    const QUEUE_METAS: TableDefinition<(u64, u64), Meta> =
+        TableDefinition::new("postbox_queue_metas");
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.redb");
+    let clock = Arc::new(ManualClock::new(T0));
+    let handle = {
+        let (store, queues) = open_at(&path, clock.clone()).await;
+        fifo(&queues, "f.fifo").await;
+        queues
+            .create_queue("q", attrs(&[("VisibilityTimeout", "60")]))
+            .await
+            .unwrap();
+        for (body, group) in [("a1", "a"), ("b1", "b"), ("a2", "a")] {
+            queues.send("f.fifo", grouped(body, group)).await.unwrap();
+        }
+        queues.send("q", NewMessage::new("std")).await.unwrap();
+        let got = queues.receive("q", recv(1, None)).await.unwrap();
+        // A file of this version has no table of the earlier layout.
+        let earlier = store
+            .submit(|ctx| ctx.transaction().exists(QUEUE_STATES))
+            .await
+            .unwrap();
+        assert!(!earlier);
+        // Rewrite the file's message states in the earlier layout.
+        let moved = store
+            .submit(|ctx| {
+                let txn = ctx.transaction();
+                let mut new = txn.open_table(QUEUE_METAS)?;
+                let mut rows = Vec::new();
+                for row in new.iter().unwrap() {
+                    let (k, v) = row.unwrap();
+                    let (visible_at, count, first, token, ..) = v.value();
+                    rows.push((k.value(), (visible_at, count, first, token)));
+                }
+                new.delete_range((0, 0)..=(u64::MAX, u64::MAX)).unwrap();
+                let mut old = txn.open_table(QUEUE_STATES)?;
+                for (key, state) in &rows {
+                    old.insert(*key, *state).unwrap();
+                }
+                Ok(rows.len())
+            })
+            .await
+            .unwrap();
+        assert_eq!(moved, 4);
+        drop((store, queues));
+        got[0].receipt_handle.clone()
+    };
+    let (store, queues) = open_at(&path, clock.clone()).await;
+    let left = store
+        .submit(|ctx| {
+            let txn = ctx.transaction();
+            let old = txn.open_table(QUEUE_STATES)?.iter().unwrap().count();
+            let new = txn.open_table(QUEUE_METAS)?.iter().unwrap().count();
+            Ok((old, new))
+        })
+        .await
+        .unwrap();
+    assert_eq!(left, (0, 4));
+    // The received message is still hidden and its handle still deletes it.
+    let s = queues.stats("q").unwrap();
+    assert_eq!((s.visible, s.in_flight), (0, 1));
+    queues.delete("q", &handle).await.unwrap();
+    // The FIFO groups keep their order: a group's next message waits for
+    // its first to go.
+    let got = queues.receive("f.fifo", recv(10, None)).await.unwrap();
+    assert_eq!(bodies(&got), ["a1", "a2", "b1"]);
+    assert_eq!(got[0].system["MessageGroupId"], "a");
+    // Reopened again, from `metas` alone: the receive count is kept.
+    drop((store, queues));
+    let (_store, queues) = open_at(&path, clock.clone()).await;
+    clock.advance_ms(31_000);
+    let again = queues.receive("f.fifo", recv(10, None)).await.unwrap();
+    assert_eq!(bodies(&again), ["a1", "a2", "b1"]);
+    assert_eq!(again[0].system["ApproximateReceiveCount"], "2");
+}
+
 /// The queues' tables are theirs, kept in the store's file: the store
 /// replays their changes only when opened with their set. Queues refuse a
 /// store opened without it, and a file that holds queues refuses to open

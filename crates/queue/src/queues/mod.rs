@@ -388,13 +388,13 @@ pub(crate) fn insert_message(
     state: crate::core::MessageState,
 ) -> StorageResult<u64> {
     let seq = shared.core.take_seq();
-    tables.put_message(handle.id, seq, encoded, &state)?;
     let meta = MessageMeta {
         group: payload.group.as_deref().map(Arc::from),
         sent_at: payload.sent_at,
         size: payload.size,
         state,
     };
+    tables.put_message(handle.id, seq, encoded, &meta)?;
     shared.core.insert(seq, meta);
     Ok(seq)
 }
@@ -404,19 +404,14 @@ fn load(ctx: &mut WriteContext<'_>) -> StorageResult<Vec<QueueHandle>> {
     let now = ctx.now_ms();
     let mut tables = Tables::open(ctx.transaction())?;
     tables.move_dedup_by_key()?;
+    tables.move_states()?;
     let mut out = Vec::new();
     for record in tables.all_queues()? {
         let mut core = QueueCore::new(record.config.fifo, first_seq(now));
         for (key, entry) in tables.dedup_entries(record.id)? {
             core.dedup.insert(key, entry);
         }
-        for (seq, payload, state) in tables.messages(record.id)? {
-            let meta = MessageMeta {
-                group: payload.group.as_deref().map(Arc::from),
-                sent_at: payload.sent_at,
-                size: payload.size,
-                state,
-            };
+        for (seq, meta) in tables.messages(record.id)? {
             core.insert(seq, meta);
         }
         out.push(new_handle(record, core));

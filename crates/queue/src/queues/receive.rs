@@ -19,7 +19,7 @@ use crate::digest::Receipt;
 use crate::error::{QueueError, QueueResult};
 use crate::message::ReceivedMessage;
 use crate::stats::Counters;
-use crate::storage::{Payload, StorageResult, Tables};
+use crate::storage::{Payload, StorageResult, Tables, not_indexed};
 
 use super::send::sequence_number;
 use super::{Inner, QueueHandle, Queues, insert_message};
@@ -394,7 +394,11 @@ fn receive_in(
     }
     let mut out = Vec::with_capacity(r.received.len());
     for (seq, state) in &r.received {
-        tables.put_state(handle.id, *seq, state)?;
+        tables.put_meta(
+            handle.id,
+            *seq,
+            shared.core.get(*seq).ok_or_else(|| not_indexed(*seq))?,
+        )?;
         out.push(Handed {
             seq: *seq,
             state: *state,

@@ -5,7 +5,7 @@ use crate::core::Deleted;
 use crate::digest::Receipt;
 use crate::error::{QueueError, QueueResult};
 use crate::stats::Counters;
-use crate::storage::Tables;
+use crate::storage::{Tables, not_indexed};
 
 use super::Queues;
 
@@ -120,7 +120,8 @@ impl Queues {
                         shared.core.change_visibility(&r, now, ms).map(|s| (r, s))
                     }) {
                         Ok((r, state)) => {
-                            tables.put_state(h.id, r.seq, &state)?;
+                            let meta = shared.core.get(r.seq).ok_or_else(|| not_indexed(r.seq))?;
+                            tables.put_meta(h.id, r.seq, meta)?;
                             released += usize::from(state.visible_at <= now);
                             Ok(())
                         }

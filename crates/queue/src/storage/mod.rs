@@ -7,9 +7,12 @@
 //! - `payloads`: `(queue id, seq)` -> the immutable part of a message
 //!   ([`Payload`], layout in `codec`); `seq` is the send order, so a FIFO
 //!   group's messages are in order within the queue's range;
-//! - `states`: `(queue id, seq)` -> `(visible_at, receive_count,
-//!   first_receive_at, token)`, the part a receive or visibility change
-//!   rewrites: the in-flight/visibility index is rebuilt from it on open;
+//! - `metas`: `(queue id, seq)` -> `(visible_at, receive_count,
+//!   first_receive_at, token, sent_at, size, group)`: what a queue keeps of
+//!   a message in memory, its state (the first four) rewritten by a receive
+//!   or visibility change. The queue's index is rebuilt from it at open
+//!   without reading a payload. (Files of earlier versions keep the state
+//!   alone in `states`: moved at open, reading each payload once.)
 //! - `dedup_by_expiry`: `(queue id, expires_at, 128-bit dedup key)` ->
 //!   `(seq, 128-bit message id)`. Ids are looked up in the queue's memory;
 //!   the file only rebuilds it at open, so its rows are ordered by expiry:
@@ -25,6 +28,7 @@
 mod codec;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use postbox_store::embedded::{LoggedTable as Table, TableOpener, TableSet};
 use redb::{ReadableTable, TableDefinition};
@@ -33,7 +37,7 @@ use serde::{Deserialize, Serialize};
 pub use codec::Payload;
 
 use crate::attributes::QueueConfig;
-use crate::core::{DedupEntry, DedupKey, MessageState};
+use crate::core::{DedupEntry, DedupKey, MessageMeta, MessageState};
 
 /// Queue name -> JSON queue record.
 pub(crate) const QUEUES: TableDefinition<&str, &str> = TableDefinition::new("postbox_queue_queues");
@@ -42,9 +46,17 @@ pub(crate) const SYSTEM: TableDefinition<&str, u64> = TableDefinition::new("post
 /// (queue id, seq) -> the immutable part of a message.
 pub(crate) const PAYLOADS: TableDefinition<(u64, u64), &[u8]> =
     TableDefinition::new("postbox_queue_payloads");
-/// (queue id, seq) -> (visible_at, receive_count, first_receive_at, token).
+/// (queue id, seq) -> (visible_at, receive_count, first_receive_at, token):
+/// the layout before [`METAS`], read once at open to move its rows.
 pub(crate) const STATES: TableDefinition<(u64, u64), (u64, u32, u64, u64)> =
     TableDefinition::new("postbox_queue_states");
+/// (queue id, seq) -> (visible_at, receive_count, first_receive_at, token,
+/// sent_at, size, group).
+pub(crate) const METAS: TableDefinition<(u64, u64), MetaRow<'static>> =
+    TableDefinition::new("postbox_queue_metas");
+
+/// A row of [`METAS`].
+type MetaRow<'a> = (u64, u32, u64, u64, u64, u32, Option<&'a str>);
 /// (queue id, dedup key) -> (seq, expires_at, message id): the layout
 /// before [`DEDUP`], read once at open to move its rows.
 pub(crate) const DEDUP_BY_KEY: TableDefinition<(u64, u128), (u64, u64, u128)> =
@@ -68,6 +80,7 @@ pub fn tables() -> TableSet {
         .table(19, STATES)
         .table(20, DEDUP_BY_KEY)
         .table(21, DEDUP)
+        .table(22, METAS)
 }
 
 const NEXT_QUEUE_ID: &str = "next_queue_id";
@@ -97,7 +110,15 @@ pub(crate) fn storage_err(e: impl std::fmt::Display) -> postbox_store::StoreErro
     postbox_store::StoreError::Storage(format!("queue tables: {e}"))
 }
 
-type StatesTable<'t> = Table<'t, (u64, u64), (u64, u32, u64, u64)>;
+/// The error of a message whose state changed but that its queue's index
+/// does not hold (a bug: nothing is written).
+pub(crate) fn not_indexed(seq: u64) -> postbox_store::StoreError {
+    storage_err(format!(
+        "message {seq} changed state but is not in its queue's index"
+    ))
+}
+
+type MetasTable<'t> = Table<'t, (u64, u64), MetaRow<'static>>;
 type DedupTable<'t> = Table<'t, (u64, u64, u128), (u64, u128)>;
 
 /// The queue tables of one write transaction, each opened on first use
@@ -107,7 +128,7 @@ pub(crate) struct Tables<'t> {
     queues: Option<Table<'t, &'static str, &'static str>>,
     system: Option<Table<'t, &'static str, u64>>,
     payloads: Option<Table<'t, (u64, u64), &'static [u8]>>,
-    states: Option<StatesTable<'t>>,
+    metas: Option<MetasTable<'t>>,
     dedup: Option<DedupTable<'t>>,
 }
 
@@ -128,7 +149,7 @@ impl<'t> Tables<'t> {
             queues: None,
             system: None,
             payloads: None,
-            states: None,
+            metas: None,
             dedup: None,
         })
     }
@@ -182,24 +203,24 @@ impl<'t> Tables<'t> {
         table!(self, payloads, PAYLOADS)
             .delete_range((id, 0)..=(id, u64::MAX))
             .map_err(storage_err)?;
-        table!(self, states, STATES)
+        table!(self, metas, METAS)
             .delete_range((id, 0)..=(id, u64::MAX))
             .map_err(storage_err)?;
         Ok(())
     }
 
-    /// Stores a message: its encoded payload and its state.
+    /// Stores a message: its encoded payload and what the queue keeps of it.
     pub fn put_message(
         &mut self,
         id: u64,
         seq: u64,
         encoded: &[u8],
-        state: &MessageState,
+        meta: &MessageMeta,
     ) -> StorageResult<()> {
         table!(self, payloads, PAYLOADS)
             .insert((id, seq), encoded)
             .map_err(storage_err)?;
-        self.put_state(id, seq, state)
+        self.put_meta(id, seq, meta)
     }
 
     /// A message's payload bytes, decoded by the caller off the writer thread.
@@ -226,12 +247,21 @@ impl<'t> Tables<'t> {
         f(bytes.value())
     }
 
-    pub fn put_state(&mut self, id: u64, seq: u64, s: &MessageState) -> StorageResult<()> {
-        table!(self, states, STATES)
-            .insert(
-                (id, seq),
-                (s.visible_at, s.receive_count, s.first_receive_at, s.token),
-            )
+    /// Stores what the queue keeps of message `seq` (after a send, or a
+    /// change of its state).
+    pub fn put_meta(&mut self, id: u64, seq: u64, m: &MessageMeta) -> StorageResult<()> {
+        let s = &m.state;
+        let row = (
+            s.visible_at,
+            s.receive_count,
+            s.first_receive_at,
+            s.token,
+            m.sent_at,
+            m.size,
+            m.group.as_deref(),
+        );
+        table!(self, metas, METAS)
+            .insert((id, seq), row)
             .map_err(storage_err)?;
         Ok(())
     }
@@ -244,7 +274,7 @@ impl<'t> Tables<'t> {
         table!(self, payloads, PAYLOADS)
             .remove((id, seq))
             .map_err(storage_err)?;
-        table!(self, states, STATES)
+        table!(self, metas, METAS)
             .remove((id, seq))
             .map_err(storage_err)?;
         Ok(())
@@ -293,33 +323,16 @@ impl<'t> Tables<'t> {
         Ok(())
     }
 
-    /// A queue's messages in sequence order: `(seq, payload, state)`.
-    pub fn messages(&mut self, id: u64) -> StorageResult<Vec<(u64, Payload, MessageState)>> {
+    /// A queue's messages in sequence order, as the queue keeps them.
+    pub fn messages(&mut self, id: u64) -> StorageResult<Vec<(u64, MessageMeta)>> {
         let mut out = Vec::new();
-        table!(self, states, STATES);
-        table!(self, payloads, PAYLOADS);
-        let (Some(states), Some(payloads)) = (&self.states, &self.payloads) else {
-            unreachable!("opened above")
-        };
-        let mut states = states
-            .range((id, 0)..=(id, u64::MAX))
-            .map_err(storage_err)?;
-        for row in payloads
+        for row in table!(self, metas, METAS)
             .range((id, 0)..=(id, u64::MAX))
             .map_err(storage_err)?
         {
             let (k, v) = row.map_err(storage_err)?;
-            let seq = k.value().1;
-            let (sk, sv) = states
-                .next()
-                .ok_or_else(|| storage_err(format!("message {seq} of queue {id} has no state")))?
-                .map_err(storage_err)?;
-            if sk.value().1 != seq {
-                return Err(storage_err(format!(
-                    "message {seq} of queue {id} has no state"
-                )));
-            }
-            let (visible_at, receive_count, first_receive_at, token) = sv.value();
+            let (visible_at, receive_count, first_receive_at, token, sent_at, size, group) =
+                v.value();
             let state = MessageState {
                 visible_at,
                 receive_count,
@@ -330,12 +343,56 @@ impl<'t> Tables<'t> {
                 received_at: 0,
             };
             out.push((
-                seq,
-                Payload::decode_without_body(v.value()).map_err(storage_err)?,
-                state,
+                k.value().1,
+                MessageMeta {
+                    group: group.map(Arc::from),
+                    sent_at,
+                    size,
+                    state,
+                },
             ));
         }
         Ok(out)
+    }
+
+    /// Moves the rows of `states` (files of earlier versions) into
+    /// [`METAS`], reading each message's payload once for the rest, and
+    /// empties it.
+    pub fn move_states(&mut self) -> StorageResult<()> {
+        if !self.txn.exists(STATES)? {
+            return Ok(());
+        }
+        let mut old = self.txn.open_table(STATES)?;
+        let mut moved = Vec::new();
+        for row in old.iter().map_err(storage_err)? {
+            let (k, v) = row.map_err(storage_err)?;
+            let (id, seq) = k.value();
+            moved.push((id, seq, v.value()));
+        }
+        if moved.is_empty() {
+            return Ok(());
+        }
+        old.delete_range((0, 0)..=(u64::MAX, u64::MAX))
+            .map_err(storage_err)?;
+        for (id, seq, (visible_at, receive_count, first_receive_at, token)) in moved {
+            let payload = self.with_payload(id, seq, |bytes| {
+                Payload::decode_without_body(bytes).map_err(storage_err)
+            })?;
+            let meta = MessageMeta {
+                group: payload.group.as_deref().map(Arc::from),
+                sent_at: payload.sent_at,
+                size: payload.size,
+                state: MessageState {
+                    visible_at,
+                    receive_count,
+                    first_receive_at,
+                    token,
+                    received_at: 0,
+                },
+            };
+            self.put_meta(id, seq, &meta)?;
+        }
+        Ok(())
     }
 
     /// A queue's deduplication entries, in expiry order.
