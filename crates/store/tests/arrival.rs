@@ -517,14 +517,17 @@ async fn a_clean_close_saves_the_index_and_the_next_open_reads_it_unless_the_fil
             .unwrap();
         }
         drop(store);
-        // The next open reads the saved index, and finds every row by it.
-        let store = open();
-        assert_eq!(
-            store.arrival_index_restored(ARRIVAL),
-            Some(true),
-            "logged: {logged}"
-        );
-        all_found_but(&store, &keys, &gone).await;
+        // Opens the store, whose index must come from the saved one
+        // (`saved`) or from the rows, and finds every row by it.
+        let reopen = async |saved: bool, keys: &[String]| {
+            let store = open();
+            let from = store.arrival_index_restored(ARRIVAL);
+            assert_eq!(from, Some(saved), "logged: {logged}");
+            all_found_but(&store, keys, &gone).await;
+            store
+        };
+        // The next open reads the saved index.
+        let store = reopen(true, &keys).await;
         // It carries on: new partitions take new places, found again.
         for n in 500..600 {
             let pk = scattered(&n.to_string());
@@ -535,21 +538,8 @@ async fn a_clean_close_saves_the_index_and_the_next_open_reads_it_unless_the_fil
         drop(store);
         // A commit the saved index does not know of: rebuilt from the rows.
         move_applied_record(&path(&dir));
-        let store = open();
-        assert_eq!(
-            store.arrival_index_restored(ARRIVAL),
-            Some(false),
-            "logged: {logged}"
-        );
-        all_found_but(&store, &keys, &gone).await;
-        drop(store);
-        let store = open();
-        assert_eq!(
-            store.arrival_index_restored(ARRIVAL),
-            Some(true),
-            "logged: {logged}"
-        );
-        all_found_but(&store, &keys, &gone).await;
+        drop(reopen(false, &keys).await);
+        drop(reopen(true, &keys).await);
     }
 }
 
