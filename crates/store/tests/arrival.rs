@@ -500,6 +500,17 @@ async fn a_clean_close_saves_the_index_and_the_next_open_reads_it_unless_the_fil
             EmbeddedStore::open(path(&dir), options).unwrap()
         };
         let store = open();
+        // A second table in arrival order (by its tag), created first: the
+        // open reads one snapshot per table.
+        create_sorted(&store, ARRIVAL_SORTED, Some("arrival"))
+            .await
+            .unwrap();
+        for pk in ["x", "y"] {
+            let item = json!({"pk": {"S": pk}, "sk": {"S": "1"}});
+            put(&store, json!({"TableName": ARRIVAL_SORTED, "Item": item}))
+                .await
+                .unwrap();
+        }
         create(&store, ARRIVAL, None, None).await;
         assert_eq!(store.arrival_index_restored(ARRIVAL), Some(false));
         assert_eq!(store.arrival_index_restored("nope"), None);
@@ -521,9 +532,15 @@ async fn a_clean_close_saves_the_index_and_the_next_open_reads_it_unless_the_fil
         // (`saved`) or from the rows, and finds every row by it.
         let reopen = async |saved: bool, keys: &[String]| {
             let store = open();
-            let from = store.arrival_index_restored(ARRIVAL);
-            assert_eq!(from, Some(saved), "logged: {logged}");
+            for table in [ARRIVAL, ARRIVAL_SORTED] {
+                let from = store.arrival_index_restored(table);
+                assert_eq!(from, Some(saved), "{table}, logged: {logged}");
+            }
             all_found_but(&store, keys, &gone).await;
+            for pk in ["x", "y"] {
+                let key = json!({"pk": {"S": pk}, "sk": {"S": "1"}});
+                assert!(get(&store, ARRIVAL_SORTED, key).await.is_some(), "{pk}");
+            }
             store
         };
         // The next open reads the saved index.

@@ -408,41 +408,94 @@ impl ArrivalIndex {
         Ok(true)
     }
 
-    /// The index [`snapshot`](Self::snapshot) wrote as `bytes` (its parts
-    /// joined), or why they do not make one.
-    pub(crate) fn from_snapshot(bytes: &[u8]) -> Result<ArrivalIndex, String> {
-        let (&version, mut rest) = bytes.split_first().ok_or("it is empty")?;
+    /// The index [`snapshot`](Self::snapshot) wrote, read from its parts in
+    /// order (a value may span two), or why they do not make one.
+    pub(crate) fn from_parts(
+        parts: impl Iterator<Item = Result<Vec<u8>, String>>,
+    ) -> Result<ArrivalIndex, String> {
+        let mut bytes = Parts {
+            parts,
+            current: Vec::new(),
+            at: 0,
+        };
+        let version = bytes.byte()?.ok_or("it is empty")?;
         if version != SNAPSHOT_VERSION {
             return Err(format!("its version is {version}, not {SNAPSHOT_VERSION}"));
         }
-        let mut next_u64 = || -> Result<u64, String> {
-            let (n, tail) = rest.split_first_chunk::<8>().ok_or("it ends early")?;
-            rest = tail;
-            Ok(u64::from_le_bytes(*n))
-        };
-        let keys = (next_u64()?, next_u64()?);
+        let keys = (bytes.u64()?, bytes.u64()?);
         let mut index = ArrivalIndex::with_keys(Some(keys));
         index.restored = true;
         {
             let places = index.state.get_mut().expect("arrival index");
-            places.next = next_u64()?;
-            for _ in 0..next_u64()? {
-                let (hash, place) = (next_u64()?, next_u64()?);
+            places.next = bytes.u64()?;
+            for _ in 0..bytes.u64()? {
+                let (hash, place) = (bytes.u64()?, bytes.u64()?);
                 if place >= places.next {
                     return Err(format!("place {place} is not below its next place"));
                 }
                 places.add(hash, place);
             }
             let expiries = index.expiries.get_mut().expect("arrival expiries");
-            for _ in 0..next_u64()? {
-                let (block, at) = (next_u64()?, next_u64()?);
+            for _ in 0..bytes.u64()? {
+                let (block, at) = (bytes.u64()?, bytes.u64()?);
                 expiries.set(block, Some(at));
             }
         }
-        if !rest.is_empty() {
-            return Err(format!("{} bytes follow its end", rest.len()));
+        match bytes.left()? {
+            0 => Ok(index),
+            n => Err(format!("{n} bytes follow its end")),
         }
-        Ok(index)
+    }
+}
+
+/// A snapshot's bytes, read part by part: at most one part in memory.
+struct Parts<I> {
+    parts: I,
+    current: Vec<u8>,
+    at: usize,
+}
+
+impl<I: Iterator<Item = Result<Vec<u8>, String>>> Parts<I> {
+    /// Whether a byte is left, moving on to the next non-empty part.
+    fn more(&mut self) -> Result<bool, String> {
+        while self.at == self.current.len() {
+            match self.parts.next() {
+                Some(part) => (self.current, self.at) = (part?, 0),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
+    fn byte(&mut self) -> Result<Option<u8>, String> {
+        if !self.more()? {
+            return Ok(None);
+        }
+        self.at += 1;
+        Ok(Some(self.current[self.at - 1]))
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        let mut out = [0u8; 8];
+        let mut filled = 0;
+        while filled < 8 {
+            if !self.more()? {
+                return Err("it ends early".to_owned());
+            }
+            let n = (8 - filled).min(self.current.len() - self.at);
+            out[filled..filled + n].copy_from_slice(&self.current[self.at..self.at + n]);
+            (filled, self.at) = (filled + n, self.at + n);
+        }
+        Ok(u64::from_le_bytes(out))
+    }
+
+    /// How many bytes are left.
+    fn left(&mut self) -> Result<usize, String> {
+        let mut n = self.current.len() - self.at;
+        for part in self.parts.by_ref() {
+            n += part?.len();
+        }
+        Ok(n)
     }
 }
 
@@ -498,18 +551,18 @@ pub(crate) fn save_snapshots(
     Ok(saved)
 }
 
-/// The snapshots of the last clean close, by table id, parts joined, and
-/// removes them from the file (durably, before the open writes anything
-/// else). They are returned only when `usable` (the open replayed no
-/// record of the commit log), the close was clean and no commit has moved
-/// the commit log's last applied record since they were written (a build
-/// that does not know them could have opened the file); otherwise the
-/// indexes are rebuilt from the rows.
+/// The indexes the last clean close saved, by table id (or why a table's
+/// snapshot makes none), read part by part; then removes them from the
+/// file (durably, before the open writes anything else). They are read
+/// only when `usable` (the open replayed no record of the commit log), the
+/// close was clean and no commit has moved the commit log's last applied
+/// record since they were written (a build that does not know them could
+/// have opened the file); otherwise the indexes are rebuilt from the rows.
 pub(crate) fn take_snapshots(
     db: &redb::Database,
     usable: bool,
-) -> Result<HashMap<u32, Vec<u8>>, StoreError> {
-    let mut out: HashMap<u32, Vec<u8>> = HashMap::new();
+) -> Result<HashMap<u32, Result<ArrivalIndex, String>>, StoreError> {
+    let mut out = HashMap::new();
     {
         let txn = db.begin_read().map_err(storage_err)?;
         let Some(rows) = tables::open_if_present(&txn, ARRIVAL_SNAPSHOTS)? else {
@@ -526,10 +579,26 @@ pub(crate) fn take_snapshots(
             && value(CLEAN_CLOSE)? != Some(0)
             && value(ARRIVAL_SNAPSHOT_AT)? == Some(value(WAL_APPLIED)?.unwrap_or(0));
         if current {
-            for row in rows.iter().map_err(storage_err)? {
-                let (key, part) = row.map_err(storage_err)?;
-                let (id, _) = key.value();
-                out.entry(id).or_default().extend_from_slice(part.value());
+            let mut next = rows.first().map_err(storage_err)?.map(|(k, _)| k.value().0);
+            while let Some(id) = next {
+                let parts = rows
+                    .range((id, 0)..=(id, u32::MAX))
+                    .map_err(storage_err)?
+                    .map(|row| {
+                        row.map(|(_, part)| part.value().to_vec())
+                            .map_err(|e| e.to_string())
+                    });
+                out.insert(id, ArrivalIndex::from_parts(parts));
+                next = match id.checked_add(1) {
+                    Some(after) => rows
+                        .range((after, 0)..)
+                        .map_err(storage_err)?
+                        .next()
+                        .transpose()
+                        .map_err(storage_err)?
+                        .map(|(k, _)| k.value().0),
+                    None => None,
+                };
             }
         } else {
             tracing::info!(
@@ -1017,7 +1086,7 @@ mod tests {
         let parts = snapshot_parts(&index);
         assert!(parts.len() >= 2, "{} parts", parts.len());
         assert!(parts.iter().all(|p| p.len() <= SNAPSHOT_CHUNK + 16));
-        let restored = ArrivalIndex::from_snapshot(&parts.concat()).unwrap();
+        let restored = ArrivalIndex::from_parts(parts.clone().into_iter().map(Ok)).unwrap();
         assert!(restored.restored() && !index.restored());
         assert_eq!(restored.len(), index.len());
         for key in &keys {
@@ -1030,6 +1099,17 @@ mod tests {
         restored.end_sweep(40, None);
         assert_eq!(restored.begin_sweep(None, 1_000), Some(0));
         assert_eq!(restored.insert(b"new"), index.insert(b"new"));
+        // Parts cut anywhere (values spanning two, empty ones) read alike.
+        let bytes = parts.concat();
+        let odd = bytes
+            .chunks(7)
+            .flat_map(|c| [c.to_vec(), Vec::new()])
+            .map(Ok);
+        let again = ArrivalIndex::from_parts(odd).unwrap();
+        assert_eq!(again.len(), index.len() - 1);
+        for key in &keys {
+            assert_eq!(again.candidates(key), restored.candidates(key));
+        }
     }
 
     #[test]
@@ -1038,7 +1118,10 @@ mod tests {
         index.insert(b"a");
         index.note_expiry(1, 5);
         let bytes = snapshot_parts(&index).concat();
-        let refused = |bytes: &[u8]| ArrivalIndex::from_snapshot(bytes).err().unwrap();
+        let refused = |bytes: &[u8]| {
+            let parts = std::iter::once(Ok(bytes.to_vec()));
+            ArrivalIndex::from_parts(parts).err().unwrap()
+        };
         assert_eq!(refused(&[]), "it is empty");
         assert_eq!(refused(&bytes[..bytes.len() - 1]), "it ends early");
         assert_eq!(

@@ -369,7 +369,7 @@ impl EmbeddedStore {
         options: EmbeddedOptions,
         log_tables: LogTables,
         wal: Option<wal::Wal>,
-        snapshots: HashMap<u32, Vec<u8>>,
+        snapshots: HashMap<u32, Result<arrival::ArrivalIndex, String>>,
     ) -> StoreResult<EmbeddedStore> {
         let tables = load_tables(&db, snapshots)?;
         let (commits, _) = watch::channel(0);
@@ -692,10 +692,13 @@ fn recover(
     Ok(recovered)
 }
 
-/// Reads every table's metadata from the file, and the index of each table
-/// kept in arrival order from its snapshot in `snapshots` (by table id) or,
-/// without a usable one, from its rows.
-fn load_tables(db: &Database, mut snapshots: HashMap<u32, Vec<u8>>) -> StoreResult<Vec<Meta>> {
+/// Reads every table's metadata from the file, and takes the index of each
+/// table kept in arrival order from `snapshots` (read from the last clean
+/// close's, by table id) or, without a usable one, builds it from its rows.
+fn load_tables(
+    db: &Database,
+    mut snapshots: HashMap<u32, Result<arrival::ArrivalIndex, String>>,
+) -> StoreResult<Vec<Meta>> {
     let txn = db.begin_read().map_err(storage_err)?;
     let Some(meta) = tables::open_if_present(&txn, tables::META)? else {
         return Ok(Vec::new());
@@ -709,7 +712,7 @@ fn load_tables(db: &Database, mut snapshots: HashMap<u32, Vec<u8>>) -> StoreResu
         if parsed.arrival_order {
             let started = std::time::Instant::now();
             let restored = match snapshots.remove(&parsed.id) {
-                Some(bytes) => arrival::ArrivalIndex::from_snapshot(&bytes)
+                Some(read) => read
                     .inspect_err(|e| {
                         tracing::warn!(table = %parsed.name, problem = %e, "the snapshot of a table's arrival index is damaged: rebuilding it from the rows");
                     })
