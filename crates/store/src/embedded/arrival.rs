@@ -499,6 +499,10 @@ impl<I: Iterator<Item = Result<Vec<u8>, String>>> Parts<I> {
     }
 }
 
+/// The indexes [`take_snapshots`] read, by table id: each, or why its
+/// snapshot makes none, and the time its read took.
+pub(crate) type Saved = HashMap<u32, (Result<ArrivalIndex, String>, std::time::Duration)>;
+
 /// The layout of [`ArrivalIndex::snapshot`]; another is rebuilt from rows.
 const SNAPSHOT_VERSION: u8 = 1;
 /// About how many bytes of a snapshot each row of `arrival_snapshots` holds.
@@ -552,16 +556,14 @@ pub(crate) fn save_snapshots(
 }
 
 /// The indexes the last clean close saved, by table id (or why a table's
-/// snapshot makes none), read part by part; then removes them from the
+/// snapshot makes none, and how long the read took), read part by part;
+/// then removes them from the
 /// file (durably, before the open writes anything else). They are read
 /// only when `usable` (the open replayed no record of the commit log), the
 /// close was clean and no commit has moved the commit log's last applied
 /// record since they were written (a build that does not know them could
 /// have opened the file); otherwise the indexes are rebuilt from the rows.
-pub(crate) fn take_snapshots(
-    db: &redb::Database,
-    usable: bool,
-) -> Result<HashMap<u32, Result<ArrivalIndex, String>>, StoreError> {
+pub(crate) fn take_snapshots(db: &redb::Database, usable: bool) -> Result<Saved, StoreError> {
     let mut out = HashMap::new();
     {
         let txn = db.begin_read().map_err(storage_err)?;
@@ -588,7 +590,9 @@ pub(crate) fn take_snapshots(
                         row.map(|(_, part)| part.value().to_vec())
                             .map_err(|e| e.to_string())
                     });
-                out.insert(id, ArrivalIndex::from_parts(parts));
+                let started = std::time::Instant::now();
+                let index = ArrivalIndex::from_parts(parts);
+                out.insert(id, (index, started.elapsed()));
                 next = match id.checked_add(1) {
                     Some(after) => rows
                         .range((after, 0)..)
