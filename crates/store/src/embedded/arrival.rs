@@ -610,7 +610,12 @@ pub(crate) fn take_snapshots(db: &redb::Database, usable: bool) -> Result<Saved,
             );
         }
     }
-    let txn = db.begin_write().map_err(storage_err)?;
+    // No sync of its own: the open's next durable commit (the log's
+    // `in_use`, or the first write of a durable store) carries it, and
+    // until then the file still holds nothing the snapshots miss.
+    let mut txn = db.begin_write().map_err(storage_err)?;
+    txn.set_durability(redb::Durability::None)
+        .map_err(storage_err)?;
     txn.delete_table(ARRIVAL_SNAPSHOTS).map_err(storage_err)?;
     txn.open_table(SYSTEM)
         .map_err(storage_err)?

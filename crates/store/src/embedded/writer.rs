@@ -323,7 +323,13 @@ fn save_arrival_indexes(db: &Database, shared: &Shared) -> Result<(), StoreError
     if tables.iter().all(|t| t.arrival.is_none()) {
         return Ok(());
     }
-    let txn = db.begin_write().map_err(storage_err)?;
+    let mut txn = db.begin_write().map_err(storage_err)?;
+    // As durable as the store's commits: a store that does not sync them
+    // leaves the sync to closing the database.
+    if shared.options.durability != Durability::Durable {
+        txn.set_durability(redb::Durability::None)
+            .map_err(storage_err)?;
+    }
     let places = arrival::save_snapshots(&txn, &tables)?;
     txn.commit().map_err(storage_err)?;
     tracing::debug!(places, "saved the arrival indexes for the next open");
