@@ -950,8 +950,14 @@ async fn acknowledged_rows_survive_sigkill() {
             ("POSTBOX_ARRIVAL_CHILD", path.display().to_string()),
             ("POSTBOX_ARRIVAL_ROUND", round.to_string()),
         ];
-        let wait = Duration::from_millis(50 + (seed.wrapping_mul(round + 1) >> 7) % 400);
-        let acks = acks_until_killed("arrival_crash_child", &env, wait);
+        let wait = (seed.wrapping_mul(round + 1) >> 7) % 400;
+        // Every third kill may land while the child opens the store; the
+        // others land among its writes.
+        let kill = match round % 3 {
+            0 => KillAfter::Start(Duration::from_millis(50 + wait)),
+            _ => KillAfter::FirstAck(Duration::from_millis(wait)),
+        };
+        let acks = acks_until_killed("arrival_crash_child", &env, kill);
         for line in &acks {
             let mut parts = line.split(' ').skip(1);
             match (parts.next(), parts.next()) {

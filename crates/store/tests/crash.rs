@@ -110,8 +110,13 @@ async fn crash_safety_under_sigkill() {
             ("POSTBOX_CRASH_CHILD", path.display().to_string()),
             ("POSTBOX_CRASH_ROUND", round.to_string()),
         ];
-        let wait = Duration::from_millis(30 + rng.next(400));
-        let acks = acks_until_killed("crash_child", &env, wait);
+        // Every third kill may land while the child opens the store; the
+        // others land among its writes.
+        let kill = match round % 3 {
+            0 => KillAfter::Start(Duration::from_millis(30 + rng.next(400))),
+            _ => KillAfter::FirstAck(Duration::from_millis(rng.next(300))),
+        };
+        let acks = acks_until_killed("crash_child", &env, kill);
         let mut this_round = Vec::new();
         for line in acks {
             let mut parts = line.split(' ').skip(1);

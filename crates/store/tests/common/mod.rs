@@ -159,12 +159,24 @@ pub fn ack(kind: &str, id: &str) {
     out.flush().unwrap();
 }
 
+/// When a crash test's child is killed: `wait` after it was started (a kill
+/// that may land while it opens and recovers the store), or `wait` after its
+/// first acknowledged write (a kill that lands among writes however slowly
+/// the child started on a loaded machine).
+#[derive(Clone, Copy, Debug)]
+pub enum KillAfter {
+    Start(Duration),
+    FirstAck(Duration),
+}
+
 /// Runs this test binary's ignored test `child` with `env` as a child
-/// process, SIGKILLs it after `wait`, and returns the `ACK ` lines it
-/// printed by then. Panics if the child exits on its own.
-pub fn acks_until_killed(child: &str, env: &[(&str, String)], wait: Duration) -> Vec<String> {
+/// process, SIGKILLs it at `kill`, and returns the `ACK ` lines it printed
+/// by then. Panics if the child exits on its own, or if it acknowledges
+/// nothing within a minute when the kill waits for its first write.
+pub fn acks_until_killed(child: &str, env: &[(&str, String)], kill: KillAfter) -> Vec<String> {
     use std::io::BufRead;
     use std::process::{Command, Stdio};
+    use std::sync::mpsc::RecvTimeoutError;
     let mut process = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -179,21 +191,51 @@ pub fn acks_until_killed(child: &str, env: &[(&str, String)], wait: Duration) ->
         .spawn()
         .unwrap();
     let stdout = process.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        std::io::BufReader::new(stdout)
+    let (lines, acks) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let read = std::io::BufReader::new(stdout)
             .lines()
-            .map_while(Result::ok)
-            .filter(|l| l.starts_with("ACK "))
-            .collect::<Vec<_>>()
+            .map_while(Result::ok);
+        for line in read.filter(|l| l.starts_with("ACK ")) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
     });
     let started = std::time::Instant::now();
-    while started.elapsed() < wait {
+    let (mut deadline, waits_for_ack) = match kill {
+        KillAfter::Start(wait) => (started + wait, None),
+        KillAfter::FirstAck(wait) => (started + Duration::from_secs(60), Some(wait)),
+    };
+    let mut got = Vec::new();
+    loop {
         if let Some(status) = process.try_wait().unwrap() {
             panic!("the child {child} exited on its own: {status}");
         }
-        std::thread::sleep(Duration::from_millis(5));
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            break;
+        }
+        match acks.recv_timeout((deadline - now).min(Duration::from_millis(5))) {
+            Ok(line) => {
+                if got.is_empty()
+                    && let Some(wait) = waits_for_ack
+                {
+                    deadline = std::time::Instant::now() + wait;
+                }
+                got.push(line);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(5)),
+        }
     }
+    assert!(
+        waits_for_ack.is_none() || !got.is_empty(),
+        "the child {child} acknowledged no write within a minute"
+    );
     process.kill().unwrap(); // SIGKILL
     process.wait().unwrap();
-    reader.join().unwrap()
+    // Lines the child printed before the kill and this thread had not read.
+    got.extend(acks.iter());
+    got
 }
