@@ -497,10 +497,26 @@ async fn serve(args: ServeArgs) -> Result<(), http::Failure> {
     if let Some(task) = metrics_task {
         let _ = task.await;
     }
+    let closed = node.store.closed();
     node.shutdown().await;
+    // The store closes when its last handle goes, with a checkpoint that
+    // saves the arrival indexes for the next start.
+    if tokio::time::timeout(STORE_CLOSE_WAIT, closed)
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "the store was still in use {}s after the shutdown; it closes as the process exits",
+            STORE_CLOSE_WAIT.as_secs()
+        );
+    }
     tracing::info!("shut down cleanly");
     Ok(())
 }
+
+/// How long `serve` waits for the store's closing checkpoint once every
+/// part has stopped (the packaged unit allows a stop 60 s).
+const STORE_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(45);
 
 /// What both backends' serve add to the banner before it is printed:
 /// the admin token this start wrote (`created`), and the

@@ -27,14 +27,16 @@ async fn restart_three_times(
     data: &Path,
     emit: impl Fn(usize) -> serde_json::Value,
 ) {
-    let server = Server::start(args, data);
+    // At info, so the store's closing checkpoint is logged.
+    let start = || Server::start_with_env(args, data, &[("POSTBOX_LOG", "info".to_owned())]);
+    let server = start();
     let acme = server.tenant_token("acme").await;
     let admin = server.admin.clone();
     let mut server = Some(server);
     for run in 0..4 {
         let s = match server.take() {
             Some(s) => s,
-            None => Server::start(args, data),
+            None => start(),
         };
         assert_eq!(s.admin, admin, "a restart keeps the admin token");
         let (status, e) = call(&s.base, Some(&acme), "POST", "/v1/events", Some(emit(run))).await;
@@ -62,6 +64,18 @@ async fn restart_three_times(
             _ => {
                 let (exit, log) = s.terminate();
                 assert!(exit.success(), "run {run}: exit {exit:?}: {log}");
+                // Its last line follows the store's closing checkpoint (which
+                // logs the save of the examples' `shop` index).
+                let saved = log.find("saved the arrival indexes for the next open");
+                let done = log.find("shut down cleanly");
+                assert!(
+                    done.is_some() && saved.is_some() == args.contains(&"--examples"),
+                    "run {run}: {log}"
+                );
+                assert!(
+                    saved < done,
+                    "run {run}: the node said it shut down before the store closed: {log}"
+                );
             }
         }
     }

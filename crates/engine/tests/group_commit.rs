@@ -306,3 +306,47 @@ async fn an_invalid_write_fails_only_its_own_emit() {
     assert_eq!(rows.len(), 11);
     assert_contiguous(&rows);
 }
+
+/// A tenant's batcher idles for five seconds before it retires, holding the
+/// store; once the engine's last clone is gone it ends at once, so a server
+/// that waits for its store's closing checkpoint does not wait for it. On
+/// the paused clock time moves only while every task waits on a timer: the
+/// store closes with none of it passed.
+#[tokio::test(start_paused = true)]
+async fn the_last_engine_clone_gone_the_batchers_let_go_of_the_store() {
+    let TestStore { store, dir: _dir } = open().await;
+    let engine = engine(store.clone()).await;
+    let copy = engine.clone();
+    for tenant in ["t1", "t2"] {
+        let ctx = ctx(tenant);
+        engine
+            .emit(
+                &ctx,
+                "ORDER_PLACED",
+                json!({"order": tenant}),
+                vec![put_order(tenant)],
+            )
+            .await
+            .unwrap();
+    }
+    let closed = store.closed();
+    drop((engine, store));
+    // One clone gone, the others still emit (their tenants' batchers kept).
+    let ctx = ctx("t1");
+    copy.emit(
+        &ctx,
+        "ORDER_PLACED",
+        json!({"order": "t1-2"}),
+        vec![put_order("t1-2")],
+    )
+    .await
+    .unwrap();
+    let dropped = tokio::time::Instant::now();
+    drop(copy);
+    closed.await;
+    assert_eq!(
+        dropped.elapsed(),
+        std::time::Duration::ZERO,
+        "the store closed only once the batchers idled out"
+    );
+}

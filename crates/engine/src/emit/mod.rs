@@ -301,19 +301,17 @@ impl<S: ItemStore> EngineBuilder<S> {
             .into_iter()
             .map(|(k, r)| (k, Arc::new(r)))
             .collect();
-        Ok(Engine {
-            inner: Arc::new(Inner {
-                store: self.store,
-                catalog: self.catalog,
-                schemas,
-                routes,
-                options: self.options,
-                counters,
-                local,
-                batchers: Mutex::new(HashMap::new()),
-                nobody: Default::default(),
-            }),
-        })
+        Ok(Engine::new(Arc::new(Inner {
+            store: self.store,
+            catalog: self.catalog,
+            schemas,
+            routes,
+            options: self.options,
+            counters,
+            local,
+            batchers: Mutex::new(HashMap::new()),
+            nobody: Default::default(),
+        })))
     }
 }
 
@@ -334,12 +332,41 @@ pub(crate) struct Inner<S> {
 /// The event engine over an item store. Cheap to clone.
 pub struct Engine<S> {
     inner: Arc<Inner<S>>,
+    /// Shared by the engine's clones, not by its batchers (which hold
+    /// `inner`): see [`Handles`].
+    _handles: Arc<Handles<S>>,
+}
+
+/// When the engine's last clone goes, the batchers' queues close: each
+/// commits what it holds and ends, letting go of the store at once rather
+/// than after idling [`batcher::IDLE`] (a server waits for its store to
+/// close before it exits).
+struct Handles<S>(Arc<Inner<S>>);
+
+impl<S> Drop for Handles<S> {
+    fn drop(&mut self) {
+        self.0
+            .batchers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+}
+
+impl<S> Engine<S> {
+    fn new(inner: Arc<Inner<S>>) -> Self {
+        Engine {
+            _handles: Arc::new(Handles(inner.clone())),
+            inner,
+        }
+    }
 }
 
 impl<S> Clone for Engine<S> {
     fn clone(&self) -> Self {
         Engine {
             inner: self.inner.clone(),
+            _handles: self._handles.clone(),
         }
     }
 }

@@ -221,6 +221,9 @@ pub(crate) struct Inner {
     pub(crate) db: Arc<Database>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) writer: Writer,
+    /// Dropped after the fields above, so after the database closed (when
+    /// this held its last handle): see [`EmbeddedStore::closed`].
+    closed: tokio::sync::watch::Sender<()>,
 }
 
 /// Owns the background threads; stopping them when the last handle goes.
@@ -397,7 +400,12 @@ impl EmbeddedStore {
                 ctx.raise_format(tables::FORMAT_ARRIVAL)
             })?;
         }
-        let inner = Arc::new(Inner { db, shared, writer });
+        let inner = Arc::new(Inner {
+            db,
+            shared,
+            writer,
+            closed: tokio::sync::watch::Sender::new(()),
+        });
         let (stop_tx, stop_rx) = mpsc::channel();
         let sweeper_inner = inner.clone();
         let interval = options.ttl_sweep_interval;
@@ -417,6 +425,15 @@ impl EmbeddedStore {
 
     fn inner(&self) -> &Inner {
         &self.running.inner
+    }
+
+    /// Resolves once the store has closed: the last handle dropped, the
+    /// writer ran its closing checkpoint (which saves the arrival indexes)
+    /// and the file was closed. A server awaits it before saying it shut
+    /// down, so that its last line follows the store's last write.
+    pub fn closed(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut watch = self.inner().closed.subscribe();
+        async move { while watch.changed().await.is_ok() {} }
     }
 
     /// Whether the store was opened with the [`TableSet`] that `owner` keeps
