@@ -130,3 +130,42 @@ async fn a_node_whose_commit_log_went_missing_after_a_crash_is_refused_unless_to
     let (status, _) = call(&s.base, Some(&s.admin), "GET", "/v1/health", None).await;
     assert_eq!(status, 200);
 }
+
+/// A stop while a client follows the log (a stream that never ends): the
+/// server cuts the stream after its graceful wait, so the store closes, with
+/// its closing checkpoint, before the node says it shut down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_with_a_follower_connected_closes_the_store_before_it_exits() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start_with_env(
+        &["--examples"],
+        &dir.path().join("data"),
+        &[("POSTBOX_LOG", "info".to_owned())],
+    );
+    let acme = s.tenant_token("acme").await;
+    let (status, e) = call(&s.base, Some(&acme), "POST", "/v1/events", Some(payment(0))).await;
+    assert_eq!(status, 201, "{e}");
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let mut follower = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let request = format!(
+        "GET /v1/events/stream HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {acme}\r\n\r\n"
+    );
+    follower.write_all(request.as_bytes()).await.unwrap();
+    let mut head = [0u8; 256];
+    let n = follower.read(&mut head).await.unwrap();
+    let head = String::from_utf8_lossy(&head[..n]);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (exit, log) = tokio::task::spawn_blocking(move || s.terminate())
+        .await
+        .unwrap();
+    assert!(exit.success(), "exit {exit:?}: {log}");
+    assert!(!log.contains("still in use"), "{log}");
+    let saved = log.find("saved the arrival indexes for the next open");
+    let done = log.find("shut down cleanly");
+    assert!(
+        saved.is_some() && saved < done,
+        "the node said it shut down before the store closed: {log}"
+    );
+    drop(follower);
+}

@@ -329,7 +329,11 @@ pub async fn serve_with(
     let builder = Arc::new(builder);
     tokio::pin!(shutdown);
     let mut refused: u64 = 0;
+    // Every connection's task, so that those still open after the graceful
+    // wait end with the server rather than with the process.
+    let mut connections = tokio::task::JoinSet::new();
     loop {
+        while connections.try_join_next().is_some() {}
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
@@ -360,7 +364,7 @@ pub async fn serve_with(
             graceful.watcher(),
             tls.clone(),
         );
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let result = match tls {
                 None => serve_conn(&builder, watcher, stream, app).await,
                 Some(acceptor) => {
@@ -387,8 +391,10 @@ pub async fn serve_with(
     }
     drop(listener);
     // Requests in flight finish; a stream that never ends (the log's SSE)
-    // is not waited for longer than this.
+    // is not waited for longer than this, and is then cut: its task holds
+    // the app, and with it the store the caller waits to close.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), graceful.shutdown()).await;
+    connections.shutdown().await;
     Ok(())
 }
 

@@ -121,12 +121,12 @@ impl Server {
         self.child.as_ref().unwrap().id()
     }
 
-    /// Sends SIGTERM and waits: the exit status and everything it logged.
     /// What the server has written to stderr so far.
     pub fn logs(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Sends SIGTERM and waits: the exit status and everything it logged.
     pub fn terminate(mut self) -> (ExitStatus, String) {
         let child = self.child.as_mut().unwrap();
         let sent = Command::new("kill")
