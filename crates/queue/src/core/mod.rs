@@ -259,7 +259,17 @@ impl QueueCore {
 
     /// Adds a message under `seq` (new, loaded from the file, or moved from
     /// another queue). `seq` must be above every sequence held.
-    pub fn insert(&mut self, seq: u64, meta: MessageMeta) {
+    pub fn insert(&mut self, seq: u64, mut meta: MessageMeta) {
+        // A group's messages share its name with the group's entry rather
+        // than each holding a copy (a backlog of a few groups is most of
+        // the queue's memory).
+        if let Some(name) = meta
+            .group
+            .as_ref()
+            .and_then(|g| self.groups.get_key_value(g))
+        {
+            meta.group = Some(name.0.clone());
+        }
         self.next_seq = self.next_seq.max(seq + 1);
         self.by_sent.insert((meta.sent_at, seq));
         // A new message's send time is the clock's: moving the watermark

@@ -292,3 +292,16 @@ fn purge_and_remove_leave_no_trace_in_the_schedule() {
     assert!(!q.has_ready(u64::MAX));
     assert!(q.groups.is_empty());
 }
+
+#[test]
+fn a_groups_messages_share_its_name() {
+    // Each message arrives with a name of its own (a send's, a loaded row's).
+    let q = fifo_with(&[("tenant-1", 3), ("tenant-2", 1)]);
+    let name = |seq| q.get(seq).and_then(|m| m.group.clone()).unwrap();
+    let seqs: Vec<u64> = q.messages.keys().copied().collect();
+    assert!(Arc::ptr_eq(&name(seqs[0]), &name(seqs[1])));
+    assert!(Arc::ptr_eq(&name(seqs[0]), &name(seqs[2])));
+    assert_eq!(&*name(seqs[3]), "tenant-2");
+    let (entry, _) = q.groups.get_key_value("tenant-1").unwrap();
+    assert!(Arc::ptr_eq(entry, &name(seqs[0])));
+}

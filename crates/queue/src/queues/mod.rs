@@ -408,12 +408,8 @@ fn load(ctx: &mut WriteContext<'_>) -> StorageResult<Vec<QueueHandle>> {
     let mut out = Vec::new();
     for record in tables.all_queues()? {
         let mut core = QueueCore::new(record.config.fifo, first_seq(now));
-        for (key, entry) in tables.dedup_entries(record.id)? {
-            core.dedup.insert(key, entry);
-        }
-        for (seq, meta) in tables.messages(record.id)? {
-            core.insert(seq, meta);
-        }
+        tables.dedup_entries(record.id, |key, entry| core.dedup.insert(key, entry))?;
+        tables.messages(record.id, |seq, meta| core.insert(seq, meta))?;
         out.push(new_handle(record, core));
     }
     Ok(out)

@@ -323,9 +323,13 @@ impl<'t> Tables<'t> {
         Ok(())
     }
 
-    /// A queue's messages in sequence order, as the queue keeps them.
-    pub fn messages(&mut self, id: u64) -> StorageResult<Vec<(u64, MessageMeta)>> {
-        let mut out = Vec::new();
+    /// A queue's messages in sequence order, as the queue keeps them, each
+    /// handed to `each` as it is read (a queue's backlog is never held twice).
+    pub fn messages(
+        &mut self,
+        id: u64,
+        mut each: impl FnMut(u64, MessageMeta),
+    ) -> StorageResult<()> {
         for row in table!(self, metas, METAS)
             .range((id, 0)..=(id, u64::MAX))
             .map_err(storage_err)?
@@ -342,7 +346,7 @@ impl<'t> Tables<'t> {
                 // reopen are not bounded.
                 received_at: 0,
             };
-            out.push((
+            each(
                 k.value().1,
                 MessageMeta {
                     group: group.map(Arc::from),
@@ -350,9 +354,9 @@ impl<'t> Tables<'t> {
                     size,
                     state,
                 },
-            ));
+            );
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Moves the rows of `states` (files of earlier versions) into
@@ -395,9 +399,13 @@ impl<'t> Tables<'t> {
         Ok(())
     }
 
-    /// A queue's deduplication entries, in expiry order.
-    pub fn dedup_entries(&mut self, id: u64) -> StorageResult<Vec<(DedupKey, DedupEntry)>> {
-        let mut out = Vec::new();
+    /// A queue's deduplication entries, in expiry order, each handed to
+    /// `each` as it is read.
+    pub fn dedup_entries(
+        &mut self,
+        id: u64,
+        mut each: impl FnMut(DedupKey, DedupEntry),
+    ) -> StorageResult<()> {
         for row in table!(self, dedup, DEDUP)
             .range((id, 0, 0)..=(id, u64::MAX, u128::MAX))
             .map_err(storage_err)?
@@ -405,15 +413,15 @@ impl<'t> Tables<'t> {
             let (k, v) = row.map_err(storage_err)?;
             let (_, expires_at, key) = k.value();
             let (seq, message_id) = v.value();
-            out.push((
+            each(
                 key,
                 DedupEntry {
                     message_id,
                     seq,
                     expires_at,
                 },
-            ));
+            );
         }
-        Ok(out)
+        Ok(())
     }
 }
