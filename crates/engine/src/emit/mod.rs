@@ -331,10 +331,9 @@ pub(crate) struct Inner<S> {
 
 /// The event engine over an item store. Cheap to clone.
 pub struct Engine<S> {
-    inner: Arc<Inner<S>>,
-    /// Shared by the engine's clones, not by its batchers (which hold
-    /// `inner`): see [`Handles`].
-    _handles: Arc<Handles<S>>,
+    /// Shared by the engine's clones, not by its batchers (which hold the
+    /// `Inner` within): see [`Handles`].
+    inner: Arc<Handles<S>>,
 }
 
 /// When the engine's last clone goes, the batchers' queues close: each
@@ -342,6 +341,13 @@ pub struct Engine<S> {
 /// than after idling [`batcher::IDLE`] (a server waits for its store to
 /// close before it exits).
 struct Handles<S>(Arc<Inner<S>>);
+
+impl<S> std::ops::Deref for Handles<S> {
+    type Target = Arc<Inner<S>>;
+    fn deref(&self) -> &Arc<Inner<S>> {
+        &self.0
+    }
+}
 
 impl<S> Drop for Handles<S> {
     fn drop(&mut self) {
@@ -356,8 +362,7 @@ impl<S> Drop for Handles<S> {
 impl<S> Engine<S> {
     fn new(inner: Arc<Inner<S>>) -> Self {
         Engine {
-            _handles: Arc::new(Handles(inner.clone())),
-            inner,
+            inner: Arc::new(Handles(inner)),
         }
     }
 }
@@ -366,7 +371,6 @@ impl<S> Clone for Engine<S> {
     fn clone(&self) -> Self {
         Engine {
             inner: self.inner.clone(),
-            _handles: self._handles.clone(),
         }
     }
 }
