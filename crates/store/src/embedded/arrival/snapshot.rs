@@ -38,28 +38,26 @@ impl ArrivalIndex {
         for n in [k0, k1, places.next, places.len() as u64] {
             out.extend_from_slice(&n.to_le_bytes());
         }
+        // A pair of values, after putting the part so far once it is full.
+        let mut pair = |out: &mut Vec<u8>, a: u64, b: u64| -> Result<(), StoreError> {
+            if out.len() >= SNAPSHOT_CHUNK {
+                put(out)?;
+                out.clear();
+            }
+            out.extend_from_slice(&a.to_le_bytes());
+            out.extend_from_slice(&b.to_le_bytes());
+            Ok(())
+        };
         let more = places
             .more
             .iter()
             .flat_map(|(hash, seqs)| seqs.iter().map(move |seq| (hash, seq)));
-        let blocks = expiries.earliest.iter();
-        let count = [(expiries.earliest.len() as u64).to_le_bytes()];
-        for (i, (a, b)) in places.first.iter().chain(more).enumerate() {
-            if i > 0 && out.len() >= SNAPSHOT_CHUNK {
-                put(&out)?;
-                out.clear();
-            }
-            out.extend_from_slice(&a.to_le_bytes());
-            out.extend_from_slice(&b.to_le_bytes());
+        for (hash, place) in places.first.iter().chain(more) {
+            pair(&mut out, *hash, *place)?;
         }
-        out.extend_from_slice(&count[0]);
-        for (a, b) in blocks {
-            if out.len() >= SNAPSHOT_CHUNK {
-                put(&out)?;
-                out.clear();
-            }
-            out.extend_from_slice(&a.to_le_bytes());
-            out.extend_from_slice(&b.to_le_bytes());
+        out.extend_from_slice(&(expiries.earliest.len() as u64).to_le_bytes());
+        for (block, at) in &expiries.earliest {
+            pair(&mut out, *block, *at)?;
         }
         put(&out)?;
         Ok(true)
