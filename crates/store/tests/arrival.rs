@@ -16,7 +16,6 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use common::*;
 use postbox_item::{Item, item_to_json};
@@ -951,12 +950,7 @@ async fn acknowledged_rows_survive_sigkill() {
             ("POSTBOX_ARRIVAL_ROUND", round.to_string()),
         ];
         let wait = (seed.wrapping_mul(round + 1) >> 7) % 400;
-        // Every third kill may land while the child opens the store; the
-        // others land among its writes.
-        let kill = match round % 3 {
-            0 => KillAfter::Start(Duration::from_millis(50 + wait)),
-            _ => KillAfter::FirstAck(Duration::from_millis(wait)),
-        };
+        let kill = KillAfter::in_round(round, 50, wait);
         let acks = acks_until_killed("arrival_crash_child", &env, kill);
         for line in &acks {
             let mut parts = line.split(' ').skip(1);

@@ -14,7 +14,6 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 use common::*;
 use postbox_item::Item;
@@ -110,12 +109,7 @@ async fn crash_safety_under_sigkill() {
             ("POSTBOX_CRASH_CHILD", path.display().to_string()),
             ("POSTBOX_CRASH_ROUND", round.to_string()),
         ];
-        // Every third kill may land while the child opens the store; the
-        // others land among its writes.
-        let kill = match round % 3 {
-            0 => KillAfter::Start(Duration::from_millis(30 + rng.next(400))),
-            _ => KillAfter::FirstAck(Duration::from_millis(rng.next(300))),
-        };
+        let kill = KillAfter::in_round(round, 30, rng.next(400));
         let acks = acks_until_killed("crash_child", &env, kill);
         let mut this_round = Vec::new();
         for line in acks {

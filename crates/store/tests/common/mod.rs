@@ -169,6 +169,18 @@ pub enum KillAfter {
     FirstAck(Duration),
 }
 
+impl KillAfter {
+    /// The kill of round `round`: every third `margin_ms + wait_ms` after
+    /// the start (it may land while the child opens the store), the others
+    /// `wait_ms` after the first acknowledged write (among its writes).
+    pub fn in_round(round: u64, margin_ms: u64, wait_ms: u64) -> KillAfter {
+        match round % 3 {
+            0 => KillAfter::Start(Duration::from_millis(margin_ms + wait_ms)),
+            _ => KillAfter::FirstAck(Duration::from_millis(wait_ms)),
+        }
+    }
+}
+
 /// Runs this test binary's ignored test `child` with `env` as a child
 /// process, SIGKILLs it at `kill`, and returns the `ACK ` lines it printed
 /// by then. Panics if the child exits on its own, or if it acknowledges
