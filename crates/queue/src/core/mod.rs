@@ -261,8 +261,8 @@ impl QueueCore {
     /// another queue). `seq` must be above every sequence held.
     pub fn insert(&mut self, seq: u64, mut meta: MessageMeta) {
         // A group's messages share its name with the group's entry rather
-        // than each holding a copy (a backlog of a few groups is most of
-        // the queue's memory).
+        // than each holding a copy of its own (an allocation per message
+        // for as long as it waits).
         if let Some(name) = meta
             .group
             .as_ref()
