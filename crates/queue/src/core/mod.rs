@@ -260,33 +260,35 @@ impl QueueCore {
     /// Adds a message under `seq` (new, loaded from the file, or moved from
     /// another queue). `seq` must be above every sequence held.
     pub fn insert(&mut self, seq: u64, mut meta: MessageMeta) {
-        // A group's messages share its name with the group's entry rather
-        // than each holding a copy of its own (an allocation per message
-        // for as long as it waits).
-        if let Some(name) = meta
-            .group
-            .as_ref()
-            .and_then(|g| self.groups.get_key_value(g))
-        {
-            meta.group = Some(name.0.clone());
-        }
         self.next_seq = self.next_seq.max(seq + 1);
         self.by_sent.insert((meta.sent_at, seq));
         // A new message's send time is the clock's: moving the watermark
         // there keeps a message visible at once out of `hidden`.
         self.hidden.advance(meta.sent_at);
         self.hidden.add(&meta.state);
-        let group = if self.fifo { meta.group.clone() } else { None };
         let state = meta.state;
+        // A FIFO message shares its group's name with the group's entry
+        // rather than holding a copy of its own (an allocation per message
+        // for as long as it waits), found in the same lookup.
+        let group = match meta.group.take() {
+            Some(g) if self.fifo => {
+                let entry = self.groups.entry(g);
+                let name = entry.key().clone();
+                entry.or_default().seqs.insert(seq);
+                meta.group = Some(name.clone());
+                Some(name)
+            }
+            other => {
+                meta.group = other;
+                None
+            }
+        };
         self.messages.insert(seq, meta);
         match group {
             None => {
                 self.ready.insert((state.visible_at, seq, Lane::One(seq)));
             }
-            Some(g) => {
-                self.groups.entry(g.clone()).or_default().seqs.insert(seq);
-                self.rekey_group(&g);
-            }
+            Some(g) => self.rekey_group(&g),
         }
     }
 
