@@ -175,7 +175,7 @@ async fn run_relay(args: RelayArgs) -> Result<(), String> {
             args.data.display()
         )
     })?;
-    let file = args.data.join("postbox.redb");
+    let file = args.data.join(postbox_node::STORE_FILE);
     let store = EmbeddedStore::open(
         &file,
         EmbeddedOptions::default().keeping(postbox_queue::tables()),

@@ -185,4 +185,17 @@ fn the_http_bench_reports_every_tenth_of_a_run_against_a_server_it_starts() {
     );
     // Two 10-s windows need a run of 20 s or more.
     assert!(row["last_10s_over_first_10s"].is_null(), "{out}");
+    // The count behind the rate, and the store file's growth per emit,
+    // which the bench sees since it started the server.
+    let emits = row["emits"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no emits in {out}"));
+    assert!(
+        (emits / 2.0 - rate).abs() <= 0.5,
+        "{emits} emits in 2 s against {rate}/s: {out}"
+    );
+    let bytes = row["store_bytes_per_emit"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no store bytes per emit in {out}"));
+    assert!(bytes >= 0.0, "{out}");
 }

@@ -183,13 +183,16 @@ pub struct Node {
     pull: Option<postbox_worker::PullHub>,
 }
 
+/// The store file's name in a node's data directory.
+pub const STORE_FILE: &str = "postbox.redb";
+
 impl Node {
     /// Opens the store and starts every part.
     pub async fn start(options: NodeOptions) -> Result<Node, String> {
         let data = &options.data;
         std::fs::create_dir_all(data)
             .map_err(|e| format!("cannot create the data directory {}: {e}", data.display()))?;
-        let file = data.join("postbox.redb");
+        let file = data.join(STORE_FILE);
         let mut store_options = EmbeddedOptions {
             cache_bytes: options.cache_bytes,
             recover_truncated: options.recover_truncated,

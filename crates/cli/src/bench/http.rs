@@ -244,6 +244,12 @@ pub struct Measured {
     pub first_error: Option<String>,
     /// Server CPU per successful emit, if the bench started the server.
     pub cpu_us_per_emit: Option<f64>,
+    /// Successful emits.
+    pub emits: usize,
+    /// What the store file's disk space grew by over the run, per successful
+    /// emit, when the bench can see the file (it started the server, or
+    /// `--data` names the server's data directory on this machine).
+    pub store_bytes_per_emit: Option<f64>,
 }
 
 /// A keep-alive HTTP/1.1 connection to `authority` of its own: no pool
@@ -397,6 +403,21 @@ pub async fn run(b: HttpBench) -> Result<(), Failure> {
         }
         (None, None) => unreachable!("a server is started without --endpoint"),
     };
+    let store_file = match (&served, &b.data) {
+        (Some(_), _) => Some(dir.path().join("data").join(postbox_node::STORE_FILE)),
+        (None, Some(data)) => Some(data.join(postbox_node::STORE_FILE)),
+        (None, None) => None,
+    };
+    // Bytes the file takes on disk, not its length: the store extends the
+    // file ahead of what it writes, and the gap is a hole.
+    let store_size = || {
+        let meta = std::fs::metadata(store_file.as_ref()?).ok()?;
+        #[cfg(unix)]
+        let size = std::os::unix::fs::MetadataExt::blocks(&meta) * 512;
+        #[cfg(not(unix))]
+        let size = meta.len();
+        Some(size)
+    };
     let setup: HttpClient = Client::builder(TokioExecutor::new()).build_http();
     let filler = "x".repeat(b.payload_bytes as usize);
     let mut measured = Vec::new();
@@ -417,6 +438,7 @@ pub async fn run(b: HttpBench) -> Result<(), Failure> {
                 tokens.push((tenant, token));
             }
             let cpu_before = served.as_ref().and_then(Served::cpu);
+            let size_before = store_size();
             let (mut done, non_2xx, first_error) =
                 load(&base, &tokens, b.connections, b.secs, &filler).await?;
             let cpu = served
@@ -441,6 +463,9 @@ pub async fn run(b: HttpBench) -> Result<(), Failure> {
             let (first, last) = (tenths[0], tenths[9]);
             let last_10s_over_first_10s = growth(done.iter().map(|(at, _)| *at), b.secs);
             let ok = done.len();
+            let store_bytes_per_emit = store_size()
+                .zip(size_before)
+                .map(|(after, before)| after.saturating_sub(before) as f64 / ok as f64);
             let mut latencies: Vec<Duration> = done.drain(..).map(|(_, l)| l).collect();
             latencies.sort_unstable();
             measured.push(Measured {
@@ -455,6 +480,8 @@ pub async fn run(b: HttpBench) -> Result<(), Failure> {
                 non_2xx,
                 first_error,
                 cpu_us_per_emit: cpu.map(|c| c.as_secs_f64() * 1e6 / ok as f64),
+                emits: ok,
+                store_bytes_per_emit,
             });
         }
     }
@@ -510,6 +537,8 @@ fn print(b: &HttpBench, measured: &[Measured], self_started: bool) {
                     "non_2xx": m.non_2xx,
                     "first_error": m.first_error,
                     "server_cpu_us_per_emit": m.cpu_us_per_emit,
+                    "emits": m.emits,
+                    "store_bytes_per_emit": m.store_bytes_per_emit.map(f64::round),
                 })
             })
             .collect();
@@ -531,7 +560,7 @@ fn print(b: &HttpBench, measured: &[Measured], self_started: bool) {
         }
     );
     println!(
-        "{:<8} {:>4} {:>10} {:>9} {:>9} {:>11} {:>14} {:>8} {:>13}",
+        "{:<8} {:>4} {:>10} {:>9} {:>9} {:>11} {:>14} {:>8} {:>13} {:>13}",
         "tenants",
         "run",
         "emits/s",
@@ -540,11 +569,12 @@ fn print(b: &HttpBench, measured: &[Measured], self_started: bool) {
         "last/first",
         "last/first 10s",
         "non-2xx",
-        "server us/emit"
+        "server us/emit",
+        "store B/emit"
     );
     for m in measured {
         println!(
-            "{:<8} {:>4} {:>10.0} {:>9.2} {:>9.2} {:>11.2} {:>14} {:>8} {:>13}",
+            "{:<8} {:>4} {:>10.0} {:>9.2} {:>9.2} {:>11.2} {:>14} {:>8} {:>13} {:>13}",
             m.tenants,
             m.run,
             m.rate,
@@ -555,7 +585,9 @@ fn print(b: &HttpBench, measured: &[Measured], self_started: bool) {
                 .map_or("-".to_owned(), |r| format!("{r:.2}")),
             m.non_2xx,
             m.cpu_us_per_emit
-                .map_or("-".to_owned(), |c| format!("{c:.0}"))
+                .map_or("-".to_owned(), |c| format!("{c:.0}")),
+            m.store_bytes_per_emit
+                .map_or("-".to_owned(), |s| format!("{s:.0}"))
         );
         if let Some(e) = &m.first_error {
             println!(
