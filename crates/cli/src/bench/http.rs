@@ -374,9 +374,10 @@ async fn load(
 pub async fn run(b: HttpBench) -> Result<(), Failure> {
     let dir =
         tempfile::tempdir().map_err(|e| Failure::from(format!("no temporary directory: {e}")))?;
+    let served_data = dir.path().join("data");
     let served = match &b.endpoint {
         Some(_) => None,
-        None => Some(Served::start(&dir.path().join("data"))?),
+        None => Some(Served::start(&served_data)?),
     };
     let (base, admin) = match (&served, &b.endpoint) {
         (Some(s), _) => (s.base.clone(), s.admin.clone()),
@@ -404,7 +405,7 @@ pub async fn run(b: HttpBench) -> Result<(), Failure> {
         (None, None) => unreachable!("a server is started without --endpoint"),
     };
     let store_file = match (&served, &b.data) {
-        (Some(_), _) => Some(dir.path().join("data").join(postbox_node::STORE_FILE)),
+        (Some(_), _) => Some(served_data.join(postbox_node::STORE_FILE)),
         (None, Some(data)) => Some(data.join(postbox_node::STORE_FILE)),
         (None, None) => None,
     };
