@@ -270,18 +270,15 @@ impl QueueCore {
         // A FIFO message shares its group's name with the group's entry
         // rather than holding a copy of its own (an allocation per message
         // for as long as it waits), found in the same lookup.
-        let group = match meta.group.take() {
+        let group = match &meta.group {
             Some(g) if self.fifo => {
-                let entry = self.groups.entry(g);
+                let entry = self.groups.entry(g.clone());
                 let name = entry.key().clone();
                 entry.or_default().seqs.insert(seq);
                 meta.group = Some(name.clone());
                 Some(name)
             }
-            other => {
-                meta.group = other;
-                None
-            }
+            _ => None,
         };
         self.messages.insert(seq, meta);
         match group {
