@@ -20,7 +20,7 @@ use crate::error::ExampleError;
 /// one run from scratch, so a data directory that already holds a store is
 /// refused.
 pub(crate) async fn start_node(options: NodeOptions) -> Result<Node, ExampleError> {
-    if options.data.join("postbox.redb").exists() {
+    if options.data.join(postbox_node::STORE_FILE).exists() {
         return Err(ExampleError::DirectoryInUse(options.data));
     }
     Node::start(options).await.map_err(ExampleError::Node)
