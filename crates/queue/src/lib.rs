@@ -43,7 +43,7 @@ pub use clock::ShiftedClock;
 pub use consume::consume;
 pub use error::{QueueError, QueueResult};
 pub use message::{
-    MessageAttributeValue, MessageAttributes, NewMessage, ReceivedMessage, SendResult,
+    ItemRef, MessageAttributeValue, MessageAttributes, NewMessage, ReceivedMessage, SendResult,
 };
 pub use queues::{MoveTask, MoveTaskStatus, PreparedSend, Queues, QueuesOptions, ReceiveOptions};
 pub use stats::QueueStats;

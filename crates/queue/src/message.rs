@@ -47,6 +47,21 @@ pub struct NewMessage {
     pub group_id: Option<String>,
     /// FIFO: the deduplication id (else content-based deduplication must be on).
     pub deduplication_id: Option<String>,
+    /// The item whose DynamoDB JSON `body` is, when the item never changes
+    /// (an event row): the queue then stores this reference, not the body,
+    /// and a receive writes the body from the item again. Never set from
+    /// the wire.
+    pub body_of: Option<ItemRef>,
+}
+
+/// An item of the store the queues live in: a message's body written
+/// from it (see [`NewMessage::body_of`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ItemRef {
+    /// The item's table.
+    pub table: String,
+    /// Its key.
+    pub key: postbox_item::Item,
 }
 
 impl NewMessage {

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use postbox_queue::NewMessage;
+use postbox_item::AttributeValue;
+use postbox_queue::{ItemRef, NewMessage};
 use serde_json::{Value, json};
 
 use crate::config::{PipeSpec, PipeTarget, Rule};
@@ -113,6 +114,29 @@ pub fn plan(
     }
 }
 
+/// The event row a message's body is, when the body is that row's whole
+/// image: the queue then keeps a reference to the row instead of a copy.
+/// Only the engine writes event rows and it never changes one, so the
+/// row's image stays the body for as long as the message lives.
+fn event_row(pipe: &PipeSpec, cx: &RenderContext<'_>) -> Option<ItemRef> {
+    use postbox_topology::keys::{EVENT_SUFFIX, PK, SK, TENANT_PREFIX};
+    if pipe.table != postbox_topology::EVENTS_TABLE || !pipe.template.is_whole_new_image() {
+        return None;
+    }
+    let new = cx.images?.new?;
+    let pk = new.get(PK)?;
+    let sk = new.get(SK)?;
+    match pk {
+        AttributeValue::S(pk) if pk.starts_with(TENANT_PREFIX) && pk.ends_with(EVENT_SUFFIX) => {}
+        _ => return None,
+    }
+    let key = [(PK.to_owned(), pk.clone()), (SK.to_owned(), sk.clone())];
+    Some(ItemRef {
+        table: pipe.table.clone(),
+        key: key.into_iter().collect(),
+    })
+}
+
 fn deliveries(
     pipe: &PipeSpec,
     buses: &BTreeMap<String, Vec<Rule>>,
@@ -121,13 +145,11 @@ fn deliveries(
 ) -> Result<Vec<Delivery>, TemplateError> {
     let body = pipe.template.render(record.json, cx)?;
     match &pipe.target {
-        PipeTarget::Queue(q) => Ok(vec![Delivery::Queue(queue_message(
-            q,
-            body,
-            record.json,
-            cx,
-            "<$.eventID>",
-        )?)]),
+        PipeTarget::Queue(q) => {
+            let mut delivery = queue_message(q, body, record.json, cx, "<$.eventID>")?;
+            delivery.message.body_of = event_row(pipe, cx);
+            Ok(vec![Delivery::Queue(delivery)])
+        }
         PipeTarget::Bus {
             bus,
             detail_type,
@@ -400,6 +422,61 @@ target = { queue = "jobs.fifo", message_group_id = "<$.dynamodb.NewImage.tenant.
         );
         assert!(
             matches!(test_record(&c, "nope", &ok), Err(TestError::Input(m)) if m.contains("no pipe \"nope\""))
+        );
+    }
+
+    /// The message of `image` written by the events table's whole-image
+    /// pipe (the default events pipe's template, without its filter).
+    fn events_message(template: &str, image: serde_json::Value) -> NewMessage {
+        let mut pipe = crate::config::default_events_pipe(postbox_topology::EVENTS_TABLE, "q.fifo");
+        pipe.filters.clear();
+        pipe.template = crate::template::Template::parse(template).unwrap();
+        let item = postbox_item::item_from_json(&image).unwrap();
+        let json = record(image);
+        let view = RecordView {
+            json: &json,
+            id: "postbox_events#7",
+            created_ms: 0,
+            images: Some(crate::template::Images {
+                new: Some(&item),
+                old: None,
+            }),
+        };
+        match plan(&pipe, &BTreeMap::new(), view, 0) {
+            Outcome::Deliver(d) => match d.as_slice() {
+                [Delivery::Queue(q)] => q.message.clone(),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_an_event_row_s_whole_image_goes_by_reference() {
+        use postbox_topology::keys::{event_pk, verified_pk};
+        let event = json!({"pk": {"S": event_pk("acme")}, "sk": {"S": "00000000000000000001"},
+            "id": {"S": "e1"}, "tenant": {"S": "acme"}});
+        let m = events_message("<$.dynamodb.NewImage>", event.clone());
+        let key = json!({"pk": {"S": event_pk("acme")}, "sk": {"S": "00000000000000000001"}});
+        assert_eq!(
+            m.body_of,
+            Some(ItemRef {
+                table: postbox_topology::EVENTS_TABLE.to_owned(),
+                key: postbox_item::item_from_json(&key).unwrap(),
+            })
+        );
+        assert_eq!(
+            m.body,
+            postbox_item::json::item_to_string(&postbox_item::item_from_json(&event).unwrap())
+        );
+        // Another template, or a row the engine rewrites: copied.
+        let copied = events_message(r#"{"e": <$.dynamodb.NewImage>}"#, event);
+        assert_eq!(copied.body_of, None);
+        let checkpoint = json!({"pk": {"S": verified_pk("acme")}, "sk": {"S": "VERIFIED"},
+            "tenant": {"S": "acme"}, "id": {"S": "x"}});
+        assert_eq!(
+            events_message("<$.dynamodb.NewImage>", checkpoint).body_of,
+            None
         );
     }
 }

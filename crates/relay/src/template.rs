@@ -176,6 +176,22 @@ impl Template {
         self.json
     }
 
+    /// Whether the template is the record's whole new image and nothing
+    /// else (`<$.dynamodb.NewImage>`): rendered with the record's
+    /// [`Images`], its output is exactly the new item's DynamoDB JSON.
+    pub fn is_whole_new_image(&self) -> bool {
+        matches!(
+            self.parts.as_slice(),
+            [Part::Placeholder {
+                what: Placeholder::Path {
+                    image: Some(Side::New),
+                    ..
+                },
+                quoted: false,
+            }]
+        )
+    }
+
     /// The template text.
     pub fn source(&self) -> &str {
         &self.source

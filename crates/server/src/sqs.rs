@@ -558,6 +558,7 @@ fn new_message(m: MessageInput) -> Result<NewMessage, QueueError> {
         trace_header,
         group_id: m.message_group_id,
         deduplication_id: m.message_deduplication_id,
+        body_of: None,
     })
 }
 

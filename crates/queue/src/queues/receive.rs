@@ -19,7 +19,7 @@ use crate::digest::Receipt;
 use crate::error::{QueueError, QueueResult};
 use crate::message::ReceivedMessage;
 use crate::stats::Counters;
-use crate::storage::{Payload, StorageResult, Tables, not_indexed};
+use crate::storage::{BodyRef, Payload, StorageResult, Tables, not_indexed};
 
 use super::send::sequence_number;
 use super::{Inner, QueueHandle, Queues, insert_message};
@@ -510,16 +510,73 @@ impl Inner {
         handed: Vec<Handed>,
     ) -> QueueResult<Vec<ReceivedMessage>> {
         let fifo = handle.lock().core.fifo();
-        handed
-            .into_iter()
-            .map(|h| {
-                let payload = Payload::decode(&h.payload).map_err(QueueError::Storage)?;
-                Ok(received_message(
-                    self, handle, h.seq, &h.state, payload, fifo,
-                ))
-            })
-            .collect()
+        let mut payloads = handed
+            .iter()
+            .map(|h| Payload::decode(&h.payload).map_err(QueueError::Storage))
+            .collect::<QueueResult<Vec<_>>>()?;
+        self.bodies_by_reference(handle, &handed, &mut payloads)?;
+        Ok(handed
+            .iter()
+            .zip(payloads)
+            .map(|(h, payload)| received_message(self, handle, h.seq, &h.state, payload, fifo))
+            .collect())
     }
+
+    /// Writes the bodies kept by reference from their items, read in one
+    /// snapshot per table, each checked against the length and CRC the
+    /// send kept: an item gone or changed is an error, never another body.
+    fn bodies_by_reference(
+        &self,
+        handle: &QueueHandle,
+        handed: &[Handed],
+        payloads: &mut [Payload],
+    ) -> QueueResult<()> {
+        while let Some(table) = payloads
+            .iter()
+            .find_map(|p| p.body_of.as_ref().map(|r| r.table.clone()))
+        {
+            let mut at = Vec::new();
+            let mut keys = Vec::new();
+            for (i, p) in payloads.iter().enumerate() {
+                if let Some(r) = p.body_of.as_ref().filter(|r| r.table == table) {
+                    let key = serde_json::from_str(&r.key)
+                        .map_err(|e| e.to_string())
+                        .and_then(|v| postbox_item::item_from_json(&v).map_err(|e| e.to_string()))
+                        .map_err(|e| {
+                            body_error(handle, handed[i].seq, r, &format!("is not a key ({e})"))
+                        })?;
+                    at.push(i);
+                    keys.push(key);
+                }
+            }
+            let items = self.store.get_items_committed(&table, &keys).map_err(|e| {
+                QueueError::Storage(format!(
+                    "the bodies of queue {}'s messages in table {table} cannot be read: {e}",
+                    handle.name
+                ))
+            })?;
+            for (i, item) in at.into_iter().zip(items) {
+                let p = &mut payloads[i];
+                let r = p.body_of.take().expect("found above");
+                let fail = |why: &str| body_error(handle, handed[i].seq, &r, why);
+                let body = postbox_item::json::item_to_string(
+                    &item.ok_or_else(|| fail("no longer exists"))?,
+                );
+                if !r.matches(&body) {
+                    return Err(fail("has changed since the message was sent"));
+                }
+                p.body = body;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn body_error(handle: &QueueHandle, seq: u64, r: &BodyRef, why: &str) -> QueueError {
+    QueueError::Storage(format!(
+        "message {seq} of queue {}: its body is item {} of table {}, which {why}",
+        handle.name, r.key, r.table
+    ))
 }
 
 fn received_message(

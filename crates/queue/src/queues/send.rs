@@ -14,7 +14,7 @@ use crate::digest::{
 use crate::error::{QueueError, QueueResult};
 use crate::message::{NewMessage, SendResult};
 use crate::stats::Counters;
-use crate::storage::{Payload, StorageResult, Tables};
+use crate::storage::{BodyRef, Payload, StorageResult, Tables};
 
 use super::receive::hand_off;
 use super::{Inner, QueueHandle, Queues, insert_message, remember_dedup};
@@ -112,6 +112,12 @@ pub(crate) fn prepare(
                     .filter(|_| digests)
                     .map(md5_of_trace_header),
             };
+            let body_of = m.body_of.map(|item| BodyRef {
+                table: item.table,
+                key: postbox_item::json::item_to_string(&item.key),
+                len: m.body.len() as u32,
+                crc: crc32fast::hash(m.body.as_bytes()),
+            });
             let payload = Payload {
                 message_id: answer.message_id.clone(),
                 group,
@@ -120,7 +126,8 @@ pub(crate) fn prepare(
                 dead_letter_source: None,
                 trace_header: m.trace_header,
                 attributes: m.attributes,
-                body: m.body,
+                body: if body_of.is_some() { String::new() } else { m.body },
+                body_of,
                 size: size as u32,
             };
             let encoded = payload.encode();

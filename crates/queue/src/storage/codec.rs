@@ -1,18 +1,25 @@
 //! The byte layout of a message payload.
 //!
 //! ```text
-//! version: u8 (1)
+//! version: u8 (1: the body inline; 2: the body by reference)
 //! sent_at: u64 BE (ms)
 //! then, each as u32 BE length + UTF-8 (length u32::MAX = absent):
 //!   message id, group id, deduplication id, dead-letter source queue,
-//!   AWSTraceHeader, message attributes (JSON), body
+//!   AWSTraceHeader, message attributes (JSON),
+//! version 1: body
+//! version 2: the item's table, its key (DynamoDB JSON), then the body's
+//!   length (u32 BE) and CRC-32 (u32 BE)
 //! ```
 //!
 //! The body is last so that loading the schedule on open can stop before it.
+//! A body by reference is the DynamoDB JSON of an item that never changes
+//! (an event row): the receive writes it from the item again and checks it
+//! against the length and CRC kept here.
 
 use crate::message::MessageAttributes;
 
 const VERSION: u8 = 1;
+const VERSION_BY_REFERENCE: u8 = 2;
 const ABSENT: u32 = u32::MAX;
 
 /// The immutable part of a message.
@@ -32,10 +39,32 @@ pub struct Payload {
     pub trace_header: Option<String>,
     /// User message attributes.
     pub attributes: MessageAttributes,
-    /// The body (empty when decoded without it).
+    /// The body (empty when decoded without it, or kept by reference).
     pub body: String,
+    /// Where the body is, when it is kept by reference.
+    pub body_of: Option<BodyRef>,
     /// Bytes of body and attributes, as SQS counts them.
     pub size: u32,
+}
+
+/// A body kept as the DynamoDB JSON of an item of the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BodyRef {
+    /// The item's table.
+    pub table: String,
+    /// Its key, as DynamoDB JSON.
+    pub key: String,
+    /// The body's length in bytes.
+    pub len: u32,
+    /// The body's CRC-32.
+    pub crc: u32,
+}
+
+impl BodyRef {
+    /// Whether `body` is the body this reference was made for.
+    pub fn matches(&self, body: &str) -> bool {
+        body.len() == self.len as usize && crc32fast::hash(body.as_bytes()) == self.crc
+    }
 }
 
 impl Payload {
@@ -47,8 +76,15 @@ impl Payload {
             Some(serde_json::to_string(&self.attributes).expect("attributes serialise"))
         };
         let mut out = Vec::with_capacity(64 + self.body.len());
-        out.push(VERSION);
+        out.push(match self.body_of {
+            Some(_) => VERSION_BY_REFERENCE,
+            None => VERSION,
+        });
         out.extend_from_slice(&self.sent_at.to_be_bytes());
+        let body = match &self.body_of {
+            Some(r) => [Some(r.table.as_str()), Some(r.key.as_str())],
+            None => [Some(self.body.as_str()), None],
+        };
         for field in [
             Some(self.message_id.as_str()),
             self.group.as_deref(),
@@ -56,8 +92,10 @@ impl Payload {
             self.dead_letter_source.as_deref(),
             self.trace_header.as_deref(),
             attrs.as_deref(),
-            Some(self.body.as_str()),
-        ] {
+        ]
+        .into_iter()
+        .chain(body.into_iter().flatten().map(Some))
+        {
             match field {
                 Some(s) => {
                     out.extend_from_slice(&(s.len() as u32).to_be_bytes());
@@ -65,6 +103,10 @@ impl Payload {
                 }
                 None => out.extend_from_slice(&ABSENT.to_be_bytes()),
             }
+        }
+        if let Some(r) = &self.body_of {
+            out.extend_from_slice(&r.len.to_be_bytes());
+            out.extend_from_slice(&r.crc.to_be_bytes());
         }
         out
     }
@@ -87,9 +129,11 @@ impl Payload {
 
     fn read(bytes: &[u8], with_body: bool) -> Result<Payload, String> {
         let mut r = Reader { bytes, at: 0 };
-        if r.take(1)? != [VERSION] {
-            return Err("unknown message payload version".to_owned());
-        }
+        let by_reference = match r.take(1)? {
+            [VERSION] => false,
+            [VERSION_BY_REFERENCE] => true,
+            _ => return Err("unknown message payload version".to_owned()),
+        };
         let sent_at = u64::from_be_bytes(r.take(8)?.try_into().expect("8 bytes"));
         let message_id = r.string()?.unwrap_or_default();
         let group = r.string()?;
@@ -101,12 +145,24 @@ impl Payload {
                 .map_err(|e| format!("corrupt message attributes: {e}"))?,
             None => MessageAttributes::new(),
         };
-        let (body, body_len) = if with_body {
+        let (body, body_of, body_len) = if by_reference {
+            let table = r.string()?.ok_or("a body reference without its table")?;
+            let key = r.string()?.ok_or("a body reference without its key")?;
+            let len = r.len()?;
+            let crc = r.len()?;
+            let body_of = BodyRef {
+                table,
+                key,
+                len,
+                crc,
+            };
+            (String::new(), Some(body_of), len as usize)
+        } else if with_body {
             let body = r.string()?.unwrap_or_default();
             let len = body.len();
-            (body, len)
+            (body, None, len)
         } else {
-            (String::new(), r.len()? as usize)
+            (String::new(), None, r.len()? as usize)
         };
         let size = (body_len + crate::message::attributes_size(&attributes)) as u32;
         Ok(Payload {
@@ -118,6 +174,7 @@ impl Payload {
             trace_header,
             attributes,
             body,
+            body_of,
             size,
         })
     }
@@ -174,6 +231,7 @@ mod tests {
             trace_header: None,
             attributes: MessageAttributes::new(),
             body: "héllo".into(),
+            body_of: None,
             size: 0,
         };
         p.attributes.insert(
@@ -193,5 +251,33 @@ mod tests {
         assert_eq!(header.body, "");
         assert_eq!(header.size, p.size);
         assert!(Payload::decode(&p.encode()[..10]).is_err());
+    }
+
+    #[test]
+    fn a_body_by_reference_keeps_the_item_and_the_body_s_length_and_crc() {
+        let body = r#"{"id":{"S":"e1"}}"#;
+        let p = Payload {
+            message_id: "id".into(),
+            group: Some("acme".into()),
+            dedup_id: Some("e1".into()),
+            sent_at: 42,
+            body_of: Some(BodyRef {
+                table: "postbox_events".into(),
+                key: r#"{"pk":{"S":"TENANT#acme#EVENT"},"sk":{"S":"1"}}"#.into(),
+                len: body.len() as u32,
+                crc: crc32fast::hash(body.as_bytes()),
+            }),
+            size: body.len() as u32,
+            ..Payload::default()
+        };
+        let bytes = p.encode();
+        assert_eq!(bytes[0], VERSION_BY_REFERENCE);
+        assert_eq!(Payload::decode(&bytes).unwrap(), p);
+        assert_eq!(Payload::decode_without_body(&bytes).unwrap().size, p.size);
+        let r = p.body_of.as_ref().unwrap();
+        assert!(r.matches(body));
+        assert!(!r.matches(r#"{"id":{"S":"e2"}}"#));
+        assert!(!r.matches(r#"{"id":{"S":"e1"}} "#));
+        assert!(Payload::decode(&bytes[..bytes.len() - 2]).is_err());
     }
 }

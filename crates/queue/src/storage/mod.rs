@@ -34,7 +34,7 @@ use postbox_store::embedded::{LoggedTable as Table, TableOpener, TableSet};
 use redb::{ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-pub use codec::Payload;
+pub use codec::{BodyRef, Payload};
 
 use crate::attributes::QueueConfig;
 use crate::core::{DedupEntry, DedupKey, MessageMeta, MessageState};
