@@ -399,11 +399,7 @@ fn receive_in(
             *seq,
             shared.core.get(*seq).ok_or_else(|| not_indexed(*seq))?,
         )?;
-        out.push(Handed {
-            seq: *seq,
-            state: *state,
-            payload: tables.payload_bytes(handle.id, *seq)?,
-        });
+        out.push(Handed::read(ctx, &mut tables, handle.id, *seq, *state)?);
     }
     drop(shared);
     Counters::add(&handle.counters.received, out.len());
@@ -461,11 +457,7 @@ fn repeat_attempt(
     for seq in &attempt.seqs {
         match shared.core.get(*seq) {
             Some(meta) if meta.state.token == attempt.token && meta.state.in_flight(now) => {
-                out.push(Handed {
-                    seq: *seq,
-                    state: meta.state,
-                    payload: tables.payload_bytes(handle.id, *seq)?,
-                });
+                out.push(Handed::read(ctx, &mut tables, handle.id, *seq, meta.state)?);
             }
             _ => {}
         }
@@ -501,20 +493,53 @@ struct Handed {
     seq: u64,
     state: MessageState,
     payload: Vec<u8>,
+    /// For a body kept by reference, its item as this commit reads it.
+    item: Option<Result<Option<postbox_item::Item>, String>>,
+}
+
+impl Handed {
+    /// Message `seq` of queue `id` and, when its body is kept by reference,
+    /// the item it names, read in the commit that hands it out: the
+    /// writer's transaction holds it already, where a snapshot of the
+    /// receiver's own would begin a read transaction per receive.
+    fn read(
+        ctx: &WriteContext<'_>,
+        tables: &mut Tables<'_>,
+        id: u64,
+        seq: u64,
+        state: MessageState,
+    ) -> StorageResult<Handed> {
+        let payload = tables.payload_bytes(id, seq)?;
+        let item = match Payload::by_reference(&payload) {
+            false => None,
+            true => Some(
+                Payload::decode(&payload)
+                    .and_then(|p| p.body_of.ok_or_else(|| "no body reference".to_owned()))
+                    .and_then(|r| r.parse_key())
+                    .and_then(|(table, key)| ctx.get_item(&table, &key).map_err(|e| e.to_string())),
+            ),
+        };
+        Ok(Handed {
+            seq,
+            state,
+            payload,
+            item,
+        })
+    }
 }
 
 impl Inner {
     fn messages(
         &self,
         handle: &QueueHandle,
-        handed: Vec<Handed>,
+        mut handed: Vec<Handed>,
     ) -> QueueResult<Vec<ReceivedMessage>> {
         let fifo = handle.lock().core.fifo();
         let mut payloads = handed
             .iter()
             .map(|h| Payload::decode(&h.payload).map_err(QueueError::Storage))
             .collect::<QueueResult<Vec<_>>>()?;
-        self.bodies_by_reference(handle, &handed, &mut payloads)?;
+        self.bodies_by_reference(handle, &mut handed, &mut payloads)?;
         Ok(handed
             .iter()
             .zip(payloads)
@@ -522,51 +547,29 @@ impl Inner {
             .collect())
     }
 
-    /// Writes the bodies kept by reference from their items, read in one
-    /// snapshot per table, each checked against the length and CRC the
-    /// send kept: an item gone or changed is an error, never another body.
+    /// Writes the bodies kept by reference from the items their receive's
+    /// commit read, each checked against the length and CRC the send kept:
+    /// an item gone or changed is an error, never another body.
     fn bodies_by_reference(
         &self,
         handle: &QueueHandle,
-        handed: &[Handed],
+        handed: &mut [Handed],
         payloads: &mut [Payload],
     ) -> QueueResult<()> {
-        while let Some(table) = payloads
-            .iter()
-            .find_map(|p| p.body_of.as_ref().map(|r| r.table.clone()))
-        {
-            let mut at = Vec::new();
-            let mut keys = Vec::new();
-            for (i, p) in payloads.iter().enumerate() {
-                if let Some(r) = p.body_of.as_ref().filter(|r| r.table == table) {
-                    let key = serde_json::from_str(&r.key)
-                        .map_err(|e| e.to_string())
-                        .and_then(|v| postbox_item::item_from_json(&v).map_err(|e| e.to_string()))
-                        .map_err(|e| {
-                            body_error(handle, handed[i].seq, r, &format!("is not a key ({e})"))
-                        })?;
-                    at.push(i);
-                    keys.push(key);
-                }
+        for (h, p) in handed.iter_mut().zip(payloads) {
+            let Some(r) = p.body_of.take() else { continue };
+            let fail = |why: &str| body_error(handle, h.seq, &r, why);
+            let item = match h.item.take() {
+                Some(Ok(Some(item))) => item,
+                Some(Ok(None)) => return Err(fail("no longer exists")),
+                Some(Err(e)) => return Err(fail(&format!("cannot be read: {e}"))),
+                None => return Err(fail("was not read with it")),
+            };
+            let body = postbox_item::json::item_to_string(&item);
+            if !r.matches(&body) {
+                return Err(fail("has changed since the message was sent"));
             }
-            let items = self.store.get_items_committed(&table, &keys).map_err(|e| {
-                QueueError::Storage(format!(
-                    "the bodies of queue {}'s messages in table {table} cannot be read: {e}",
-                    handle.name
-                ))
-            })?;
-            for (i, item) in at.into_iter().zip(items) {
-                let p = &mut payloads[i];
-                let r = p.body_of.take().expect("found above");
-                let fail = |why: &str| body_error(handle, handed[i].seq, &r, why);
-                let body = postbox_item::json::item_to_string(
-                    &item.ok_or_else(|| fail("no longer exists"))?,
-                );
-                if !r.matches(&body) {
-                    return Err(fail("has changed since the message was sent"));
-                }
-                p.body = body;
-            }
+            p.body = body;
         }
         Ok(())
     }

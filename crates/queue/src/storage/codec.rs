@@ -61,6 +61,15 @@ pub struct BodyRef {
 }
 
 impl BodyRef {
+    /// The item's table and key.
+    pub fn parse_key(self) -> Result<(String, postbox_item::Item), String> {
+        let key = serde_json::from_str(&self.key)
+            .map_err(|e| e.to_string())
+            .and_then(|v| postbox_item::item_from_json(&v).map_err(|e| e.to_string()))
+            .map_err(|e| format!("corrupt body reference key: {e}"))?;
+        Ok((self.table, key))
+    }
+
     /// Whether `body` is the body this reference was made for.
     pub fn matches(&self, body: &str) -> bool {
         body.len() == self.len as usize && crc32fast::hash(body.as_bytes()) == self.crc
@@ -115,6 +124,11 @@ impl Payload {
     /// while encoding happens before, off the writer thread).
     pub fn patch_sent_at(encoded: &mut [u8], sent_at: u64) {
         encoded[1..9].copy_from_slice(&sent_at.to_be_bytes());
+    }
+
+    /// Whether encoded `bytes` keep their body by reference.
+    pub fn by_reference(bytes: &[u8]) -> bool {
+        bytes.first() == Some(&VERSION_BY_REFERENCE)
     }
 
     /// Reads a payload back.

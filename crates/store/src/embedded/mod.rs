@@ -631,23 +631,6 @@ impl EmbeddedStore {
         }
     }
 
-    /// The items of `table` at `keys` as of the last commit, durable or
-    /// not, in one snapshot and without waiting (None where there is none).
-    /// A queue's receive writes the bodies it keeps by reference from them.
-    pub fn get_items_committed(
-        &self,
-        table: &str,
-        keys: &[postbox_item::Item],
-    ) -> StoreResult<Vec<Option<postbox_item::Item>>> {
-        read_ops::get_items(
-            &self.committed_snapshot()?,
-            self.catalog(),
-            self.now_ms(),
-            table,
-            keys,
-        )
-    }
-
     /// A read snapshot of the last commit, durable or not (see
     /// [`EmbeddedStore::read_committed_stream`]).
     fn committed_snapshot(&self) -> StoreResult<ReadTransaction> {

@@ -99,22 +99,6 @@ pub(crate) fn get_item(
     })
 }
 
-/// The items of `table` at `keys`, in one snapshot (None where there is
-/// none): a queue's receive writes bodies kept by reference from them.
-pub(crate) fn get_items(
-    txn: &ReadTransaction,
-    catalog: &Catalog,
-    now_ms: u64,
-    table: &str,
-    keys: &[Item],
-) -> Result<Vec<Option<Item>>, StoreError> {
-    let meta = catalog.get(table)?;
-    let items = items(txn)?;
-    keys.iter()
-        .map(|k| get_live(items.as_ref(), &meta, &keys::key_param(&meta, k)?, now_ms))
-        .collect()
-}
-
 /// BatchGetItem: at most 100 keys, no key twice; every requested table
 /// appears in the answer, with an empty list when nothing was found.
 pub(crate) fn batch_get_item(
