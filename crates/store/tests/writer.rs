@@ -106,6 +106,36 @@ async fn submitted_operations_stage_their_changes_until_they_succeed() {
 }
 
 #[tokio::test]
+async fn an_item_read_encoded_is_the_item_stored_or_staged() {
+    let s = open_with_table(None).await;
+    let item = |v: serde_json::Value| postbox_item::item_from_json(&v).unwrap();
+    put(
+        &s,
+        json!({"TableName": "tbl", "Item": {"pk": {"S": "a"}, "v": {"S": "stored"}}}),
+    )
+    .await
+    .unwrap();
+    let (stored, staged, missing) = s
+        .submit(move |ctx| {
+            let stored = ctx.get_item_encoded("tbl", &item(json!({"pk": {"S": "a"}})))?;
+            ctx.put_item("tbl", item(json!({"pk": {"S": "b"}, "v": {"N": "2"}})))?;
+            let staged = ctx.get_item_encoded("tbl", &item(json!({"pk": {"S": "b"}})))?;
+            let missing = ctx.get_item_encoded("tbl", &item(json!({"pk": {"S": "c"}})))?;
+            Ok((stored, staged, missing))
+        })
+        .await
+        .unwrap();
+    let decoded = |b: Option<Vec<u8>>| postbox_item::decode_item(&b.unwrap()).unwrap();
+    assert_eq!(decoded(stored)["v"], AttributeValue::S("stored".into()));
+    assert_eq!(
+        decoded(staged)["v"],
+        AttributeValue::n(2),
+        "staged changes first"
+    );
+    assert_eq!(missing, None);
+}
+
+#[tokio::test]
 async fn a_storage_failure_stops_all_later_writes_but_not_reads() {
     let s = open_with_table(None).await;
     put(

@@ -493,8 +493,9 @@ struct Handed {
     seq: u64,
     state: MessageState,
     payload: Vec<u8>,
-    /// For a body kept by reference, its item as this commit reads it.
-    item: Option<Result<Option<postbox_item::Item>, String>>,
+    /// For a body kept by reference, its item's encoded bytes as this
+    /// commit reads them.
+    item: Option<Result<Option<Vec<u8>>, String>>,
 }
 
 impl Handed {
@@ -516,7 +517,10 @@ impl Handed {
                 Payload::decode(&payload)
                     .and_then(|p| p.body_of.ok_or_else(|| "no body reference".to_owned()))
                     .and_then(|r| r.parse_key())
-                    .and_then(|(table, key)| ctx.get_item(&table, &key).map_err(|e| e.to_string())),
+                    .and_then(|(table, key)| {
+                        ctx.get_item_encoded(&table, &key)
+                            .map_err(|e| e.to_string())
+                    }),
             ),
         };
         Ok(Handed {
@@ -565,7 +569,8 @@ impl Inner {
                 Some(Err(e)) => return Err(fail(&format!("cannot be read: {e}"))),
                 None => return Err(fail("was not read with it")),
             };
-            let body = postbox_item::json::item_to_string(&item);
+            let body = postbox_item::json::encoded_item_to_string(&item)
+                .map_err(|e| fail(&format!("does not decode ({e})")))?;
             if !r.matches(&body) {
                 return Err(fail("has changed since the message was sent"));
             }

@@ -248,6 +248,31 @@ impl<'t> WriteContext<'t> {
         Ok(self.current(&meta, &key)?.into_live())
     }
 
+    /// [`WriteContext::get_item`] as the store's codec encodes the item
+    /// (`postbox_item::decode_item` reads it): a reader that only writes the
+    /// item out, off the writer thread, need not build it here. The row's
+    /// bytes are copied as stored unless the item has a change staged in
+    /// this operation, or its table keeps TTL or arrival order.
+    pub fn get_item_encoded(&self, table: &str, key: &Item) -> Result<Option<Vec<u8>>, StoreError> {
+        let meta = self.table(table)?;
+        let key = keys::key_param(&meta, key)?;
+        let as_stored = meta.arrival.is_none()
+            && meta.ttl_attribute.is_none()
+            && !self
+                .staged
+                .iter()
+                .any(|c| c.meta.id == meta.id && c.key == key);
+        if !as_stored {
+            return Ok(self
+                .current(&meta, &key)?
+                .into_live()
+                .map(|i| encode_item(&i)));
+        }
+        let items = self.tables.items()?;
+        let row = items.get(key.as_slice()).map_err(storage_err)?;
+        Ok(row.map(|r| row::item_bytes(r.value()).to_vec()))
+    }
+
     /// Stages a put of `item`, validated like PutItem; returns the live item
     /// it replaces.
     pub fn put_item(&mut self, table: &str, item: Item) -> Result<Option<Item>, StoreError> {
