@@ -511,17 +511,12 @@ impl Handed {
         state: MessageState,
     ) -> StorageResult<Handed> {
         let payload = tables.payload_bytes(id, seq)?;
-        let item = match Payload::by_reference(&payload) {
-            false => None,
-            true => Some(
-                Payload::decode(&payload)
-                    .and_then(|p| p.body_of.ok_or_else(|| "no body reference".to_owned()))
-                    .and_then(|r| r.parse_key())
-                    .and_then(|(table, key)| {
-                        ctx.get_item_encoded(&table, &key)
-                            .map_err(|e| e.to_string())
-                    }),
-            ),
+        let item = match Payload::reference(&payload) {
+            Ok(None) => None,
+            Ok(Some((table, key))) => {
+                Some(ctx.get_item_encoded(table, &key).map_err(|e| e.to_string()))
+            }
+            Err(e) => Some(Err(e)),
         };
         Ok(Handed {
             seq,
@@ -536,55 +531,51 @@ impl Inner {
     fn messages(
         &self,
         handle: &QueueHandle,
-        mut handed: Vec<Handed>,
+        handed: Vec<Handed>,
     ) -> QueueResult<Vec<ReceivedMessage>> {
         let fifo = handle.lock().core.fifo();
-        let mut payloads = handed
-            .iter()
-            .map(|h| Payload::decode(&h.payload).map_err(QueueError::Storage))
-            .collect::<QueueResult<Vec<_>>>()?;
-        self.bodies_by_reference(handle, &mut handed, &mut payloads)?;
-        Ok(handed
-            .iter()
-            .zip(payloads)
-            .map(|(h, payload)| received_message(self, handle, h.seq, &h.state, payload, fifo))
-            .collect())
-    }
-
-    /// Writes the bodies kept by reference from the items their receive's
-    /// commit read, each checked against the length and CRC the send kept:
-    /// an item gone or changed is an error, never another body.
-    fn bodies_by_reference(
-        &self,
-        handle: &QueueHandle,
-        handed: &mut [Handed],
-        payloads: &mut [Payload],
-    ) -> QueueResult<()> {
-        for (h, p) in handed.iter_mut().zip(payloads) {
-            let Some(r) = p.body_of.take() else { continue };
-            let fail = |why: &str| body_error(handle, h.seq, &r, why);
-            let item = match h.item.take() {
-                Some(Ok(Some(item))) => item,
-                Some(Ok(None)) => return Err(fail("no longer exists")),
-                Some(Err(e)) => return Err(fail(&format!("cannot be read: {e}"))),
-                None => return Err(fail("was not read with it")),
-            };
-            let body = postbox_item::json::encoded_item_to_string(&item)
-                .map_err(|e| fail(&format!("does not decode ({e})")))?;
-            if !r.matches(&body) {
-                return Err(fail("has changed since the message was sent"));
-            }
-            p.body = body;
-        }
-        Ok(())
+        handed
+            .into_iter()
+            .map(|h| {
+                let mut payload = Payload::decode(&h.payload).map_err(QueueError::Storage)?;
+                if let Some(r) = payload.body_of.take() {
+                    payload.body = body_by_reference(handle, h.seq, &r, h.item)?;
+                }
+                Ok(received_message(
+                    self, handle, h.seq, &h.state, payload, fifo,
+                ))
+            })
+            .collect()
     }
 }
 
-fn body_error(handle: &QueueHandle, seq: u64, r: &BodyRef, why: &str) -> QueueError {
-    QueueError::Storage(format!(
-        "message {seq} of queue {}: its body is item {} of table {}, which {why}",
-        handle.name, r.key, r.table
-    ))
+/// The body of message `seq`, kept as `r`, written from the item its
+/// receive's commit read and checked against the length and CRC the send
+/// kept: an item gone or changed is an error, never another body.
+fn body_by_reference(
+    handle: &QueueHandle,
+    seq: u64,
+    r: &BodyRef,
+    item: Option<Result<Option<Vec<u8>>, String>>,
+) -> QueueResult<String> {
+    let fail = |why: &str| {
+        QueueError::Storage(format!(
+            "message {seq} of queue {}: its body is item {} of table {}, which {why}",
+            handle.name, r.key, r.table
+        ))
+    };
+    let item = match item {
+        Some(Ok(Some(item))) => item,
+        Some(Ok(None)) => return Err(fail("no longer exists")),
+        Some(Err(e)) => return Err(fail(&format!("cannot be read: {e}"))),
+        None => return Err(fail("was not read with it")),
+    };
+    let body = postbox_item::json::encoded_item_to_string(&item)
+        .map_err(|e| fail(&format!("does not decode ({e})")))?;
+    if !r.matches(&body) {
+        return Err(fail("has changed since the message was sent"));
+    }
+    Ok(body)
 }
 
 fn received_message(

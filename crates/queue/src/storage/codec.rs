@@ -61,15 +61,6 @@ pub struct BodyRef {
 }
 
 impl BodyRef {
-    /// The item's table and key.
-    pub fn parse_key(self) -> Result<(String, postbox_item::Item), String> {
-        let key = serde_json::from_str(&self.key)
-            .map_err(|e| e.to_string())
-            .and_then(|v| postbox_item::item_from_json(&v).map_err(|e| e.to_string()))
-            .map_err(|e| format!("corrupt body reference key: {e}"))?;
-        Ok((self.table, key))
-    }
-
     /// Whether `body` is the body this reference was made for.
     pub fn matches(&self, body: &str) -> bool {
         body.len() == self.len as usize && crc32fast::hash(body.as_bytes()) == self.crc
@@ -126,9 +117,31 @@ impl Payload {
         encoded[1..9].copy_from_slice(&sent_at.to_be_bytes());
     }
 
-    /// Whether encoded `bytes` keep their body by reference.
-    pub fn by_reference(bytes: &[u8]) -> bool {
-        bytes.first() == Some(&VERSION_BY_REFERENCE)
+    /// The table and key of the item encoded `bytes` keep their body as,
+    /// read without decoding the rest; None for a body kept inline.
+    pub fn reference(bytes: &[u8]) -> Result<Option<(&str, postbox_item::Item)>, String> {
+        if bytes.first() != Some(&VERSION_BY_REFERENCE) {
+            return Ok(None);
+        }
+        let mut r = Reader { bytes, at: 9 };
+        for _ in 0..6 {
+            match r.len()? {
+                ABSENT => {}
+                n => {
+                    r.take(n as usize)?;
+                }
+            }
+        }
+        let mut text = || -> Result<&str, String> {
+            let n = r.len()?;
+            std::str::from_utf8(r.take(n as usize)?)
+                .map_err(|_| "message payload is not UTF-8".to_owned())
+        };
+        let table = text()?;
+        let key = text()?;
+        let key = postbox_item::scalar_item_from_json_text(key)
+            .ok_or_else(|| format!("corrupt body reference key {key}"))?;
+        Ok(Some((table, key)))
     }
 
     /// Reads a payload back.
@@ -288,6 +301,13 @@ mod tests {
         assert_eq!(bytes[0], VERSION_BY_REFERENCE);
         assert_eq!(Payload::decode(&bytes).unwrap(), p);
         assert_eq!(Payload::decode_without_body(&bytes).unwrap().size, p.size);
+        let (table, key) = Payload::reference(&bytes).unwrap().unwrap();
+        assert_eq!(table, "postbox_events");
+        assert_eq!(
+            postbox_item::json::item_to_string(&key),
+            p.body_of.as_ref().unwrap().key
+        );
+        assert_eq!(Payload::reference(&Payload::default().encode()), Ok(None));
         let r = p.body_of.as_ref().unwrap();
         assert!(r.matches(body));
         assert!(!r.matches(r#"{"id":{"S":"e2"}}"#));
