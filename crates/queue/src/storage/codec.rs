@@ -289,7 +289,7 @@ mod tests {
             dedup_id: Some("e1".into()),
             sent_at: 42,
             body_of: Some(BodyRef {
-                table: "postbox_events".into(),
+                table: "events".into(),
                 key: r#"{"pk":{"S":"TENANT#acme#EVENT"},"sk":{"S":"1"}}"#.into(),
                 len: body.len() as u32,
                 crc: crc32fast::hash(body.as_bytes()),
@@ -302,7 +302,7 @@ mod tests {
         assert_eq!(Payload::decode(&bytes).unwrap(), p);
         assert_eq!(Payload::decode_without_body(&bytes).unwrap().size, p.size);
         let (table, key) = Payload::reference(&bytes).unwrap().unwrap();
-        assert_eq!(table, "postbox_events");
+        assert_eq!(table, "events");
         assert_eq!(
             postbox_item::json::item_to_string(&key),
             p.body_of.as_ref().unwrap().key
