@@ -258,10 +258,7 @@ impl<'t> WriteContext<'t> {
         let key = keys::key_param(&meta, key)?;
         let as_stored = meta.arrival.is_none()
             && meta.ttl_attribute.is_none()
-            && !self
-                .staged
-                .iter()
-                .any(|c| c.meta.id == meta.id && c.key == key);
+            && self.staged_change(&meta, &key).is_none();
         if !as_stored {
             return Ok(self
                 .current(&meta, &key)?
@@ -384,14 +381,17 @@ impl<'t> WriteContext<'t> {
         Ok(now)
     }
 
-    /// The item under `key`, seeing this operation's staged changes first.
-    pub(crate) fn current(&self, meta: &TableMeta, key: &[u8]) -> Result<Current, StoreError> {
-        let stored = match self
-            .staged
+    /// The latest change of `key` this operation staged, if any.
+    fn staged_change(&self, meta: &TableMeta, key: &[u8]) -> Option<&Change> {
+        self.staged
             .iter()
             .rev()
             .find(|c| c.meta.id == meta.id && c.key == key)
-        {
+    }
+
+    /// The item under `key`, seeing this operation's staged changes first.
+    pub(crate) fn current(&self, meta: &TableMeta, key: &[u8]) -> Result<Current, StoreError> {
+        let stored = match self.staged_change(meta, key) {
             Some(change) => change.new.clone(),
             None => read_ops::stored_item(&**self.tables.items()?, meta, key)?,
         };
